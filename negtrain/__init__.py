@@ -1,0 +1,3 @@
+"""negtrain: train and evaluate negation-robust language models."""
+
+__version__ = "0.1.0"

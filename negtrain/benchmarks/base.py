@@ -1,0 +1,141 @@
+"""What every benchmark module provides.
+
+A benchmark is one small module that says, in one place: which upstream files it reads, which
+splits exist, how raw fields map onto an :class:`Example`, the label set, the stable example ids,
+the subset/group tags, and the metric its paper defines.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from negtrain.data.files import RemoteFile, resolve
+from negtrain.errors import DataError, unknown_name
+
+
+@dataclass(frozen=True, slots=True)
+class Example:
+    """One benchmark item, already in the benchmark's label space."""
+
+    id: str  # stable across runs and machines, e.g. "scone/test/one_scoped/17"
+    inputs: tuple[str, ...]  # NLI: (premise, hypothesis)
+    label: str
+    subset: str | None = None  # e.g. the ScoNe condition
+    group: str | None = None  # members of one contrast set share a group
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+class Benchmark(ABC):
+    name: ClassVar[str]
+    splits: ClassVar[tuple[str, ...]]
+    labels: ClassVar[tuple[str, ...]]
+    citation: ClassVar[str]
+
+    def check_split(self, split: str) -> None:
+        if split not in self.splits:
+            raise unknown_name(f"split of benchmark '{self.name}'", split, self.splits)
+
+    @abstractmethod
+    def files(self, split: str) -> list[RemoteFile]:
+        """The upstream files this split is read from."""
+
+    @abstractmethod
+    def read(self, split: str) -> list[Example]:
+        """Read and validate every row of the split; never drop a row silently."""
+
+    def load(self, split: str) -> list[Example]:
+        self.check_split(split)
+        examples = self.read(split)
+        seen: set[str] = set()
+        for ex in examples:
+            if ex.id in seen:
+                raise DataError(f"benchmark {self.name}/{split}: duplicate example id '{ex.id}'")
+            seen.add(ex.id)
+        return examples
+
+    @abstractmethod
+    def metric(self, examples: Sequence[Example]):
+        """A fresh torchmetrics Metric that scores predictions (label ids) on these examples."""
+
+    def label_id(self, label: str, where: str) -> int:
+        try:
+            return self.labels.index(label)
+        except ValueError:
+            raise DataError(
+                f"{where}: label '{label}' is not in {self.name}'s label set {list(self.labels)}"
+            ) from None
+
+
+# --------------------------------------------------------------------------------------------
+# Readers that keep line numbers, so a bad row is reported as file:line:field.
+
+
+@dataclass(frozen=True)
+class Row:
+    path: Path
+    line: int  # 1-based line in the file where the row starts
+    index: int  # 0-based data row
+    fields: Mapping[str, Any]
+
+    def get(self, name: str) -> Any:
+        value = self.fields.get(name)
+        if value is None or (isinstance(value, str) and value.strip() == ""):
+            raise DataError(f"{self.path}:{self.line}: field '{name}' is missing or empty")
+        return value
+
+    def error(self, name: str, problem: str) -> DataError:
+        return DataError(f"{self.path}:{self.line}: field '{name}': {problem}")
+
+
+def _read_text(path: Path, encodings: Sequence[str]) -> str:
+    raw = path.read_bytes()
+    for enc in encodings:
+        try:
+            return raw.decode(enc)
+        except UnicodeDecodeError as exc:
+            last = exc
+    raise DataError(f"{path}: not readable as {' or '.join(encodings)} ({last.reason} at byte {last.start})")
+
+
+def read_csv(path: Path, required: Sequence[str], delimiter: str = ",", encodings: Sequence[str] = ("utf-8-sig",)) -> Iterator[Row]:
+    text = _read_text(path, encodings)
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    missing = [c for c in required if c not in (reader.fieldnames or [])]
+    if missing:
+        raise DataError(f"{path}:1: missing column(s) {missing}; header has {reader.fieldnames}")
+    index = 0
+    for row in reader:
+        # line_num is the line where the row ended; a quoted field may span several lines.
+        yield Row(path, reader.line_num, index, row)
+        index += 1
+    if index == 0:
+        raise DataError(f"{path}: no data rows")
+
+
+def read_jsonl(path: Path) -> Iterator[Row]:
+    text = _read_text(path, ("utf-8",))
+    index = 0
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+        yield Row(path, lineno, index, obj)
+        index += 1
+    if index == 0:
+        raise DataError(f"{path}: no data rows")
+
+
+def local(file: RemoteFile) -> Path:
+    return resolve(file)

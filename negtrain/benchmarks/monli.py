@@ -1,0 +1,53 @@
+"""MoNLI (Geiger et al. 2020): monotonicity NLI with lexical substitutions, two-way.
+
+``nmonli_*`` substitutes under negation (NMoNLI); ``pmonli`` is the positive, negation-free set
+(PMoNLI), used for evaluation only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from negtrain import labels as nli
+from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.data.files import RemoteFile
+from negtrain.metrics.grouped import GroupedAccuracy
+
+REPO = "atticusg/MoNLI"
+FILES = {"train": "nmonli_train.jsonl", "test": "nmonli_test.jsonl", "pmonli": "pmonli.jsonl"}
+
+
+class MonliMetric(GroupedAccuracy):
+    """MoNLI: ``accuracy`` (the paper's only metric)."""
+
+
+class Monli(Benchmark):
+    name = "monli"
+    splits = tuple(FILES)
+    labels = nli.NLI2
+    citation = (
+        "Geiger, Richardson, Potts (2020). Neural Natural Language Inference Models Partially "
+        "Embed Theories of Lexical Entailment and Negation. BlackboxNLP 2020."
+    )
+
+    def files(self, split: str) -> list[RemoteFile]:
+        return [RemoteFile(REPO, FILES[split])]
+
+    def read(self, split: str) -> list[Example]:
+        examples = []
+        for row in read_jsonl(local(self.files(split)[0])):
+            raw = row.get("gold_label")
+            label = nli.into(nli.normalize(raw) or "", self.labels)
+            if label is None:
+                raise row.error("gold_label", f"label '{raw}' is not an NLI label")
+            examples.append(
+                Example(
+                    id=f"monli/{split}/{row.index}",
+                    inputs=(row.get("sentence1"), row.get("sentence2")),
+                    label=label,
+                )
+            )
+        return examples
+
+    def metric(self, examples: Sequence[Example]) -> MonliMetric:
+        return MonliMetric(labels=[self.labels.index(e.label) for e in examples])

@@ -1,0 +1,20 @@
+"""The one explicit table of benchmarks. Add a benchmark by adding its class here."""
+
+from __future__ import annotations
+
+from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.monli import Monli
+from negtrain.benchmarks.scone import Scone
+from negtrain.errors import unknown_name
+
+BENCHMARKS: dict[str, type[Benchmark]] = {
+    "scone": Scone,
+    "monli": Monli,
+}
+
+
+def get_benchmark(name: str) -> Benchmark:
+    try:
+        return BENCHMARKS[name]()
+    except KeyError:
+        raise unknown_name("benchmark", name, BENCHMARKS) from None

@@ -1,0 +1,72 @@
+"""ScoNe-NLI (She et al. 2023): scoped negation, six conditions, two-way NLI.
+
+Rows with the same position in the six condition files of a split form one contrast set.
+``one_scoped.csv`` holds the pair in ``sentence1``/``sentence2``/``gold_label``; the other five
+files hold it in the ``*_edited`` columns (upstream README).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from negtrain import labels as nli
+from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
+from negtrain.data.files import RemoteFile
+from negtrain.metrics.grouped import GroupedAccuracy
+
+CONDITIONS = (
+    "no_negation",
+    "one_not_scoped",
+    "one_scoped",
+    "one_scoped_one_not_scoped",
+    "two_scoped",
+    "two_not_scoped",
+)
+REPO = "selenashe/ScoNe"
+
+
+class SconeMetric(GroupedAccuracy):
+    """ScoNe: ``accuracy``, ``accuracy/<condition>`` (the paper's table), and ``consistency``:
+    the fraction of contrast sets whose six examples are all right (not reported in the paper)."""
+
+
+class Scone(Benchmark):
+    name = "scone"
+    splits = ("train", "test")
+    labels = nli.NLI2
+    citation = (
+        "She, Potts, Bowman, Geiger (2023). ScoNe: Benchmarking Negation Reasoning in Language "
+        "Models With Fine-Tuning and In-Context Learning. ACL 2023."
+    )
+
+    def files(self, split: str) -> list[RemoteFile]:
+        return [RemoteFile(REPO, f"scone_nli/{split}/{c}.csv") for c in CONDITIONS]
+
+    def read(self, split: str) -> list[Example]:
+        examples = []
+        for condition, file in zip(CONDITIONS, self.files(split)):
+            suffix = "" if condition == "one_scoped" else "_edited"
+            cols = (f"sentence1{suffix}", f"sentence2{suffix}", f"gold_label{suffix}")
+            for row in read_csv(local(file), required=cols):
+                raw = row.get(cols[2])
+                label = nli.into(nli.normalize(raw) or "", self.labels)
+                if label is None:
+                    raise row.error(cols[2], f"label '{raw}' is not an NLI label")
+                examples.append(
+                    Example(
+                        id=f"scone/{split}/{condition}/{row.index}",
+                        inputs=(row.get(cols[0]), row.get(cols[1])),
+                        label=label,
+                        subset=condition,
+                        group=f"scone/{split}/{row.index}",
+                    )
+                )
+        return examples
+
+    def metric(self, examples: Sequence[Example]) -> SconeMetric:
+        return SconeMetric(
+            labels=[self.labels.index(e.label) for e in examples],
+            subsets=[e.subset for e in examples],
+            groups=[e.group for e in examples],
+            subset_order=CONDITIONS,
+        )

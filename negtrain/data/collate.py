@@ -1,0 +1,49 @@
+"""Building padded batches from a flat :class:`EncodedSplit`: pad to the batch's longest example."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import torch
+
+from negtrain.data.encoded import EncodedSplit
+
+
+class PadCollator:
+    """Turns a list of example indices into model inputs, padded to the longest in the batch.
+
+    ``extras`` are per-example tensors (targets, labels) that are indexed alongside.
+    """
+
+    def __init__(
+        self,
+        encoded: EncodedSplit,
+        pad_id: int,
+        extras: Mapping[str, torch.Tensor] | None = None,
+        pad_left: bool = False,
+    ) -> None:
+        self.encoded = encoded
+        self.pad_id = pad_id
+        self.extras = dict(extras or {})
+        self.pad_left = pad_left
+
+    def __call__(self, indices: Sequence[int]) -> dict[str, torch.Tensor]:
+        idx = torch.as_tensor(indices, dtype=torch.long)
+        starts = self.encoded.offsets[idx]
+        lengths = self.encoded.offsets[idx + 1] - starts
+        width = int(lengths.max())
+        ids = torch.full((len(idx), width), self.pad_id, dtype=torch.long)
+        mask = torch.zeros((len(idx), width), dtype=torch.long)
+        types = torch.zeros((len(idx), width), dtype=torch.long) if self.encoded.token_type_ids is not None else None
+        for row, (s, n) in enumerate(zip(starts.tolist(), lengths.tolist())):
+            cols = slice(width - n, width) if self.pad_left else slice(0, n)
+            ids[row, cols] = self.encoded.input_ids[s : s + n]
+            mask[row, cols] = 1
+            if types is not None:
+                types[row, cols] = self.encoded.token_type_ids[s : s + n]
+        batch = {"input_ids": ids, "attention_mask": mask, "index": idx}
+        if types is not None:
+            batch["token_type_ids"] = types
+        for name, values in self.extras.items():
+            batch[name] = values[idx]
+        return batch

@@ -1,0 +1,79 @@
+"""Batch sampling: shuffling, length bucketing and sharding over ranks, in one place.
+
+Batches are formed globally (identically on every rank, from the seed and the epoch) and then
+dealt out to the ranks, so under DDP each rank gets disjoint whole batches and every rank steps
+the same number of times. With ``bucket`` on, examples are sorted by length inside pools of
+``pool_batches`` batches, so a batch holds examples of similar length and padding stays small,
+while the order of batches is still shuffled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+
+class BatchSampler(Sampler[list[int]]):
+    def __init__(
+        self,
+        lengths: torch.Tensor | np.ndarray,
+        batch_size: int,
+        *,
+        shuffle: bool,
+        bucket: bool,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        pool_batches: int = 50,
+    ) -> None:
+        self.lengths = np.asarray(lengths)
+        self.batch_size = batch_size
+        self.shuffle = shuffle
+        self.bucket = bucket
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.pool_batches = pool_batches
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def epoch_indices(self, rng: np.random.Generator) -> np.ndarray:
+        """Which examples this epoch visits, in order. Mixing samplers override this."""
+        n = len(self.lengths)
+        return rng.permutation(n) if self.shuffle else np.arange(n)
+
+    def global_batches(self) -> list[np.ndarray]:
+        rng = np.random.default_rng([self.seed, self.epoch])
+        order = self.epoch_indices(rng)
+        if self.bucket:
+            pool = self.batch_size * self.pool_batches
+            pieces = []
+            for start in range(0, len(order), pool):
+                chunk = order[start : start + pool]
+                # Stable sort keeps the shuffled order among equal lengths.
+                pieces.append(chunk[np.argsort(-self.lengths[chunk], kind="stable")])
+            order = np.concatenate(pieces) if pieces else order
+        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
+        if self.bucket and self.shuffle:
+            batches = [batches[i] for i in rng.permutation(len(batches))]
+        return batches
+
+    def __iter__(self) -> Iterator[list[int]]:
+        batches = self.global_batches()
+        if self.num_replicas > 1 and batches:
+            # Pad with batches from the start so every rank steps equally often; evaluation
+            # metrics drop the repeated examples by index.
+            extra = (-len(batches)) % self.num_replicas
+            batches = batches + batches[:extra]
+            batches = batches[self.rank :: self.num_replicas]
+        for batch in batches:
+            yield batch.tolist()
+
+    def __len__(self) -> int:
+        n_batches = -(-len(self.lengths) // self.batch_size)
+        return -(-n_batches // self.num_replicas)

@@ -1,0 +1,95 @@
+"""What every model family shares: per-epoch evaluation of every configured benchmark, and the
+optimizer. A family subclass supplies ``training_loss`` and ``predict``."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import lightning.pytorch as pl
+import numpy as np
+import torch
+from torch import nn
+
+from negtrain.config import ModelConfig
+from negtrain.metrics.base import ExampleMetric
+
+
+@dataclass
+class EvalResult:
+    name: str  # "<benchmark>/<split>"
+    metrics: dict[str, float]
+    predictions: np.ndarray  # per example: a label id, or MISSING
+
+
+class NegtrainModule(pl.LightningModule):
+    def __init__(self, config: ModelConfig, eval_names: Sequence[str], metrics: Sequence[ExampleMetric], recipe: dict[str, Any]) -> None:
+        super().__init__()
+        self.config = config
+        self.eval_names = list(eval_names)
+        self.metrics = nn.ModuleList(metrics)
+        self.recipe = recipe
+        #: Results of the last evaluation, read by the run recorder after each epoch.
+        self.eval_results: list[EvalResult] = []
+
+    @abstractmethod
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+
+    @abstractmethod
+    def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
+        """Predicted label ids (in the eval set's benchmark label space) for a batch."""
+
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        loss = self.training_loss(batch)
+        self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=len(batch["index"]))
+        return loss
+
+    def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
+        self.metrics[dataloader_idx].update(batch["index"], self.predict(batch, dataloader_idx))
+
+    test_step = validation_step
+
+    def on_validation_epoch_end(self) -> None:
+        self._finish_evaluation()
+
+    def on_test_epoch_end(self) -> None:
+        self._finish_evaluation()
+
+    def _finish_evaluation(self) -> None:
+        results = []
+        for name, metric in zip(self.eval_names, self.metrics):
+            values = {k: float(v) for k, v in metric.compute().items()}
+            results.append(EvalResult(name, values, metric.last_predictions.copy()))
+            for key, value in values.items():
+                # Already synced over ranks by the metric, so no further reduction.
+                self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)
+            metric.reset()
+        self.eval_results = results
+
+    def configure_optimizers(self):
+        from transformers import get_scheduler
+
+        decay, no_decay = [], []
+        for name, param in self.named_parameters():
+            if not param.requires_grad:
+                continue
+            # Biases and norm weights are conventionally not decayed (BERT, RoBERTa, DeBERTa).
+            (no_decay if param.ndim < 2 else decay).append(param)
+        impl = self.config.optimizer_impl
+        kwargs = {"foreach": True} if impl == "foreach" else {"fused": True} if impl == "fused" else {"foreach": False} if impl == "for-loop" else {}
+        optimizer = torch.optim.AdamW(
+            [{"params": decay, "weight_decay": self.config.weight_decay}, {"params": no_decay, "weight_decay": 0.0}],
+            lr=self.config.learning_rate,
+            **kwargs,
+        )
+        total = int(self.trainer.estimated_stepping_batches)
+        schedule = {"linear": "linear", "constant": "constant_with_warmup", "cosine": "cosine"}[self.config.scheduler]
+        scheduler = get_scheduler(
+            schedule, optimizer, num_warmup_steps=int(self.config.warmup_ratio * total), num_training_steps=total
+        )
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["negtrain_recipe"] = self.recipe

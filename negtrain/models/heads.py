@@ -1,0 +1,71 @@
+"""Which labels a classification head has, and how they meet a benchmark's labels.
+
+Training targets are *sets* of head classes: a two-way "not_entailment" gold label on a
+three-way head is satisfied by neutral or contradiction, so the loss is the negative log of the
+probability mass on {neutral, contradiction}. Predictions are the head's argmax, coarsened into the
+benchmark's label set. Both directions use only :func:`negtrain.labels.coarsen`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+import torch
+
+from negtrain import labels as nli
+from negtrain.errors import ConfigError
+
+
+def checkpoint_labels(id2label: Mapping[int, str] | None) -> list[str] | None:
+    """The checkpoint's head labels in head order, if they are all recognisable NLI labels."""
+    if not id2label:
+        return None
+    names = [nli.normalize(id2label[i]) for i in sorted(id2label)]
+    return names if all(names) and len(set(names)) == len(names) else None
+
+
+def choose_head_labels(
+    configured: Sequence[str] | None,
+    from_checkpoint: Sequence[str] | None,
+    train_label_sets: Iterable[Sequence[str]],
+) -> list[str]:
+    if configured:
+        normalized = [nli.normalize(x) for x in configured]
+        if not all(normalized):
+            raise ConfigError(f"model.head_labels: {list(configured)} contains a label that is not an NLI label")
+        return normalized  # type: ignore[return-value]
+    if from_checkpoint:
+        return list(from_checkpoint)
+    sets = [tuple(s) for s in train_label_sets]
+    return list(nli.NLI3 if any(len(s) == 3 for s in sets) else nli.NLI2)
+
+
+def target_mask(gold: Sequence[str], head: Sequence[str]) -> torch.Tensor:
+    """(N, H) bool: which head classes count as right for each gold label."""
+    table: dict[str, list[bool]] = {}
+    for label in set(gold):
+        row = [h == label or nli.coarsen(h) == label or nli.coarsen(label) == h for h in head]
+        if not any(row):
+            raise ConfigError(f"gold label '{label}' cannot be expressed by a head with labels {list(head)}")
+        table[label] = row
+    return torch.tensor([table[g] for g in gold], dtype=torch.bool)
+
+
+def head_to_benchmark(head: Sequence[str], benchmark_labels: Sequence[str], benchmark: str) -> torch.Tensor:
+    """For each head class, the benchmark label id its prediction means."""
+    mapped = []
+    for h in head:
+        label = nli.into(h, benchmark_labels)
+        if label is None:
+            raise ConfigError(
+                f"benchmark '{benchmark}' has labels {list(benchmark_labels)}; a head with labels "
+                f"{list(head)} cannot predict them (its '{h}' has no counterpart)"
+            )
+        mapped.append(benchmark_labels.index(label))
+    return torch.tensor(mapped, dtype=torch.long)
+
+
+def set_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """Mean of -log P(head class in target set)."""
+    logp = torch.log_softmax(logits.float(), dim=-1)
+    return -(torch.logsumexp(logp.masked_fill(~targets, float("-inf")), dim=-1)).mean()

@@ -1,0 +1,27 @@
+"""Resolving a recipe's model name to something ``from_pretrained`` accepts."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from negtrain.errors import ConfigError
+
+PKG_PREFIX = "pkg:"
+
+
+def resolve_model_name(name: str) -> str:
+    """``pkg:<package>/<subdir>`` -> the folder inside the installed package; anything else as is.
+
+    This lets a recipe name a model that a Python package ships, so it runs with no Hub access.
+    """
+    if not name.startswith(PKG_PREFIX):
+        return name
+    package, _, subdir = name[len(PKG_PREFIX) :].partition("/")
+    spec = importlib.util.find_spec(package) if package else None
+    if spec is None or not spec.submodule_search_locations:
+        raise ConfigError(f"model '{name}': Python package '{package}' is not installed")
+    path = Path(list(spec.submodule_search_locations)[0]) / subdir
+    if not path.exists():
+        raise ConfigError(f"model '{name}': package '{package}' has no '{subdir}' ({path} does not exist)")
+    return str(path)

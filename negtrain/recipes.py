@@ -1,0 +1,115 @@
+"""Finding recipes and applying command-line overrides to them."""
+
+from __future__ import annotations
+
+import copy
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from negtrain.config import Recipe, load_yaml, validate_recipe
+from negtrain.errors import ConfigError, unknown_name
+
+
+def recipes_dir() -> Path:
+    """The recipe folder: ``NEGTRAIN_RECIPES_DIR``, else ``recipes/`` of a source checkout."""
+    env = os.environ.get("NEGTRAIN_RECIPES_DIR")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parent.parent / "recipes"
+
+
+def available_recipes() -> dict[str, Path]:
+    folder = recipes_dir()
+    return {p.stem: p for p in sorted(folder.glob("*.yaml"))} if folder.is_dir() else {}
+
+
+def find_recipe(name_or_path: str) -> tuple[str, Path]:
+    """Resolve a recipe name (a file in recipes/) or a path to a YAML file."""
+    path = Path(name_or_path)
+    if path.suffix in {".yaml", ".yml"} or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"recipe file not found: {path}")
+        return path.stem, path
+    known = available_recipes()
+    if name_or_path not in known:
+        raise unknown_name("recipe", name_or_path, known)
+    return name_or_path, known[name_or_path]
+
+
+def parse_overrides(args: list[str]) -> dict[str, Any]:
+    """``["--trainer.max_epochs=1", "--model.learning_rate", "3e-5"]`` -> ``{"trainer.max_epochs": 1, ...}``.
+
+    Values are parsed as YAML scalars, so numbers, booleans and lists keep their types. Both the
+    ``--key=value`` form (what a W&B sweep agent passes) and ``--key value`` are accepted.
+    """
+    overrides: dict[str, Any] = {}
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if not arg.startswith("--") or len(arg) == 2:
+            raise ConfigError(f"unexpected argument '{arg}': overrides look like --section.key=value")
+        key, eq, value = arg[2:].partition("=")
+        if not eq:
+            if i + 1 >= len(args) or args[i + 1].startswith("--"):
+                raise ConfigError(f"override --{key} needs a value: --{key}=VALUE")
+            value = args[i + 1]
+            i += 1
+        try:
+            overrides[key] = yaml.safe_load(value) if value != "" else ""
+        except yaml.YAMLError:
+            overrides[key] = value
+        i += 1
+    return overrides
+
+
+def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
+    """Set dotted keys in a copy of the raw recipe mapping. Unknown keys are caught on validation."""
+    result = copy.deepcopy(raw)
+    for dotted, value in overrides.items():
+        parts = dotted.split(".")
+        node = result
+        for j, part in enumerate(parts[:-1]):
+            child = node.get(part) if isinstance(node, dict) else None
+            if child is None:
+                child = node[part] = {}
+            elif not isinstance(child, dict):
+                raise ConfigError(f"override --{dotted}: '{'.'.join(parts[: j + 1])}' is not a section")
+            node = child
+        node[parts[-1]] = value
+    return result
+
+
+@dataclass(frozen=True)
+class LoadedRecipe:
+    name: str
+    path: Path
+    recipe: Recipe
+
+
+def load_recipe(name_or_path: str, overrides: dict[str, Any] | None = None) -> LoadedRecipe:
+    name, path = find_recipe(name_or_path)
+    raw = load_yaml(path)
+    if raw is None:
+        raise ConfigError(f"{path}: the recipe file is empty")
+    if overrides:
+        if not isinstance(raw, dict):
+            raise ConfigError(f"{path}: a recipe must be a YAML mapping")
+        raw = apply_overrides(raw, overrides)
+    where = str(path) + (" (with overrides)" if overrides else "")
+    return LoadedRecipe(name=name, path=path, recipe=validate_recipe(raw, where))
+
+
+def first_comment_line(path: Path) -> str:
+    """The recipe's purpose: the first comment line of its header."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("#"):
+            text = line.lstrip("#").strip()
+            if text:
+                return text
+        elif line.strip():
+            break
+    return ""

@@ -1,0 +1,143 @@
+"""The run record: metrics.jsonl, prediction files and the per-epoch table.
+
+``metrics.jsonl`` holds one JSON object per epoch, benchmark and split::
+
+    {"epoch": 0, "stage": "fit", "benchmark": "scone", "split": "test", "eval_seconds": 1.2,
+     "metrics": {"accuracy": 0.97, "accuracy/one_scoped": 0.95, ..., "consistency": 0.9}}
+
+and, for training, one line per epoch with ``"benchmark": "train"`` carrying the epoch's loss,
+``train_examples``, ``train_seconds`` and ``train_examples_per_second``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+
+import lightning.pytorch as pl
+from lightning.pytorch.utilities import rank_zero_only
+
+from negtrain.data.module import NegtrainData
+from negtrain.metrics.base import MISSING
+from negtrain.models.base import EvalResult
+from negtrain.training.atomic import append_lines, write_text
+
+
+def _json_number(value: float) -> float | None:
+    return None if math.isnan(value) else round(value, 6)
+
+
+COUNTS = frozenset({"n", "groups_scored"})
+
+
+def format_table(epoch: int, results: list[EvalResult]) -> str:
+    lines = [f"epoch {epoch} evaluation"]
+    width = max((len(r.name) for r in results), default=10)
+    for r in results:
+        cells = [f"{k}={v:.4f}" if k not in COUNTS else f"{k}={int(v)}"
+                 for k, v in r.metrics.items() if not math.isnan(v)]
+        lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+class RunRecorder(pl.Callback):
+    def __init__(self, run_dir: Path, stage: str = "fit", print_table: bool = True) -> None:
+        self.run_dir = run_dir
+        self.stage = stage
+        self.print_table = print_table
+        self._train_start = 0.0
+        self._train_seconds: float | None = None
+        self._train_examples = 0
+        self._eval_start = 0.0
+
+    @property
+    def metrics_path(self) -> Path:
+        return self.run_dir / "metrics.jsonl"
+
+    # ---- training throughput ------------------------------------------------------------
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._train_start = time.perf_counter()
+        self._train_seconds = None
+        self._train_examples = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self._train_examples += len(batch["index"])
+
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._train_seconds is None and trainer.training is False and self._train_examples:
+            self._train_seconds = time.perf_counter() - self._train_start
+        self._eval_start = time.perf_counter()
+
+    on_test_start = on_validation_start
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        seconds = self._train_seconds if self._train_seconds is not None else time.perf_counter() - self._train_start
+        examples = self._train_examples * trainer.world_size
+        loss = trainer.callback_metrics.get("train/loss_epoch")
+        record = {
+            "epoch": trainer.current_epoch,
+            "stage": self.stage,
+            "benchmark": "train",
+            "split": "train",
+            "metrics": {"loss": _json_number(float(loss)) if loss is not None else None},
+            "train_examples": examples,
+            "train_seconds": round(seconds, 3),
+            "train_examples_per_second": round(examples / seconds, 2) if seconds > 0 else None,
+            "global_step": trainer.global_step,
+        }
+        data = trainer.datamodule
+        if isinstance(data, NegtrainData) and data.train is not None:
+            record["sources"] = dict(zip(data.train.sources, data.train.source_sizes))
+        self._write(trainer, [json.dumps(record)])
+
+    # ---- evaluation ---------------------------------------------------------------------
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking:
+            return
+        self._record_eval(trainer, pl_module)
+
+    def on_test_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._record_eval(trainer, pl_module)
+
+    def _record_eval(self, trainer: pl.Trainer, pl_module) -> None:
+        seconds = time.perf_counter() - self._eval_start
+        results: list[EvalResult] = pl_module.eval_results
+        data = trainer.datamodule
+        epoch = trainer.current_epoch
+        lines = []
+        for result, eval_set in zip(results, data.eval_sets):
+            lines.append(
+                json.dumps(
+                    {
+                        "epoch": epoch,
+                        "stage": self.stage,
+                        "benchmark": eval_set.benchmark.name,
+                        "split": eval_set.split,
+                        "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
+                        "eval_seconds": round(seconds, 3),
+                    }
+                )
+            )
+            self._write_predictions(trainer, eval_set, result, epoch)
+        self._write(trainer, lines)
+        if self.print_table and trainer.is_global_zero:
+            print(format_table(epoch, results), flush=True)
+
+    def _write_predictions(self, trainer: pl.Trainer, eval_set, result: EvalResult, epoch: int) -> None:
+        if not trainer.is_global_zero:
+            return
+        labels = eval_set.benchmark.labels
+        rows = [
+            json.dumps({"id": ex.id, "prediction": labels[p], "label": ex.label})
+            for ex, p in zip(eval_set.examples, result.predictions.tolist())
+            if p != MISSING
+        ]
+        suffix = f"epoch{epoch}" if self.stage == "fit" else self.stage
+        name = f"{eval_set.benchmark.name}-{eval_set.split}-{suffix}.jsonl"
+        write_text(self.run_dir / "predictions" / name, "".join(r + "\n" for r in rows))
+
+    @rank_zero_only
+    def _write(self, trainer: pl.Trainer, lines: list[str]) -> None:
+        append_lines(self.metrics_path, lines)

@@ -1,0 +1,132 @@
+"""Running a recipe: the run directory, the Trainer and its callbacks."""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from pathlib import Path
+
+import lightning.pytorch as pl
+import torch
+import yaml
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+from negtrain.config import to_dict
+from negtrain.errors import ConfigError
+from negtrain.recipes import LoadedRecipe
+from negtrain.training.atomic import write_text
+from negtrain.training.build import Built, build, reload_weights
+from negtrain.training.recorder import RunRecorder
+
+
+def default_run_dir(recipe_name: str) -> Path:
+    stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return Path("checkpoints") / recipe_name / stamp
+
+
+def _prepare_run_dir(loaded: LoadedRecipe, output_dir: Path | None) -> Path:
+    run_dir = output_dir or default_run_dir(loaded.name)
+    if (run_dir / "metrics.jsonl").exists():
+        raise ConfigError(f"--output-dir {run_dir} already holds a run (metrics.jsonl); choose another directory")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    # The resolved recipe sits next to the weights: what ran, with every default filled in.
+    write_text(run_dir / "recipe.yaml", f"# recipe: {loaded.name} (resolved from {loaded.path.name})\n" + yaml.safe_dump(to_dict(loaded.recipe), sort_keys=False))
+    return run_dir
+
+
+def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str) -> pl.Trainer:
+    t = loaded.recipe.trainer
+    if t.torch_threads:
+        torch.set_num_threads(t.torch_threads)
+    callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage)]
+    if stage == "fit":
+        sel = built.selection
+        callbacks.append(
+            ModelCheckpoint(
+                dirpath=run_dir / "checkpoints",
+                filename="best-epoch{epoch}",
+                auto_insert_metric_name=False,
+                monitor=sel.monitor if sel else None,
+                mode=sel.mode if sel else "min",
+                save_top_k=1,
+                save_last=True,
+            )
+        )
+    return pl.Trainer(
+        default_root_dir=run_dir,
+        max_epochs=t.max_epochs,
+        max_steps=t.max_steps,
+        accumulate_grad_batches=t.accumulate_grad_batches,
+        gradient_clip_val=t.gradient_clip_val,
+        precision=t.precision,
+        accelerator=t.accelerator,
+        devices=t.devices,
+        strategy=t.strategy,
+        num_nodes=t.num_nodes,
+        limit_train_batches=t.limit_train_batches,
+        limit_val_batches=t.limit_val_batches,
+        limit_test_batches=t.limit_val_batches,
+        log_every_n_steps=t.log_every_n_steps,
+        deterministic=t.deterministic,
+        enable_progress_bar=t.enable_progress_bar,
+        callbacks=callbacks,
+        logger=False,
+        num_sanity_val_steps=0,
+        # Our batch sampler shards over ranks itself (with length bucketing), so Lightning must
+        # not wrap it in a DistributedSampler.
+        use_distributed_sampler=False,
+        enable_model_summary=False,
+    )
+
+
+def fit(loaded: LoadedRecipe, output_dir: Path | None = None) -> Path:
+    pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
+    built = build(loaded.recipe, stage="fit")
+    run_dir = _prepare_run_dir(loaded, output_dir)
+    built.tokenizer.save_pretrained(run_dir / "model")
+    built.module.model.config.save_pretrained(run_dir / "model")
+    trainer = _trainer(loaded, built, run_dir, "fit")
+    trainer.fit(built.module, datamodule=built.data)
+    if trainer.is_global_zero:
+        sel = built.selection
+        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        if sel and best:
+            print(f"best {sel.monitor} = {float(trainer.checkpoint_callback.best_model_score):.4f}: {best}")
+        print(f"run directory: {run_dir}")
+    return run_dir
+
+
+def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_dir: Path | None) -> Path:
+    """``validate`` / ``test``: score a checkpoint (or the recipe's starting model) on its benchmarks."""
+    if checkpoint is not None and not checkpoint.is_file():
+        raise ConfigError(f"--checkpoint {checkpoint}: no such file")
+    pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
+    built = build(loaded.recipe, stage=stage)
+    if not built.data.eval_sets:
+        raise ConfigError(f"the recipe lists no benchmarks for `{stage}` (data.eval / data.test)")
+    if checkpoint is not None:
+        reload_weights(built.module, str(checkpoint))
+    run_dir = output_dir or default_run_dir(loaded.name).with_name(default_run_dir(loaded.name).name + f"-{stage}")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    trainer = _trainer(loaded, built, run_dir, stage)
+    run = trainer.validate if stage == "validate" else trainer.test
+    run(built.module, datamodule=built.data)
+    if trainer.is_global_zero:
+        print(f"run directory: {run_dir}")
+    return run_dir
+
+
+def quiet_third_party_logs() -> None:
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    import logging
+
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    for name in ("bitsandbytes", "lightning.fabric.utilities.seed"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
