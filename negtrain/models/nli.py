@@ -72,3 +72,52 @@ class NLIModule(NegtrainModule):
 
     def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
         return getattr(self, f"head_map_{eval_index}")[self._logits(batch).argmax(-1)]
+
+
+def build_nli(recipe, loaded):
+    """The NLI family's builder (see :mod:`negtrain.models.families`)."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    from negtrain.config import to_dict
+    from negtrain.data.encoded import EncodedSplit
+    from negtrain.data.module import EvalSet, NegtrainData, TrainSet
+    from negtrain.errors import ConfigError
+    from negtrain.models.heads import checkpoint_labels, choose_head_labels, head_to_benchmark, target_mask
+    from negtrain.models.sources import resolve_model_name
+    from negtrain.training.build import Built
+
+    cfg = recipe.model
+    path = resolve_model_name(cfg.name)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    hf_config = AutoConfig.from_pretrained(path)
+    ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
+    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in loaded.train])
+    if ckpt_labels and cfg.head_labels and head != ckpt_labels and len(head) == len(ckpt_labels):
+        raise ConfigError(
+            f"model.head_labels {head} disagrees with the checkpoint's head {ckpt_labels}; "
+            "drop model.head_labels to use the checkpoint's head as it is"
+        )
+    eval_sets = [EvalSet(b, split, ex, encode_pairs(tokenizer, ex, cfg.max_length)) for b, split, ex in loaded.eval]
+    head_maps = [head_to_benchmark(head, s.benchmark.labels, s.benchmark.name) for s in eval_sets]
+    metrics = [s.benchmark.metric(s.examples) for s in eval_sets]
+
+    train = None
+    if loaded.train:
+        gold = [e.label for _, _, ex in loaded.train for e in ex]
+        train = TrainSet(
+            encoded=EncodedSplit.concat([encode_pairs(tokenizer, ex, cfg.max_length) for _, _, ex in loaded.train]),
+            extras={"targets": target_mask(gold, head)},
+            sources=[f"{b.name}/{split}" for b, split, _ in loaded.train],
+            source_sizes=[len(ex) for _, _, ex in loaded.train],
+        )
+
+    model = AutoModelForSequenceClassification.from_pretrained(
+        path,
+        num_labels=len(head),
+        id2label=dict(enumerate(head)),
+        label2id={label: i for i, label in enumerate(head)},
+        ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
+    )
+    module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
+    data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
+    return Built(module, data, tokenizer)
