@@ -1,20 +1,34 @@
-"""``python -m negtrain``: fit, validate, test and list recipes.
+"""``python -m negtrain``: the command table.
 
 Malformed input exits with code 2 and one ``error: ...`` line; ``--debug`` shows the traceback.
+Arguments a subcommand does not declare are passed to it as ``extra`` (recipe overrides such as
+``--trainer.max_epochs=1``); subcommands that take none reject them.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 
+from negtrain.commands import recipes, train
 from negtrain.errors import NegtrainError
 
 
-def _recipe_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recipe", required=True, help="a recipe name (see `negtrain recipes`) or a path to a YAML file")
-    p.add_argument("--output-dir", type=Path, default=None, help="run directory (default: checkpoints/<recipe>/<timestamp>)")
+@dataclass(frozen=True)
+class Command:
+    help: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace, list[str]], int]
+
+
+COMMANDS: dict[str, Command] = {
+    "fit": Command("train a recipe, evaluating its benchmarks every epoch", train.add_fit_arguments, train.run_fit),
+    "validate": Command("score a checkpoint (or the starting model) on the recipe's eval benchmarks", train.add_eval_arguments, train.run_eval),
+    "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval),
+    "recipes": Command("list the recipes with their purpose", recipes.add_arguments, recipes.run),
+}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -25,50 +39,17 @@ def parser() -> argparse.ArgumentParser:
     )
     top.add_argument("--debug", action="store_true", help="show tracebacks for input errors")
     sub = top.add_subparsers(dest="command", required=True)
-    fit = sub.add_parser("fit", help="train a recipe, evaluating its benchmarks every epoch")
-    _recipe_args(fit)
-    for name in ("validate", "test"):
-        p = sub.add_parser(name, help=f"{name} a checkpoint (or the recipe's starting model) on the recipe's benchmarks")
-        _recipe_args(p)
-        p.add_argument("--checkpoint", type=Path, default=None, help="a Lightning checkpoint from a run")
-    sub.add_parser("recipes", help="list the recipes with their purpose")
+    for name, command in COMMANDS.items():
+        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
     return top
-
-
-def _cmd_recipes() -> int:
-    from negtrain.recipes import available_recipes, first_comment_line
-
-    recipes = available_recipes()
-    width = max((len(n) for n in recipes), default=0)
-    for name, path in recipes.items():
-        print(f"{name:<{width}}  {first_comment_line(path)}")
-    return 0
-
-
-def run(argv: list[str]) -> int:
-    args, extra = parser().parse_known_args(argv)
-    if args.command == "recipes":
-        if extra:
-            raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
-        return _cmd_recipes()
-    from negtrain.recipes import load_recipe, parse_overrides
-
-    loaded = load_recipe(args.recipe, parse_overrides(extra))
-    from negtrain.training import run as runner
-
-    runner.quiet_third_party_logs()
-    if args.command == "fit":
-        runner.fit(loaded, args.output_dir)
-    else:
-        runner.evaluate(loaded, args.command, args.checkpoint, args.output_dir)
-    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     try:
-        return run(argv)
+        args, extra = parser().parse_known_args(argv)
+        return COMMANDS[args.command].run(args, extra)
     except NegtrainError as exc:
         if debug:
             raise

@@ -1,0 +1,43 @@
+"""``fit``, ``validate`` and ``test``: run a recipe, with dotted overrides on any field."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def _recipe_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--recipe", required=True, help="a recipe name (see `negtrain recipes`) or a path to a YAML file")
+    p.add_argument("--output-dir", type=Path, default=None, help="run directory (default: checkpoints/<recipe>/<timestamp>)")
+
+
+def add_fit_arguments(p: argparse.ArgumentParser) -> None:
+    _recipe_args(p)
+
+
+def add_eval_arguments(p: argparse.ArgumentParser) -> None:
+    _recipe_args(p)
+    p.add_argument("--checkpoint", type=Path, default=None, help="a Lightning checkpoint from a run (default: the recipe's starting model)")
+
+
+def _loaded(args: argparse.Namespace, extra: list[str]):
+    from negtrain.recipes import load_recipe, parse_overrides
+    from negtrain.training.run import quiet_third_party_logs
+
+    loaded = load_recipe(args.recipe, parse_overrides(extra))
+    quiet_third_party_logs()
+    return loaded
+
+
+def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
+    from negtrain.training.run import fit
+
+    fit(_loaded(args, extra), args.output_dir)
+    return 0
+
+
+def run_eval(args: argparse.Namespace, extra: list[str]) -> int:
+    from negtrain.training.run import evaluate
+
+    evaluate(_loaded(args, extra), args.command, args.checkpoint, args.output_dir)
+    return 0
