@@ -1,0 +1,99 @@
+"""Every recipe in recipes/ loads and validates; bad keys and values are rejected with suggestions."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from negtrain.config import Recipe
+from negtrain.errors import ConfigError
+from negtrain.recipes import available_recipes, first_comment_line, load_recipe, parse_overrides
+
+RECIPES = sorted(available_recipes())
+
+
+def test_recipes_exist():
+    assert {"scone_minilm", "scone_deberta", "scone_roberta"} <= set(RECIPES)
+
+
+@pytest.mark.parametrize("name", RECIPES)
+def test_every_recipe_loads_and_documents_itself(name):
+    loaded = load_recipe(name)
+    assert isinstance(loaded.recipe, Recipe)
+    path = available_recipes()[name]
+    header = path.read_text(encoding="utf-8").split("\n\n")[0]
+    assert first_comment_line(path), f"{name}: the file must start with a comment saying what it reproduces"
+    assert f"--recipe {name}" in path.read_text(encoding="utf-8"), f"{name}: the header must show the command to run it"
+    assert header.startswith("#")
+
+
+def test_scone_deberta_is_the_papers_setup():
+    r = load_recipe("scone_deberta").recipe
+    assert r.model.name == "MoritzLaurer/DeBERTa-v3-base-mnli-fever-anli"
+    assert r.model.learning_rate == 1e-5
+    assert (r.data.batch_size, r.trainer.accumulate_grad_batches, r.trainer.max_epochs) == (4, 6, 10)
+    assert {(s.benchmark, s.split) for s in r.data.train} == {("monli", "train"), ("scone", "train")}
+    assert {(s.benchmark, s.split) for s in r.data.eval} == {("scone", "test"), ("monli", "test")}
+
+
+def test_overrides_apply_with_types():
+    o = parse_overrides(["--trainer.max_epochs=1", "--model.learning_rate", "3e-5", "--data.bucket_by_length=false"])
+    r = load_recipe("scone_minilm", o).recipe
+    assert r.trainer.max_epochs == 1 and r.model.learning_rate == 3e-5 and r.data.bucket_by_length is False
+
+
+@pytest.mark.parametrize(
+    "override,message",
+    [
+        ("--model.learnig_rate=1e-5", "unknown key 'model.learnig_rate' (did you mean 'learning_rate'?)"),
+        ("--trainr.max_epochs=1", "unknown key 'trainr' (did you mean 'trainer'?)"),
+        ("--model.learning_rate=-1", "model.learning_rate: Input should be greater than 0"),
+        ("--data.batch_size=0", "data.batch_size: Input should be greater than 0"),
+        ("--trainer.precision=bf17", "trainer.precision"),
+    ],
+)
+def test_bad_overrides_are_rejected(override, message):
+    with pytest.raises(ConfigError) as err:
+        load_recipe("scone_minilm", parse_overrides([override]))
+    assert message in str(err.value)
+
+
+def test_unknown_key_in_a_list_item(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text(
+        "description: x\nmodel: {name: m}\ndata:\n  train:\n    - {benchmark: scone, split: train, wieght: 2}\n"
+    )
+    with pytest.raises(ConfigError, match=r"unknown key 'data.train\[0\].wieght' \(did you mean 'weight'\?\)"):
+        load_recipe(str(path))
+
+
+def test_yaml_syntax_error_names_line(tmp_path):
+    path = tmp_path / "r.yaml"
+    path.write_text("description: x\nmodel: {name: m\n")
+    with pytest.raises(ConfigError, match=r"r.yaml: line \d+: invalid YAML"):
+        load_recipe(str(path))
+
+
+def test_unknown_recipe_suggests():
+    with pytest.raises(ConfigError, match="did you mean 'scone_minilm'"):
+        load_recipe("scone_minlm")
+
+
+def test_cli_rejects_before_any_work(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "negtrain", "fit", "--recipe", "scone_minilm", "--model.lerning_rate=1", "--output-dir", str(tmp_path / "run")],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: {available_recipes()['scone_minilm']} (with overrides): unknown key 'model.lerning_rate' (did you mean 'learning_rate'?)"
+    ]
+    assert not (tmp_path / "run").exists()
+
+
+def test_cli_lists_recipes():
+    proc = subprocess.run([sys.executable, "-m", "negtrain", "recipes"], capture_output=True, text=True, check=True)
+    assert "scone_minilm" in proc.stdout and "ScoNe" in proc.stdout
