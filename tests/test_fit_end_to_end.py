@@ -1,0 +1,104 @@
+"""A real `fit` of a few steps: packaged MiniLM, real ScoNe + MoNLI files, the real Trainer."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+
+import pytest
+import torch
+import yaml
+
+from negtrain.cli import main
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, data_dir):
+    out = tmp_path_factory.mktemp("fit") / "run"
+    code = main(
+        [
+            "fit",
+            "--recipe", "scone_minilm",
+            "--output-dir", str(out),
+            "--trainer.max_epochs=2",
+            "--trainer.limit_train_batches=3",
+            "--trainer.enable_progress_bar=false",
+            "--data.batch_size=8",
+        ]
+    )
+    assert code == 0
+    return out
+
+
+def _lines(path):
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def test_run_directory_layout(run_dir):
+    assert (run_dir / "recipe.yaml").is_file()
+    assert (run_dir / "metrics.jsonl").is_file()
+    for epoch in (0, 1):
+        for name in ("scone-test", "monli-test"):
+            assert (run_dir / "predictions" / f"{name}-epoch{epoch}.jsonl").is_file()
+    ckpts = {p.name for p in (run_dir / "checkpoints").iterdir()}
+    assert "last.ckpt" in ckpts and any(n.startswith("best-epoch") for n in ckpts)
+    assert (run_dir / "model" / "config.json").is_file()
+    assert (run_dir / "model" / "tokenizer.json").is_file()
+
+
+def test_recipe_yaml_is_the_resolved_recipe(run_dir):
+    saved = yaml.safe_load((run_dir / "recipe.yaml").read_text())
+    assert saved["trainer"]["max_epochs"] == 2 and saved["trainer"]["limit_train_batches"] == 3
+    assert saved["data"]["batch_size"] == 8
+    assert saved["model"]["warmup_ratio"] == 0.06  # defaults and recipe values alike are spelled out
+    assert saved["data"]["eval_batch_size"] == 256
+
+
+def test_metrics_lines(run_dir):
+    lines = _lines(run_dir / "metrics.jsonl")
+    evals = [(x["epoch"], x["benchmark"], x["split"]) for x in lines if x["benchmark"] != "train"]
+    assert evals == [(0, "scone", "test"), (0, "monli", "test"), (1, "scone", "test"), (1, "monli", "test")]
+    scone = next(x for x in lines if x["benchmark"] == "scone")
+    expected = {"accuracy", "consistency", "n", "groups_scored"} | {
+        f"accuracy/{c}" for c in ("no_negation", "one_not_scoped", "one_scoped", "one_scoped_one_not_scoped", "two_scoped", "two_not_scoped")
+    }
+    assert set(scone["metrics"]) == expected
+    train = [x for x in lines if x["benchmark"] == "train"]
+    assert [t["epoch"] for t in train] == [0, 1]
+    assert train[0]["train_examples"] == 3 * 8
+    assert train[0]["train_seconds"] > 0 and train[0]["train_examples_per_second"] > 0
+
+
+def test_metrics_agree_with_the_prediction_files(run_dir):
+    """Recompute every ScoNe number from the predictions file, independently of the metric code."""
+    lines = _lines(run_dir / "metrics.jsonl")
+    for epoch in (0, 1):
+        reported = next(x for x in lines if x["benchmark"] == "scone" and x["epoch"] == epoch)["metrics"]
+        preds = _lines(run_dir / "predictions" / f"scone-test-epoch{epoch}.jsonl")
+        assert len(preds) == 1200
+        right = defaultdict(list)
+        groups = defaultdict(list)
+        for p in preds:
+            _, _, condition, row = p["id"].split("/")
+            ok = p["prediction"] == p["label"]
+            right[condition].append(ok)
+            groups[row].append(ok)
+        assert reported["accuracy"] == pytest.approx(sum(map(sum, right.values())) / 1200, abs=1e-6)
+        for condition, oks in right.items():
+            assert reported[f"accuracy/{condition}"] == pytest.approx(sum(oks) / len(oks), abs=1e-6)
+        assert reported["consistency"] == pytest.approx(sum(all(g) for g in groups.values()) / 200, abs=1e-6)
+        monli = next(x for x in lines if x["benchmark"] == "monli" and x["epoch"] == epoch)["metrics"]
+        mp = _lines(run_dir / "predictions" / f"monli-test-epoch{epoch}.jsonl")
+        assert monli["accuracy"] == pytest.approx(sum(p["prediction"] == p["label"] for p in mp) / 200, abs=1e-6)
+
+
+def test_checkpoint_loads_and_validate_reproduces_the_best_epoch(run_dir, tmp_path):
+    best = next((run_dir / "checkpoints").glob("best-epoch*.ckpt"))
+    state = torch.load(best, map_location="cpu", weights_only=True)
+    assert state["negtrain_recipe"]["data"]["batch_size"] == 8
+    epoch = int(best.stem.removeprefix("best-epoch"))
+    out = tmp_path / "val"
+    assert main(["validate", "--recipe", str(run_dir / "recipe.yaml"), "--checkpoint", str(best), "--output-dir", str(out), "--trainer.enable_progress_bar=false"]) == 0
+    again = {x["benchmark"]: x["metrics"] for x in _lines(out / "metrics.jsonl")}
+    during = {x["benchmark"]: x["metrics"] for x in _lines(run_dir / "metrics.jsonl") if x["epoch"] == epoch and x["benchmark"] != "train"}
+    assert again == during
