@@ -125,3 +125,17 @@ def test_hub_split_offline_error_names_the_path_and_dataset(tmp_path, monkeypatc
     assert str(tmp_path / "data" / "HiTZ" / "This-is-not-a-dataset" / "test.jsonl") in msg
     assert str(tmp_path / "cache" / "HiTZ" / "This-is-not-a-dataset" / "test.jsonl") in msg
     assert "NEGTRAIN_OFFLINE" in msg
+
+
+def test_read_csv_tab_files_keep_literal_quotes_and_reject_surplus_fields(tmp_path):
+    import csv
+
+    from negtrain.benchmarks.base import read_csv
+
+    path = tmp_path / "t.txt"
+    path.write_bytes(b'index\tText\r\n0\t"Quoted\tstart\r\n1\tQu\xe9bec\r\n')
+    with pytest.raises(DataError, match=r"t.txt:2: more fields than the header's 2"):
+        list(read_csv(path, ["Text"], delimiter="\t", encodings=("utf-8", "cp1252"), quoting=csv.QUOTE_NONE))
+    path.write_bytes(b'index\tText\r\n0\t"Quoted start\r\n1\tQu\xe9bec\r\n')
+    rows = list(read_csv(path, ["Text"], delimiter="\t", encodings=("utf-8", "cp1252"), quoting=csv.QUOTE_NONE))
+    assert [r.fields["Text"] for r in rows] == ['"Quoted start', "Québec"]
