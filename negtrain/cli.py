@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from negtrain.commands import recipes, train
+from negtrain.commands import evaluate, recipes, train
 from negtrain.errors import NegtrainError
 
 
@@ -27,6 +27,7 @@ COMMANDS: dict[str, Command] = {
     "fit": Command("train a recipe, evaluating its benchmarks every epoch", train.add_fit_arguments, train.run_fit),
     "validate": Command("score a checkpoint (or the starting model) on the recipe's eval benchmarks", train.add_eval_arguments, train.run_eval),
     "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval),
+    "evaluate": Command("score a predictions file from any system on a benchmark split (--list: the benchmarks)", evaluate.add_arguments, evaluate.run),
     "recipes": Command("list the recipes with their purpose", recipes.add_arguments, recipes.run),
 }
 

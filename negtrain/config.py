@@ -48,7 +48,61 @@ class ModelConfig(_Section):
 class SourceConfig(_Section):
     benchmark: str = Field(description="A registered benchmark name (see `negtrain evaluate --list`).")
     split: str = Field(description="One of the benchmark's splits.")
-    weight: float = Field(1.0, gt=0, description="Relative sampling weight when training data is mixed.")
+    weight: float = Field(
+        1.0,
+        gt=0,
+        description="Relative sampling weight w_i: the source's share of an epoch is proportional to "
+        "w_i * n_i (proportional mixing) or w_i * n_i^(1/T) (temperature mixing); see data.mix.",
+    )
+
+
+class MixConfig(_Section):
+    """How the training sources are mixed into epochs.
+
+    Source i has n_i examples and weight w_i. Its share of an epoch is
+
+    - ``sampling: proportional``: p_i = w_i * n_i / sum_j w_j * n_j;
+    - ``sampling: temperature``:  p_i = w_i * n_i^(1/T) / sum_j w_j * n_j^(1/T) (T = 1 is
+      proportional; a larger T flattens the mix towards small sources; T -> inf is uniform).
+
+    An epoch has E examples, ``epoch``:
+
+    - ``all`` (default): E = sum_i n_i, the size of all sources together;
+    - ``largest``: one pass over the largest source: it contributes exactly its n_max examples,
+      each once, and E = n_max / p_max;
+    - an integer N: E = N examples.
+
+    Source i contributes c_i = p_i * E examples, rounded so the counts sum to E (largest
+    remainders). A source with c_i > n_i is oversampled: it contributes floor(c_i / n_i) full passes
+    plus c_i mod n_i distinct examples; one with c_i < n_i contributes c_i distinct examples. Which
+    examples is drawn from the seed and the epoch number: the same seed gives the same epochs,
+    and every epoch draws afresh. With the defaults (all weights 1, proportional, ``all``) every
+    example is seen exactly once per epoch, in the same order as unmixed training. The realised
+    per-source counts of each epoch are logged in metrics.jsonl (the ``sources`` field of the
+    ``train`` line).
+    """
+
+    sampling: Literal["proportional", "temperature"] = Field(
+        "proportional", description="'proportional': p_i ∝ w_i·n_i; 'temperature': p_i ∝ w_i·n_i^(1/T)."
+    )
+    temperature: float | None = Field(
+        None, gt=0, description="T for sampling: temperature (required there, rejected otherwise)."
+    )
+    epoch: Literal["all", "largest"] | int = Field(
+        "all",
+        description="Examples per epoch: 'all' (sum of the sources' sizes), 'largest' (one pass over "
+        "the largest source) or a positive integer.",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> MixConfig:
+        if self.sampling == "temperature" and self.temperature is None:
+            raise ValueError("mix.sampling 'temperature' needs mix.temperature (T in p_i ∝ n_i^(1/T))")
+        if self.sampling != "temperature" and self.temperature is not None:
+            raise ValueError("mix.temperature is only used with mix.sampling: temperature")
+        if isinstance(self.epoch, int) and self.epoch <= 0:
+            raise ValueError("mix.epoch must be 'all', 'largest' or a positive number of examples")
+        return self
 
 
 class EvalConfig(_Section):
@@ -59,8 +113,9 @@ class EvalConfig(_Section):
 class DataConfig(_Section):
     train: list[SourceConfig] = Field(
         default_factory=list,
-        description="Training sources. With the default weights every example is seen once per epoch.",
+        description="Training sources. With the default weights and data.mix every example is seen once per epoch.",
     )
+    mix: MixConfig = Field(default_factory=MixConfig, description="How training sources are mixed (see MixConfig).")
     eval: list[EvalConfig] = Field(
         default_factory=list, description="Benchmarks evaluated at the end of every epoch (and by `validate`)."
     )

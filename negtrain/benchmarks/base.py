@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from negtrain.data.files import RemoteFile, resolve
-from negtrain.errors import DataError, unknown_name
+from negtrain.data.files import HubSplit, RemoteFile, resolve
+from negtrain.errors import ConfigError, DataError, unknown_name
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +37,16 @@ class Benchmark(ABC):
     splits: ClassVar[tuple[str, ...]]
     labels: ClassVar[tuple[str, ...]]
     citation: ClassVar[str]
+    #: The metric names :meth:`metric` reports, for listings (``negtrain evaluate --list``);
+    #: ``<...>`` stands for a family of names that depends on the data.
+    reported_metrics: ClassVar[tuple[str, ...]] = ()
+    #: Label spaces predictions may be expressed in, finest first. ``None``: only ``labels``.
+    #: A 3-way benchmark whose paper also scores merged, 2-way predictions lists both, so that a
+    #: 2-way model is scored on that binary view (see :meth:`scorer`).
+    prediction_spaces: ClassVar[tuple[tuple[str, ...], ...] | None] = None
+
+    def spaces(self) -> tuple[tuple[str, ...], ...]:
+        return self.prediction_spaces or (tuple(self.labels),)
 
     def check_split(self, split: str) -> None:
         if split not in self.splits:
@@ -62,7 +72,23 @@ class Benchmark(ABC):
 
     @abstractmethod
     def metric(self, examples: Sequence[Example]):
-        """A fresh torchmetrics Metric that scores predictions (label ids) on these examples."""
+        """A fresh torchmetrics Metric that scores predictions (label ids) on these examples.
+
+        A benchmark with several :attr:`prediction_spaces` takes a keyword argument
+        ``predicted_labels``: the space the prediction ids index (default: ``labels``).
+        """
+
+    def scorer(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None):
+        """The metric for predictions whose ids index ``predicted_labels`` (default: ``labels``)."""
+        space = tuple(predicted_labels) if predicted_labels is not None else tuple(self.labels)
+        if space == tuple(self.labels):
+            return self.metric(examples)
+        if space not in self.spaces():
+            raise ConfigError(
+                f"benchmark '{self.name}' scores predictions in {[list(s) for s in self.spaces()]}, "
+                f"not in {list(space)}"
+            )
+        return self.metric(examples, predicted_labels=space)
 
     def label_id(self, label: str, where: str) -> int:
         try:
@@ -104,15 +130,25 @@ def _read_text(path: Path, encodings: Sequence[str]) -> str:
     raise DataError(f"{path}: not readable as {' or '.join(encodings)} ({last.reason} at byte {last.start})")
 
 
-def read_csv(path: Path, required: Sequence[str], delimiter: str = ",", encodings: Sequence[str] = ("utf-8-sig",)) -> Iterator[Row]:
+def read_csv(
+    path: Path,
+    required: Sequence[str],
+    delimiter: str = ",",
+    encodings: Sequence[str] = ("utf-8-sig",),
+    quoting: int = csv.QUOTE_MINIMAL,
+) -> Iterator[Row]:
+    """Rows of a delimited file. ``encodings`` are tried in order on the whole file; pass
+    ``quoting=csv.QUOTE_NONE`` for files whose fields contain bare ``"`` (tab-separated text)."""
     text = _read_text(path, encodings)
-    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter)
+    reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
     missing = [c for c in required if c not in (reader.fieldnames or [])]
     if missing:
         raise DataError(f"{path}:1: missing column(s) {missing}; header has {reader.fieldnames}")
     index = 0
     for row in reader:
         # line_num is the line where the row ended; a quoted field may span several lines.
+        if None in row:  # DictReader files surplus fields under the key None
+            raise DataError(f"{path}:{reader.line_num}: more fields than the header's {len(reader.fieldnames)}")
         yield Row(path, reader.line_num, index, row)
         index += 1
     if index == 0:
@@ -137,5 +173,5 @@ def read_jsonl(path: Path) -> Iterator[Row]:
         raise DataError(f"{path}: no data rows")
 
 
-def local(file: RemoteFile) -> Path:
+def local(file: RemoteFile | HubSplit) -> Path:
     return resolve(file)

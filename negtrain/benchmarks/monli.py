@@ -25,6 +25,7 @@ class Monli(Benchmark):
     name = "monli"
     splits = tuple(FILES)
     labels = nli.NLI2
+    reported_metrics = ("accuracy", "n")
     citation = (
         "Geiger, Richardson, Potts (2020). Neural Natural Language Inference Models Partially "
         "Embed Theories of Lexical Entailment and Negation. BlackboxNLP 2020."

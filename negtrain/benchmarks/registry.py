@@ -3,13 +3,21 @@
 from __future__ import annotations
 
 from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.monli import Monli
+from negtrain.benchmarks.nannli import NanNli
+from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
 from negtrain.errors import unknown_name
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
     "scone": Scone,
     "monli": Monli,
+    "mnli": Mnli,
+    "negnli-rte": NegnliRte,
+    "negnli-snli": NegnliSnli,
+    "negnli-mnli": NegnliMnli,
+    "nannli": NanNli,
 }
 
 

@@ -34,6 +34,7 @@ class Scone(Benchmark):
     name = "scone"
     splits = ("train", "test")
     labels = nli.NLI2
+    reported_metrics = ("accuracy", *(f"accuracy/{c}" for c in CONDITIONS), "consistency", "groups_scored", "n")
     citation = (
         "She, Potts, Bowman, Geiger (2023). ScoNe: Benchmarking Negation Reasoning in Language "
         "Models With Fine-Tuning and In-Context Learning. ACL 2023."

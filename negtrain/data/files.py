@@ -1,10 +1,18 @@
 """Where benchmark files come from.
 
-A file is named by its upstream home: ``<owner>/<repo>/<path in repo>``. It is looked up, in order:
+A file is named by its upstream home, and that name is also its place on disk:
 
-1. the data directory ``$NEGTRAIN_DATA_DIR`` (an offline mirror with that layout);
+- a file in an author's GitHub repository (:class:`RemoteFile`): ``<owner>/<repo>/<path in repo>``;
+- a split of a Hugging Face Hub dataset (:class:`HubSplit`): ``<namespace>/<name>/<split>.jsonl``,
+  one JSON object per line in the dataset's own schema (what ``datasets``' ``to_json`` writes).
+
+It is looked up, in order:
+
+1. the data directories in ``$NEGTRAIN_DATA_DIR`` (offline mirrors with that layout; several may be
+   given, separated by ``os.pathsep`` (``:`` on Linux), and are searched in that order);
 2. the cache ``$NEGTRAIN_CACHE_DIR``, default ``~/.cache/negtrain``, with the same layout;
-3. a download from the authors' repository into that cache (skipped when ``NEGTRAIN_OFFLINE=1``).
+3. a download into that cache (skipped when ``NEGTRAIN_OFFLINE=1``): from the authors' repository,
+   or, for a Hub dataset, with the ``datasets`` library, saved as JSONL.
 """
 
 from __future__ import annotations
@@ -36,10 +44,56 @@ class RemoteFile:
     def url(self) -> str:
         return f"https://raw.githubusercontent.com/{self.repo}/{self.revision}/{self.path}"
 
+    @property
+    def origin(self) -> str:
+        return self.url
+
+    def download(self, target: Path) -> None:
+        _download(self.url, target)
+
+
+@dataclass(frozen=True)
+class HubSplit:
+    """One split of a Hugging Face Hub dataset, stored as ``<namespace>/<name>/<split>.jsonl``."""
+
+    dataset: str  # "namespace/name", e.g. "nyu-mll/multi_nli"
+    split: str
+    config: str | None = None  # the dataset's configuration name, if it has several
+
+    @property
+    def relpath(self) -> Path:
+        return Path(self.dataset) / f"{self.split}.jsonl"
+
+    @property
+    def origin(self) -> str:
+        config = f", configuration {self.config}" if self.config else ""
+        return f"Hub dataset {self.dataset} (split {self.split}{config})"
+
+    def download(self, target: Path) -> None:
+        from datasets import load_dataset  # heavy; only needed on this path
+
+        rows = load_dataset(self.dataset, self.config, split=self.split)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+        os.close(fd)
+        try:
+            rows.to_json(tmp, lines=True, force_ascii=False)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def data_dirs() -> list[Path]:
+    """The offline data directories of ``$NEGTRAIN_DATA_DIR``, in search order."""
+    env = os.environ.get("NEGTRAIN_DATA_DIR", "")
+    return [Path(p).expanduser() for p in env.split(os.pathsep) if p]
+
 
 def data_dir() -> Path | None:
-    env = os.environ.get("NEGTRAIN_DATA_DIR")
-    return Path(env).expanduser() if env else None
+    """The first data directory, if any (see :func:`data_dirs`)."""
+    dirs = data_dirs()
+    return dirs[0] if dirs else None
 
 
 def cache_dir() -> Path:
@@ -65,11 +119,10 @@ def _download(url: str, target: Path) -> None:
         raise
 
 
-def resolve(file: RemoteFile) -> Path:
+def resolve(file: RemoteFile | HubSplit) -> Path:
     """Return a local path for ``file``, downloading it into the cache if needed."""
     looked: list[Path] = []
-    mirror = data_dir()
-    if mirror is not None:
+    for mirror in data_dirs():
         candidate = mirror / file.relpath
         if candidate.is_file():
             return candidate
@@ -79,16 +132,19 @@ def resolve(file: RemoteFile) -> Path:
         return cached
     looked.append(cached)
     hint = (
-        f"download it from {file.url} to {cached}, or set NEGTRAIN_DATA_DIR to a folder "
+        f"fetch {file.origin} to {cached}, or set NEGTRAIN_DATA_DIR to a folder "
         f"holding {file.relpath}"
     )
     if offline():
-        raise DataError(f"data file not found; looked in {', '.join(map(str, looked))}; {hint}")
-    try:
-        _download(file.url, cached)
-    except (urllib.error.URLError, OSError, TimeoutError) as exc:
         raise DataError(
-            f"data file not found; looked in {', '.join(map(str, looked))}; "
+            f"data file not found for {file.origin}; looked in {', '.join(map(str, looked))} "
+            f"(NEGTRAIN_OFFLINE is set, so nothing is downloaded); {hint}"
+        )
+    try:
+        file.download(cached)
+    except (urllib.error.URLError, OSError, TimeoutError, ConnectionError) as exc:
+        raise DataError(
+            f"data file not found for {file.origin}; looked in {', '.join(map(str, looked))}; "
             f"download failed ({exc}); {hint}"
         ) from None
     return cached

@@ -13,6 +13,7 @@ from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.config import DataConfig
 from negtrain.data.collate import PadCollator
 from negtrain.data.encoded import EncodedSplit
+from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
 from negtrain.data.sampler import BatchSampler
 
 
@@ -24,6 +25,12 @@ class EvalSet:
     split: str
     examples: list[Example]
     encoded: EncodedSplit
+    #: The label space prediction ids index (one of the benchmark's ``spaces()``); None: its labels.
+    predicted_labels: tuple[str, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.predicted_labels is None:
+            self.predicted_labels = tuple(self.benchmark.labels)
 
     @property
     def name(self) -> str:
@@ -57,22 +64,30 @@ class NegtrainData(pl.LightningDataModule):
         self.eval_sets = list(eval_sets)
         self.pad_left = pad_left
         self.eval_extras = eval_extras
+        #: Per training source: its configured share of an epoch and its examples per epoch.
+        self.train_shares: list[float] = []
+        self.train_counts: list[int] = []
+        if train is not None:
+            weights = [s.weight for s in config.train]
+            if len(weights) != len(train.source_sizes):
+                raise ValueError(f"{len(train.source_sizes)} training sources but {len(weights)} data.train entries")
+            self.train_shares = shares(train.source_sizes, weights, config.mix).tolist()
+            self.train_counts = epoch_counts(train.source_sizes, weights, config.mix).tolist()
 
     def _world(self) -> tuple[int, int]:
         trainer = self.trainer
         return (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
 
-    def _loader(self, encoded: EncodedSplit, extras, batch_size: int, shuffle: bool) -> DataLoader:
+    def _loader(self, encoded: EncodedSplit, extras, batch_size: int, shuffle: bool, mixed: bool = False) -> DataLoader:
         world, rank = self._world()
-        sampler = BatchSampler(
-            encoded.lengths,
-            batch_size,
-            shuffle=shuffle,
-            bucket=self.config.bucket_by_length,
-            seed=self.seed,
-            num_replicas=world,
-            rank=rank,
-        )
+        common = dict(shuffle=shuffle, bucket=self.config.bucket_by_length, seed=self.seed, num_replicas=world, rank=rank)
+        if mixed and not is_plain(self.train.source_sizes, self.train_counts):
+            sampler = MixingBatchSampler(
+                encoded.lengths, batch_size, source_sizes=self.train.source_sizes, counts=self.train_counts, **common
+            )
+        else:
+            # Every example once per epoch: exactly the unmixed sampler.
+            sampler = BatchSampler(encoded.lengths, batch_size, **common)
         return DataLoader(
             range(len(encoded)),
             batch_sampler=sampler,
@@ -83,7 +98,7 @@ class NegtrainData(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         assert self.train is not None, "the recipe has no data.train sources"
-        return self._loader(self.train.encoded, self.train.extras, self.config.batch_size, shuffle=True)
+        return self._loader(self.train.encoded, self.train.extras, self.config.batch_size, shuffle=True, mixed=True)
 
     def val_dataloader(self) -> list[DataLoader]:
         return [

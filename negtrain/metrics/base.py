@@ -26,6 +26,9 @@ class ExampleMetric(Metric):
     higher_is_better: ClassVar[bool] = True
     #: Metric names (as returned by ``score``) for which lower is better; everything else is higher.
     lower_is_better_names: ClassVar[frozenset[str]] = frozenset()
+    #: A remark on how the predictions are scored (e.g. only a binary view of a 3-way benchmark),
+    #: shown next to the numbers wherever they are reported.
+    note: str | None = None
 
     def __init__(self, num_examples: int, **kwargs) -> None:
         super().__init__(**kwargs)

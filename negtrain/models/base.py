@@ -22,6 +22,7 @@ class EvalResult:
     name: str  # "<benchmark>/<split>"
     metrics: dict[str, float]
     predictions: np.ndarray  # per example: a label id, or MISSING
+    note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
 
 
 class NegtrainModule(pl.LightningModule):
@@ -61,7 +62,7 @@ class NegtrainModule(pl.LightningModule):
         results = []
         for name, metric in zip(self.eval_names, self.metrics):
             values = {k: float(v) for k, v in metric.compute().items()}
-            results.append(EvalResult(name, values, metric.last_predictions.copy()))
+            results.append(EvalResult(name, values, metric.last_predictions.copy(), metric.note))
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)

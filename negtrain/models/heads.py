@@ -4,6 +4,11 @@ Training targets are *sets* of head classes: a two-way "not_entailment" gold lab
 three-way head is satisfied by neutral or contradiction, so the loss is the negative log of the
 probability mass on {neutral, contradiction}. Predictions are the head's argmax, coarsened into the
 benchmark's label set. Both directions use only :func:`negtrain.labels.coarsen`.
+
+A benchmark may accept predictions in more than one label space (``Benchmark.prediction_spaces``,
+finest first): NaN-NLI is 3-way, but its paper also scores a binary view. A head is scored in the
+finest space all of its classes can be expressed in, so a 2-way head gets NaN-NLI's binary view,
+and the metric says so. Nothing here knows any benchmark by name.
 """
 
 from __future__ import annotations
@@ -49,6 +54,17 @@ def target_mask(gold: Sequence[str], head: Sequence[str]) -> torch.Tensor:
             raise ConfigError(f"gold label '{label}' cannot be expressed by a head with labels {list(head)}")
         table[label] = row
     return torch.tensor([table[g] for g in gold], dtype=torch.bool)
+
+
+def prediction_space(head: Sequence[str], spaces: Sequence[Sequence[str]], benchmark: str) -> tuple[str, ...]:
+    """The finest of a benchmark's prediction spaces that every head class can be expressed in."""
+    for space in spaces:
+        if all(nli.into(h, space) is not None for h in head):
+            return tuple(space)
+    raise ConfigError(
+        f"benchmark '{benchmark}' scores predictions in {[list(s) for s in spaces]}; a head with labels "
+        f"{list(head)} cannot be expressed in any of them"
+    )
 
 
 def head_to_benchmark(head: Sequence[str], benchmark_labels: Sequence[str], benchmark: str) -> torch.Tensor:

@@ -82,7 +82,7 @@ def build_nli(recipe, loaded):
     from negtrain.data.encoded import EncodedSplit
     from negtrain.data.module import EvalSet, NegtrainData, TrainSet
     from negtrain.errors import ConfigError
-    from negtrain.models.heads import checkpoint_labels, choose_head_labels, head_to_benchmark, target_mask
+    from negtrain.models.heads import checkpoint_labels, choose_head_labels, head_to_benchmark, prediction_space, target_mask
     from negtrain.models.sources import resolve_model_name
     from negtrain.training.build import Built
 
@@ -97,9 +97,12 @@ def build_nli(recipe, loaded):
             f"model.head_labels {head} disagrees with the checkpoint's head {ckpt_labels}; "
             "drop model.head_labels to use the checkpoint's head as it is"
         )
-    eval_sets = [EvalSet(b, split, ex, encode_pairs(tokenizer, ex, cfg.max_length)) for b, split, ex in loaded.eval]
-    head_maps = [head_to_benchmark(head, s.benchmark.labels, s.benchmark.name) for s in eval_sets]
-    metrics = [s.benchmark.metric(s.examples) for s in eval_sets]
+    eval_sets = []
+    for b, split, ex in loaded.eval:
+        space = prediction_space(head, b.spaces(), b.name)
+        eval_sets.append(EvalSet(b, split, ex, encode_pairs(tokenizer, ex, cfg.max_length), predicted_labels=space))
+    head_maps = [head_to_benchmark(head, s.predicted_labels, s.benchmark.name) for s in eval_sets]
+    metrics = [s.benchmark.scorer(s.examples, s.predicted_labels) for s in eval_sets]
 
     train = None
     if loaded.train:

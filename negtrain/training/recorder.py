@@ -6,7 +6,15 @@
      "metrics": {"accuracy": 0.97, "accuracy/one_scoped": 0.95, ..., "consistency": 0.9}}
 
 and, for training, one line per epoch with ``"benchmark": "train"`` carrying the epoch's loss,
-``train_examples``, ``train_seconds`` and ``train_examples_per_second``.
+``train_examples``, ``train_seconds``, ``train_examples_per_second`` and ``sources``: per training
+source ``"<benchmark>/<split>"``, its ``size``, its configured ``share`` of an epoch (see
+``data.mix``) and ``examples``, how many of its examples were trained on in that epoch (summed
+over ranks, repeats included)::
+
+    "sources": {"mnli/train": {"size": 392702, "share": 0.93, "examples": 392702}, ...}
+
+An evaluation line carries a ``note`` when the metric qualifies how it scored (e.g. a 2-way model
+scored on the binary view of a 3-way benchmark).
 """
 
 from __future__ import annotations
@@ -17,6 +25,8 @@ import time
 from pathlib import Path
 
 import lightning.pytorch as pl
+import numpy as np
+import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.data.module import NegtrainData
@@ -39,6 +49,8 @@ def format_table(epoch: int, results: list[EvalResult]) -> str:
         cells = [f"{k}={v:.4f}" if k not in COUNTS else f"{k}={int(v)}"
                  for k, v in r.metrics.items() if not math.isnan(v)]
         lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
+        if r.note:
+            lines.append(f"  {'':<{width}}  note: {r.note}")
     return "\n".join(lines)
 
 
@@ -50,6 +62,7 @@ class RunRecorder(pl.Callback):
         self._train_start = 0.0
         self._train_seconds: float | None = None
         self._train_examples = 0
+        self._source_counts: np.ndarray | None = None
         self._eval_start = 0.0
 
     @property
@@ -61,9 +74,16 @@ class RunRecorder(pl.Callback):
         self._train_start = time.perf_counter()
         self._train_seconds = None
         self._train_examples = 0
+        data = trainer.datamodule
+        if isinstance(data, NegtrainData) and data.train is not None:
+            self._source_counts = np.zeros(len(data.train.source_sizes), dtype=np.int64)
+            self._source_ends = np.cumsum(data.train.source_sizes)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         self._train_examples += len(batch["index"])
+        if self._source_counts is not None:
+            source = np.searchsorted(self._source_ends, batch["index"].cpu().numpy(), side="right")
+            self._source_counts += np.bincount(source, minlength=len(self._source_counts))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._train_seconds is None and trainer.training is False and self._train_examples:
@@ -88,8 +108,15 @@ class RunRecorder(pl.Callback):
             "global_step": trainer.global_step,
         }
         data = trainer.datamodule
-        if isinstance(data, NegtrainData) and data.train is not None:
-            record["sources"] = dict(zip(data.train.sources, data.train.source_sizes))
+        if isinstance(data, NegtrainData) and data.train is not None and self._source_counts is not None:
+            # Every rank calls this hook, so the sum over ranks is a safe collective.
+            counts = trainer.strategy.reduce(torch.as_tensor(self._source_counts, device=pl_module.device), reduce_op="sum")
+            record["sources"] = {
+                name: {"size": size, "share": round(share, 6), "examples": int(count)}
+                for name, size, share, count in zip(
+                    data.train.sources, data.train.source_sizes, data.train_shares, counts.tolist()
+                )
+            }
         self._write(trainer, [json.dumps(record)])
 
     # ---- evaluation ---------------------------------------------------------------------
@@ -108,18 +135,17 @@ class RunRecorder(pl.Callback):
         epoch = trainer.current_epoch
         lines = []
         for result, eval_set in zip(results, data.eval_sets):
-            lines.append(
-                json.dumps(
-                    {
-                        "epoch": epoch,
-                        "stage": self.stage,
-                        "benchmark": eval_set.benchmark.name,
-                        "split": eval_set.split,
-                        "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
-                        "eval_seconds": round(seconds, 3),
-                    }
-                )
-            )
+            record = {
+                "epoch": epoch,
+                "stage": self.stage,
+                "benchmark": eval_set.benchmark.name,
+                "split": eval_set.split,
+                "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
+                "eval_seconds": round(seconds, 3),
+            }
+            if result.note:
+                record["note"] = result.note
+            lines.append(json.dumps(record))
             self._write_predictions(trainer, eval_set, result, epoch)
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
@@ -128,7 +154,7 @@ class RunRecorder(pl.Callback):
     def _write_predictions(self, trainer: pl.Trainer, eval_set, result: EvalResult, epoch: int) -> None:
         if not trainer.is_global_zero:
             return
-        labels = eval_set.benchmark.labels
+        labels = eval_set.predicted_labels
         rows = [
             json.dumps({"id": ex.id, "prediction": labels[p], "label": ex.label})
             for ex, p in zip(eval_set.examples, result.predictions.tolist())

@@ -1,0 +1,59 @@
+"""MultiNLI (Williams et al. 2018): three-way NLI over ten genres, from the Hugging Face Hub.
+
+Read from the Hub dataset ``nyu-mll/multi_nli`` in its own schema (``premise``, ``hypothesis``,
+``label`` as a class id, ``pairID``, ``genre``, ...), stored as
+``<data dir>/nyu-mll/multi_nli/<split>.jsonl`` (see :mod:`negtrain.data.files`). The Hub's class ids
+are 0 entailment, 1 neutral, 2 contradiction; a row without a gold label (id -1) is an error, never
+dropped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from negtrain import labels as nli
+from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.data.files import HubSplit
+from negtrain.metrics.grouped import GroupedAccuracy
+
+DATASET = "nyu-mll/multi_nli"
+#: The Hub dataset's ClassLabel names, by id.
+HUB_LABELS = ("entailment", "neutral", "contradiction")
+
+
+class MnliMetric(GroupedAccuracy):
+    """MNLI: ``accuracy`` (matched or mismatched, by split)."""
+
+
+class Mnli(Benchmark):
+    name = "mnli"
+    splits = ("train", "validation_matched", "validation_mismatched")
+    labels = nli.NLI3
+    reported_metrics = ("accuracy", "n")
+    citation = (
+        "Williams, Nangia, Bowman (2018). A Broad-Coverage Challenge Corpus for Sentence "
+        "Understanding through Inference. NAACL 2018."
+    )
+
+    def files(self, split: str) -> list[HubSplit]:
+        return [HubSplit(DATASET, split)]
+
+    def read(self, split: str) -> list[Example]:
+        examples = []
+        for row in read_jsonl(local(self.files(split)[0])):
+            raw = row.get("label")
+            if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < len(HUB_LABELS):
+                raise row.error("label", f"expected a class id 0 (entailment), 1 (neutral) or 2 (contradiction), got {raw!r}")
+            pair_id = row.get("pairID")
+            examples.append(
+                Example(
+                    id=f"mnli/{split}/{pair_id}",
+                    inputs=(row.get("premise"), row.get("hypothesis")),
+                    label=HUB_LABELS[raw],
+                    meta={"genre": row.fields.get("genre")},
+                )
+            )
+        return examples
+
+    def metric(self, examples: Sequence[Example]) -> MnliMetric:
+        return MnliMetric(labels=[self.labels.index(e.label) for e in examples])

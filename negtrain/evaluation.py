@@ -1,0 +1,179 @@
+"""Scoring a predictions file made by any system (an API model, another codebase) on a benchmark.
+
+The file is JSONL, one ``{"id": ..., "prediction": ...}`` per line, where the prediction is a label
+string in any common spelling (``Entailment``, ``not-entailment``, ``non_entailment``, ...). Every
+example of the split must have exactly one prediction: missing, duplicate and unknown ids are
+errors that name the ids. With ``allow_missing`` a subset may be scored, and the result says so.
+
+Scoring uses the benchmark's own metric (the same class and metric names as training). The label
+space of the predictions is the finest of the benchmark's prediction spaces that expresses every
+prediction: 3-way predictions on a 2-way benchmark are coarsened (neutral and contradiction mean
+not_entailment), and 2-way predictions on NaN-NLI are scored on its binary view.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from negtrain import labels as nli
+from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.registry import get_benchmark
+from negtrain.errors import NegtrainError
+
+#: At most this many ids are named in an error message.
+SHOW = 10
+
+
+class PredictionError(NegtrainError):
+    """A predictions file is malformed or does not match the benchmark split."""
+
+
+@dataclass
+class Scored:
+    benchmark: str
+    split: str
+    predictions_file: str
+    examples: int  # in the split
+    scored: int  # with a prediction
+    predicted_labels: tuple[str, ...]
+    metrics: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+
+    def as_json(self) -> dict:
+        return {
+            "benchmark": self.benchmark,
+            "split": self.split,
+            "predictions": self.predictions_file,
+            "examples": self.examples,
+            "scored": self.scored,
+            "complete": self.scored == self.examples,
+            "predicted_labels": list(self.predicted_labels),
+            "notes": self.notes,
+            "metrics": {k: (None if math.isnan(v) else v) for k, v in self.metrics.items()},
+        }
+
+
+def _name(ids: Sequence[str]) -> str:
+    shown = ", ".join(repr(i) for i in ids[:SHOW])
+    return shown + (f", ... ({len(ids) - SHOW} more)" if len(ids) > SHOW else "")
+
+
+def read_predictions(path: Path) -> list[tuple[int, str, str, str]]:
+    """(line, id, raw prediction, canonical NLI label) per line; rejects malformed lines."""
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise PredictionError(f"predictions file not found: {path}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    rows = []
+    for lineno, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise PredictionError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        if not isinstance(obj, dict):
+            raise PredictionError(f"{path}:{lineno}: expected a JSON object with 'id' and 'prediction'")
+        for key in ("id", "prediction"):
+            if key not in obj:
+                raise PredictionError(f"{path}:{lineno}: no '{key}' field")
+        if not isinstance(obj["id"], str):
+            raise PredictionError(f"{path}:{lineno}: 'id' must be a string, got {obj['id']!r}")
+        pred = obj["prediction"]
+        label = nli.normalize(pred) if isinstance(pred, str) else None
+        if label is None:
+            raise PredictionError(
+                f"{path}:{lineno}: prediction {pred!r} is not an NLI label; use entailment, neutral, "
+                "contradiction or not_entailment (any case; '-', ' ' or '_'; non-entailment)"
+            )
+        rows.append((lineno, obj["id"], pred, label))
+    if not rows:
+        raise PredictionError(f"{path}: no predictions")
+    return rows
+
+
+def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:
+    spaces = bench.spaces()
+    for space in spaces:
+        if all(nli.into(label, space) is not None for _, _, _, label in rows):
+            return tuple(space)
+    coarsest = spaces[-1]
+    lineno, _, pred, _ = next(r for r in rows if nli.into(r[3], coarsest) is None)
+    raise PredictionError(
+        f"{path}:{lineno}: prediction {pred!r} cannot be scored on {bench.name}, whose predictions "
+        f"are labels of {' or '.join(str(list(s)) for s in spaces)}"
+    )
+
+
+def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = False) -> Scored:
+    bench = get_benchmark(benchmark)
+    bench.check_split(split)
+    rows = read_predictions(path)  # malformed input is reported before any data is read
+    examples = bench.load(split)
+    position = {e.id: i for i, e in enumerate(examples)}
+
+    first_line: dict[str, int] = {}
+    duplicates: dict[str, list[int]] = {}
+    for lineno, id_, _, _ in rows:
+        if id_ in first_line:
+            duplicates.setdefault(id_, [first_line[id_]]).append(lineno)
+        else:
+            first_line[id_] = lineno
+    if duplicates:
+        shown = "; ".join(f"{i!r} (lines {', '.join(map(str, ls))})" for i, ls in list(duplicates.items())[:SHOW])
+        more = f"; ... ({len(duplicates) - SHOW} more)" if len(duplicates) > SHOW else ""
+        raise PredictionError(f"{path}: {len(duplicates)} duplicate id(s): {shown}{more}")
+    unknown = [id_ for id_ in first_line if id_ not in position]
+    if unknown:
+        raise PredictionError(
+            f"{path}: {len(unknown)} id(s) not in {benchmark}/{split} (ids look like {examples[0].id!r}): "
+            f"{_name(unknown)} (first at line {first_line[unknown[0]]})"
+        )
+    missing = [e.id for e in examples if e.id not in first_line]
+    notes = []
+    if missing and not allow_missing:
+        raise PredictionError(
+            f"{path}: {len(missing)} of {len(examples)} examples of {benchmark}/{split} have no prediction: "
+            f"{_name(missing)}; predict every example, or pass --allow-missing to score only the predicted ones"
+        )
+    if missing:
+        notes.append(
+            f"--allow-missing: scored {len(examples) - len(missing)} of {len(examples)} examples; "
+            f"{len(missing)} had no prediction, so these numbers are not comparable with full-split results"
+        )
+
+    space = _space(bench, rows, path)
+    metric = bench.scorer(examples, space)
+    if metric.note:
+        notes.append(metric.note)
+    coarsened = sum(1 for *_, label in rows if label not in space)
+    if coarsened:
+        notes.append(f"{coarsened} prediction(s) coarsened into {list(space)} (neutral/contradiction -> not_entailment)")
+    metric.update(
+        torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
+        torch.tensor([space.index(nli.into(label, space)) for *_, label in rows], dtype=torch.long),
+    )
+    values = {k: float(v) for k, v in metric.compute().items()}
+    return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes)
+
+
+def format_scored(s: Scored) -> str:
+    from negtrain.training.recorder import COUNTS
+
+    lines = [f"{s.benchmark}/{s.split}: {s.scored} of {s.examples} examples scored, predictions {s.predictions_file}"]
+    width = max((len(k) for k in s.metrics), default=0)
+    for k, v in s.metrics.items():
+        shown = "-" if math.isnan(v) else str(int(v)) if k in COUNTS else f"{v:.4f}"
+        lines.append(f"  {k:<{width}}  {shown}")
+    lines += [f"note: {n}" for n in s.notes]
+    return "\n".join(lines)
