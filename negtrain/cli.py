@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from negtrain.commands import recipes, train
+from negtrain.commands import recipes, sweep, train
 from negtrain.errors import NegtrainError
 
 
@@ -28,6 +28,7 @@ COMMANDS: dict[str, Command] = {
     "validate": Command("score a checkpoint (or the starting model) on the recipe's eval benchmarks", train.add_eval_arguments, train.run_eval),
     "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval),
     "recipes": Command("list the recipes with their purpose", recipes.add_arguments, recipes.run),
+    "sweep": Command("write a recipe's W&B sweep configuration (and create the sweep when online)", sweep.add_arguments, sweep.run),
 }
 
 
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         args, extra = parser().parse_known_args(argv)
+        args.argv = argv  # the exact invocation, recorded with a run (command.txt)
         return COMMANDS[args.command].run(args, extra)
     except NegtrainError as exc:
         if debug:
