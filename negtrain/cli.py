@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from negtrain.commands import recipes, sweep, train
+from negtrain.commands import export, recipes, report, sweep, train
 from negtrain.errors import NegtrainError
 
 
@@ -28,6 +28,9 @@ COMMANDS: dict[str, Command] = {
     "validate": Command("score a checkpoint (or the starting model) on the recipe's eval benchmarks", train.add_eval_arguments, train.run_eval),
     "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval),
     "recipes": Command("list the recipes with their purpose", recipes.add_arguments, recipes.run),
+    "export": Command("write a run's checkpoint as a from_pretrained folder with a model card", export.add_export_arguments, export.run_export),
+    "push": Command("export a run and upload it to the Hugging Face Hub", export.add_push_arguments, export.run_push),
+    "report": Command("plot a run's metrics per epoch and summarise it in Markdown (a second --run overlays)", report.add_arguments, report.run),
     "sweep": Command("write a recipe's W&B sweep configuration (and create the sweep when online)", sweep.add_arguments, sweep.run),
 }
 

@@ -58,8 +58,12 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
                 monitor=sel.monitor if sel else None,
                 mode=sel.mode if sel else "min",
                 save_top_k=1,
-                save_last=True,
             )
+        )
+        # last.ckpt: every epoch. (ModelCheckpoint(save_last=True) only refreshes it when the top-k
+        # checkpoint changed, so after an epoch without improvement it was not the last epoch.)
+        callbacks.append(
+            ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
         )
     return pl.Trainer(
         default_root_dir=run_dir,
@@ -101,6 +105,9 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
         write_text(run_dir / "command.txt", redact_text(shlex.join(command)) + "\n")
     built.tokenizer.save_pretrained(run_dir / "model")
     built.module.model.config.save_pretrained(run_dir / "model")
+    from negtrain.export import save_adapter_config
+
+    save_adapter_config(built.module.model, run_dir / "model")  # LoRA runs: what `export` needs
     logger = tracking.make_logger(loaded.recipe, run_dir)
     trainer = _trainer(loaded, built, run_dir, "fit", logger=logger)
     try:
