@@ -179,6 +179,10 @@ class SweepConfig(_Section):
         return v
 
 
+#: Sections a recipe may give as a single word: ``logger: wandb`` means ``logger: {backend: wandb}``.
+SHORTHAND_SECTIONS = {"logger": "backend"}
+
+
 class Recipe(_Section):
     description: str = Field(description="One line: what this recipe trains or reproduces.")
     seed: int = 42
@@ -192,7 +196,7 @@ class Recipe(_Section):
     @field_validator("logger", mode="before")
     @classmethod
     def _logger_shorthand(cls, v: Any) -> Any:
-        return {"backend": v} if isinstance(v, str) else v
+        return {SHORTHAND_SECTIONS["logger"]: v} if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _has_something_to_do(self) -> Recipe:

@@ -107,12 +107,14 @@ def sweep_config(loaded: LoadedRecipe, recipe_arg: str, fixed_args: list[str], r
     args = list(fixed_args)
     if recipe.logger.backend != "wandb":
         # Trials report to the sweep through W&B, whatever the recipe says for single runs.
-        args.append("--logger=wandb" if not isinstance(raw.get("logger"), dict) else "--logger.backend=wandb")
+        args.append("--logger.backend=wandb")
     if metric.name != recipe.selection.metric:
         # Trials keep (and report as their summary value) the best epoch by the swept metric.
         args.append(f"--selection.metric={metric.name}")
     config: dict[str, Any] = {
         "name": f"{loaded.name}-sweep",
+        # The agent reads `program` even though the command below does not use ${program}.
+        "program": "negtrain",
         "project": recipe.logger.project,
         "method": recipe.sweep.method,
         "metric": {"name": metric.name, "goal": metric.goal},

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,7 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import Recipe, to_dict
+from negtrain.secrets import redact_text
 
 DEFAULT_BASE_URL = "https://api.wandb.ai"
 
@@ -67,18 +69,26 @@ def make_logger(recipe: Recipe, run_dir: Path):
 
     if mode == "offline" and not os.environ.get("WANDB_MODE"):
         print("W&B: no API key found (WANDB_API_KEY or `wandb login`); writing the run offline", flush=True)
+    # Everything sent comes from the masked recipe (negtrain.secrets), never from raw values.
+    config = to_dict(recipe)
+    masked = config["logger"]
+    # W&B records the program's arguments in its run metadata; a secret typed on the command line
+    # must not travel with them.
+    argv_has_secret = any(redact_text(a) != a for a in sys.argv)
+    if argv_has_secret:
+        print("W&B: the command line contains a secret; run metadata (arguments, host) is not recorded", flush=True)
     logger = WandbLogger(
-        project=cfg.project,
-        entity=cfg.entity,
-        name=cfg.name or run_dir.name,
-        group=cfg.group,
-        tags=list(cfg.tags) or None,
+        project=masked["project"],
+        entity=masked["entity"],
+        name=masked["name"] or run_dir.name,
+        group=masked["group"],
+        tags=list(masked["tags"]) or None,
         save_dir=str(run_dir),
-        config=to_dict(recipe),
+        config=config,
         # mode, not offline=True: WandbLogger(offline=True) sets WANDB_MODE for the whole process.
         mode=mode,
         job_type="fit",
-        settings=wandb.Settings(init_timeout=120, silent=True, save_code=False),
+        settings=wandb.Settings(init_timeout=120, silent=True, save_code=False, x_disable_meta=argv_has_secret),
     )
     # WandbLogger always passes anonymous=None, which wandb>=0.2x warns about on every run.
     logger._wandb_init.pop("anonymous", None)
