@@ -103,6 +103,11 @@ def test_fit_with_agent_arguments_applies_overrides(agent_run):
     lines = (run_dir / "metrics.jsonl").read_text().splitlines()
     assert sum('"benchmark": "train"' in l for l in lines) == params["trainer.max_epochs"]
     assert not (run_dir / "wandb").exists()  # logger: none writes no W&B files
+    # last.ckpt is the last epoch even when that epoch did not improve on the best.
+    import torch
+
+    last = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert last["epoch"] == params["trainer.max_epochs"] - 1
 
 
 def test_agent_argument_form():
