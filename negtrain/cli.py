@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from negtrain.commands import evaluate, recipes, train
+from negtrain.commands import evaluate, export, recipes, report, sweep, train
 from negtrain.errors import NegtrainError
 
 
@@ -29,6 +29,10 @@ COMMANDS: dict[str, Command] = {
     "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval),
     "evaluate": Command("score a predictions file from any system on a benchmark split (--list: the benchmarks)", evaluate.add_arguments, evaluate.run),
     "recipes": Command("list the recipes with their purpose", recipes.add_arguments, recipes.run),
+    "export": Command("write a run's checkpoint as a from_pretrained folder with a model card", export.add_export_arguments, export.run_export),
+    "push": Command("export a run and upload it to the Hugging Face Hub", export.add_push_arguments, export.run_push),
+    "report": Command("plot a run's metrics per epoch and summarise it in Markdown (a second --run overlays)", report.add_arguments, report.run),
+    "sweep": Command("write a recipe's W&B sweep configuration (and create the sweep when online)", sweep.add_arguments, sweep.run),
 }
 
 
@@ -50,6 +54,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     try:
         args, extra = parser().parse_known_args(argv)
+        args.argv = argv  # the exact invocation, recorded with a run (command.txt)
         return COMMANDS[args.command].run(args, extra)
     except NegtrainError as exc:
         if debug:

@@ -165,6 +165,79 @@ class SelectionConfig(_Section):
     )
 
 
+class LoggerConfig(_Section):
+    """Experiment tracking. The file outputs (metrics.jsonl, predictions/) are written either way.
+
+    In a recipe, ``logger: wandb`` / ``logger: none`` is short for ``logger: {backend: ...}``, and
+    ``--logger=none`` on the command line turns tracking off. Without a W&B API key, or with
+    ``WANDB_MODE=offline``, the W&B run is written offline inside the run directory and the
+    ``wandb sync`` command that uploads it is printed.
+    """
+
+    backend: Literal["wandb", "none"] = Field("none", description="'wandb': Weights & Biases through Lightning's WandbLogger; 'none': no tracking.")
+    project: str = Field("negtrain", description="W&B project.")
+    entity: str | None = Field(None, description="W&B entity (user or team); unset: the account's default.")
+    name: str | None = Field(None, description="W&B run name; unset: the run directory's name.")
+    group: str | None = Field(None, description="W&B run group, e.g. to gather seeds of one setup.")
+    tags: list[str] = Field(default_factory=list, description="W&B run tags.")
+    log_predictions: bool = Field(
+        False, description="Also log every epoch's predictions per benchmark as a wandb.Table (id, prediction, label, correct)."
+    )
+
+
+class SweepParameter(_Section):
+    """One swept recipe key, in W&B's parameter syntax."""
+
+    values: list[Any] | None = Field(None, description="The values to try (grid, random, bayes).")
+    value: Any = Field(None, description="A single fixed value.")
+    min: float | None = Field(None, description="Lower bound of a range (random, bayes).")
+    max: float | None = Field(None, description="Upper bound of a range (random, bayes).")
+    distribution: Literal[
+        "constant", "categorical", "int_uniform", "uniform", "q_uniform", "log_uniform_values",
+        "q_log_uniform_values", "normal", "q_normal", "log_normal", "q_log_normal",
+    ] | None = Field(None, description="W&B distribution for a range; unset lets W&B infer it from min/max.")
+    q: float | None = Field(None, gt=0, description="Quantization step of q_* distributions.")
+    mu: float | None = None
+    sigma: float | None = None
+
+    @model_validator(mode="after")
+    def _one_form(self) -> SweepParameter:
+        given = [self.values is not None, self.value is not None, self.min is not None or self.max is not None]
+        if sum(given) != 1:
+            raise ValueError("a sweep parameter needs exactly one of: values, value, or min + max")
+        if (self.min is None) != (self.max is None):
+            raise ValueError("a sweep range needs both min and max")
+        if self.values is not None and not self.values:
+            raise ValueError("values: give at least one value")
+        return self
+
+
+class SweepConfig(_Section):
+    """A W&B sweep over recipe keys; see `negtrain sweep`. Trials run `negtrain fit` with this recipe."""
+
+    method: Literal["grid", "random", "bayes"] = Field(description="W&B search method.")
+    metric: str | None = Field(
+        None,
+        description="'<benchmark>/<split>/<metric>' to optimise; unset: selection.metric. Whether to "
+        "maximize or minimize comes from the metric's declaration.",
+    )
+    parameters: dict[str, SweepParameter] = Field(
+        description="Swept recipe keys in the dotted form of command-line overrides, e.g. model.learning_rate."
+    )
+    run_cap: int | None = Field(None, gt=0, description="Stop the sweep after this many trials (random/bayes).")
+
+    @field_validator("parameters")
+    @classmethod
+    def _some(cls, v: dict[str, SweepParameter]) -> dict[str, SweepParameter]:
+        if not v:
+            raise ValueError("give at least one parameter")
+        return v
+
+
+#: Sections a recipe may give as a single word: ``logger: wandb`` means ``logger: {backend: wandb}``.
+SHORTHAND_SECTIONS = {"logger": "backend"}
+
+
 class Recipe(_Section):
     description: str = Field(description="One line: what this recipe trains or reproduces.")
     seed: int = 42
@@ -172,6 +245,13 @@ class Recipe(_Section):
     data: DataConfig = Field(default_factory=DataConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    logger: LoggerConfig = Field(default_factory=LoggerConfig, description="Experiment tracking (W&B); 'wandb' or 'none' for short.")
+    sweep: SweepConfig | None = Field(None, description="A W&B hyperparameter sweep over this recipe (`negtrain sweep`).")
+
+    @field_validator("logger", mode="before")
+    @classmethod
+    def _logger_shorthand(cls, v: Any) -> Any:
+        return {SHORTHAND_SECTIONS["logger"]: v} if isinstance(v, str) else v
 
     @model_validator(mode="after")
     def _has_something_to_do(self) -> Recipe:
@@ -196,6 +276,12 @@ def _model_class(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def _is_mapping_of_models(annotation: Any) -> bool:
+    if typing.get_origin(annotation) is dict:
+        return True
+    return any(_is_mapping_of_models(a) for a in typing.get_args(annotation))
+
+
 def check_keys(raw: Any, model: type[BaseModel], where: str, prefix: str = "") -> None:
     if isinstance(raw, list):
         for i, item in enumerate(raw):
@@ -208,8 +294,14 @@ def check_keys(raw: Any, model: type[BaseModel], where: str, prefix: str = "") -
         dotted = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
             raise ConfigError(f"{where}: unknown key '{dotted}'{did_you_mean(str(key), fields)}")
-        sub = _model_class(fields[key].annotation)
-        if sub is not None:
+        annotation = fields[key].annotation
+        sub = _model_class(annotation)
+        if sub is not None and _is_mapping_of_models(annotation):
+            # dict[str, Model]: the keys are free (e.g. sweep parameter names), the values are checked.
+            if isinstance(value, dict):
+                for name, item in value.items():
+                    check_keys(item, sub, where, f"{dotted}.{name}")
+        elif sub is not None:
             check_keys(value, sub, where, dotted)
 
 
@@ -243,5 +335,11 @@ def load_yaml(path: Path) -> Any:
 
 
 def to_dict(recipe: Recipe) -> dict[str, Any]:
-    """The resolved recipe as plain data: what is saved next to the weights and sent to loggers."""
-    return recipe.model_dump(mode="json")
+    """The resolved recipe as plain data: what is saved next to the weights and sent to loggers.
+
+    Secrets found in the environment (API keys, tokens) are masked, so they reach neither
+    ``recipe.yaml`` nor the W&B config nor a model card.
+    """
+    from negtrain.secrets import redact
+
+    return redact(recipe.model_dump(mode="json"))

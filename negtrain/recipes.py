@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from negtrain.config import Recipe, load_yaml, validate_recipe
+from negtrain.config import SHORTHAND_SECTIONS, Recipe, load_yaml, validate_recipe
 from negtrain.errors import ConfigError, unknown_name
 
 
@@ -74,6 +74,8 @@ def apply_overrides(raw: dict[str, Any], overrides: dict[str, Any]) -> dict[str,
         node = result
         for j, part in enumerate(parts[:-1]):
             child = node.get(part) if isinstance(node, dict) else None
+            if j == 0 and isinstance(child, str) and part in SHORTHAND_SECTIONS:
+                child = node[part] = {SHORTHAND_SECTIONS[part]: child}  # `logger: none` + --logger.project=x
             if child is None:
                 child = node[part] = {}
             elif not isinstance(child, dict):

@@ -32,7 +32,8 @@ def _loaded(args: argparse.Namespace, extra: list[str]):
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.training.run import fit
 
-    fit(_loaded(args, extra), args.output_dir)
+    argv = getattr(args, "argv", None)
+    fit(_loaded(args, extra), args.output_dir, command=["python", "-m", "negtrain", *argv] if argv else None)
     return 0
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import shlex
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -21,6 +22,9 @@ from negtrain.training.recorder import RunRecorder
 
 def default_run_dir(recipe_name: str) -> Path:
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    # Trials of a W&B sweep (several agents may start in the same second) get their run id too.
+    if os.environ.get("WANDB_SWEEP_ID") and os.environ.get("WANDB_RUN_ID"):
+        stamp += "-" + os.environ["WANDB_RUN_ID"]
     return Path("checkpoints") / recipe_name / stamp
 
 
@@ -34,11 +38,16 @@ def _prepare_run_dir(loaded: LoadedRecipe, output_dir: Path | None) -> Path:
     return run_dir
 
 
-def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str) -> pl.Trainer:
+def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logger=None) -> pl.Trainer:
     t = loaded.recipe.trainer
     if t.torch_threads:
         torch.set_num_threads(t.torch_threads)
     callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage)]
+    if logger is not None:
+        from negtrain.training.tracking import WandbTracker
+
+        names = [s.name for s in built.data.eval_sets]
+        callbacks.append(WandbTracker(logger, run_dir, names, log_predictions=loaded.recipe.logger.log_predictions))
     if stage == "fit":
         sel = built.selection
         callbacks.append(
@@ -49,8 +58,12 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str) -> p
                 monitor=sel.monitor if sel else None,
                 mode=sel.mode if sel else "min",
                 save_top_k=1,
-                save_last=True,
             )
+        )
+        # last.ckpt: every epoch. (ModelCheckpoint(save_last=True) only refreshes it when the top-k
+        # checkpoint changed, so after an epoch without improvement it was not the last epoch.)
+        callbacks.append(
+            ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
         )
     return pl.Trainer(
         default_root_dir=run_dir,
@@ -70,7 +83,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str) -> p
         deterministic=t.deterministic,
         enable_progress_bar=t.enable_progress_bar,
         callbacks=callbacks,
-        logger=False,
+        logger=logger if logger is not None else False,
         num_sanity_val_steps=0,
         # Our batch sampler shards over ranks itself (with length bucketing), so Lightning must
         # not wrap it in a DistributedSampler.
@@ -79,14 +92,28 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str) -> p
     )
 
 
-def fit(loaded: LoadedRecipe, output_dir: Path | None = None) -> Path:
+def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str] | None = None) -> Path:
+    """Train; ``command`` (the argv that started it) is recorded in ``command.txt`` for model cards."""
+    from negtrain.training import tracking
+
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     built = build(loaded.recipe, stage="fit")
     run_dir = _prepare_run_dir(loaded, output_dir)
+    if command:
+        from negtrain.secrets import redact_text
+
+        write_text(run_dir / "command.txt", redact_text(shlex.join(command)) + "\n")
     built.tokenizer.save_pretrained(run_dir / "model")
     built.module.model.config.save_pretrained(run_dir / "model")
-    trainer = _trainer(loaded, built, run_dir, "fit")
-    trainer.fit(built.module, datamodule=built.data)
+    from negtrain.export import save_adapter_config
+
+    save_adapter_config(built.module.model, run_dir / "model")  # LoRA runs: what `export` needs
+    logger = tracking.make_logger(loaded.recipe, run_dir)
+    trainer = _trainer(loaded, built, run_dir, "fit", logger=logger)
+    try:
+        trainer.fit(built.module, datamodule=built.data)
+    finally:
+        tracking.finish(logger, trainer, built.selection, run_dir)
     if trainer.is_global_zero:
         sel = built.selection
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""

@@ -1,0 +1,24 @@
+"""``report``: plots and a Markdown summary of a run (a second --run overlays it)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--run", type=Path, action="append", required=True,
+                   help="a run directory; give --run twice to overlay a second run for comparison")
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from negtrain.errors import NegtrainError
+    from negtrain.report import report
+
+    if extra:
+        raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
+    if len(args.run) > 2:
+        raise NegtrainError("report compares at most two runs (--run DIR [--run DIR2])")
+    out = report(args.run[0], args.run[1] if len(args.run) > 1 else None)
+    print(f"report written to {out}: metrics.png, loss.png, summary.md")
+    return 0

@@ -1,0 +1,50 @@
+"""``sweep``: write a recipe's W&B sweep configuration, create the sweep when online, print the agent command."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--recipe", required=True, help="a recipe with a sweep: section, by name or path")
+    p.add_argument("--out", type=Path, default=None, help="where to write the sweep YAML (default: checkpoints/sweeps/<recipe>.yaml)")
+    p.add_argument("--no-create", action="store_true", help="only write the configuration, even when W&B is online")
+
+
+def run(args: argparse.Namespace, extra: list[str]) -> int:
+    import yaml
+
+    from negtrain.errors import NegtrainError
+    from negtrain.recipes import apply_overrides, load_recipe, parse_overrides
+    from negtrain.config import load_yaml
+    from negtrain.sweeps import agent_command, sweep_config
+    from negtrain.training.atomic import write_text
+    from negtrain.training.tracking import wandb_mode
+
+    overrides = parse_overrides(extra)
+    loaded = load_recipe(args.recipe, overrides)
+    raw = apply_overrides(load_yaml(loaded.path), overrides)
+    config = sweep_config(loaded, args.recipe, extra, raw=raw)
+    out = args.out or Path("checkpoints") / "sweeps" / f"{loaded.name}.yaml"
+    write_text(out, yaml.safe_dump(config, sort_keys=False))
+    print(f"sweep configuration: {out}")
+    print(f"  method {config['method']}, metric {config['metric']['name']} ({config['metric']['goal']}), "
+          f"parameters: {', '.join(config['parameters'])}")
+    mode = wandb_mode()
+    if mode == "online" and not args.no_create:
+        import wandb
+
+        try:
+            sweep_id = wandb.sweep(config, project=config.get("project"), entity=config.get("entity"))
+        except Exception as exc:  # network or auth: the configuration is written, say how to go on
+            raise NegtrainError(f"creating the W&B sweep failed ({exc}); create it later with: wandb sweep {out}") from None
+        print(f"created sweep {sweep_id}; start an agent (any number, on any machine) with:")
+        print(f"  {agent_command(config, sweep_id)}")
+        return 0
+    reason = "--no-create" if args.no_create else ("WANDB_MODE=disabled" if mode == "disabled" else "W&B is offline (no API key, or WANDB_MODE=offline)")
+    print(f"not created ({reason}). Create it where W&B is reachable with:")
+    print(f"  wandb sweep {out}")
+    print("then start agents with the sweep id it prints:")
+    print(f"  {agent_command(config, '<SWEEP_ID>')}")
+    return 0

@@ -1,0 +1,322 @@
+"""``export``: a run's checkpoint as a folder that ``from_pretrained`` loads, with a model card.
+
+The folder holds:
+
+- the model (``config.json`` with the head's ``id2label`` / ``label2id``, ``model.safetensors``) and
+  the tokenizer; for a LoRA run either the adapter alone (``adapter_config.json``,
+  ``adapter_model.safetensors``, loaded with ``peft``) or, with ``merge_adapter``, the adapter
+  merged into the base weights (a plain transformers model);
+- ``negtrain_recipe.yaml``: the run's resolved recipe;
+- ``negtrain_export.json``: which run, checkpoint and epoch it came from, and that epoch's metrics;
+- ``README.md``: the model card (YAML metadata with ``model-index`` results, the metrics table, the
+  exact training command, citations of the benchmarks).
+
+The weights are rebuilt from the Lightning checkpoint alone (``model.*`` keys of its state dict)
+and the HF config saved in the run's ``model/`` folder, so exporting needs neither the Hub nor the
+base model. A LoRA run is recognised by ``model/adapter_config.json`` (a ``peft`` config saved by
+``fit``) or by adapter weights in the checkpoint. The folder is built in a temporary directory
+next to ``out`` and renamed into place, so ``out`` is never half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from negtrain.errors import NegtrainError
+from negtrain.runs import COUNT_METRICS, RunDir
+from negtrain.secrets import redact_text
+
+ADAPTER_CONFIG = "adapter_config.json"
+
+
+@dataclass
+class Exported:
+    path: Path
+    checkpoint: Path
+    epoch: int
+    adapter: bool  # adapter-only (peft) folder
+    merged: bool
+
+
+def save_adapter_config(model, folder: Path) -> None:
+    """If ``model`` is a peft model, save its adapter config next to the run's HF config.
+
+    ``fit`` calls this so that ``export`` can rebuild the adapter from the checkpoint.
+    """
+    peft_config = getattr(model, "peft_config", None)
+    if isinstance(peft_config, dict) and peft_config:
+        for name, cfg in peft_config.items():
+            if name == "default":
+                cfg.save_pretrained(str(folder))
+
+
+def _is_adapter_state(state: dict[str, Any]) -> bool:
+    return any(".lora_" in k or k.startswith("base_model.model.") for k in state)
+
+
+def load_model(run: RunDir, checkpoint: Path):
+    """The run's HF model (a peft model for a LoRA run) with the checkpoint's weights, and its epoch."""
+    import torch
+    from transformers import AutoConfig, AutoModelForSequenceClassification
+
+    model_dir = run.path / "model"
+    if not (model_dir / "config.json").is_file():
+        raise NegtrainError(f"--run {run.path}: no model/config.json (the run's HF config)")
+    if run.recipe.model.family != "nli":
+        raise NegtrainError(f"export supports the 'nli' family (sequence classification); this run is '{run.recipe.model.family}'")
+    ckpt = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    if not state:
+        raise NegtrainError(f"{checkpoint}: no model.* weights in the checkpoint's state_dict")
+    config = AutoConfig.from_pretrained(model_dir)
+    model = AutoModelForSequenceClassification.from_config(config)
+    if (model_dir / ADAPTER_CONFIG).is_file() or _is_adapter_state(state):
+        if not (model_dir / ADAPTER_CONFIG).is_file():
+            raise NegtrainError(f"{checkpoint} holds adapter weights but {model_dir / ADAPTER_CONFIG} is missing")
+        from peft import PeftConfig, get_peft_model
+
+        model = get_peft_model(model, PeftConfig.from_pretrained(str(model_dir)))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    # Tied weights (e.g. an LM's decoder) may be absent from a checkpoint; nothing else may be.
+    tied = set(getattr(model, "_tied_weights_keys", None) or [])
+    missing = [k for k in missing if k not in tied]
+    if missing or unexpected:
+        raise NegtrainError(
+            f"{checkpoint} does not match the run's model/config.json: missing {missing[:5]}, unexpected {unexpected[:5]}"
+        )
+    return model.eval(), int(ckpt.get("epoch", -1))
+
+
+def _prepare_out(out: Path, overwrite: bool) -> None:
+    if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
+        raise NegtrainError(f"--out {out} already exists and is not empty (pass --overwrite to replace it)")
+
+
+def _move_into_place(tmp: Path, out: Path) -> None:
+    old = None
+    if out.exists():
+        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
+        os.replace(out, old / "x")
+    os.replace(tmp, out)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def export(
+    run_dir: Path,
+    out: Path,
+    checkpoint: str = "best",
+    merge_adapter: bool = False,
+    overwrite: bool = False,
+    repo_id: str | None = None,
+) -> Exported:
+    """Write the export folder ``out``; ``repo_id`` names the model in the card (for ``push``)."""
+    from transformers import AutoTokenizer
+
+    run = RunDir(run_dir)
+    out = Path(out)
+    _prepare_out(out, overwrite)
+    ckpt_path = run.checkpoint(checkpoint)
+    _ = run.recipe, run.epochs  # fail on a broken recipe or metrics file before the heavy work
+    model, epoch = load_model(run, ckpt_path)
+    is_peft = hasattr(model, "peft_config")
+    if merge_adapter and not is_peft:
+        raise NegtrainError(f"--merge-adapter: run {run.path} has no adapter (not a LoRA run)")
+    if is_peft and merge_adapter:
+        model = model.merge_and_unload()
+    adapter_only = is_peft and not merge_adapter
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
+    try:
+        model.save_pretrained(str(tmp))
+        tokenizer = AutoTokenizer.from_pretrained(run.path / "model")
+        tokenizer.save_pretrained(str(tmp))
+        if adapter_only:
+            # The head's labels travel with the adapter: the base model alone does not know them.
+            model.base_model.model.config.save_pretrained(str(tmp / "base_config"))
+        (tmp / "negtrain_recipe.yaml").write_text(redact_text(run.recipe_text), encoding="utf-8")
+        metrics = run.epoch(epoch).evals if epoch >= 0 else {}
+        info = {
+            "run": run.name,
+            "recipe": run.recipe_name,
+            "checkpoint": ckpt_path.name,
+            "which": checkpoint,
+            "epoch": epoch,
+            "adapter_only": adapter_only,
+            "merged_adapter": is_peft and merge_adapter,
+            "metrics": metrics,
+        }
+        (tmp / "negtrain_export.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        card = model_card(run, epoch, checkpoint, repo_id or out.name, adapter_only=adapter_only, merged=is_peft and merge_adapter)
+        (tmp / "README.md").write_text(card, encoding="utf-8")
+        _move_into_place(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return Exported(out, ckpt_path, epoch, adapter=adapter_only, merged=is_peft and merge_adapter)
+
+
+# --------------------------------------------------------------------------------------------
+# The model card.
+
+
+def _fmt(value: float | None, key: str = "") -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return str(int(value)) if key in COUNT_METRICS else f"{value:.4f}"
+
+
+def _benchmark(name: str):
+    from negtrain.benchmarks.registry import get_benchmark
+
+    try:
+        return get_benchmark(name)
+    except NegtrainError:
+        return None
+
+
+def _dataset_id(bench, split: str) -> str:
+    hub = getattr(bench, "hub_dataset", None)
+    if hub:
+        return hub
+    try:
+        return bench.files(split)[0].repo
+    except Exception:
+        return bench.name
+
+
+def _metric_entry(name: str, value: float) -> dict[str, Any]:
+    base, _, subset = name.partition("/")
+    return {"type": base, "name": f"{base} ({subset})" if subset else base, "value": round(float(value), 6)}
+
+
+def card_metadata(run: RunDir, results: dict[str, dict[str, float | None]], model_name: str, adapter_only: bool) -> dict[str, Any]:
+    recipe = run.recipe
+    base = recipe.model.name
+    benches = []
+    entries = []
+    for name, metrics in results.items():
+        bench_name, _, split = name.partition("/")
+        bench = _benchmark(bench_name)
+        dataset = _dataset_id(bench, split) if bench is not None else bench_name
+        if dataset not in benches:
+            benches.append(dataset)
+        values = [
+            _metric_entry(k, v) for k, v in metrics.items()
+            if k not in COUNT_METRICS and v is not None and not math.isnan(v)
+        ]
+        if values:
+            entries.append({
+                "task": {"type": "text-classification", "name": "Natural Language Inference"},
+                "dataset": {"name": f"{bench_name} ({split})", "type": dataset, "split": split},
+                "metrics": values,
+            })
+    meta: dict[str, Any] = {}
+    if not base.startswith("pkg:") and not Path(base).exists():
+        meta["base_model"] = base  # a Hub id; local and packaged models have none
+    meta.update({
+        "library_name": "peft" if adapter_only else "transformers",
+        "pipeline_tag": "text-classification",
+        "license": "other",  # placeholder: set the license before publishing
+        "datasets": benches,
+        "tags": ["negtrain", "negation", "natural-language-inference", *[n.split("/")[0] for n in results]],
+        "model-index": [{"name": model_name, "results": entries}],
+    })
+    return meta
+
+
+def model_card(run: RunDir, epoch: int, which: str, model_name: str, adapter_only: bool = False, merged: bool = False) -> str:
+    recipe = run.recipe
+    results = run.epoch(epoch).evals if epoch >= 0 else {}
+    meta = card_metadata(run, results, model_name, adapter_only)
+    selection = recipe.selection.metric
+    labels = None
+    try:
+        labels = json.loads((run.path / "model" / "config.json").read_text(encoding="utf-8")).get("id2label")
+    except (OSError, json.JSONDecodeError):
+        pass
+    chosen = f"the best epoch by `{selection}`" if which == "best" and selection else ("the best epoch" if which == "best" else "the last epoch")
+    lines = [
+        "---",
+        yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).rstrip(),
+        "---",
+        "",
+        f"# {model_name}",
+        "",
+        recipe.description,
+        "",
+        f"Fine-tuned from `{recipe.model.name}` with negtrain recipe `{run.recipe_name}`. "
+        f"These weights are from epoch {epoch} ({chosen}) of run `{run.name}`.",
+    ]
+    if adapter_only:
+        lines += ["", "This repository holds a LoRA adapter (peft); the base model is loaded separately."]
+    elif merged:
+        lines += ["", "The run's LoRA adapter is merged into the base weights: this is a plain transformers model."]
+    if labels:
+        lines += ["", "Labels: " + ", ".join(f"{k} = `{v}`" for k, v in sorted(labels.items(), key=lambda kv: int(kv[0]))) + "."]
+    lines += ["", f"## Results (epoch {epoch})", "", "| benchmark | split | metric | value |", "|---|---|---|---|"]
+    for name, metrics in results.items():
+        bench_name, _, split = name.partition("/")
+        for key, value in metrics.items():
+            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key)} |")
+    lines += ["", "Metrics are scored as each benchmark's paper defines them; `-` marks a metric that was undefined "
+              "(e.g. no complete contrast set was evaluated)."]
+    lines += ["", "## Usage", "", "```python"]
+    if adapter_only:
+        lines += [
+            "from peft import PeftModel",
+            "from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer",
+            "",
+            f'repo = "{model_name}"',
+            'config = AutoConfig.from_pretrained(repo, subfolder="base_config")  # the head\'s id2label',
+            f'base = AutoModelForSequenceClassification.from_pretrained("{recipe.model.name}", config=config)',
+            "model = PeftModel.from_pretrained(base, repo)",
+            "tokenizer = AutoTokenizer.from_pretrained(repo)",
+        ]
+    else:
+        lines += [
+            "from transformers import AutoModelForSequenceClassification, AutoTokenizer",
+            "",
+            f'model = AutoModelForSequenceClassification.from_pretrained("{model_name}")',
+            f'tokenizer = AutoTokenizer.from_pretrained("{model_name}")',
+        ]
+    lines += [
+        'inputs = tokenizer("The cat is not asleep.", "The cat is asleep.", return_tensors="pt")',
+        "print(model.config.id2label[model(**inputs).logits.argmax(-1).item()])",
+        "```",
+        "",
+        "## Training",
+        "",
+        "Produced by:",
+        "",
+        "```bash",
+        run.command or f"python -m negtrain fit --recipe {run.recipe_name}  # (exact command not recorded)",
+        "```",
+        "",
+        "The resolved recipe (every default filled in) is `negtrain_recipe.yaml`:",
+        "",
+        "```yaml",
+        run.recipe_text.rstrip(),
+        "```",
+        "",
+        "## Citations",
+        "",
+    ]
+    for name in results:
+        bench = _benchmark(name.split("/")[0])
+        citation = getattr(bench, "citation", None) if bench is not None else None
+        line = f"- **{name.split('/')[0]}**: {citation}" if citation else f"- **{name.split('/')[0]}**"
+        if line not in lines:
+            lines.append(line)
+    lines += ["", "## License", "", "Placeholder (`license: other`): set the license of the weights before publishing.", ""]
+    return redact_text("\n".join(lines))

@@ -1,0 +1,112 @@
+"""Reading a finished run directory (what ``fit`` wrote): recipe, metrics, checkpoints, command.
+
+Used by ``export``, ``push`` and ``report``; needs neither the data nor the model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+from negtrain.config import Recipe, load_yaml, validate_recipe
+from negtrain.errors import ConfigError, NegtrainError
+
+COUNT_METRICS = frozenset({"n", "groups_scored"})
+
+
+@dataclass
+class EpochResults:
+    epoch: int
+    #: "<benchmark>/<split>" -> metric name -> value (None where the metric was undefined)
+    evals: dict[str, dict[str, float | None]] = field(default_factory=dict)
+    train: dict[str, Any] | None = None
+
+
+class RunDir:
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_dir():
+            raise NegtrainError(f"--run {self.path}: no such directory")
+        if not (self.path / "recipe.yaml").is_file():
+            raise NegtrainError(f"--run {self.path}: not a negtrain run directory (no recipe.yaml)")
+
+    @property
+    def name(self) -> str:
+        return self.path.resolve().name
+
+    @cached_property
+    def recipe_text(self) -> str:
+        return (self.path / "recipe.yaml").read_text(encoding="utf-8")
+
+    @cached_property
+    def recipe_name(self) -> str:
+        match = re.match(r"# recipe: (\S+)", self.recipe_text)
+        return match.group(1) if match else self.name
+
+    @cached_property
+    def recipe(self) -> Recipe:
+        return validate_recipe(load_yaml(self.path / "recipe.yaml"), str(self.path / "recipe.yaml"))
+
+    @cached_property
+    def command(self) -> str | None:
+        path = self.path / "command.txt"
+        return path.read_text(encoding="utf-8").strip() if path.is_file() else None
+
+    @cached_property
+    def records(self) -> list[dict[str, Any]]:
+        path = self.path / "metrics.jsonl"
+        if not path.is_file():
+            raise NegtrainError(f"--run {self.path}: no metrics.jsonl (did the run finish an epoch?)")
+        out = []
+        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if line.strip():
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError as exc:
+                    raise NegtrainError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        return out
+
+    @cached_property
+    def epochs(self) -> list[EpochResults]:
+        """The ``fit`` records per epoch, in epoch order."""
+        by_epoch: dict[int, EpochResults] = {}
+        for r in self.records:
+            if r.get("stage", "fit") != "fit":
+                continue
+            ep = by_epoch.setdefault(int(r["epoch"]), EpochResults(int(r["epoch"])))
+            if r["benchmark"] == "train":
+                ep.train = r
+            else:
+                ep.evals[f"{r['benchmark']}/{r['split']}"] = r["metrics"]
+        return [by_epoch[e] for e in sorted(by_epoch)]
+
+    def epoch(self, epoch: int) -> EpochResults:
+        for ep in self.epochs:
+            if ep.epoch == epoch:
+                return ep
+        raise NegtrainError(f"{self.path / 'metrics.jsonl'}: no evaluation recorded for epoch {epoch}")
+
+    @property
+    def eval_names(self) -> list[str]:
+        names: list[str] = []
+        for ep in self.epochs:
+            names += [n for n in ep.evals if n not in names]
+        return names
+
+    def checkpoint(self, which: str) -> Path:
+        folder = self.path / "checkpoints"
+        if which == "last":
+            path = folder / "last.ckpt"
+            if not path.is_file():
+                raise NegtrainError(f"--run {self.path}: no checkpoints/last.ckpt")
+            return path
+        if which != "best":
+            raise ConfigError(f"--checkpoint must be 'best' or 'last', got '{which}'")
+        found = sorted(folder.glob("best-epoch*.ckpt"), key=lambda p: p.stat().st_mtime)
+        if not found:
+            raise NegtrainError(f"--run {self.path}: no checkpoints/best-epoch*.ckpt (did the run evaluate?)")
+        return found[-1]

@@ -1,0 +1,51 @@
+"""Keeping API keys and tokens out of everything a run writes.
+
+Recipes have no secret fields, but a secret can still sneak in as a value (``--logger.name=$HF_TOKEN``
+by mistake) or through a future field. Everything negtrain writes or sends - ``recipe.yaml``, the
+W&B run config, the recorded command, model cards, reports - goes through :func:`redact`, which masks
+
+- the values of environment variables with a secret-looking name (``WANDB_API_KEY``, ``HF_TOKEN``,
+  ``*_TOKEN``, ``*_KEY``, ``*SECRET*``, ``*PASSWORD*``, ...) wherever they occur in a string, and
+- the value of any mapping key with a secret-looking name.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+MASK = "***"
+SECRET_NAME = re.compile(r"(api[_-]?key|token(?!izer)|secret|passw(or)?d|credential|private[_-]?key)", re.IGNORECASE)
+#: Shorter values are too likely to occur by chance (e.g. "1") to be masked inside text.
+MIN_SECRET_LENGTH = 6
+
+
+def is_secret_name(name: str) -> bool:
+    return bool(SECRET_NAME.search(name)) or name.upper().endswith("_KEY")
+
+
+def secret_values(environ: dict[str, str] | None = None) -> list[str]:
+    env = os.environ if environ is None else environ
+    values = {v for k, v in env.items() if is_secret_name(k) and len(v) >= MIN_SECRET_LENGTH}
+    return sorted(values, key=len, reverse=True)
+
+
+def redact_text(text: str, environ: dict[str, str] | None = None) -> str:
+    for value in secret_values(environ):
+        text = text.replace(value, MASK)
+    return text
+
+
+def redact(obj: Any, environ: dict[str, str] | None = None) -> Any:
+    """A copy of ``obj`` (plain data) with secrets masked."""
+    if isinstance(obj, dict):
+        return {
+            k: (MASK if isinstance(k, str) and is_secret_name(k) and v not in (None, "") else redact(v, environ))
+            for k, v in obj.items()
+        }
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(redact(v, environ) for v in obj)
+    if isinstance(obj, str):
+        return redact_text(obj, environ)
+    return obj

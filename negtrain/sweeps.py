@@ -1,0 +1,133 @@
+"""W&B sweeps over recipe keys.
+
+A recipe's ``sweep:`` section names a method, the recipe keys to vary (dotted, as on the command
+line) and the metric to optimise. :func:`sweep_config` turns it into a W&B sweep configuration
+whose program is ``negtrain fit`` on the same recipe: the agent appends each trial's parameters as
+``--key=value``, which :func:`negtrain.recipes.parse_overrides` reads as overrides.
+
+Everything that could make a trial fail on its input is checked here, when the sweep is created:
+every swept key with every value (or both ends of a range) is applied to the recipe and validated,
+and the metric must be one the recipe's eval benchmarks report. Its goal (maximize or minimize)
+comes from the metric's declaration, never from the user.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from typing import Any
+
+from negtrain.config import Recipe, SweepParameter, load_yaml, validate_recipe
+from negtrain.errors import ConfigError, did_you_mean
+from negtrain.recipes import LoadedRecipe, apply_overrides
+
+
+@dataclass(frozen=True)
+class SweepMetric:
+    name: str
+    goal: str  # "maximize" | "minimize"
+
+
+def available_metrics(recipe: Recipe) -> dict[str, bool]:
+    """Every ``<benchmark>/<split>/<metric>`` the recipe's eval benchmarks report -> higher is better.
+
+    Reads the benchmark files (to size the metrics) but loads no model.
+    """
+    from negtrain.training.build import load_data, metric_names
+
+    loaded = load_data(recipe, "fit")
+    available: dict[str, bool] = {}
+    for bench, split, examples in loaded.eval:
+        metric = bench.metric(examples)
+        for key in metric_names(metric):
+            available[f"{bench.name}/{split}/{key}"] = metric.is_higher_better(key)
+    return available
+
+
+def resolve_metric(recipe: Recipe) -> SweepMetric:
+    assert recipe.sweep is not None
+    available = available_metrics(recipe)
+    if not available:
+        raise ConfigError("sweep: the recipe has no data.eval benchmarks, so there is no metric to optimise")
+    wanted = recipe.sweep.metric or recipe.selection.metric or next(iter(available))
+    if wanted not in available:
+        raise ConfigError(f"sweep.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, available)}")
+    return SweepMetric(wanted, "maximize" if available[wanted] else "minimize")
+
+
+def _candidates(param: SweepParameter) -> list[Any]:
+    if param.values is not None:
+        return list(param.values)
+    if param.value is not None:
+        return [param.value]
+    assert param.min is not None and param.max is not None
+    if param.min > param.max:
+        raise ValueError(f"min {param.min} is above max {param.max}")
+    if param.distribution == "int_uniform" or (param.distribution is None and float(param.min).is_integer() and float(param.max).is_integer()):
+        return [int(param.min), int(param.max)]
+    return [param.min, param.max]
+
+
+def check_parameters(raw: dict[str, Any], recipe: Recipe, where: str) -> None:
+    """Apply every swept key with each of its candidate values and validate the result."""
+    assert recipe.sweep is not None
+    for key, param in recipe.sweep.parameters.items():
+        if key.split(".")[0] == "sweep":
+            raise ConfigError(f"sweep.parameters.{key}: a sweep cannot vary its own section")
+        try:
+            candidates = _candidates(param)
+        except ValueError as exc:
+            raise ConfigError(f"sweep.parameters.{key}: {exc}") from None
+        for value in candidates:
+            try:
+                validate_recipe(apply_overrides(raw, {key: value}), where)
+            except ConfigError as exc:
+                raise ConfigError(f"sweep.parameters.{key} = {value!r} would fail every trial: {exc}") from None
+
+
+def _parameter_dict(param: SweepParameter) -> dict[str, Any]:
+    return {k: v for k, v in param.model_dump(mode="json").items() if v is not None}
+
+
+def sweep_config(loaded: LoadedRecipe, recipe_arg: str, fixed_args: list[str], raw: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The W&B sweep configuration for ``loaded`` (which must have a ``sweep:`` section).
+
+    ``recipe_arg`` is how trials name the recipe (``--recipe``); ``fixed_args`` are overrides given
+    to ``negtrain sweep`` itself, passed to every trial before the swept ``${args}``.
+    """
+    recipe = loaded.recipe
+    if recipe.sweep is None:
+        raise ConfigError(f"recipe '{loaded.name}' has no sweep: section (see `negtrain sweep --help`)")
+    if not recipe.data.train:
+        raise ConfigError("sweep: trials run `negtrain fit`, which needs data.train sources")
+    if raw is None:
+        raw = load_yaml(loaded.path)
+    check_parameters(raw, recipe, f"{loaded.path} (sweep)")
+    metric = resolve_metric(recipe)
+    args = list(fixed_args)
+    if recipe.logger.backend != "wandb":
+        # Trials report to the sweep through W&B, whatever the recipe says for single runs.
+        args.append("--logger.backend=wandb")
+    if metric.name != recipe.selection.metric:
+        # Trials keep (and report as their summary value) the best epoch by the swept metric.
+        args.append(f"--selection.metric={metric.name}")
+    config: dict[str, Any] = {
+        "name": f"{loaded.name}-sweep",
+        # The agent reads `program` even though the command below does not use ${program}.
+        "program": "negtrain",
+        "project": recipe.logger.project,
+        "method": recipe.sweep.method,
+        "metric": {"name": metric.name, "goal": metric.goal},
+        "parameters": {k: _parameter_dict(p) for k, p in recipe.sweep.parameters.items()},
+        "command": ["${env}", "${interpreter}", "-m", "negtrain", "fit", "--recipe", recipe_arg, *args, "${args}"],
+    }
+    if recipe.logger.entity:
+        config["entity"] = recipe.logger.entity
+    if recipe.sweep.run_cap:
+        config["run_cap"] = recipe.sweep.run_cap
+    return config
+
+
+def agent_command(config: dict[str, Any], sweep_id: str) -> str:
+    path = "/".join(p for p in (config.get("entity"), config.get("project"), sweep_id) if p)
+    return f"wandb agent {path}" if "<" in sweep_id else shlex.join(["wandb", "agent", path])

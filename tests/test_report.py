@@ -1,0 +1,70 @@
+"""report: valid PNGs with one panel per benchmark, and a Markdown summary."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+from PIL import Image
+
+from negtrain import cli
+
+
+def _png(path):
+    with Image.open(path) as img:
+        img.verify()
+    with Image.open(path) as img:
+        assert img.format == "PNG" and img.size[0] > 300 and img.size[1] > 200
+        return img.text.get("negtrain:panels", "").split(",")
+
+
+def test_report_single_run(fake_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(fake_run, run)
+    assert cli.main(["report", "--run", str(run)]) == 0
+    out = run / "report"
+    assert _png(out / "metrics.png") == ["scone/test", "monli/test"]
+    assert _png(out / "loss.png") == ["training loss"]
+    summary = (out / "summary.md").read_text()
+    # Best epoch per metric: scone accuracy peaks at epoch 1, monli accuracy at epoch 2.
+    assert "| scone/test | accuracy | 0.7731 | 1 | higher |" in summary
+    assert "| monli/test | accuracy | 0.5200 | 2 | higher |" in summary
+    assert "| scone/test | consistency | 0.4731 | 1 | higher |" in summary
+    # Final table and recipe.
+    assert "| scone/test | accuracy | 0.7000 |" in summary
+    assert "learning_rate: 0.0001" in summary
+
+
+def test_report_overlays_two_runs(fake_run, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    shutil.copytree(fake_run, a)
+    shutil.copytree(fake_run, b)
+    lines = (b / "metrics.jsonl").read_text().replace('"accuracy": 0.7,', '"accuracy": 0.9,')
+    (b / "metrics.jsonl").write_text(lines)
+    assert cli.main(["report", "--run", str(a), "--run", str(b)]) == 0
+    out = a / "report-vs-b"
+    assert _png(out / "metrics.png") == ["scone/test", "monli/test"]
+    summary = (out / "summary.md").read_text()
+    assert "| scone/test | accuracy | 0.7000 | 0.9000 |" in summary
+    assert "## Best epoch per metric: a" in summary and "## Best epoch per metric: b" in summary
+
+
+def test_report_panels_follow_the_benchmarks(fake_run, tmp_path):
+    run = tmp_path / "run"
+    shutil.copytree(fake_run, run)
+    kept = [l for l in (run / "metrics.jsonl").read_text().splitlines() if '"monli"' not in l]
+    (run / "metrics.jsonl").write_text("\n".join(kept) + "\n")
+    assert cli.main(["report", "--run", str(run)]) == 0
+    assert _png(run / "report" / "metrics.png") == ["scone/test"]
+
+
+def test_report_on_a_non_run(tmp_path, capsys):
+    assert cli.main(["report", "--run", str(tmp_path)]) == 2
+    assert "not a negtrain run directory" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_report_on_a_real_run(wandb_run):
+    assert cli.main(["report", "--run", str(wandb_run)]) == 0
+    assert _png(wandb_run / "report" / "metrics.png") == ["scone/test", "monli/test"]
+    assert _png(wandb_run / "report" / "loss.png") == ["training loss"]

@@ -1,0 +1,116 @@
+"""Sweeps: the generated W&B configuration, validation at creation, and the agent's argument form."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from negtrain import cli
+from negtrain.benchmarks.scone import SconeMetric
+from negtrain.recipes import load_recipe
+from negtrain.sweeps import sweep_config
+
+from conftest import FAST
+
+
+def _sweep(tmp_path: Path, capsys, *args: str) -> tuple[int, dict | None, str]:
+    out = tmp_path / "sweep.yaml"
+    code = cli.main(["sweep", *args, "--out", str(out)])
+    captured = capsys.readouterr()
+    config = yaml.safe_load(out.read_text()) if out.exists() else None
+    return code, config, captured.out + captured.err
+
+
+def test_minilm_sweep_config(tmp_path, capsys):
+    code, config, output = _sweep(tmp_path, capsys, "--recipe", "scone_minilm")
+    assert code == 0
+    assert config["metric"] == {"name": "scone/test/accuracy", "goal": "maximize"}
+    assert config["method"] == "random"
+    assert set(config["parameters"]) == {"model.learning_rate", "data.batch_size", "trainer.max_epochs"}
+    assert config["parameters"]["model.learning_rate"]["distribution"] == "log_uniform_values"
+    # The program is `negtrain fit` on the same recipe; trials always report to W&B.
+    cmd = config["command"]
+    assert cmd[2:7] == ["-m", "negtrain", "fit", "--recipe", "scone_minilm"]
+    assert "--logger.backend=wandb" in cmd and cmd[-1] == "${args}"
+    # Offline here: the configuration is written and the agent command printed.
+    assert "wandb sweep" in output and "wandb agent negtrain/<SWEEP_ID>" in output
+
+
+def test_deberta_sweep_config():
+    loaded = load_recipe("scone_deberta")
+    config = sweep_config(loaded, "scone_deberta", [])
+    assert config["method"] == "grid"
+    assert config["metric"] == {"name": "scone/test/accuracy", "goal": "maximize"}
+    assert set(config["parameters"]) == {"model.learning_rate", "data.batch_size", "trainer.max_epochs"}
+    assert "--logger.backend=wandb" not in config["command"]
+
+
+def test_goal_comes_from_the_metric_declaration(tmp_path, monkeypatch):
+    recipe = tmp_path / "r.yaml"
+    raw = yaml.safe_load(Path(load_recipe("scone_minilm").path).read_text())
+    raw["sweep"]["metric"] = "scone/test/consistency"
+    recipe.write_text(yaml.safe_dump(raw))
+    config = sweep_config(load_recipe(str(recipe)), str(recipe), [])
+    assert config["metric"] == {"name": "scone/test/consistency", "goal": "maximize"}
+    # Trials select (and summarise) their best epoch by the swept metric.
+    assert "--selection.metric=scone/test/consistency" in config["command"]
+    monkeypatch.setattr(SconeMetric, "lower_is_better_names", frozenset({"consistency"}))
+    config = sweep_config(load_recipe(str(recipe)), str(recipe), [])
+    assert config["metric"]["goal"] == "minimize"
+
+
+@pytest.mark.parametrize(
+    "param, value, message",
+    [
+        ("model.learnin_rate", {"values": [1e-5]}, "unknown key 'model.learnin_rate' (did you mean 'learning_rate'?)"),
+        ("data.batch_size", {"values": [8, 0]}, "data.batch_size = 0 would fail every trial"),
+        ("trainer.precison", {"value": "32-true"}, "did you mean 'precision'"),
+    ],
+)
+def test_invalid_sweep_keys_fail_at_creation(tmp_path, capsys, param, value, message):
+    raw = yaml.safe_load(Path(load_recipe("scone_minilm").path).read_text())
+    raw["sweep"]["parameters"][param] = value
+    recipe = tmp_path / "bad.yaml"
+    recipe.write_text(yaml.safe_dump(raw))
+    code, config, output = _sweep(tmp_path, capsys, "--recipe", str(recipe))
+    assert code == 2 and config is None
+    assert message in output
+
+
+def test_unknown_sweep_metric_fails_at_creation(tmp_path, capsys):
+    code, config, output = _sweep(tmp_path, capsys, "--recipe", "scone_minilm", "--sweep.metric=scone/test/acuracy")
+    assert code == 2 and config is None
+    assert "did you mean 'scone/test/accuracy'" in output
+
+
+def agent_args(params: dict) -> list[str]:
+    """`${args}` exactly as the W&B agent expands it."""
+    from wandb.sdk.launch.sweeps.utils import create_sweep_command_args
+
+    return create_sweep_command_args({"args": {k: {"value": v} for k, v in params.items()}})["args"]
+
+
+@pytest.mark.slow
+def test_fit_with_agent_arguments_applies_overrides(agent_run):
+    run_dir, params = agent_run
+    resolved = yaml.safe_load((run_dir / "recipe.yaml").read_text())
+    assert resolved["model"]["learning_rate"] == params["model.learning_rate"]
+    assert resolved["data"]["batch_size"] == params["data.batch_size"]
+    assert resolved["trainer"]["max_epochs"] == params["trainer.max_epochs"]
+    assert resolved["logger"]["backend"] == "none"
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    assert sum('"benchmark": "train"' in l for l in lines) == params["trainer.max_epochs"]
+    assert not (run_dir / "wandb").exists()  # logger: none writes no W&B files
+    # last.ckpt is the last epoch even when that epoch did not improve on the best.
+    import torch
+
+    last = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert last["epoch"] == params["trainer.max_epochs"] - 1
+
+
+def test_agent_argument_form():
+    assert agent_args({"model.learning_rate": 0.0003, "data.batch_size": 8}) == [
+        "--model.learning_rate=0.0003", "--data.batch_size=8"
+    ]

@@ -1,0 +1,74 @@
+"""A real offline W&B run: what its files hold."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import yaml
+
+from conftest import SECRET_HF, SECRET_WANDB
+from wandb_files import summarize
+
+pytestmark = pytest.mark.slow
+
+
+def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
+    files = summarize(wandb_run)
+    resolved = yaml.safe_load((wandb_run / "recipe.yaml").read_text())
+    # The run config is the resolved recipe, the same dict as recipe.yaml.
+    config = {k: v for k, v in files["config"].items() if not k.startswith("_")}
+    assert config == resolved
+    assert files["run"]["project"] == "negtrain" and files["run"]["tags"] == ["ci", "minilm"]
+    assert files["run"]["name"] == wandb_run.name
+
+    history = files["history"]
+    metrics = [line for line in (wandb_run / "metrics.jsonl").read_text().splitlines()]
+    import json
+
+    records = [json.loads(l) for l in metrics]
+    evals = [r for r in records if r["benchmark"] != "train"]
+    assert {r["epoch"] for r in evals} == {0, 1}
+    for record in evals:
+        name = f"{record['benchmark']}/{record['split']}"
+        rows = [h for h in history if h.get("epoch") == record["epoch"] and f"{name}/accuracy" in h]
+        assert len(rows) == 1, (name, record["epoch"])
+        for key, value in record["metrics"].items():
+            logged = rows[0][f"{name}/{key}"]
+            if value is None:
+                assert math.isnan(logged)
+            else:
+                assert logged == pytest.approx(value, abs=1e-6)
+    # Per-source counts at each epoch, from the train line.
+    for record in (r for r in records if r["benchmark"] == "train"):
+        rows = [h for h in history if h.get("epoch") == record["epoch"] and any(k.startswith("train/sources/") for k in h)]
+        assert len(rows) == 1
+        for source, count in record["sources"].items():
+            assert rows[0][f"train/sources/{source}"] == count
+    assert any("train/loss_epoch" in h for h in history)
+    # Predictions as tables, per benchmark and epoch.
+    for name in ("scone/test", "monli/test"):
+        tables = [h for h in history if h.get(f"predictions/{name}/_type") == "table-file"]
+        assert [h["epoch"] for h in tables] == [0, 1]
+        assert all(h[f"predictions/{name}/nrows"] == 16 for h in tables)  # one eval batch of 16
+    # The summary holds the best value of the selection metric.
+    best = max(r["metrics"]["accuracy"] for r in evals if r["benchmark"] == "scone")
+    assert files["summary"]["best/scone/test/accuracy"] == pytest.approx(best, abs=1e-6)
+    assert files["summary"]["scone/test/accuracy"] == pytest.approx(best, abs=1e-6)
+    assert "best/epoch" in files["summary"]
+
+
+def test_no_secret_in_any_file(wandb_run):
+    for path in wandb_run.rglob("*"):
+        if path.is_file() and path.suffix != ".ckpt" and path.suffix != ".safetensors":
+            data = path.read_bytes()
+            assert SECRET_WANDB.encode() not in data, path
+            assert SECRET_HF.encode() not in data, path
+    assert "g-***" in (wandb_run / "recipe.yaml").read_text()
+
+
+def test_logger_none_writes_no_wandb_files(agent_run):
+    run_dir, _ = agent_run
+    assert not (run_dir / "wandb").exists()
+    assert not list(run_dir.rglob("*.wandb"))
+    assert (run_dir / "metrics.jsonl").is_file() and list((run_dir / "predictions").glob("*.jsonl"))
