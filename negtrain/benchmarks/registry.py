@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.benchmarks.monli import Monli
 from negtrain.benchmarks.scone import Scone
+from negtrain.benchmarks.tinad import Tinad
 from negtrain.errors import unknown_name
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
     "scone": Scone,
     "monli": Monli,
+    "condaqa": Condaqa,
+    "tinad": Tinad,
 }
 
 
