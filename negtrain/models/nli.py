@@ -111,13 +111,18 @@ def build_nli(recipe, loaded):
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
 
-    model = AutoModelForSequenceClassification.from_pretrained(
+    from negtrain.models.adapters import add_adapter, load_base
+
+    model = load_base(
+        AutoModelForSequenceClassification,
         path,
+        recipe.adapter,
         num_labels=len(head),
         id2label=dict(enumerate(head)),
         label2id={label: i for i, label in enumerate(head)},
         ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
     )
+    model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
     module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
     return Built(module, data, tokenizer)
