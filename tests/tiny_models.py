@@ -116,3 +116,60 @@ def save_tiny_bert_nli(out: Path, seed: int = 0) -> Path:
     BertForSequenceClassification(config).save_pretrained(out)
     tok.save_pretrained(out)
     return out
+
+
+# ---- shared test fixtures (imported by the test modules that use them) -------------------------
+
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+
+@pytest.fixture()
+def one_thread():
+    """Tiny models on a shared 2-core machine: one intra-op thread is ~100x faster than two
+    oversubscribed ones."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def lm_world(tmp_path_factory):
+    """A data dir with the mirrored CondaQA (symlinked, never copied) and the TINAD fixture, plus
+    tiny T5 / Llama-style models saved next to their tokenizers."""
+    from tinad_fixture import write_split
+
+    mirror = os.environ.get("NEGTRAIN_DATA_DIR")
+    if not mirror or not (Path(mirror) / "AbhilashaRavichander/CondaQA/data/condaqa_dev.json").is_file():
+        pytest.skip("needs NEGTRAIN_DATA_DIR with the CondaQA mirror")
+    root = tmp_path_factory.mktemp("lm")
+    data = root / "data"
+    (data / "AbhilashaRavichander").mkdir(parents=True)
+    (data / "AbhilashaRavichander/CondaQA").symlink_to(Path(mirror) / "AbhilashaRavichander/CondaQA")
+    write_split(data, "train", easy_rows(12))
+    write_split(data, "validation", easy_rows(6, offset=12))
+    return {
+        "root": root,
+        "data": data,
+        "t5": save_tiny_t5(root / "t5", data),
+        "llama": save_tiny_llama(root / "llama", data),
+        "llama_chat": save_tiny_llama(root / "llama_chat", data, chat=True),
+    }
+
+
+@pytest.fixture()
+def lm_env(lm_world, tmp_path, monkeypatch, one_thread):
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(lm_world["data"]))
+    monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NEGTRAIN_OFFLINE", "1")
+    return lm_world
+
+
+def write_recipe(path: Path, recipe: dict) -> Path:
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    return path
