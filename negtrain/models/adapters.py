@@ -29,22 +29,26 @@ import torch
 from negtrain.config import AdapterConfig
 
 
-def quantization_config(adapter: AdapterConfig):
+def quantization_config(adapter: AdapterConfig, keep_full: list[str] | None = None):
+    """bitsandbytes settings for QLoRA; ``keep_full`` names modules left unquantized (a
+    classification head, which must stay fully trainable). transformers itself keeps an LM's
+    output layer unquantized."""
     if adapter.type != "qlora":
         return None
     from transformers import BitsAndBytesConfig
 
+    skip = {"llm_int8_skip_modules": keep_full} if keep_full else {}
     if adapter.bits == 8:
-        return BitsAndBytesConfig(load_in_8bit=True)
+        return BitsAndBytesConfig(load_in_8bit=True, **skip)
     compute = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
     return BitsAndBytesConfig(
-        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=compute
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=compute, **skip
     )
 
 
-def load_base(auto_cls, path: str, adapter: AdapterConfig, **kwargs: Any):
+def load_base(auto_cls, path: str, adapter: AdapterConfig, keep_full: list[str] | None = None, **kwargs: Any):
     """``auto_cls.from_pretrained`` with the adapter's quantization, on this rank's device."""
-    quant = quantization_config(adapter)
+    quant = quantization_config(adapter, keep_full)
     if quant is not None:
         kwargs["quantization_config"] = quant
         if torch.cuda.is_available():

@@ -117,6 +117,7 @@ def build_nli(recipe, loaded):
         AutoModelForSequenceClassification,
         path,
         recipe.adapter,
+        keep_full=["classifier", "score"],  # the head is never quantized (BERT/DeBERTa/RoBERTa: classifier)
         num_labels=len(head),
         id2label=dict(enumerate(head)),
         label2id={label: i for i, label in enumerate(head)},
