@@ -101,7 +101,8 @@ def save_tiny_llama(out: Path, data_dir: Path | None, seed: int = 0, chat: bool 
 
 def save_tiny_bert_nli(out: Path, seed: int = 0) -> Path:
     """A tiny BERT classifier with the packaged MiniLM WordPiece tokenizer; no dropout (so DDP and
-    single-process runs compute the same function). Width 64: bitsandbytes' CPU 4-bit inference
+    single-process runs compute the same function). Initialised wide, so that its predictions
+    depend on the input after a few steps (BERT's usual 0.02 gives one label for everything). Width 64: bitsandbytes' CPU 4-bit inference
     kernels need layers at least one quantization block (64) wide."""
     import torch
     from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
@@ -113,6 +114,7 @@ def save_tiny_bert_nli(out: Path, seed: int = 0) -> Path:
     config = BertConfig(
         vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
         max_position_embeddings=256, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=2,
+        initializer_range=0.3,  # wide enough that a few steps give input-dependent predictions
     )
     BertForSequenceClassification(config).save_pretrained(out)
     tok.save_pretrained(out)

@@ -49,7 +49,8 @@ class NegtrainModule(pl.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.training_loss(batch)
-        self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=len(batch["index"]))
+        # sync_dist: under DDP the epoch loss is the mean over every rank's batches, not rank 0's.
+        self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=len(batch["index"]), sync_dist=True)
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
