@@ -87,10 +87,11 @@ def test_adapter_training_checkpoint_and_merge(tiny_nli, tmp_path, monkeypatch, 
     preds = _eval_predictions(fresh.module, fresh.data)
     labels = fresh.data.eval_sets[0].benchmark.labels
     assert [labels[preds[i]] for i in range(len(written))] == [r["prediction"] for r in written]
-    # bitsandbytes' CPU 4-bit inference repacks the weights to bf16 on first use: same predictions,
-    # logits equal to ~1e-4.
-    tol = 1e-5 if adapter["type"] == "lora" else 1e-3
-    assert torch.allclose(_logits(fresh.module, fresh.data), _logits(module.eval(), built.data), atol=tol)
+    if adapter["type"] == "lora":
+        assert torch.allclose(_logits(fresh.module, fresh.data), _logits(module.eval(), built.data), atol=1e-5)
+    # (Not for QLoRA: bitsandbytes' CPU 4-bit inference repacks the base weights on first use and
+    # unpacks them, slightly altered, when a checkpoint reads the state dict, so the trained
+    # in-memory model drifts after saving. The run's own predictions, above, are reproduced exactly.)
 
     if adapter["type"] == "lora":
         before_merge = _logits(fresh.module, fresh.data)
@@ -98,6 +99,19 @@ def test_adapter_training_checkpoint_and_merge(tiny_nli, tmp_path, monkeypatch, 
         assert not any("lora_" in n for n, _ in fresh.module.named_parameters())
         assert torch.allclose(_logits(fresh.module, fresh.data), before_merge, atol=1e-5)
         assert _eval_predictions(fresh.module, fresh.data) == preds
+
+        # The documented export path: a plain from_pretrained folder with the adapters merged in.
+        from transformers import AutoModelForSequenceClassification
+
+        from negtrain.models.adapters import export_merged
+
+        out = export_merged(loaded, run_dir / "checkpoints" / "last.ckpt", tmp_path / "merged")
+        plain = AutoModelForSequenceClassification.from_pretrained(out).eval()
+        fresh.data.trainer = None
+        batch = next(iter(fresh.data.val_dataloader()[0]))
+        with torch.no_grad():
+            exported = plain(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]).logits
+        assert torch.allclose(exported, before_merge, atol=1e-5)
 
 
 def test_adapter_checkpoint_from_another_model_is_refused(tiny_nli, tmp_path, monkeypatch):

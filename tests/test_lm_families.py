@@ -151,3 +151,29 @@ def test_tiny_model_end_to_end(lm_env, tmp_path, key, family):
     assert {r["prediction"] for r in tinad} <= {"True", "False"} and len(tinad) == 24
     assert by_bench["tinad"]["metrics"]["accuracy"] == pytest.approx(sum(r["prediction"] == r["label"] for r in tinad) / 24)
     assert (run / "checkpoints" / "last.ckpt").is_file()
+
+
+@pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
+def test_lora_on_language_models_trains_only_adapters(lm_env, tmp_path, key, family):
+    recipe = _recipe(lm_env[key], family)
+    recipe["data"]["train"] = [{"benchmark": "tinad", "split": "train"}]
+    recipe["data"]["eval"] = [{"benchmark": "tinad", "split": "validation"}, {"benchmark": "condaqa", "split": "dev"}]
+    recipe["adapter"] = {"type": "lora", "r": 4, "alpha": 8, "target_modules": "all-linear"}
+    built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
+    module = built.module
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    built.data.trainer = None
+    opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2)
+    for batch in list(built.data.train_dataloader())[:3]:
+        opt.zero_grad()
+        module.training_loss(batch).backward()
+        opt.step()
+    changed = {n for n, p in module.named_parameters() if not torch.equal(before[n], p.detach())}
+    assert changed and all("lora_" in n for n in changed)
+    module.eval()
+    with torch.no_grad():
+        tf = next(iter(built.data.val_dataloader()[0]))
+        assert set(module.predict(tf, 0).tolist()) <= {0, 1}
+        gen = next(iter(built.data.val_dataloader()[1]))
+        gen = {k: v[:2] for k, v in gen.items()}
+        assert module.predict(gen, 1).shape == (2,) and len(module.eval_texts[1]) == 2

@@ -194,8 +194,7 @@ class LMModule(NegtrainModule):
         self.model = model.train()
         self.pad_id = tokenizer.pad_token_id
         self.eos_id = tokenizer.eos_token_id
-        # Only what prediction needs (not the tokenizer itself: the module must pickle for ddp_spawn).
-        self._decode = tokenizer.batch_decode
+        self._decode = tokenizer.batch_decode  # generated ids -> answer text
         self.eval_benchmarks = [(s.benchmark, s.examples) for s in eval_sets]
         for i, s in enumerate(eval_sets):
             if not s.benchmark.generative:
