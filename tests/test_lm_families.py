@@ -177,3 +177,28 @@ def test_lora_on_language_models_trains_only_adapters(lm_env, tmp_path, key, fam
         gen = next(iter(built.data.val_dataloader()[1]))
         gen = {k: v[:2] for k, v in gen.items()}
         assert module.predict(gen, 1).shape == (2,) and len(module.eval_texts[1]) == 2
+
+
+@pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
+def test_padding_does_not_change_predictions(lm_env, tmp_path, key, family):
+    """Batched (padded) scoring and generation equal one-example-at-a-time results."""
+    recipe = _recipe(lm_env[key], family, max_length=400)
+    recipe["data"]["eval"] = [{"benchmark": "tinad", "split": "validation"}, {"benchmark": "condaqa", "split": "dev"}]
+    built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
+    module = built.module.eval()
+    from negtrain.data.collate import PadCollator
+
+    for i, eval_set in enumerate(built.data.eval_sets):
+        collate = PadCollator(eval_set.encoded, built.tokenizer.pad_token_id, pad_left=built.data.pad_left)
+        lengths = eval_set.encoded.lengths
+        idx = [int(lengths.argmin()), int(lengths.argmax()), 3, 7]
+        assert len({int(lengths[j]) for j in idx}) > 1  # the batch really is padded
+        with torch.no_grad():
+            if i == 0:
+                batched = module.label_logits(collate(idx))
+                single = torch.cat([module.label_logits(collate([j])) for j in idx])
+                assert torch.allclose(batched, single, atol=1e-4)
+            else:
+                batched = module.generate_texts(collate(idx))
+                single = [module.generate_texts(collate([j]))[0] for j in idx]
+                assert batched == single
