@@ -95,14 +95,17 @@ class TinadMetric(ExampleMetric):
         self.gold = np.asarray(gold, dtype=bool)
         self.cells = np.array([CELLS.index(c) for c in cells], dtype=np.int64)
         patterns = np.asarray(patterns, dtype=np.int64)
-        refs = np.array([reference_label(c, int(p)) for c, p in zip(cells, patterns)], dtype=bool)
-        self.takes_part = refs == self.gold
         order = {}
         for i, g in enumerate(groups):
             order.setdefault(g, []).append(i)
         self.groups = [np.array(m, dtype=np.int64) for m in order.values()]
-        # The authors' scorer takes a group's pattern from its first sentence.
+        # The authors' scorer takes a group's pattern from its first sentence, for all its sentences.
+        group_pattern = np.empty(len(gold), dtype=np.int64)
+        for m in self.groups:
+            group_pattern[m] = patterns[m[0]]
         self.group_antonymy = [int(patterns[m[0]]) in ANTONYMY_PATTERNS for m in self.groups]
+        refs = np.array([reference_label(c, int(p)) for c, p in zip(cells, group_pattern)], dtype=bool)
+        self.takes_part = refs == self.gold
         found = {t.strip().lower() for ts in types for t in ts} - {"affirmation", "none", ""}
         self.type_names = [t for t in NEGATION_TYPES if t in found] + sorted(found - set(NEGATION_TYPES))
         self.type_members = {t: np.array([t in {x.strip().lower() for x in ts} for ts in types], dtype=bool) for t in self.type_names}

@@ -10,7 +10,8 @@ trained and predicted:
   text is compared with the gold answer by the benchmark (:meth:`Benchmark.is_correct`), the
   metric receives 1/0, and the prediction files hold the generated text.
 - **Label benchmarks** (e.g. TINAD's True/False). Each label is verbalised by the first sub-token
-  of ``" " + label`` (whitespace-only pieces skipped: " True" -> "▁True" / "ĠTrue"). Prediction is
+  of ``" " + label`` as it is split after other text (" True" -> "▁True" / "ĠTrue", see
+  :func:`answer_token_id`). Prediction is
   one forward pass comparing the logits of those tokens: at the answer position for a causal LM
   (inputs left-padded, so it is the last position), at the first decoder step for a seq2seq model.
   The higher logit wins. Training: cross-entropy on that answer token (causal: prompt tokens may
@@ -66,8 +67,20 @@ def target_text(example: Example, cfg: ModelConfig) -> str:
     return normalize_unifiedqa(example.label) if cfg.normalize_input == "unifiedqa" else example.label
 
 
+ANSWER_CONTEXT = "Answer:"
+
+
 def answer_token_id(tokenizer, word: str) -> int:
-    """The first sub-token of ``" " + word`` that is not whitespace alone."""
+    """The first sub-token of ``" " + word`` as the tokenizer splits it after other text.
+
+    Tokenized in context ("Answer: True" minus "Answer:"), so every tokenizer family gives its
+    word-initial piece: "ĠTrue" (byte-level BPE), "▁True" (SentencePiece: T5, Llama), never a bare
+    space piece. Falls back to the first non-blank piece of " True" on its own.
+    """
+    head = tokenizer.encode(ANSWER_CONTEXT, add_special_tokens=False)
+    full = tokenizer.encode(f"{ANSWER_CONTEXT} {word}", add_special_tokens=False)
+    if full[: len(head)] == head and len(full) > len(head) and tokenizer.decode(full[len(head) : len(head) + 1]).strip():
+        return full[len(head)]
     for token in tokenizer.encode(" " + word, add_special_tokens=False):
         if tokenizer.decode([token]).strip():
             return token
