@@ -160,3 +160,11 @@ def test_bitsandbytes_without_support_is_reported(monkeypatch, tmp_path):
     recipe = load_recipe(str(write_recipe(tmp_path / "r.yaml", _recipe("x", {"type": "qlora", "bits": 4})))).recipe
     with pytest.raises(ConfigError, match=r"adapter.bits 4: bitsandbytes cannot run 4-bit layers on cpu .*no 4-bit kernels"):
         checks.check_run(recipe)
+
+
+def test_nli_family_refuses_a_generative_benchmark(tiny_nli, tmp_path, monkeypatch):
+    monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+    recipe = _recipe(tiny_nli, {"type": "none"})
+    recipe["data"]["eval"] = [{"benchmark": "condaqa", "split": "dev"}]
+    with pytest.raises(ConfigError, match="free-text answers"):
+        build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)

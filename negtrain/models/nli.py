@@ -87,6 +87,12 @@ def build_nli(recipe, loaded):
     from negtrain.training.build import Built
 
     cfg = recipe.model
+    for bench, split, _ in loaded.train + loaded.eval:
+        if bench.generative:
+            raise ConfigError(
+                f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
+                "give; use model.family seq2seq or causal_lm"
+            )
     path = resolve_model_name(cfg.name)
     tokenizer = AutoTokenizer.from_pretrained(path)
     hf_config = AutoConfig.from_pretrained(path)
