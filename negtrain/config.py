@@ -26,8 +26,12 @@ class ModelConfig(_Section):
         description="What to load with from_pretrained: a Hub id, a local path, or "
         "'pkg:<python package>/<subdir>' for a model shipped inside an installed package."
     )
-    family: Literal["nli"] = Field(
-        "nli", description="Model family: 'nli' = sequence classification on premise/hypothesis pairs."
+    family: Literal["nli", "seq2seq", "causal_lm"] = Field(
+        "nli",
+        description="Model family: 'nli' = sequence classification on premise/hypothesis pairs; "
+        "'seq2seq' = AutoModelForSeq2SeqLM (T5, UnifiedQA, Flan-T5) that generates answers, or scores "
+        "label words at its first decoder step; 'causal_lm' = AutoModelForCausalLM (Llama-style) "
+        "that generates answers, or scores label words at the answer position.",
     )
     head_labels: list[str] | None = Field(
         None,
@@ -36,6 +40,31 @@ class ModelConfig(_Section):
         "head sized to the training data's label space.",
     )
     max_length: int = Field(256, gt=8, description="Truncate encoded inputs to this many tokens.")
+    prompt: str | None = Field(
+        None,
+        description="seq2seq / causal_lm: the input template, with the benchmark's input names as "
+        "placeholders ('{sentence}' for tinad, '{passage}' and '{question}' for condaqa, "
+        "'{premise}' and '{hypothesis}' for NLI benchmarks). Unset: the benchmark's default "
+        "(tinad: 'Is the following statement True or False? {sentence}'; condaqa: UnifiedQA's "
+        "'{passage} \\n {question}', the separator being a literal backslash-n).",
+    )
+    normalize_input: Literal["none", "unifiedqa"] = Field(
+        "none",
+        description="'unifiedqa': lower-case the input and target and turn tabs and newlines into "
+        "single spaces, as UnifiedQA(-v2) was trained.",
+    )
+    chat_template: bool = Field(
+        True, description="causal_lm: wrap the prompt in the tokenizer's chat template when it has one."
+    )
+    prompt_loss_weight: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="causal_lm: loss weight of prompt tokens relative to answer tokens (0: the loss "
+        "is on the answer tokens only).",
+    )
+    max_target_length: int = Field(32, gt=0, description="Truncate target answers to this many tokens.")
+    max_new_tokens: int = Field(16, gt=0, description="Generation length limit for free-text answers (greedy, deterministic).")
     learning_rate: float = Field(2e-5, gt=0)
     weight_decay: float = Field(0.01, ge=0)
     warmup_ratio: float = Field(0.0, ge=0, lt=1, description="Fraction of optimizer steps spent in linear warmup.")
@@ -43,6 +72,27 @@ class ModelConfig(_Section):
     optimizer_impl: Literal["auto", "foreach", "fused", "for-loop"] = Field(
         "auto", description="AdamW implementation; 'fused' is the fastest where torch supports it."
     )
+
+
+class AdapterConfig(_Section):
+    """Parameter-efficient fine-tuning with peft, for every family."""
+
+    type: Literal["none", "lora", "qlora"] = Field(
+        "none",
+        description="'none': train every weight. 'lora': LoRA adapters on a full-precision base. "
+        "'qlora': LoRA on a base quantized by bitsandbytes (see `bits`), prepared with peft's "
+        "prepare_model_for_kbit_training. A classification head stays fully trainable; checkpoints "
+        "then hold only the trainable weights (adapter + head).",
+    )
+    r: int = Field(8, gt=0, description="LoRA rank.")
+    alpha: float = Field(16, gt=0, description="LoRA alpha (the update is scaled by alpha / r).")
+    dropout: float = Field(0.05, ge=0, lt=1, description="Dropout on the LoRA input.")
+    target_modules: list[str] | Literal["all-linear"] = Field(
+        "all-linear",
+        description="Module names to adapt (e.g. [q_proj, v_proj]) or 'all-linear' for every linear "
+        "layer except the output layer.",
+    )
+    bits: Literal[4, 8] = Field(4, description="qlora: quantize the base to 4-bit NF4 or to 8-bit.")
 
 
 class SourceConfig(_Section):
@@ -142,7 +192,12 @@ class TrainerConfig(_Section):
     )
     accelerator: str = "auto"
     devices: int | str = Field(1, description="Number of devices (processes), or 'auto'.")
-    strategy: str = Field("auto", description="Lightning strategy: auto, ddp, ddp_spawn, fsdp, ...")
+    strategy: str = Field(
+        "auto",
+        description="Lightning strategy: auto, ddp, ddp_spawn, fsdp, deepspeed_stage_2, "
+        "deepspeed_stage_3, ... (any name the installed Lightning registers). Checked against the "
+        "adapter and the machine before any model is loaded.",
+    )
     num_nodes: int = Field(1, gt=0)
     limit_train_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of training batches per epoch.")
     limit_val_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of evaluation batches.")
@@ -242,6 +297,7 @@ class Recipe(_Section):
     description: str = Field(description="One line: what this recipe trains or reproduces.")
     seed: int = 42
     model: ModelConfig
+    adapter: AdapterConfig = Field(default_factory=AdapterConfig)
     data: DataConfig = Field(default_factory=DataConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)

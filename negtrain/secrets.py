@@ -16,7 +16,9 @@ import re
 from typing import Any
 
 MASK = "***"
-SECRET_NAME = re.compile(r"(api[_-]?key|token(?!izer)|secret|passw(or)?d|credential|private[_-]?key)", re.IGNORECASE)
+# "token" only as a word of its own: HF_TOKEN and auth_token are secrets, max_new_tokens and
+# tokenizer are not.
+SECRET_NAME = re.compile(r"(api[_-]?key|(?<![a-z])token(?![a-z])|secret|passw(or)?d|credential|private[_-]?key)", re.IGNORECASE)
 #: Shorter values are too likely to occur by chance (e.g. "1") to be masked inside text.
 MIN_SECRET_LENGTH = 6
 

@@ -48,6 +48,25 @@ class Benchmark(ABC):
     def spaces(self) -> tuple[tuple[str, ...], ...]:
         return self.prediction_spaces or (tuple(self.labels),)
 
+    #: "label": a prediction is one of ``labels`` (its id). "text": a prediction is a generated
+    #: answer, scored by :meth:`is_correct`; the metric then receives 1 (right) or 0 (wrong).
+    answer_type: ClassVar[str] = "label"
+    #: Names of ``Example.inputs`` as placeholders of a prompt template, e.g. "{premise}".
+    input_names: ClassVar[tuple[str, ...]] = ("premise", "hypothesis")
+    #: The input a language-model family builds when the recipe sets no ``model.prompt``.
+    default_prompt: ClassVar[str | None] = None
+
+    @property
+    def generative(self) -> bool:
+        return self.answer_type == "text"
+
+    def prompt_fields(self, example: Example) -> dict[str, str]:
+        return dict(zip(self.input_names, example.inputs))
+
+    def is_correct(self, prediction: str, example: Example) -> bool:
+        """Whether a generated answer is right (generative benchmarks only)."""
+        raise NotImplementedError(f"benchmark '{self.name}' predicts labels, not text")
+
     def check_split(self, split: str) -> None:
         if split not in self.splits:
             raise unknown_name(f"split of benchmark '{self.name}'", split, self.splits)

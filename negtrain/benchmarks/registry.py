@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.mnli import Mnli
+from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.benchmarks.monli import Monli
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
+from negtrain.benchmarks.tinad import Tinad
 from negtrain.errors import unknown_name
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
@@ -18,6 +20,8 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "negnli-snli": NegnliSnli,
     "negnli-mnli": NegnliMnli,
     "nannli": NanNli,
+    "condaqa": Condaqa,
+    "tinad": Tinad,
 }
 
 

@@ -44,8 +44,9 @@ class ExampleMetric(Metric):
 
     def compute(self) -> dict[str, torch.Tensor]:
         full = np.full(self.num_examples, MISSING, dtype=np.int64)
-        # After a DDP sync the states are already concatenated tensors, before it lists.
-        if not (isinstance(self.indices, list) and not self.indices):
+        # Before a DDP sync the states are lists of tensors; after it torchmetrics has already
+        # concatenated each into one tensor.
+        if len(self.indices):
             idx = dim_zero_cat(self.indices).cpu().numpy()
             full[idx] = dim_zero_cat(self.predictions).cpu().numpy()
         self.last_predictions = full

@@ -21,8 +21,9 @@ from negtrain.metrics.base import ExampleMetric
 class EvalResult:
     name: str  # "<benchmark>/<split>"
     metrics: dict[str, float]
-    predictions: np.ndarray  # per example: a label id, or MISSING
+    predictions: np.ndarray  # per example: a label id (generative benchmarks: 1 right / 0 wrong), or MISSING
     note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
+    texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
 
 
 class NegtrainModule(pl.LightningModule):
@@ -34,6 +35,11 @@ class NegtrainModule(pl.LightningModule):
         self.recipe = recipe
         #: Results of the last evaluation, read by the run recorder after each epoch.
         self.eval_results: list[EvalResult] = []
+        #: Generated answers of the current evaluation, per eval set: example index -> text.
+        self.eval_texts: dict[int, dict[int, str]] = {}
+        #: Adapter runs checkpoint only their trainable weights (adapter + head).
+        self.adapter_only = recipe.get("adapter", {}).get("type", "none") != "none"
+        self.strict_loading = not self.adapter_only
 
     @abstractmethod
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
@@ -44,7 +50,8 @@ class NegtrainModule(pl.LightningModule):
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
         loss = self.training_loss(batch)
-        self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=len(batch["index"]))
+        # sync_dist: under DDP the epoch loss is the mean over every rank's batches, not rank 0's.
+        self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=len(batch["index"]), sync_dist=True)
         return loss
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
@@ -58,11 +65,29 @@ class NegtrainModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._finish_evaluation()
 
+    def _gathered_texts(self) -> dict[int, dict[int, str]]:
+        texts = self.eval_texts
+        if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
+            parts: list[Any] = [None] * torch.distributed.get_world_size()
+            torch.distributed.all_gather_object(parts, texts)
+            texts = {}
+            for part in parts:
+                for i, per_set in part.items():
+                    texts.setdefault(i, {}).update(per_set)
+        return texts
+
     def _finish_evaluation(self) -> None:
         results = []
-        for name, metric in zip(self.eval_names, self.metrics):
+        texts = self._gathered_texts()
+        self.eval_texts = {}
+        for i, (name, metric) in enumerate(zip(self.eval_names, self.metrics)):
             values = {k: float(v) for k, v in metric.compute().items()}
-            results.append(EvalResult(name, values, metric.last_predictions.copy(), metric.note))
+            per_example = None
+            if i in texts:
+                per_example = [None] * metric.num_examples
+                for idx, text in texts[i].items():
+                    per_example[idx] = text
+            results.append(EvalResult(name, values, metric.last_predictions.copy(), metric.note, per_example))
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)
@@ -94,3 +119,8 @@ class NegtrainModule(pl.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["negtrain_recipe"] = self.recipe
+        if self.adapter_only:
+            from negtrain.models.adapters import trainable_state
+
+            checkpoint["state_dict"] = trainable_state(self, checkpoint["state_dict"])
+            checkpoint["negtrain_adapter_only"] = True

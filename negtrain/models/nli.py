@@ -87,6 +87,12 @@ def build_nli(recipe, loaded):
     from negtrain.training.build import Built
 
     cfg = recipe.model
+    for bench, split, _ in loaded.train + loaded.eval:
+        if bench.generative:
+            raise ConfigError(
+                f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
+                "give; use model.family seq2seq or causal_lm"
+            )
     path = resolve_model_name(cfg.name)
     tokenizer = AutoTokenizer.from_pretrained(path)
     hf_config = AutoConfig.from_pretrained(path)
@@ -114,13 +120,19 @@ def build_nli(recipe, loaded):
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
 
-    model = AutoModelForSequenceClassification.from_pretrained(
+    from negtrain.models.adapters import add_adapter, load_base
+
+    model = load_base(
+        AutoModelForSequenceClassification,
         path,
+        recipe.adapter,
+        keep_full=["classifier", "score"],  # the head is never quantized (BERT/DeBERTa/RoBERTa: classifier)
         num_labels=len(head),
         id2label=dict(enumerate(head)),
         label2id={label: i for i, label in enumerate(head)},
         ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
     )
+    model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
     module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
     return Built(module, data, tokenizer)

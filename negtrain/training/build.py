@@ -99,7 +99,10 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
 def build(recipe: Recipe, stage: str = "fit") -> Built:
     from negtrain.models.families import get_family
 
+    from negtrain.training.checks import check_run
+
     builder = get_family(recipe.model.family)
+    check_run(recipe)
     loaded = load_data(recipe, stage)
     built = builder(recipe, loaded)
     built.selection = resolve_selection(recipe, built.data.eval_sets, list(built.module.metrics))
@@ -108,4 +111,9 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
 
 def reload_weights(module: NegtrainModule, checkpoint: str) -> None:
     state = torch.load(checkpoint, map_location="cpu", weights_only=True)
-    module.load_state_dict(state["state_dict"])
+    if state.get("negtrain_adapter_only"):
+        from negtrain.models.adapters import load_adapter_state
+
+        load_adapter_state(module, state["state_dict"], checkpoint)
+    else:
+        module.load_state_dict(state["state_dict"])

@@ -39,7 +39,7 @@ def _json_number(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 6)
 
 
-COUNTS = frozenset({"n", "groups_scored"})
+COUNTS = frozenset({"n", "groups_scored", "groups_lacking_cell"})
 
 
 def format_table(epoch: int, results: list[EvalResult]) -> str:
@@ -155,9 +155,11 @@ class RunRecorder(pl.Callback):
         if not trainer.is_global_zero:
             return
         labels = eval_set.predicted_labels
+        texts = result.texts
+        # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
         rows = [
-            json.dumps({"id": ex.id, "prediction": labels[p], "label": ex.label})
-            for ex, p in zip(eval_set.examples, result.predictions.tolist())
+            json.dumps({"id": ex.id, "prediction": texts[i] if texts is not None else labels[p], "label": ex.label})
+            for i, (ex, p) in enumerate(zip(eval_set.examples, result.predictions.tolist()))
             if p != MISSING
         ]
         suffix = f"epoch{epoch}" if self.stage == "fit" else self.stage

@@ -1,0 +1,120 @@
+"""LoRA / QLoRA for every model family, through peft.
+
+- ``adapter.type: lora`` wraps the loaded model with LoRA adapters; ``qlora`` first loads the base
+  quantized by bitsandbytes (4-bit NF4 with double quantization, or 8-bit) and prepares it with
+  ``prepare_model_for_kbit_training``. Under DDP each rank loads its own quantized copy onto its
+  own device (``device_map`` = the rank's local GPU).
+- A classification head (the NLI family's ``classifier``/``score``) stays fully trainable.
+- Checkpoints of an adapter run hold only the trainable weights: adapters and head
+  (:func:`trainable_state`), not the base model, which the recipe names.
+
+Merging and exporting the full model: :func:`export_merged` rebuilds the recipe's model in full
+precision (a QLoRA adapter is merged into the unquantized base), loads the adapter checkpoint,
+merges the adapters into the base weights (peft ``merge_and_unload``) and writes a plain
+``from_pretrained`` folder with the tokenizer::
+
+    from negtrain.recipes import load_recipe
+    from negtrain.models.adapters import export_merged
+    export_merged(load_recipe("tinad_llama_qlora"), "run/checkpoints/best-epoch2.ckpt", "merged/")
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from negtrain.config import AdapterConfig
+
+
+def quantization_config(adapter: AdapterConfig, keep_full: list[str] | None = None):
+    """bitsandbytes settings for QLoRA; ``keep_full`` names modules left unquantized (a
+    classification head, which must stay fully trainable). transformers itself keeps an LM's
+    output layer unquantized."""
+    if adapter.type != "qlora":
+        return None
+    from transformers import BitsAndBytesConfig
+
+    skip = {"llm_int8_skip_modules": keep_full} if keep_full else {}
+    if adapter.bits == 8:
+        return BitsAndBytesConfig(load_in_8bit=True, **skip)
+    compute = torch.bfloat16 if torch.cuda.is_available() and torch.cuda.is_bf16_supported() else torch.float32
+    return BitsAndBytesConfig(
+        load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=compute, **skip
+    )
+
+
+def load_base(auto_cls, path: str, adapter: AdapterConfig, keep_full: list[str] | None = None, **kwargs: Any):
+    """``auto_cls.from_pretrained`` with the adapter's quantization, on this rank's device."""
+    quant = quantization_config(adapter, keep_full)
+    if quant is not None:
+        kwargs["quantization_config"] = quant
+        if torch.cuda.is_available():
+            kwargs["device_map"] = {"": int(os.environ.get("LOCAL_RANK", "0"))}
+    return auto_cls.from_pretrained(path, **kwargs)
+
+
+def add_adapter(model, adapter: AdapterConfig, task_type: str):
+    """Wrap ``model`` with LoRA (no-op for ``type: none``). ``task_type``: SEQ_CLS, SEQ_2_SEQ_LM, CAUSAL_LM."""
+    if adapter.type == "none":
+        return model
+    from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
+
+    if adapter.type == "qlora":
+        model = prepare_model_for_kbit_training(
+            model, use_gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False}
+        )
+    config = LoraConfig(
+        r=adapter.r,
+        lora_alpha=adapter.alpha,
+        lora_dropout=adapter.dropout,
+        target_modules=adapter.target_modules,
+        task_type=task_type,  # SEQ_CLS keeps the classification head fully trainable (modules_to_save)
+    )
+    return get_peft_model(model, config)
+
+
+def trainable_state(module: torch.nn.Module, state_dict: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """The entries of ``state_dict`` that are trainable parameters of ``module`` (adapter + head)."""
+    names = {n for n, p in module.named_parameters() if p.requires_grad}
+    return {k: v for k, v in state_dict.items() if k in names}
+
+
+def load_adapter_state(module: torch.nn.Module, state_dict: dict[str, torch.Tensor], where: str) -> None:
+    from negtrain.errors import ConfigError
+
+    missing, unexpected = module.load_state_dict(state_dict, strict=False)
+    trainable = {n for n, p in module.named_parameters() if p.requires_grad}
+    lacking = sorted(trainable - set(state_dict))
+    if unexpected or lacking:
+        raise ConfigError(
+            f"{where}: the adapter checkpoint does not fit this recipe's model "
+            f"(unexpected {unexpected[:3]}, missing {lacking[:3]}); was it written by another recipe?"
+        )
+
+
+def merge(module) -> None:
+    """Merge LoRA adapters into the base weights of ``module.model`` in place (peft merge_and_unload)."""
+    from peft import PeftModel
+
+    if isinstance(module.model, PeftModel):
+        module.model = module.model.merge_and_unload()
+
+
+def export_merged(loaded, checkpoint: str | Path, out_dir: str | Path) -> Path:
+    """Rebuild the recipe's model unquantized, load an adapter checkpoint, merge, save_pretrained."""
+    from negtrain.training.build import build, reload_weights
+
+    recipe = loaded.recipe.model_copy(deep=True)
+    if recipe.adapter.type == "qlora":
+        recipe.adapter = recipe.adapter.model_copy(update={"type": "lora"})
+    stage = "validate" if recipe.data.eval else "fit"
+    built = build(recipe, stage=stage)
+    reload_weights(built.module, str(checkpoint))
+    merge(built.module)
+    out = Path(out_dir)
+    built.module.model.save_pretrained(out)
+    built.tokenizer.save_pretrained(out)
+    return out

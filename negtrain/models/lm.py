@@ -1,0 +1,360 @@
+"""The language-model families: ``seq2seq`` (AutoModelForSeq2SeqLM: T5, UnifiedQA, Flan-T5) and
+``causal_lm`` (AutoModelForCausalLM: Llama-style decoders).
+
+Both read any benchmark through a prompt: ``model.prompt`` (or the benchmark's default) with the
+benchmark's input names as placeholders. What a benchmark's answers are decides how it is
+trained and predicted:
+
+- **Generative benchmarks** (free-text answers, e.g. CondaQA). Training: cross-entropy on the
+  answer tokens (+ EOS). Prediction: greedy ``generate`` (no sampling, one beam), batched; the
+  text is compared with the gold answer by the benchmark (:meth:`Benchmark.is_correct`), the
+  metric receives 1/0, and the prediction files hold the generated text.
+- **Label benchmarks** (e.g. TINAD's True/False). Each label is verbalised by the first sub-token
+  of ``" " + label`` as it is split after other text (" True" -> "▁True" / "ĠTrue", see
+  :func:`answer_token_id`). Prediction is
+  one forward pass comparing the logits of those tokens: at the answer position for a causal LM
+  (inputs left-padded, so it is the last position), at the first decoder step for a seq2seq model.
+  The higher logit wins. Training: cross-entropy on that answer token (causal: prompt tokens may
+  get a small weight, ``model.prompt_loss_weight``; seq2seq: the target is the answer token + EOS).
+
+Seq2seq inputs are right-padded and truncated at ``model.max_length`` (T5 appends EOS).
+Causal inputs are left-padded with explicit position ids, so left padding changes nothing; a prompt
+longer than allowed keeps its BOS and its end (where the question is). A causal tokenizer without
+a pad token (Llama) pads with EOS; padding is masked out everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.config import ModelConfig
+from negtrain.data.encoded import EncodedSplit, cached, fingerprint
+from negtrain.errors import ConfigError
+from negtrain.metrics.base import ExampleMetric
+from negtrain.models.base import NegtrainModule
+
+IGNORE = -100
+
+
+def normalize_unifiedqa(text: str) -> str:
+    """UnifiedQA(-v2)'s input normalisation: lower-case, tabs/newlines to spaces, single spaces."""
+    return re.sub(r"\s+", " ", str(text).replace("\t", " ").replace("\n", " ")).strip().lower()
+
+
+def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig) -> str:
+    template = cfg.prompt or bench.default_prompt
+    if template is None:
+        raise ConfigError(f"benchmark '{bench.name}' has no default prompt for a language model; set model.prompt")
+    fields = bench.prompt_fields(example)
+    if cfg.normalize_input == "unifiedqa":
+        fields = {k: normalize_unifiedqa(v) for k, v in fields.items()}
+    try:
+        text = template.format(**fields)
+    except (KeyError, IndexError) as exc:
+        raise ConfigError(
+            f"model.prompt: placeholder {exc} is not an input of benchmark '{bench.name}' "
+            f"(its inputs: {', '.join('{' + n + '}' for n in bench.input_names)})"
+        ) from None
+    return normalize_unifiedqa(text) if cfg.normalize_input == "unifiedqa" else text
+
+
+def target_text(example: Example, cfg: ModelConfig) -> str:
+    return normalize_unifiedqa(example.label) if cfg.normalize_input == "unifiedqa" else example.label
+
+
+ANSWER_CONTEXT = "Answer:"
+
+
+def answer_token_id(tokenizer, word: str) -> int:
+    """The first sub-token of ``" " + word`` as the tokenizer splits it after other text.
+
+    Tokenized in context ("Answer: True" minus "Answer:"), so every tokenizer family gives its
+    word-initial piece: "ĠTrue" (byte-level BPE), "▁True" (SentencePiece: T5, Llama), never a bare
+    space piece. Falls back to the first non-blank piece of " True" on its own.
+    """
+    head = tokenizer.encode(ANSWER_CONTEXT, add_special_tokens=False)
+    full = tokenizer.encode(f"{ANSWER_CONTEXT} {word}", add_special_tokens=False)
+    if full[: len(head)] == head and len(full) > len(head) and tokenizer.decode(full[len(head) : len(head) + 1]).strip():
+        return full[len(head)]
+    for token in tokenizer.encode(" " + word, add_special_tokens=False):
+        if tokenizer.decode([token]).strip():
+            return token
+    raise ConfigError(f"the tokenizer has no token for answer word '{word}'")
+
+
+def verbalizer_ids(tokenizer, bench: Benchmark) -> torch.Tensor:
+    ids = [answer_token_id(tokenizer, label) for label in bench.labels]
+    if len(set(ids)) != len(ids):
+        raise ConfigError(
+            f"benchmark '{bench.name}': the labels {list(bench.labels)} share a first sub-token "
+            f"({[tokenizer.decode([i]) for i in ids]}), so a single forward pass cannot tell them apart"
+        )
+    return torch.tensor(ids, dtype=torch.long)
+
+
+def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
+    return fingerprint(
+        kind,
+        type(tokenizer).__name__,
+        str(tokenizer.name_or_path),
+        str(len(tokenizer)),
+        str(getattr(tokenizer, "chat_template", None) if cfg.chat_template else None),
+        str(cfg.max_length),
+        str(cfg.max_target_length),
+        *texts,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding
+
+
+def causal_prompt_ids(tokenizer, prompts: Sequence[str], cfg: ModelConfig) -> list[list[int]]:
+    if cfg.chat_template and getattr(tokenizer, "chat_template", None):
+        texts = [
+            tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
+            for p in prompts
+        ]
+        return tokenizer(texts, add_special_tokens=False)["input_ids"]
+    return tokenizer(list(prompts))["input_ids"]
+
+
+def _fit(prompt: list[int], limit: int, bos: int | None) -> list[int]:
+    if len(prompt) <= limit:
+        return prompt
+    if bos is not None and prompt and prompt[0] == bos:
+        return prompt[:1] + prompt[len(prompt) - (limit - 1) :]
+    return prompt[len(prompt) - limit :]
+
+
+def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig) -> list[list[int]]:
+    if not bench.generative:
+        return [[answer_token_id(tokenizer, e.label)] for e in examples]
+    ids = tokenizer([" " + target_text(e, cfg) for e in examples], add_special_tokens=False)["input_ids"]
+    return [x[: cfg.max_target_length - 1] + [tokenizer.eos_token_id] for x in ids]
+
+
+def encode_causal_eval(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig) -> EncodedSplit:
+    prompts = [prompt_text(bench, e, cfg) for e in examples]
+
+    def build() -> EncodedSplit:
+        ids = causal_prompt_ids(tokenizer, prompts, cfg)
+        room = cfg.max_length - (cfg.max_new_tokens if bench.generative else 1)
+        return EncodedSplit.from_lists([_fit(x, max(room, 2), tokenizer.bos_token_id) for x in ids], None)
+
+    return cached(_key("causal-eval", tokenizer, cfg, prompts), build)
+
+
+def encode_causal_train(tokenizer, bench, examples, cfg) -> tuple[EncodedSplit, torch.Tensor]:
+    prompts = [prompt_text(bench, e, cfg) for e in examples]
+    answers = causal_answer_ids(tokenizer, bench, examples, cfg)
+    answer_len = torch.tensor([len(a) for a in answers], dtype=torch.long)
+
+    def build() -> EncodedSplit:
+        ids = causal_prompt_ids(tokenizer, prompts, cfg)
+        seqs = [_fit(p, max(cfg.max_length - len(a), 2), tokenizer.bos_token_id) + a for p, a in zip(ids, answers)]
+        return EncodedSplit.from_lists(seqs, None)
+
+    key = _key("causal-train", tokenizer, cfg, prompts, [" ".join(map(str, a)) for a in answers])
+    return cached(key, build), answer_len
+
+
+def encode_seq2seq_eval(tokenizer, bench, examples, cfg) -> EncodedSplit:
+    prompts = [prompt_text(bench, e, cfg) for e in examples]
+
+    def build() -> EncodedSplit:
+        return EncodedSplit.from_lists(tokenizer(prompts, truncation=True, max_length=cfg.max_length)["input_ids"], None)
+
+    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts), build)
+
+
+def seq2seq_targets(tokenizer, bench, examples, cfg) -> list[list[int]]:
+    if not bench.generative:
+        return [[answer_token_id(tokenizer, e.label), tokenizer.eos_token_id] for e in examples]
+    return tokenizer(text_target=[target_text(e, cfg) for e in examples], truncation=True, max_length=cfg.max_target_length)["input_ids"]
+
+
+def padded(rows: Sequence[Sequence[int]], value: int = IGNORE) -> torch.Tensor:
+    width = max((len(r) for r in rows), default=1)
+    out = torch.full((len(rows), width), value, dtype=torch.long)
+    for i, r in enumerate(rows):
+        out[i, : len(r)] = torch.tensor(r, dtype=torch.long)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Modules
+
+
+class LMModule(NegtrainModule):
+    """What both LM families share: per eval set, generate text or score label words."""
+
+    def __init__(
+        self,
+        model,
+        tokenizer,
+        config: ModelConfig,
+        eval_sets: Sequence[Any],
+        metrics: Sequence[ExampleMetric],
+        recipe: dict[str, Any],
+    ) -> None:
+        super().__init__(config, [s.name for s in eval_sets], metrics, recipe)
+        self.model = model.train()
+        self.pad_id = tokenizer.pad_token_id
+        self.eos_id = tokenizer.eos_token_id
+        self._decode = tokenizer.batch_decode  # generated ids -> answer text
+        self.eval_benchmarks = [(s.benchmark, s.examples) for s in eval_sets]
+        for i, s in enumerate(eval_sets):
+            if not s.benchmark.generative:
+                self.register_buffer(f"verbalizers_{i}", verbalizer_ids(tokenizer, s.benchmark), persistent=False)
+
+    def label_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(B, vocab) logits of the answer position."""
+        raise NotImplementedError
+
+    def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
+        raise NotImplementedError
+
+    def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
+        bench, examples = self.eval_benchmarks[eval_index]
+        if not bench.generative:
+            words = getattr(self, f"verbalizers_{eval_index}")
+            return self.label_logits(batch)[:, words].argmax(-1)  # verbalizers are in label order
+        texts = self.generate_texts(batch)
+        store = self.eval_texts.setdefault(eval_index, {})
+        right = []
+        for idx, text in zip(batch["index"].tolist(), texts):
+            store[idx] = text
+            right.append(int(bench.is_correct(text, examples[idx])))
+        return torch.tensor(right, dtype=torch.long, device=batch["index"].device)
+
+    def _generate_kwargs(self) -> dict[str, Any]:
+        return dict(
+            max_new_tokens=self.config.max_new_tokens,
+            do_sample=False,
+            num_beams=1,
+            pad_token_id=self.pad_id,
+            eos_token_id=self.eos_id,
+        )
+
+
+class Seq2SeqModule(LMModule):
+    def __init__(self, *args, decoder_start_token_id: int, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.decoder_start_token_id = decoder_start_token_id
+
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        labels = batch["labels"]
+        labels = labels[:, : int((labels != IGNORE).sum(1).max())].contiguous()
+        return self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).loss
+
+    def label_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        start = torch.full((len(batch["input_ids"]), 1), self.decoder_start_token_id, device=batch["input_ids"].device)
+        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=start)
+        return out.logits[:, 0]
+
+    def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
+        out = self.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **self._generate_kwargs())
+        return [t.strip() for t in self._decode(out, skip_special_tokens=True)]
+
+
+def _positions(mask: torch.Tensor) -> torch.Tensor:
+    return (mask.cumsum(-1) - 1).clamp(min=0)
+
+
+class CausalLMModule(LMModule):
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        logits = self.model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask)).logits
+        logits, targets = logits[:, :-1].float(), ids[:, 1:]
+        # Left-padded: the answer is the last answer_len tokens of each row.
+        width = ids.shape[1]
+        col = torch.arange(1, width, device=ids.device).unsqueeze(0)
+        is_answer = col >= (width - batch["answer_len"]).unsqueeze(1)
+        real = (mask[:, 1:] * mask[:, :-1]).bool()  # a target and its context are both real tokens
+        weight = torch.where(is_answer, 1.0, self.config.prompt_loss_weight) * real
+        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+        return (ce * weight.reshape(-1)).sum() / weight.sum()
+
+    def label_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        mask = batch["attention_mask"]
+        out = self.model(input_ids=batch["input_ids"], attention_mask=mask, position_ids=_positions(mask))
+        return out.logits[:, -1]  # left-padded: the last position predicts the answer
+
+    def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
+        ids = batch["input_ids"]
+        out = self.model.generate(input_ids=ids, attention_mask=batch["attention_mask"], **self._generate_kwargs())
+        return [t.strip() for t in self._decode(out[:, ids.shape[1] :], skip_special_tokens=True)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Builders (see negtrain.models.families)
+
+
+def _build_lm(recipe, loaded, family: str):
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from negtrain.config import to_dict
+    from negtrain.data.module import EvalSet, NegtrainData, TrainSet
+    from negtrain.models.adapters import add_adapter, load_base
+    from negtrain.models.sources import resolve_model_name
+    from negtrain.training.build import Built
+
+    cfg = recipe.model
+    causal = family == "causal_lm"
+    path = resolve_model_name(cfg.name)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.eos_token_id is None:
+        raise ConfigError(f"model '{cfg.name}': the tokenizer has no EOS token")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    if causal:
+        encode_eval = encode_causal_eval
+    else:
+        encode_eval = encode_seq2seq_eval
+    eval_sets = [EvalSet(b, split, ex, encode_eval(tokenizer, b, ex, cfg)) for b, split, ex in loaded.eval]
+    metrics = [s.benchmark.metric(s.examples) for s in eval_sets]
+
+    train = None
+    if loaded.train:
+        parts, extras = [], []
+        for b, _, ex in loaded.train:
+            if causal:
+                enc, answer_len = encode_causal_train(tokenizer, b, ex, cfg)
+                parts.append(enc)
+                extras.append(answer_len)
+            else:
+                parts.append(encode_seq2seq_eval(tokenizer, b, ex, cfg))
+                extras.extend(seq2seq_targets(tokenizer, b, ex, cfg))
+        train = TrainSet(
+            encoded=EncodedSplit.concat(parts),
+            extras={"answer_len": torch.cat(extras)} if causal else {"labels": padded(extras)},
+            sources=[f"{b.name}/{split}" for b, split, _ in loaded.train],
+            source_sizes=[len(ex) for _, _, ex in loaded.train],
+        )
+
+    auto = AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM
+    model = load_base(auto, path, recipe.adapter)
+    model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
+    if causal:
+        module = CausalLMModule(model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe))
+    else:
+        start = AutoConfig.from_pretrained(path).decoder_start_token_id
+        if start is None:
+            start = tokenizer.pad_token_id
+        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe), decoder_start_token_id=start)
+    data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id, train, eval_sets, pad_left=causal)
+    return Built(module, data, tokenizer)
+
+
+def build_seq2seq(recipe, loaded):
+    return _build_lm(recipe, loaded, "seq2seq")
+
+
+def build_causal_lm(recipe, loaded):
+    return _build_lm(recipe, loaded, "causal_lm")

@@ -1,0 +1,204 @@
+"""The seq2seq and causal-LM families: prompts, True/False scoring, training, end to end.
+
+Tiny T5 / Llama-style models with genuine tokenizers trained offline (see tiny_models.py).
+"""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from negtrain.benchmarks.registry import get_benchmark
+from negtrain.errors import ConfigError
+from negtrain.recipes import load_recipe
+from negtrain.training.build import build
+from negtrain.training.run import fit
+from tiny_models import lm_env, lm_world, one_thread, write_recipe  # noqa: F401  (fixtures)
+
+
+def _recipe(model, family, **model_extra):
+    return {
+        "description": "tiny end-to-end test",
+        "model": {"name": str(model), "family": family, "max_length": 64, "learning_rate": 1e-3, "max_new_tokens": 3, **model_extra},
+        "data": {
+            "train": [{"benchmark": "condaqa", "split": "dev"}, {"benchmark": "tinad", "split": "train"}],
+            "eval": [{"benchmark": "tinad", "split": "validation"}, {"benchmark": "condaqa", "split": "dev"}],
+            "batch_size": 8,
+            "eval_batch_size": 8,
+        },
+        "trainer": {"max_epochs": 1, "limit_train_batches": 3, "limit_val_batches": 3, "enable_progress_bar": False, "accelerator": "cpu", "torch_threads": 1},
+        "selection": {"metric": "tinad/validation/coherence"},
+    }
+
+
+def test_unifiedqa_input_format():
+    from negtrain.benchmarks.base import Example
+    from negtrain.config import ModelConfig
+    from negtrain.models.lm import prompt_text, target_text
+
+    bench = get_benchmark("condaqa")
+    ex = Example("condaqa/dev/1", ("The Cat\tsat.\nIt did  NOT move.", "Did it move?"), "NO")
+    cfg = ModelConfig(name="x", family="seq2seq", normalize_input="unifiedqa")
+    assert prompt_text(bench, ex, cfg) == "the cat sat. it did not move. \\n did it move?"
+    assert target_text(ex, cfg) == "no"
+    tinad = get_benchmark("tinad")
+    ex2 = Example("tinad/x/0", ("A dog is an animal.",), "True")
+    assert prompt_text(tinad, ex2, ModelConfig(name="x")) == "Is the following statement True or False? A dog is an animal."
+    with pytest.raises(ConfigError, match=r"placeholder 'question' is not an input of benchmark 'tinad'"):
+        prompt_text(tinad, ex2, ModelConfig(name="x", prompt="{question}"))
+
+
+def _module(lm_env, tmp_path, key, family, **extra):
+    recipe = _recipe(lm_env[key], family, **extra)
+    recipe["data"]["train"] = [{"benchmark": "tinad", "split": "train"}]
+    recipe["data"]["eval"] = [{"benchmark": "tinad", "split": "validation"}]
+    return build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
+
+
+@pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
+def test_true_false_scorer_picks_the_higher_logit(lm_env, tmp_path, key, family):
+    built = _module(lm_env, tmp_path, key, family)
+    module, tok = built.module, built.tokenizer
+    true_id, false_id = module.verbalizers_0.tolist()
+    # The first sub-token of " True" / " False" (a tiny vocabulary may split the words).
+    assert tok.decode([true_id]).strip() and "True".startswith(tok.decode([true_id]).strip())
+    assert tok.decode([false_id]).strip() and "False".startswith(tok.decode([false_id]).strip())
+    seen = {}
+
+    class Fake(torch.nn.Module):
+        def forward(self, **inputs):
+            return fake(**inputs)
+
+    def fake(**inputs):
+        seen.update(inputs)
+        b = len(inputs["input_ids"])
+        logits = torch.zeros(b, 3, len(tok))
+        at = -1 if family == "causal_lm" else 0  # causal: answer position (left-padded); seq2seq: first decoder step
+        logits[0, at, true_id], logits[0, at, false_id] = 2.0, 1.9  # row 0: True by a hair
+        logits[1, at, true_id], logits[1, at, false_id] = -3.0, -2.0  # row 1: False
+        logits[:, at, 5] = 100.0  # a token that is neither is ignored
+        logits[:, 1, false_id] = 50.0  # other positions do not count
+        return SimpleNamespace(logits=logits)
+
+    module.model = Fake()
+    batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long), "index": torch.tensor([0, 1])}
+    labels = get_benchmark("tinad").labels
+    assert [labels[i] for i in module.predict(batch, 0).tolist()] == ["True", "False"]
+    if family == "seq2seq":
+        assert seen["decoder_input_ids"].tolist() == [[0], [0]]
+
+
+@pytest.mark.parametrize("key,family", [("llama_chat", "causal_lm"), ("t5", "seq2seq")])
+def test_loss_goes_down_on_easy_fixture(lm_env, tmp_path, key, family):
+    built = _module(lm_env, tmp_path, key, family, prompt_loss_weight=0.0)
+    module = built.module
+    if family == "causal_lm":  # the chat template was applied to the prompts
+        first = built.data.train.encoded.input_ids[: built.data.train.encoded.offsets[1]].tolist()
+        assert "[INST]" in built.tokenizer.decode(first) and "[/INST]" in built.tokenizer.decode(first)
+    built.data.trainer = None
+    loader = built.data.train_dataloader()
+    batches = list(loader)
+    opt = torch.optim.AdamW(module.parameters(), lr=3e-3)
+    torch.manual_seed(0)
+
+    def mean_loss():
+        with torch.no_grad():
+            return sum(float(module.training_loss(b)) for b in batches) / len(batches)
+
+    start = mean_loss()
+    for _ in range(5):
+        for b in batches:
+            opt.zero_grad()
+            module.training_loss(b).backward()
+            opt.step()
+    end = mean_loss()
+    assert end < 0.5 * start, (start, end)
+
+
+def test_causal_prompt_loss_weight_changes_the_loss(lm_env, tmp_path):
+    b0 = _module(lm_env, tmp_path, "llama", "causal_lm", prompt_loss_weight=0.0)
+    b1 = _module(lm_env, tmp_path, "llama", "causal_lm", prompt_loss_weight=0.1)
+    b1.module.model.load_state_dict(b0.module.model.state_dict())
+    b0.data.trainer = b1.data.trainer = None
+    batch = next(iter(b0.data.train_dataloader()))
+    answer_only = float(b0.module.training_loss(batch))
+    # By hand: the answer token is the last token of every row (left padding).
+    logits = b0.module.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+    ce = torch.nn.functional.cross_entropy(logits[:, -2].float(), batch["input_ids"][:, -1])
+    assert answer_only == pytest.approx(float(ce), rel=1e-4)
+    assert float(b1.module.training_loss(batch)) != pytest.approx(answer_only, rel=1e-3)
+
+
+@pytest.mark.parametrize("key,family", [("t5", "seq2seq"), ("llama_chat", "causal_lm")])
+def test_tiny_model_end_to_end(lm_env, tmp_path, key, family):
+    recipe = write_recipe(tmp_path / "r.yaml", _recipe(lm_env[key], family, normalize_input="unifiedqa" if family == "seq2seq" else "none"))
+    run = fit(load_recipe(str(recipe)), tmp_path / "run")
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    by_bench = {r["benchmark"]: r for r in records}
+    assert set(by_bench) == {"tinad", "condaqa", "train"}
+    assert by_bench["train"]["global_step"] == 3 and by_bench["train"]["metrics"]["loss"] > 0
+    assert by_bench["tinad"]["metrics"]["n"] == 24 and by_bench["tinad"]["metrics"]["groups_scored"] == 6
+    assert 0 <= by_bench["tinad"]["metrics"]["coherence"] <= 1
+    assert by_bench["condaqa"]["metrics"]["n"] == 24
+    condaqa = [json.loads(line) for line in (run / "predictions" / "condaqa-dev-epoch0.jsonl").read_text().splitlines()]
+    assert len(condaqa) == 24 and all(isinstance(r["prediction"], str) for r in condaqa)
+    right = sum(r["prediction"].strip().lower() == r["label"].strip().lower() for r in condaqa)
+    assert by_bench["condaqa"]["metrics"]["accuracy"] == pytest.approx(right / 24)
+    tinad = [json.loads(line) for line in (run / "predictions" / "tinad-validation-epoch0.jsonl").read_text().splitlines()]
+    assert {r["prediction"] for r in tinad} <= {"True", "False"} and len(tinad) == 24
+    assert by_bench["tinad"]["metrics"]["accuracy"] == pytest.approx(sum(r["prediction"] == r["label"] for r in tinad) / 24)
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+
+
+@pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
+def test_lora_on_language_models_trains_only_adapters(lm_env, tmp_path, key, family):
+    recipe = _recipe(lm_env[key], family)
+    recipe["data"]["train"] = [{"benchmark": "tinad", "split": "train"}]
+    recipe["data"]["eval"] = [{"benchmark": "tinad", "split": "validation"}, {"benchmark": "condaqa", "split": "dev"}]
+    recipe["adapter"] = {"type": "lora", "r": 4, "alpha": 8, "target_modules": "all-linear"}
+    built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
+    module = built.module
+    before = {n: p.detach().clone() for n, p in module.named_parameters()}
+    built.data.trainer = None
+    opt = torch.optim.AdamW([p for p in module.parameters() if p.requires_grad], lr=1e-2)
+    for batch in list(built.data.train_dataloader())[:3]:
+        opt.zero_grad()
+        module.training_loss(batch).backward()
+        opt.step()
+    changed = {n for n, p in module.named_parameters() if not torch.equal(before[n], p.detach())}
+    assert changed and all("lora_" in n for n in changed)
+    module.eval()
+    with torch.no_grad():
+        tf = next(iter(built.data.val_dataloader()[0]))
+        assert set(module.predict(tf, 0).tolist()) <= {0, 1}
+        gen = next(iter(built.data.val_dataloader()[1]))
+        gen = {k: v[:2] for k, v in gen.items()}
+        assert module.predict(gen, 1).shape == (2,) and len(module.eval_texts[1]) == 2
+
+
+@pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
+def test_padding_does_not_change_predictions(lm_env, tmp_path, key, family):
+    """Batched (padded) scoring and generation equal one-example-at-a-time results."""
+    recipe = _recipe(lm_env[key], family, max_length=400)
+    recipe["data"]["eval"] = [{"benchmark": "tinad", "split": "validation"}, {"benchmark": "condaqa", "split": "dev"}]
+    built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
+    module = built.module.eval()
+    from negtrain.data.collate import PadCollator
+
+    for i, eval_set in enumerate(built.data.eval_sets):
+        collate = PadCollator(eval_set.encoded, built.tokenizer.pad_token_id, pad_left=built.data.pad_left)
+        lengths = eval_set.encoded.lengths
+        idx = [int(lengths.argmin()), int(lengths.argmax()), 3, 7]
+        assert len({int(lengths[j]) for j in idx}) > 1  # the batch really is padded
+        with torch.no_grad():
+            if i == 0:
+                batched = module.label_logits(collate(idx))
+                single = torch.cat([module.label_logits(collate([j])) for j in idx])
+                assert torch.allclose(batched, single, atol=1e-4)
+            else:
+                batched = module.generate_texts(collate(idx))
+                single = [module.generate_texts(collate([j]))[0] for j in idx]
+                assert batched == single

