@@ -64,8 +64,10 @@ def _name(ids: Sequence[str]) -> str:
     return shown + (f", ... ({len(ids) - SHOW} more)" if len(ids) > SHOW else "")
 
 
-def read_predictions(path: Path) -> list[tuple[int, str, str, str]]:
-    """(line, id, raw prediction, canonical NLI label) per line; rejects malformed lines."""
+def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, str]]:
+    """(line, id, raw prediction, canonical label) per line; rejects malformed lines.
+
+    For a generative benchmark the canonical label is the answer text itself."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -90,12 +92,9 @@ def read_predictions(path: Path) -> list[tuple[int, str, str, str]]:
         if not isinstance(obj["id"], str):
             raise PredictionError(f"{path}:{lineno}: 'id' must be a string, got {obj['id']!r}")
         pred = obj["prediction"]
-        label = nli.normalize(pred) if isinstance(pred, str) else None
+        label = bench.normalize_prediction(pred)
         if label is None:
-            raise PredictionError(
-                f"{path}:{lineno}: prediction {pred!r} is not an NLI label; use entailment, neutral, "
-                "contradiction or not_entailment (any case; '-', ' ' or '_'; non-entailment)"
-            )
+            raise PredictionError(f"{path}:{lineno}: prediction {pred!r} is not {bench.prediction_help}")
         rows.append((lineno, obj["id"], pred, label))
     if not rows:
         raise PredictionError(f"{path}: no predictions")
@@ -118,7 +117,7 @@ def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:
 def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = False) -> Scored:
     bench = get_benchmark(benchmark)
     bench.check_split(split)
-    rows = read_predictions(path)  # malformed input is reported before any data is read
+    rows = read_predictions(path, bench)  # malformed input is reported before any data is read
     examples = bench.load(split)
     position = {e.id: i for i, e in enumerate(examples)}
 
@@ -151,6 +150,15 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
             f"--allow-missing: scored {len(examples) - len(missing)} of {len(examples)} examples; "
             f"{len(missing)} had no prediction, so these numbers are not comparable with full-split results"
         )
+
+    if bench.generative:
+        metric = bench.metric(examples)
+        metric.update(
+            torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
+            torch.tensor([int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows], dtype=torch.long),
+        )
+        values = {k: float(v) for k, v in metric.compute().items()}
+        return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes)
 
     space = _space(bench, rows, path)
     metric = bench.scorer(examples, space)

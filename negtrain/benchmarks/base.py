@@ -56,6 +56,22 @@ class Benchmark(ABC):
     #: The input a language-model family builds when the recipe sets no ``model.prompt``.
     default_prompt: ClassVar[str | None] = None
 
+    #: How predictions may be spelled, for error messages of `negtrain evaluate`.
+    prediction_help: ClassVar[str] = (
+        "an NLI label; use entailment, neutral, contradiction or not_entailment "
+        "(any case; '-', ' ' or '_'; non-entailment)"
+    )
+
+    def normalize_prediction(self, value: Any) -> str | None:
+        """A predicted value in canonical form, or None when it is not a valid prediction.
+
+        Label benchmarks accept the common NLI spellings; generative benchmarks any string."""
+        if self.generative:
+            return value if isinstance(value, str) else None
+        from negtrain import labels as nli
+
+        return nli.normalize(value) if isinstance(value, str) else None
+
     @property
     def generative(self) -> bool:
         return self.answer_type == "text"

@@ -83,6 +83,7 @@ class Condaqa(Benchmark):
     name = "condaqa"
     splits = ("train", "dev", "test")
     labels = ()  # free-text answers
+    prediction_help = "an answer string"
     reported_metrics = (
         "accuracy", *(f"accuracy/{e}" for e in EDITS), "consistency",
         *(f"consistency/{e}" for e in EDITS[1:]), "groups_scored", "n",

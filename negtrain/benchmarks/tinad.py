@@ -164,6 +164,7 @@ class Tinad(Benchmark):
     name = "tinad"
     splits = ("train", "validation", "test")
     labels = LABELS
+    prediction_help = "True or False (any case, or a JSON boolean)"
     reported_metrics = (
         "accuracy", "accuracy/affirmation", "accuracy/negation", *(f"accuracy/{c}" for c in CELLS),
         "accuracy/<negation type>", "coherence", "coherence/input", "coherence/distractor",
@@ -175,6 +176,13 @@ class Tinad(Benchmark):
         "García-Ferrero, Altuna, Álvez, Gonzalez-Dios, Rigau (2023). This is not a Dataset: A Large "
         "Negation Benchmark to Challenge Large Language Models. EMNLP 2023."
     )
+
+    def normalize_prediction(self, value) -> str | None:
+        if isinstance(value, bool):
+            return "True" if value else "False"
+        if isinstance(value, str) and value.strip().lower() in {"true", "false"}:
+            return value.strip().capitalize()
+        return None
 
     def files(self, split: str) -> list[RemoteFile]:
         return []  # a Hub dataset, see hub_split_file
