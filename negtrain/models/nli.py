@@ -133,6 +133,8 @@ def build_nli(recipe, loaded):
         ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
     )
     model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
+    if cfg.freeze_embeddings:
+        model.get_input_embeddings().weight.requires_grad_(False)
     module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
     return Built(module, data, tokenizer)
