@@ -15,7 +15,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from negtrain.config import to_dict
 from negtrain.errors import ConfigError
 from negtrain.recipes import LoadedRecipe
-from negtrain.training.atomic import write_text
+from negtrain.training.atomic import atomic_dir, write_text
 from negtrain.training.build import Built, build, reload_weights
 from negtrain.training.recorder import RunRecorder
 
@@ -43,6 +43,10 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     if t.torch_threads:
         torch.set_num_threads(t.torch_threads)
     callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage)]
+    if stage == "fit":
+        from negtrain.training.resume import ResumeState
+
+        callbacks.append(ResumeState(run_dir, loaded.recipe.seed))
     if logger is not None:
         from negtrain.training.tracking import WandbTracker
 
@@ -65,8 +69,11 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         callbacks.append(
             ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
         )
+    from negtrain.training.checkpoint_io import AtomicCheckpointIO
+
     return pl.Trainer(
         default_root_dir=run_dir,
+        plugins=[AtomicCheckpointIO()],
         max_epochs=t.max_epochs,
         max_steps=t.max_steps,
         accumulate_grad_batches=t.accumulate_grad_batches,
@@ -92,26 +99,32 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     )
 
 
-def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str] | None = None) -> Path:
-    """Train; ``command`` (the argv that started it) is recorded in ``command.txt`` for model cards."""
+def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str] | None = None, resume_from: Path | None = None, resuming: bool = False) -> Path:
+    """Train; ``command`` (the argv that started it) is recorded in ``command.txt`` for model cards.
+
+    ``resuming``: continue the run in ``output_dir`` (see :mod:`negtrain.training.resume`), from
+    the checkpoint ``resume_from`` (None: from the start).
+    """
     from negtrain.training import tracking
 
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     built = build(loaded.recipe, stage="fit")
-    run_dir = _prepare_run_dir(loaded, output_dir)
-    if command:
+    run_dir = output_dir if resuming else _prepare_run_dir(loaded, output_dir)
+    if command and not resuming:
         from negtrain.secrets import redact_text
 
         write_text(run_dir / "command.txt", redact_text(shlex.join(command)) + "\n")
-    built.tokenizer.save_pretrained(run_dir / "model")
-    built.module.model.config.save_pretrained(run_dir / "model")
-    from negtrain.export import save_adapter_config
+    if not (resuming and (run_dir / "model" / "config.json").is_file()):
+        from negtrain.export import save_adapter_config
 
-    save_adapter_config(built.module.model, run_dir / "model")  # LoRA runs: what `export` needs
+        with atomic_dir(run_dir / "model", replace=True) as tmp:
+            built.tokenizer.save_pretrained(tmp)
+            built.module.model.config.save_pretrained(tmp)
+            save_adapter_config(built.module.model, tmp)  # LoRA runs: what `export` needs
     logger = tracking.make_logger(loaded.recipe, run_dir)
     trainer = _trainer(loaded, built, run_dir, "fit", logger=logger)
     try:
-        trainer.fit(built.module, datamodule=built.data)
+        trainer.fit(built.module, datamodule=built.data, ckpt_path=resume_from, weights_only=True)
     finally:
         tracking.finish(logger, trainer, built.selection, run_dir)
     if trainer.is_global_zero:
