@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
+from negtrain.errors import NegtrainError
 from negtrain.training.atomic import write_with
 
 
@@ -30,3 +31,29 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location: Any | None = None, weights_only: bool | None = None) -> dict[str, Any]:
         return super().load_checkpoint(path, map_location=map_location or "cpu", weights_only=True if weights_only is None else weights_only)
+
+
+def read_checkpoint(path: Path, what: str = "--checkpoint") -> dict[str, Any]:
+    """A negtrain checkpoint, loaded with ``weights_only``; anything else is one clear error."""
+    path = Path(path)
+    if not path.is_file():
+        raise NegtrainError(f"{what} {path}: no such file")
+    import pickle
+    import zipfile
+
+    if not zipfile.is_zipfile(path):
+        raise NegtrainError(f"{what} {path}: not a PyTorch checkpoint (not a torch.save file)")
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise NegtrainError(
+            f"{what} {path}: holds pickled objects beyond tensors and plain data; not loaded (weights_only)"
+        ) from None
+    except Exception as exc:  # truncated or damaged
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise NegtrainError(f"{what} {path}: truncated or damaged checkpoint ({first[:200]})") from None
+    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
+        raise NegtrainError(f"{what} {path}: not a Lightning checkpoint (no state_dict)")
+    if "negtrain_recipe" not in ckpt:
+        raise NegtrainError(f"{what} {path}: not a checkpoint of a negtrain run (no negtrain_recipe)")
+    return ckpt

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from negtrain.errors import NegtrainError
+from negtrain.paths import is_inside
 from negtrain.training.atomic import PART_SUFFIX, write_text
 
 RESUME_KEY = "negtrain_resume"
@@ -152,6 +153,9 @@ def find_checkpoint(run_dir: Path) -> tuple[Candidate | None, list[str]]:
     skipped: list[str] = []
     for path in sorted(folder.glob("*.ckpt")) if folder.is_dir() else []:
         if path.name.startswith(".") or path.name.endswith(PART_SUFFIX):
+            continue
+        if not is_inside(path, folder):
+            skipped.append(f"{path.name}: leads outside {folder}; refused")
             continue
         try:
             ckpt = load_checkpoint(path)
