@@ -33,7 +33,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return super().load_checkpoint(path, map_location=map_location or "cpu", weights_only=True if weights_only is None else weights_only)
 
 
-def read_checkpoint(path: Path, what: str = "--checkpoint") -> dict[str, Any]:
+def read_checkpoint(path: Path, what: str = "--checkpoint", require_recipe: bool = True) -> dict[str, Any]:
     """A negtrain checkpoint, loaded with ``weights_only``; anything else is one clear error."""
     path = Path(path)
     if not path.is_file():
@@ -54,6 +54,6 @@ def read_checkpoint(path: Path, what: str = "--checkpoint") -> dict[str, Any]:
         raise NegtrainError(f"{what} {path}: truncated or damaged checkpoint ({first[:200]})") from None
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
         raise NegtrainError(f"{what} {path}: not a Lightning checkpoint (no state_dict)")
-    if "negtrain_recipe" not in ckpt:
+    if require_recipe and "negtrain_recipe" not in ckpt:
         raise NegtrainError(f"{what} {path}: not a checkpoint of a negtrain run (no negtrain_recipe)")
     return ckpt
