@@ -36,8 +36,15 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a usage mistake is a NegtrainError: one ``error: ...`` line, exit code 2."""
+
+    def error(self, message: str):
+        raise NegtrainError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="negtrain",
         description="Train and evaluate negation-robust language models.",
         epilog="Any recipe field can be overridden as --section.key=value, e.g. --trainer.max_epochs=1.",

@@ -190,7 +190,7 @@ class TrainerConfig(_Section):
     """A typed subset of Lightning's Trainer arguments: what a recipe may set."""
 
     max_epochs: int = Field(3, gt=0)
-    max_steps: int = Field(-1, description="Stop after this many optimizer steps (-1: no limit).")
+    max_steps: int = Field(-1, ge=-1, description="Stop after this many optimizer steps (-1: no limit).")
     accumulate_grad_batches: int = Field(1, gt=0)
     gradient_clip_val: float | None = Field(None, ge=0)
     precision: Literal["32", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = Field(
@@ -211,6 +211,13 @@ class TrainerConfig(_Section):
     deterministic: bool | Literal["warn"] = False
     torch_threads: int | None = Field(None, gt=0, description="torch.set_num_threads; unset leaves torch's default.")
     enable_progress_bar: bool = True
+
+    @field_validator("limit_train_batches", "limit_val_batches")
+    @classmethod
+    def _limit(cls, v: int | float) -> int | float:
+        if v < 0 or (isinstance(v, float) and v > 1.0):
+            raise ValueError("must be a fraction in [0.0, 1.0] (float) or a number of batches >= 0 (int)")
+        return v
 
     @field_validator("precision", mode="before")
     @classmethod
@@ -388,6 +395,8 @@ def load_yaml(path: Path) -> Any:
         raise ConfigError(f"recipe file not found: {path}") from None
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the recipe ({exc.strerror or exc})") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:

@@ -72,6 +72,8 @@ def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, 
         raw = path.read_bytes()
     except FileNotFoundError:
         raise PredictionError(f"predictions file not found: {path}") from None
+    except OSError as exc:
+        raise PredictionError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:

@@ -98,15 +98,17 @@ class RunDir:
         return names
 
     def checkpoint(self, which: str) -> Path:
+        from negtrain.paths import contained
+
         folder = self.path / "checkpoints"
         if which == "last":
             path = folder / "last.ckpt"
             if not path.is_file():
                 raise NegtrainError(f"--run {self.path}: no checkpoints/last.ckpt")
-            return path
+            return contained(path, folder, "checkpoint")
         if which != "best":
             raise ConfigError(f"--checkpoint must be 'best' or 'last', got '{which}'")
         found = sorted(folder.glob("best-epoch*.ckpt"), key=lambda p: p.stat().st_mtime)
         if not found:
             raise NegtrainError(f"--run {self.path}: no checkpoints/best-epoch*.ckpt (did the run evaluate?)")
-        return found[-1]
+        return contained(found[-1], folder, "checkpoint")

@@ -151,12 +151,22 @@ class Row:
             raise DataError(f"{self.path}:{self.line}: field '{name}' is missing or empty")
         return value
 
+    def text(self, name: str) -> str:
+        """A text field: present, non-empty and a string (JSON files may hold any type)."""
+        value = self.get(name)
+        if not isinstance(value, str):
+            raise self.error(name, f"expected text, got {type(value).__name__} {value!r}")
+        return value
+
     def error(self, name: str, problem: str) -> DataError:
         return DataError(f"{self.path}:{self.line}: field '{name}': {problem}")
 
 
 def _read_text(path: Path, encodings: Sequence[str]) -> str:
-    raw = path.read_bytes()
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
     for enc in encodings:
         try:
             return raw.decode(enc)

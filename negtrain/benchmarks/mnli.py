@@ -40,15 +40,21 @@ class Mnli(Benchmark):
 
     def read(self, split: str) -> list[Example]:
         examples = []
+        first_line: dict[str, int] = {}
         for row in read_jsonl(local(self.files(split)[0])):
             raw = row.get("label")
             if isinstance(raw, bool) or not isinstance(raw, int) or not 0 <= raw < len(HUB_LABELS):
                 raise row.error("label", f"expected a class id 0 (entailment), 1 (neutral) or 2 (contradiction), got {raw!r}")
             pair_id = row.get("pairID")
+            if not isinstance(pair_id, (str, int)) or isinstance(pair_id, bool):
+                raise row.error("pairID", f"expected a string id, got {pair_id!r}")
+            if str(pair_id) in first_line:
+                raise row.error("pairID", f"duplicate id {pair_id!r} (first at line {first_line[str(pair_id)]})")
+            first_line[str(pair_id)] = row.line
             examples.append(
                 Example(
                     id=f"mnli/{split}/{pair_id}",
-                    inputs=(row.get("premise"), row.get("hypothesis")),
+                    inputs=(row.text("premise"), row.text("hypothesis")),
                     label=HUB_LABELS[raw],
                     meta={"genre": row.fields.get("genre")},
                 )

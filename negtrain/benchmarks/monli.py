@@ -37,14 +37,14 @@ class Monli(Benchmark):
     def read(self, split: str) -> list[Example]:
         examples = []
         for row in read_jsonl(local(self.files(split)[0])):
-            raw = row.get("gold_label")
+            raw = row.text("gold_label")
             label = nli.into(nli.normalize(raw) or "", self.labels)
             if label is None:
                 raise row.error("gold_label", f"label '{raw}' is not an NLI label")
             examples.append(
                 Example(
                     id=f"monli/{split}/{row.index}",
-                    inputs=(row.get("sentence1"), row.get("sentence2")),
+                    inputs=(row.text("sentence1"), row.text("sentence2")),
                     label=label,
                 )
             )

@@ -6,13 +6,17 @@ import argparse
 from pathlib import Path
 
 
-def _recipe_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--recipe", required=True, help="a recipe name (see `negtrain recipes`) or a path to a YAML file")
+def _recipe_args(p: argparse.ArgumentParser, required: bool = True) -> None:
+    p.add_argument("--recipe", required=required, help="a recipe name (see `negtrain recipes`) or a path to a YAML file")
     p.add_argument("--output-dir", type=Path, default=None, help="run directory (default: checkpoints/<recipe>/<timestamp>)")
 
 
 def add_fit_arguments(p: argparse.ArgumentParser) -> None:
-    _recipe_args(p)
+    _recipe_args(p, required=False)
+    p.add_argument(
+        "--resume", type=Path, default=None, metavar="RUN_DIR",
+        help="continue a killed run from its newest complete checkpoint, with the run's own recipe.yaml",
+    )
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
@@ -30,8 +34,21 @@ def _loaded(args: argparse.Namespace, extra: list[str]):
 
 
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
+    from negtrain.errors import NegtrainError
     from negtrain.training.run import fit
 
+    if args.resume is not None:
+        if args.recipe is not None or args.output_dir is not None or extra:
+            given = " ".join([*(["--recipe"] if args.recipe else []), *(["--output-dir"] if args.output_dir else []), *extra])
+            raise NegtrainError(f"fit --resume takes the run's own recipe.yaml and directory; drop {given}")
+        from negtrain.training.resume import resume
+        from negtrain.training.run import quiet_third_party_logs
+
+        quiet_third_party_logs()
+        resume(args.resume)
+        return 0
+    if args.recipe is None:
+        raise NegtrainError("fit needs --recipe NAME_OR_PATH (or --resume RUN_DIR)")
     argv = getattr(args, "argv", None)
     fit(_loaded(args, extra), args.output_dir, command=["python", "-m", "negtrain", *argv] if argv else None)
     return 0

@@ -94,6 +94,11 @@ class NegtrainData(pl.LightningDataModule):
             collate_fn=PadCollator(encoded, self.pad_id, extras, pad_left=self.pad_left),
             num_workers=self.config.num_workers,
             persistent_workers=self.config.num_workers > 0,
+            # Creating an iterator draws a base seed; from its own generator it leaves the global
+            # torch RNG alone, so the RNG state a checkpoint saves is the one the next epoch's
+            # first batch sees, whether or not the run was resumed (batches themselves come from
+            # the sampler's (seed, epoch) generator).
+            generator=torch.Generator().manual_seed(self.seed),
         )
 
     def train_dataloader(self) -> DataLoader:

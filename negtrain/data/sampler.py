@@ -69,7 +69,8 @@ class BatchSampler(Sampler[list[int]]):
             # Pad with batches from the start so every rank steps equally often; evaluation
             # metrics drop the repeated examples by index.
             extra = (-len(batches)) % self.num_replicas
-            batches = batches + batches[:extra]
+            # Cyclically: with fewer batches than ranks a single pass would not go round.
+            batches = batches + [batches[i % len(batches)] for i in range(extra)]
             batches = batches[self.rank :: self.num_replicas]
         for batch in batches:
             yield batch.tolist()

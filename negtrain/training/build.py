@@ -104,16 +104,26 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
     builder = get_family(recipe.model.family)
     check_run(recipe)
     loaded = load_data(recipe, stage)
-    built = builder(recipe, loaded)
+    try:
+        built = builder(recipe, loaded)
+    except OSError as exc:  # from_pretrained: no such Hub id or folder, or no weights in it
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"model.name '{recipe.model.name}': cannot load it ({first[:300]})") from None
     built.selection = resolve_selection(recipe, built.data.eval_sets, list(built.module.metrics))
     return built
 
 
 def reload_weights(module: NegtrainModule, checkpoint: str) -> None:
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    from negtrain.training.checkpoint_io import read_checkpoint
+
+    state = read_checkpoint(checkpoint)
     if state.get("negtrain_adapter_only"):
         from negtrain.models.adapters import load_adapter_state
 
         load_adapter_state(module, state["state_dict"], checkpoint)
-    else:
+        return
+    try:
         module.load_state_dict(state["state_dict"])
+    except RuntimeError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise ConfigError(f"--checkpoint {checkpoint}: its weights do not fit the recipe's model ({first[:200]})") from None

@@ -15,7 +15,7 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from negtrain.config import to_dict
 from negtrain.errors import ConfigError
 from negtrain.recipes import LoadedRecipe
-from negtrain.training.atomic import write_text
+from negtrain.training.atomic import atomic_dir, write_text
 from negtrain.training.build import Built, build, reload_weights
 from negtrain.training.recorder import RunRecorder
 
@@ -28,10 +28,25 @@ def default_run_dir(recipe_name: str) -> Path:
     return Path("checkpoints") / recipe_name / stamp
 
 
+def _check_new_run_dir(run_dir: Path) -> None:
+    if (run_dir / "metrics.jsonl").exists():
+        raise ConfigError(
+            f"--output-dir {run_dir} already holds a run (metrics.jsonl); choose another directory, "
+            f"or continue it with: fit --resume {run_dir}"
+        )
+
+
+def _build(loaded: LoadedRecipe, stage: str) -> Built:
+    """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file."""
+    try:
+        return build(loaded.recipe, stage=stage)
+    except ConfigError as exc:
+        raise ConfigError(f"{loaded.path}: {exc}") from None
+
+
 def _prepare_run_dir(loaded: LoadedRecipe, output_dir: Path | None) -> Path:
     run_dir = output_dir or default_run_dir(loaded.name)
-    if (run_dir / "metrics.jsonl").exists():
-        raise ConfigError(f"--output-dir {run_dir} already holds a run (metrics.jsonl); choose another directory")
+    _check_new_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     # The resolved recipe sits next to the weights: what ran, with every default filled in.
     write_text(run_dir / "recipe.yaml", f"# recipe: {loaded.name} (resolved from {loaded.path.name})\n" + yaml.safe_dump(to_dict(loaded.recipe), sort_keys=False))
@@ -43,6 +58,10 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     if t.torch_threads:
         torch.set_num_threads(t.torch_threads)
     callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage)]
+    if stage == "fit":
+        from negtrain.training.resume import ResumeState
+
+        callbacks.append(ResumeState(run_dir, loaded.recipe.seed))
     if logger is not None:
         from negtrain.training.tracking import WandbTracker
 
@@ -65,8 +84,22 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         callbacks.append(
             ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
         )
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    from negtrain.training.checkpoint_io import AtomicCheckpointIO
+
+    try:
+        return _make_trainer(t, run_dir, callbacks, logger, AtomicCheckpointIO())
+    except (MisconfigurationException, ValueError) as exc:
+        # Lightning rejects a trainer setting the recipe schema let through (devices, strategy, ...).
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(f"{loaded.path}: trainer: {first}") from None
+
+
+def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io) -> pl.Trainer:
     return pl.Trainer(
         default_root_dir=run_dir,
+        plugins=[checkpoint_io],
         max_epochs=t.max_epochs,
         max_steps=t.max_steps,
         accumulate_grad_batches=t.accumulate_grad_batches,
@@ -92,26 +125,36 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     )
 
 
-def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str] | None = None) -> Path:
-    """Train; ``command`` (the argv that started it) is recorded in ``command.txt`` for model cards."""
+def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str] | None = None, resume_from: Path | None = None, resuming: bool = False) -> Path:
+    """Train; ``command`` (the argv that started it) is recorded in ``command.txt`` for model cards.
+
+    ``resuming``: continue the run in ``output_dir`` (see :mod:`negtrain.training.resume`), from
+    the checkpoint ``resume_from`` (None: from the start).
+    """
     from negtrain.training import tracking
 
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
-    built = build(loaded.recipe, stage="fit")
-    run_dir = _prepare_run_dir(loaded, output_dir)
-    if command:
+    built = _build(loaded, "fit")
+    if not resuming:
+        output_dir = output_dir or default_run_dir(loaded.name)
+        _check_new_run_dir(output_dir)
+    logger = tracking.make_logger(loaded.recipe, output_dir)
+    # The Trainer first: a setting Lightning rejects must not leave a run directory behind.
+    trainer = _trainer(loaded, built, output_dir, "fit", logger=logger)
+    run_dir = output_dir if resuming else _prepare_run_dir(loaded, output_dir)
+    if command and not resuming:
         from negtrain.secrets import redact_text
 
         write_text(run_dir / "command.txt", redact_text(shlex.join(command)) + "\n")
-    built.tokenizer.save_pretrained(run_dir / "model")
-    built.module.model.config.save_pretrained(run_dir / "model")
-    from negtrain.export import save_adapter_config
+    if not (resuming and (run_dir / "model" / "config.json").is_file()):
+        from negtrain.export import save_adapter_config
 
-    save_adapter_config(built.module.model, run_dir / "model")  # LoRA runs: what `export` needs
-    logger = tracking.make_logger(loaded.recipe, run_dir)
-    trainer = _trainer(loaded, built, run_dir, "fit", logger=logger)
+        with atomic_dir(run_dir / "model", replace=True) as tmp:
+            built.tokenizer.save_pretrained(tmp)
+            built.module.model.config.save_pretrained(tmp)
+            save_adapter_config(built.module.model, tmp)  # LoRA runs: what `export` needs
     try:
-        trainer.fit(built.module, datamodule=built.data)
+        trainer.fit(built.module, datamodule=built.data, ckpt_path=resume_from, weights_only=True)
     finally:
         tracking.finish(logger, trainer, built.selection, run_dir)
     if trainer.is_global_zero:
@@ -128,14 +171,14 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
-    built = build(loaded.recipe, stage=stage)
+    built = _build(loaded, stage)
     if not built.data.eval_sets:
-        raise ConfigError(f"the recipe lists no benchmarks for `{stage}` (data.eval / data.test)")
+        raise ConfigError(f"{loaded.path}: the recipe lists no benchmarks for `{stage}` (data.eval / data.test)")
     if checkpoint is not None:
         reload_weights(built.module, str(checkpoint))
     run_dir = output_dir or default_run_dir(loaded.name).with_name(default_run_dir(loaded.name).name + f"-{stage}")
-    run_dir.mkdir(parents=True, exist_ok=True)
     trainer = _trainer(loaded, built, run_dir, stage)
+    run_dir.mkdir(parents=True, exist_ok=True)
     run = trainer.validate if stage == "validate" else trainer.test
     run(built.module, datamodule=built.data)
     if trainer.is_global_zero:

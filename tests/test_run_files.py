@@ -1,0 +1,130 @@
+"""Atomic writes, choosing a checkpoint to resume from, reading checkpoints safely, and paths
+that must stay where the user pointed."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+from negtrain.errors import NegtrainError
+from negtrain.paths import contained, recipe_relative
+from negtrain.runs import RunDir
+from negtrain.training.atomic import atomic_dir, write_text, write_with
+from negtrain.training.checkpoint_io import AtomicCheckpointIO, read_checkpoint
+from negtrain.training.resume import RESUME_KEY, Candidate, find_checkpoint, rewind
+
+
+def _ckpt(path: Path, epoch: int, step: int, lines: list[dict] | None = None) -> None:
+    AtomicCheckpointIO().save_checkpoint(
+        {"epoch": epoch, "global_step": step, "state_dict": {"w": torch.ones(2)}, "negtrain_recipe": {"seed": 1},
+         RESUME_KEY: {"format": 1, "rng": [], "metrics_lines": [json.dumps(x) for x in lines or []], "sampler": {}}},
+        path,
+    )
+
+
+def test_a_failed_write_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
+    target = tmp_path / "metrics.jsonl"
+    write_text(target, "old\n")
+
+    def boom(out):
+        out.write(b"half a li")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_with(target, boom)
+    assert target.read_text() == "old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["metrics.jsonl"]
+
+
+def test_atomic_dir_appears_whole_or_not_at_all(tmp_path):
+    with pytest.raises(RuntimeError):
+        with atomic_dir(tmp_path / "model") as tmp:
+            (tmp / "config.json").write_text("{}")
+            raise RuntimeError
+    assert list(tmp_path.iterdir()) == []
+    with atomic_dir(tmp_path / "model") as tmp:
+        (tmp / "config.json").write_text("{}")
+    assert [p.name for p in (tmp_path / "model").iterdir()] == ["config.json"]
+
+
+def test_resume_takes_the_newest_complete_checkpoint(tmp_path):
+    folder = tmp_path / "checkpoints"
+    _ckpt(folder / "best-epoch0.ckpt", 0, 10)
+    _ckpt(folder / "last.ckpt", 1, 20)
+    chosen, skipped = find_checkpoint(tmp_path)
+    assert chosen.path.name == "last.ckpt" and chosen.epoch == 1
+    # A truncated last.ckpt (e.g. copied in by hand) and a leftover temporary file are never used.
+    data = (folder / "last.ckpt").read_bytes()
+    (folder / "last.ckpt").write_bytes(data[: len(data) // 2])
+    (folder / ".last.ckpt.abc.part").write_bytes(data)
+    chosen, skipped = find_checkpoint(tmp_path)
+    assert chosen.path.name == "best-epoch0.ckpt"
+    assert skipped == ["last.ckpt: unreadable (RuntimeError)"] or skipped[0].startswith("last.ckpt: unreadable")
+
+
+def test_resume_refuses_a_checkpoint_linking_out_of_the_run(tmp_path):
+    outside = tmp_path / "elsewhere.ckpt"
+    _ckpt(outside, 5, 50)
+    run = tmp_path / "run"
+    (run / "checkpoints").mkdir(parents=True)
+    (run / "checkpoints" / "last.ckpt").symlink_to(outside)
+    chosen, skipped = find_checkpoint(run)
+    assert chosen is None and "leads outside" in skipped[0]
+
+
+def test_rewind_drops_the_records_of_epochs_after_the_checkpoint(tmp_path):
+    lines = [{"epoch": e, "benchmark": b} for e in (0, 1) for b in ("monli", "train")]
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps(x) + "\n" for x in lines + [{"epoch": 2, "benchmark": "monli"}]))
+    (tmp_path / "predictions").mkdir()
+    for e in (0, 1, 2):
+        (tmp_path / "predictions" / f"monli-test-epoch{e}.jsonl").write_text("{}\n")
+    _ckpt(tmp_path / "checkpoints" / "last.ckpt", 1, 8, lines)
+    chosen, _ = find_checkpoint(tmp_path)
+    rewind(tmp_path, chosen)
+    assert [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == lines
+    assert sorted(p.name for p in (tmp_path / "predictions").iterdir()) == ["monli-test-epoch0.jsonl", "monli-test-epoch1.jsonl"]
+
+
+def test_reading_checkpoints(tmp_path):
+    with pytest.raises(NegtrainError, match="no such file"):
+        read_checkpoint(tmp_path / "nope.ckpt")
+    (tmp_path / "notes.ckpt").write_text("not a checkpoint")
+    with pytest.raises(NegtrainError, match="not a PyTorch checkpoint"):
+        read_checkpoint(tmp_path / "notes.ckpt")
+    torch.save({"weights": torch.ones(1)}, tmp_path / "plain.ckpt")
+    with pytest.raises(NegtrainError, match="no state_dict"):
+        read_checkpoint(tmp_path / "plain.ckpt")
+    torch.save({"state_dict": {}}, tmp_path / "foreign.ckpt")
+    with pytest.raises(NegtrainError, match="not a checkpoint of a negtrain run"):
+        read_checkpoint(tmp_path / "foreign.ckpt")
+    torch.save({"state_dict": {}, "negtrain_recipe": {}, "code": Path("x")}, tmp_path / "pickled.ckpt")
+    with pytest.raises(NegtrainError, match="weights_only"):
+        read_checkpoint(tmp_path / "pickled.ckpt")
+
+
+def test_paths_stay_where_the_user_pointed(tmp_path):
+    recipe = tmp_path / "recipes" / "r.yaml"
+    recipe.parent.mkdir()
+    assert recipe_relative("weights/model.ckpt", recipe, "model.init_from") == recipe.parent / "weights" / "model.ckpt"
+    assert recipe_relative(tmp_path / "abs.ckpt", recipe, "model.init_from") == tmp_path / "abs.ckpt"
+    with pytest.raises(NegtrainError, match=r"r.yaml: model.init_from .*leads outside"):
+        recipe_relative("../../etc/passwd", recipe, "model.init_from")
+    (recipe.parent / "link").symlink_to(tmp_path)
+    with pytest.raises(NegtrainError, match="leads outside"):
+        recipe_relative("link/secret", recipe, "model.init_from")
+    with pytest.raises(NegtrainError):
+        contained(tmp_path / "a" / ".." / ".." / "b", tmp_path / "a", "x")
+
+
+def test_export_refuses_a_checkpoint_linking_out_of_the_run(fake_run, tmp_path):
+    import shutil
+
+    run = tmp_path / "run"
+    shutil.copytree(fake_run, run, ignore=shutil.ignore_patterns("*.ckpt"))
+    (run / "checkpoints" / "last.ckpt").symlink_to(fake_run / "checkpoints" / "last.ckpt")
+    with pytest.raises(NegtrainError, match="leads outside"):
+        RunDir(run).checkpoint("last")
