@@ -117,7 +117,7 @@ def test_adapter_training_checkpoint_and_merge(tiny_nli, tmp_path, monkeypatch, 
 def test_adapter_checkpoint_from_another_model_is_refused(tiny_nli, tmp_path, monkeypatch):
     monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path / "cache"))
     built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", _recipe(tiny_nli, {"type": "lora", "r": 4})))).recipe)
-    torch.save({"state_dict": {"model.bogus": torch.zeros(1)}, "negtrain_adapter_only": True}, tmp_path / "x.ckpt")
+    torch.save({"state_dict": {"model.bogus": torch.zeros(1)}, "negtrain_adapter_only": True, "negtrain_recipe": {}}, tmp_path / "x.ckpt")
     with pytest.raises(ConfigError, match="does not fit"):
         reload_weights(built.module, str(tmp_path / "x.ckpt"))
 
