@@ -63,6 +63,8 @@ def test_metrics_lines(run_dir):
         f"accuracy/{c}" for c in ("no_negation", "one_not_scoped", "one_scoped", "one_scoped_one_not_scoped", "two_scoped", "two_not_scoped")
     }
     assert set(scone["metrics"]) == expected
+    # Each eval set is timed on its own: ScoNe test (1,200 examples) and MoNLI test (200).
+    assert all(x["eval_seconds"] > 0 for x in lines if x["benchmark"] != "train")
     train = [x for x in lines if x["benchmark"] == "train"]
     assert [t["epoch"] for t in train] == [0, 1]
     assert train[0]["train_examples"] == 3 * 8

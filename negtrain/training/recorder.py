@@ -64,6 +64,7 @@ class RunRecorder(pl.Callback):
         self._train_examples = 0
         self._source_counts: np.ndarray | None = None
         self._eval_start = 0.0
+        self._eval_spans: dict[int, list[float]] = {}
 
     @property
     def metrics_path(self) -> Path:
@@ -89,8 +90,20 @@ class RunRecorder(pl.Callback):
         if self._train_seconds is None and trainer.training is False and self._train_examples:
             self._train_seconds = time.perf_counter() - self._train_start
         self._eval_start = time.perf_counter()
+        self._eval_spans = {}
 
     on_test_start = on_validation_start
+
+    def on_validation_batch_start(self, trainer, pl_module, batch, batch_idx, dataloader_idx=0) -> None:
+        # Eval sets run one after another; each one's span is from its first batch to its last.
+        now = time.perf_counter()
+        self._eval_spans.setdefault(dataloader_idx, [now, now])
+
+    def on_validation_batch_end(self, trainer, pl_module, outputs, batch, batch_idx, dataloader_idx=0) -> None:
+        self._eval_spans[dataloader_idx][1] = time.perf_counter()
+
+    on_test_batch_start = on_validation_batch_start
+    on_test_batch_end = on_validation_batch_end
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         seconds = self._train_seconds if self._train_seconds is not None else time.perf_counter() - self._train_start
@@ -134,14 +147,14 @@ class RunRecorder(pl.Callback):
         data = trainer.datamodule
         epoch = trainer.current_epoch
         lines = []
-        for result, eval_set in zip(results, data.eval_sets):
+        for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
             record = {
                 "epoch": epoch,
                 "stage": self.stage,
                 "benchmark": eval_set.benchmark.name,
                 "split": eval_set.split,
                 "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
-                "eval_seconds": round(seconds, 3),
+                "eval_seconds": round(self._span(i, seconds), 3),
             }
             if result.note:
                 record["note"] = result.note
@@ -150,6 +163,10 @@ class RunRecorder(pl.Callback):
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
             print(format_table(epoch, results), flush=True)
+
+    def _span(self, index: int, fallback: float) -> float:
+        span = self._eval_spans.get(index)
+        return span[1] - span[0] if span else fallback
 
     def _write_predictions(self, trainer: pl.Trainer, eval_set, result: EvalResult, epoch: int) -> None:
         if not trainer.is_global_zero:
