@@ -64,8 +64,11 @@ def _name(ids: Sequence[str]) -> str:
     return shown + (f", ... ({len(ids) - SHOW} more)" if len(ids) > SHOW else "")
 
 
-def read_predictions(path: Path) -> list[tuple[int, str, str, str]]:
-    """(line, id, raw prediction, canonical NLI label) per line; rejects malformed lines."""
+def read_predictions(path: Path, open_vocabulary: bool = False) -> list[tuple[int, str, str, str]]:
+    """(line, id, raw prediction, canonical NLI label) per line; rejects malformed lines.
+
+    With ``open_vocabulary`` (token predictions, e.g. negated_probes) a prediction is any string,
+    kept with surrounding whitespace stripped."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -90,6 +93,11 @@ def read_predictions(path: Path) -> list[tuple[int, str, str, str]]:
         if not isinstance(obj["id"], str):
             raise PredictionError(f"{path}:{lineno}: 'id' must be a string, got {obj['id']!r}")
         pred = obj["prediction"]
+        if open_vocabulary:
+            if not isinstance(pred, str):
+                raise PredictionError(f"{path}:{lineno}: prediction must be a string, got {pred!r}")
+            rows.append((lineno, obj["id"], pred, pred.strip()))
+            continue
         label = nli.normalize(pred) if isinstance(pred, str) else None
         if label is None:
             raise PredictionError(
@@ -118,7 +126,8 @@ def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:
 def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = False) -> Scored:
     bench = get_benchmark(benchmark)
     bench.check_split(split)
-    rows = read_predictions(path)  # malformed input is reported before any data is read
+    open_vocabulary = getattr(bench, "open_vocabulary", False)
+    rows = read_predictions(path, open_vocabulary)  # malformed input is reported before any data is read
     examples = bench.load(split)
     position = {e.id: i for i, e in enumerate(examples)}
 
@@ -151,6 +160,16 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
             f"--allow-missing: scored {len(examples) - len(missing)} of {len(examples)} examples; "
             f"{len(missing)} had no prediction, so these numbers are not comparable with full-split results"
         )
+
+    if open_vocabulary:
+        space = tuple(sorted({label for *_, label in rows} | {e.label for e in examples}))
+        metric = bench.scorer(examples, space)
+        metric.update(
+            torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
+            torch.tensor([space.index(label) for *_, label in rows], dtype=torch.long),
+        )
+        values = {k: float(v) for k, v in metric.compute().items()}
+        return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes)
 
     space = _space(bench, rows, path)
     metric = bench.scorer(examples, space)

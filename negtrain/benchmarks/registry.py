@@ -5,6 +5,7 @@ from __future__ import annotations
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.monli import Monli
+from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
@@ -18,6 +19,7 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "negnli-snli": NegnliSnli,
     "negnli-mnli": NegnliMnli,
     "nannli": NanNli,
+    "negated_probes": NegatedProbes,
 }
 
 

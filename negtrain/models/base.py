@@ -21,7 +21,7 @@ from negtrain.metrics.base import ExampleMetric
 class EvalResult:
     name: str  # "<benchmark>/<split>"
     metrics: dict[str, float]
-    predictions: np.ndarray  # per example: a label id, or MISSING
+    predictions: np.ndarray | None  # per example: a label id, or MISSING; None: nothing to write
     note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
 
 
@@ -62,7 +62,8 @@ class NegtrainModule(pl.LightningModule):
         results = []
         for name, metric in zip(self.eval_names, self.metrics):
             values = {k: float(v) for k, v in metric.compute().items()}
-            results.append(EvalResult(name, values, metric.last_predictions.copy(), metric.note))
+            predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
+            results.append(EvalResult(name, values, predictions, metric.note))
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)

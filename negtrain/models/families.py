@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from negtrain.errors import unknown_name
+from negtrain.models.mlm import build_mlm
 from negtrain.models.nli import build_nli
 
 FAMILIES: dict[str, Callable] = {
     "nli": build_nli,
+    "mlm": build_mlm,
 }
 
 

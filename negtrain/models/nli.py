@@ -86,8 +86,12 @@ def build_nli(recipe, loaded):
     from negtrain.models.sources import resolve_model_name
     from negtrain.training.build import Built
 
+    from negtrain.models.init_from import load_into, resolve_init
+
     cfg = recipe.model
-    path = resolve_model_name(cfg.name)
+    # model.init_from: tokenizer (with any added [CUE]), config and weights of a previous run.
+    init = resolve_init(cfg.init_from) if cfg.init_from else None
+    path = str(init.model_dir) if init else resolve_model_name(cfg.name)
     tokenizer = AutoTokenizer.from_pretrained(path)
     hf_config = AutoConfig.from_pretrained(path)
     ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
@@ -114,13 +118,14 @@ def build_nli(recipe, loaded):
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
 
-    model = AutoModelForSequenceClassification.from_pretrained(
-        path,
-        num_labels=len(head),
-        id2label=dict(enumerate(head)),
-        label2id={label: i for i, label in enumerate(head)},
-        ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
-    )
+    head_args = dict(num_labels=len(head), id2label=dict(enumerate(head)), label2id={label: i for i, label in enumerate(head)})
+    if init is not None:
+        model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(path, **head_args))
+        print(load_into(model, init).summary(init), flush=True)
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(
+            path, **head_args, ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head)
+        )
     module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
     return Built(module, data, tokenizer)
