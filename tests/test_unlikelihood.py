@@ -171,8 +171,8 @@ def test_negated_top1_error_is_lower_is_better():
 
 
 def test_unlikelihood_run_end_to_end_and_evaluate_agrees(tiny_mlm, tmp_path, monkeypatch):
-    """A short run on the fixture probes: per-epoch probe metrics, and `negtrain evaluate` on the
-    predictions file it wrote gives the same numbers."""
+    """A short run on the fixture probes (with a KL retention term on plain text): per-epoch probe
+    metrics, and `negtrain evaluate` on the predictions file it wrote gives the same numbers."""
     from conftest import FIXTURES
 
     from negtrain.config import validate_recipe
@@ -181,11 +181,14 @@ def test_unlikelihood_run_end_to_end_and_evaluate_agrees(tiny_mlm, tmp_path, mon
     from negtrain.training.run import fit
 
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(FIXTURES / "data"))
+    text = tmp_path / "retention.txt"
+    text.write_text("Paris is the capital of France.\nBees make honey in hives.\nThe sun rises in the east.\n")
     recipe = validate_recipe(
         {
             "description": "tiny UL",
             "model": {"name": tiny_mlm, "family": "mlm", "max_length": 32},
-            "objective": {"unlikelihood": {"gamma": 0.5, "likelihood": "kl"}},
+            "objective": {"unlikelihood": {"gamma": 0.5, "likelihood": "kl", "retention": {
+                "text_files": [str(text)], "weight": 0.1, "loss": "kl", "batch_size": 2}}},
             "data": {"train": [{"benchmark": "negated_probes", "split": "train"}],
                      "eval": [{"benchmark": "negated_probes", "split": "test"}], "batch_size": 8},
             "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "gradient_clip_val": 1.0},
