@@ -65,7 +65,6 @@ class UnlikelihoodObjective:
     def loss(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         obj = batch["obj"]
         n = len(obj)
-        total = torch.zeros((), device=obj.device)
         if self.gamma > 0:
             neg = module.mask_logits(batch["neg_input_ids"], batch["neg_attention_mask"])
             ul = losses.unlikelihood(neg, obj)
