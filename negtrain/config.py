@@ -26,12 +26,21 @@ class ModelConfig(_Section):
         description="What to load with from_pretrained: a Hub id, a local path, or "
         "'pkg:<python package>/<subdir>' for a model shipped inside an installed package."
     )
-    family: Literal["nli", "seq2seq", "causal_lm"] = Field(
+    family: Literal["nli", "seq2seq", "causal_lm", "mlm"] = Field(
         "nli",
         description="Model family: 'nli' = sequence classification on premise/hypothesis pairs; "
         "'seq2seq' = AutoModelForSeq2SeqLM (T5, UnifiedQA, Flan-T5) that generates answers, or scores "
         "label words at its first decoder step; 'causal_lm' = AutoModelForCausalLM (Llama-style) "
-        "that generates answers, or scores label words at the answer position.",
+        "that generates answers, or scores label words at the answer position; 'mlm' = masked "
+        "language modelling (AutoModelForMaskedLM) with an `objective:` section.",
+    )
+    init_from: str | None = Field(
+        None,
+        description="Start from a previous negtrain run: its run directory (the best checkpoint, else "
+        "last.ckpt, with the tokenizer and config in <run>/model/) or a .ckpt file inside one. The "
+        "encoder weights load into this family's model (an MLM run's encoder into a sequence "
+        "classifier), and the run's tokenizer, with any added [CUE] token, comes along. `name` is then "
+        "only recorded for provenance.",
     )
     head_labels: list[str] | None = Field(
         None,
@@ -306,6 +315,89 @@ class SweepConfig(_Section):
 SHORTHAND_SECTIONS = {"logger": "backend"}
 
 
+class RetentionConfig(_Section):
+    """A knowledge-retention term on plain text, added to the unlikelihood loss with its own weight."""
+
+    text_files: list[str] = Field(description="Line-delimited UTF-8 text files (one passage a line).")
+    weight: float = Field(gt=0, description="The term's weight: loss = γ·UL + (1−γ)·LL + weight·retention.")
+    loss: Literal["mlm", "kl"] = Field(
+        "mlm",
+        description="'mlm': cross-entropy on randomly masked tokens; 'kl': KL(frozen start model ‖ model) at "
+        "those masked positions.",
+    )
+    mlm_probability: float = Field(0.15, gt=0, le=1)
+    batch_size: int = Field(8, gt=0, description="Retention lines drawn (with a seeded generator) per training batch.")
+
+
+class UnlikelihoodConfig(_Section):
+    """Unlikelihood training on negated-LAMA probes (Hosseini et al. 2021).
+
+    Per probe, with m the mask position and o the object token:
+    UL = −log(1 − p(o | negated sentence)); LL = −log p(o | affirmative sentence) ('ce') or
+    KL(p_start ‖ p_model) over the vocabulary at m of the affirmative sentence ('kl', the paper's code);
+    loss = γ·UL + (1−γ)·LL, averaged over the batch, plus the optional retention term.
+    """
+
+    gamma: float = Field(0.5, ge=0, le=1, description="γ: the weight of the unlikelihood term.")
+    likelihood: Literal["kl", "ce"] = Field("kl", description="The affirmative term: 'kl' to the frozen start model, or 'ce' on obj_label.")
+    multi_token_objects: Literal["reject", "first_subtoken"] = Field(
+        "reject",
+        description="An obj_label that is several tokens: 'reject' (a DataError naming the probe) or "
+        "'first_subtoken' (train and score on its first sub-token).",
+    )
+    retention: RetentionConfig | None = Field(None, description="Optional retention term on plain text.")
+
+
+class CorpusConfig(_Section):
+    """The cue-masking corpus: text files and/or the text of the recipe's data.train benchmark splits."""
+
+    text_files: list[str] = Field(default_factory=list, description="Line-delimited UTF-8 text files.")
+    from_train_benchmarks: bool = Field(
+        True, description="Add the sentences of every data.train benchmark split's input texts (deduplicated)."
+    )
+    keep: Literal["cue_sentences", "all"] = Field(
+        "cue_sentences", description="'cue_sentences': keep only sentences with a negation cue (CueNB's corpus)."
+    )
+    held_out: int = Field(
+        200, ge=0, description="Sentences held out (seeded draw) for the per-epoch MLM loss and cue recovery."
+    )
+    max_sentences: int | None = Field(None, gt=0, description="Cap on training sentences (seeded draw), for quick runs.")
+
+
+class CueMaskingConfig(_Section):
+    """Negation-cue masking (CueNB, Truong et al. 2022)."""
+
+    cue_mask_prob: float = Field(1.0, ge=0, le=1, description="Probability of masking each negation-cue token.")
+    cue_token: Literal["cue", "mask"] = Field(
+        "cue",
+        description="What a masked cue becomes: 'cue' = a new special token [CUE] (added, embeddings "
+        "resized), 'mask' = the tokenizer's mask token.",
+    )
+    mlm_probability: float = Field(0.15, ge=0, le=1, description="Masking rate of the other (non-cue) tokens.")
+    mask_replace_prob: float = Field(0.8, ge=0, le=1, description="Of the masked non-cue tokens: share replaced by the mask token.")
+    random_replace_prob: float = Field(0.1, ge=0, le=1, description="... share replaced by a random token (the rest stay).")
+    corpus: CorpusConfig = Field(default_factory=CorpusConfig)
+
+    @model_validator(mode="after")
+    def _shares(self) -> CueMaskingConfig:
+        if self.mask_replace_prob + self.random_replace_prob > 1 + 1e-9:
+            raise ValueError("mask_replace_prob + random_replace_prob must be at most 1")
+        return self
+
+
+class ObjectiveConfig(_Section):
+    """The training objective of the 'mlm' family: exactly one of the sections."""
+
+    unlikelihood: UnlikelihoodConfig | None = None
+    cue_masking: CueMaskingConfig | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> ObjectiveConfig:
+        if (self.unlikelihood is None) == (self.cue_masking is None):
+            raise ValueError("objective: set exactly one of 'unlikelihood' or 'cue_masking'")
+        return self
+
+
 class Recipe(_Section):
     description: str = Field(description="One line: what this recipe trains or reproduces.")
     seed: int = 42
@@ -321,11 +413,15 @@ class Recipe(_Section):
     @classmethod
     def _logger_shorthand(cls, v: Any) -> Any:
         return {SHORTHAND_SECTIONS["logger"]: v} if isinstance(v, str) else v
+    objective: ObjectiveConfig | None = Field(None, description="The 'mlm' family's objective (required there).")
 
     @model_validator(mode="after")
     def _has_something_to_do(self) -> Recipe:
-        if not self.data.train and not self.data.eval:
+        corpus = self.objective is not None and self.objective.cue_masking is not None
+        if not self.data.train and not self.data.eval and not corpus:
             raise ValueError("data: a recipe needs at least one data.train source or data.eval benchmark")
+        if (self.model.family == "mlm") != (self.objective is not None):
+            raise ValueError("objective: the 'mlm' family needs an objective section, and only it takes one")
         return self
 
 

@@ -162,6 +162,16 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
         values = {k: float(v) for k, v in metric.compute().items()}
         return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes)
 
+    if bench.open_vocabulary:
+        space = tuple(sorted({label for *_, label in rows} | {e.label for e in examples}))
+        metric = bench.scorer(examples, space)
+        metric.update(
+            torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
+            torch.tensor([space.index(label) for *_, label in rows], dtype=torch.long),
+        )
+        values = {k: float(v) for k, v in metric.compute().items()}
+        return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes)
+
     space = _space(bench, rows, path)
     metric = bench.scorer(examples, space)
     if metric.note:

@@ -56,6 +56,8 @@ class Benchmark(ABC):
     #: The input a language-model family builds when the recipe sets no ``model.prompt``.
     default_prompt: ClassVar[str | None] = None
 
+    #: True when a prediction is any token string (scored against the gold string), not one of ``labels``.
+    open_vocabulary: ClassVar[bool] = False
     #: How predictions may be spelled, for error messages of `negtrain evaluate`.
     prediction_help: ClassVar[str] = (
         "an NLI label; use entailment, neutral, contradiction or not_entailment "

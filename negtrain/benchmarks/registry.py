@@ -6,6 +6,7 @@ from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.benchmarks.monli import Monli
+from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
@@ -22,6 +23,7 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "nannli": NanNli,
     "condaqa": Condaqa,
     "tinad": Tinad,
+    "negated_probes": NegatedProbes,
 }
 
 

@@ -57,7 +57,7 @@ def format_listing() -> str:
     for b in listing():
         lines.append(f"{b['benchmark']}")
         lines.append(f"  splits:  {', '.join(b['splits'])}")
-        lines.append(f"  labels:  {', '.join(b['labels'])}")
+        lines.append(f"  labels:  {', '.join(b['labels']) or '(open vocabulary: predictions are token strings)'}")
         if len(b["prediction_labels"]) > 1:
             lines.append("  also scores: " + "; ".join(", ".join(s) for s in b["prediction_labels"][1:]) + " predictions")
         lines.append(f"  metrics: {', '.join(b['metrics']) or '(see the benchmark module)'}")

@@ -21,7 +21,7 @@ from negtrain.metrics.base import ExampleMetric
 class EvalResult:
     name: str  # "<benchmark>/<split>"
     metrics: dict[str, float]
-    predictions: np.ndarray  # per example: a label id (generative benchmarks: 1 right / 0 wrong), or MISSING
+    predictions: np.ndarray | None  # per example: a label id (generative: 1 right / 0 wrong), or MISSING; None: nothing to write
     note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
     texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
 
@@ -98,7 +98,8 @@ class NegtrainModule(pl.LightningModule):
                 per_example = [None] * metric.num_examples
                 for idx, text in texts[i].items():
                     per_example[idx] = text
-            results.append(EvalResult(name, values, metric.last_predictions.copy(), metric.note, per_example))
+            predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
+            results.append(EvalResult(name, values, predictions, metric.note, per_example))
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)

@@ -10,12 +10,14 @@ from collections.abc import Callable
 
 from negtrain.errors import unknown_name
 from negtrain.models.lm import build_causal_lm, build_seq2seq
+from negtrain.models.mlm import build_mlm
 from negtrain.models.nli import build_nli
 
 FAMILIES: dict[str, Callable] = {
     "nli": build_nli,
     "seq2seq": build_seq2seq,
     "causal_lm": build_causal_lm,
+    "mlm": build_mlm,
 }
 
 

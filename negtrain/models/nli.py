@@ -86,6 +86,8 @@ def build_nli(recipe, loaded):
     from negtrain.models.sources import resolve_model_name
     from negtrain.training.build import Built
 
+    from negtrain.models.init_from import load_into, resolve_init
+
     cfg = recipe.model
     for bench, split, _ in loaded.train + loaded.eval:
         if bench.generative:
@@ -93,7 +95,9 @@ def build_nli(recipe, loaded):
                 f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
                 "give; use model.family seq2seq or causal_lm"
             )
-    path = resolve_model_name(cfg.name)
+    # model.init_from: tokenizer (with any added [CUE]), config and weights of a previous run.
+    init = resolve_init(cfg.init_from) if cfg.init_from else None
+    path = str(init.model_dir) if init else resolve_model_name(cfg.name)
     tokenizer = AutoTokenizer.from_pretrained(path)
     hf_config = AutoConfig.from_pretrained(path)
     ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
@@ -122,16 +126,19 @@ def build_nli(recipe, loaded):
 
     from negtrain.models.adapters import add_adapter, load_base
 
-    model = load_base(
-        AutoModelForSequenceClassification,
-        path,
-        recipe.adapter,
-        keep_full=["classifier", "score"],  # the head is never quantized (BERT/DeBERTa/RoBERTa: classifier)
-        num_labels=len(head),
-        id2label=dict(enumerate(head)),
-        label2id={label: i for i, label in enumerate(head)},
-        ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
-    )
+    head_args = dict(num_labels=len(head), id2label=dict(enumerate(head)), label2id={label: i for i, label in enumerate(head)})
+    if init is not None:
+        model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(path, **head_args))
+        print(load_into(model, init).summary(init), flush=True)
+    else:
+        model = load_base(
+            AutoModelForSequenceClassification,
+            path,
+            recipe.adapter,
+            keep_full=["classifier", "score"],  # the head is never quantized (BERT/DeBERTa/RoBERTa: classifier)
+            **head_args,
+            ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
+        )
     model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
     if cfg.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)

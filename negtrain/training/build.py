@@ -76,11 +76,13 @@ def _benchmark_split(name: str, split: str) -> Benchmark:
 
 
 def load_data(recipe: Recipe, stage: str) -> Loaded:
-    train_specs = recipe.data.train if stage == "fit" else []
+    cue_corpus = recipe.objective is not None and recipe.objective.cue_masking is not None
+    # A cue-masking corpus is built from data.train texts, so its held-out part needs them in every stage.
+    train_specs = recipe.data.train if stage == "fit" or cue_corpus else []
     eval_specs: list[EvalConfig] = (
         recipe.data.test if stage == "test" and recipe.data.test is not None else recipe.data.eval
     )
-    if stage == "fit" and not train_specs:
+    if stage == "fit" and not train_specs and not cue_corpus:
         raise ConfigError("data.train: `fit` needs at least one training source")
     seen = set()
     for spec in eval_specs:

@@ -39,7 +39,7 @@ def _json_number(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 6)
 
 
-COUNTS = frozenset({"n", "groups_scored", "groups_lacking_cell"})
+COUNTS = frozenset({"n", "groups_scored", "groups_lacking_cell", "n_negated", "n_affirmative", "n_masked", "n_cues"})
 
 
 def format_table(epoch: int, results: list[EvalResult]) -> str:
@@ -169,7 +169,7 @@ class RunRecorder(pl.Callback):
         return span[1] - span[0] if span else fallback
 
     def _write_predictions(self, trainer: pl.Trainer, eval_set, result: EvalResult, epoch: int) -> None:
-        if not trainer.is_global_zero:
+        if not trainer.is_global_zero or result.predictions is None:
             return
         labels = eval_set.predicted_labels
         texts = result.texts

@@ -1,0 +1,503 @@
+"""The masked-LM family: ``AutoModelForMaskedLM`` trained with a pluggable objective.
+
+One LightningModule (:class:`MaskedLMModule`) serves every MLM objective; an objective is a loss
+(:class:`UnlikelihoodObjective`, :class:`MLMObjective`) plus the batch transform that feeds it
+(:mod:`negtrain.objectives.masking`, :class:`ProbeTransform`). The recipe's ``objective:`` section
+picks one:
+
+- ``unlikelihood`` (Hosseini et al. 2021): negated-LAMA probes from the ``negated_probes``
+  benchmark's training split; see :class:`negtrain.config.UnlikelihoodConfig` for the loss.
+- ``cue_masking`` (CueNB, Truong et al. 2022): MLM on a negation-focused corpus where every cue is
+  masked (see :mod:`negtrain.objectives.masking`).
+
+Evaluation, every epoch: ``negated_probes`` splits in ``data.eval`` report ``negated_top1_error``
+and ``affirmative_top1_accuracy``; a cue-masking run also scores its held-out corpus sentences
+(``cue_corpus/heldout``: ``mlm_loss``, ``cue_recovery_accuracy``).
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED, NegatedProbes
+from negtrain.config import ModelConfig
+from negtrain.data.collate import PadCollator
+from negtrain.data.encoded import EncodedSplit
+from negtrain.data.module import EvalSet, NegtrainData, TrainSet
+from negtrain.errors import ConfigError, DataError
+from negtrain.metrics.base import ExampleMetric
+from negtrain.models.base import NegtrainModule
+from negtrain.objectives import losses
+from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec, flat_flags, mask_tokens
+
+CUE_TOKEN = "[CUE]"
+
+
+# ---------------------------------------------------------------------------------------------
+# Objectives: the loss of a training batch.
+
+
+class MLMObjective:
+    """Cross-entropy on the masked tokens of a batch (``labels``, -100 elsewhere): CueNB's loss."""
+
+    def loss(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits = module.logits(batch["input_ids"], batch["attention_mask"])
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten(), ignore_index=IGNORE)
+
+
+class UnlikelihoodObjective:
+    """γ·UL(negated) + (1−γ)·LL(affirmative) [+ weight·retention]; see UnlikelihoodConfig."""
+
+    def __init__(self, gamma: float, likelihood: str, retention_weight: float = 0.0, retention_loss: str = "mlm") -> None:
+        self.gamma = gamma
+        self.likelihood = likelihood
+        self.retention_weight = retention_weight
+        self.retention_loss = retention_loss
+
+    def loss(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        obj = batch["obj"]
+        n = len(obj)
+        if self.gamma > 0:
+            neg = module.mask_logits(batch["neg_input_ids"], batch["neg_attention_mask"])
+            ul = losses.unlikelihood(neg, obj)
+            module.log("train/unlikelihood", ul.mean(), on_step=False, on_epoch=True, batch_size=n)
+        else:
+            ul = torch.zeros(n, device=obj.device)
+        if self.gamma < 1:
+            aff = module.mask_logits(batch["input_ids"], batch["attention_mask"])
+            if self.likelihood == "ce":
+                ll = losses.likelihood(aff, obj)
+            else:
+                ref = module.reference_mask_logits(batch["input_ids"], batch["attention_mask"])
+                ll = losses.kl_to_reference(aff, ref)
+            module.log("train/likelihood", ll.mean(), on_step=False, on_epoch=True, batch_size=n)
+        else:
+            ll = torch.zeros(n, device=obj.device)
+        total = losses.combine(self.gamma, ul, ll)
+        if self.retention_weight and "ret_input_ids" in batch:
+            ids, att, labels = batch["ret_input_ids"], batch["ret_attention_mask"], batch["ret_labels"]
+            logits = module.logits(ids, att)
+            where = labels != IGNORE
+            if self.retention_loss == "mlm":
+                ret = torch.nn.functional.cross_entropy(logits[where].float(), labels[where])
+            else:
+                with torch.no_grad():
+                    ref = module.reference_logits(ids, att)
+                ret = losses.kl_to_reference(logits[where], ref[where]).mean()
+            module.log("train/retention", ret, on_step=False, on_epoch=True, batch_size=n)
+            total = total + self.retention_weight * ret
+        return total
+
+
+# ---------------------------------------------------------------------------------------------
+# The module.
+
+
+class MaskedLMModule(NegtrainModule):
+    def __init__(
+        self,
+        model,
+        config: ModelConfig,
+        objective,
+        evaluators: Sequence[Callable[[MaskedLMModule, dict[str, torch.Tensor]], torch.Tensor]],
+        eval_names: Sequence[str],
+        metrics: Sequence[ExampleMetric],
+        recipe: dict[str, Any],
+        mask_id: int,
+        reference=None,
+    ) -> None:
+        super().__init__(config, eval_names, metrics, recipe)
+        self.model = model.train()
+        self.objective = objective
+        self.evaluators = list(evaluators)
+        self.mask_id = mask_id
+        # The frozen starting model for KL terms: kept in a list so it is neither trained, nor
+        # saved in checkpoints, nor counted as a submodule.
+        self._reference = [reference.eval().requires_grad_(False)] if reference is not None else []
+
+    def on_fit_start(self) -> None:
+        for ref in self._reference:
+            ref.to(self.device)
+
+    def logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def _at_mask(self, input_ids: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
+        where = input_ids == self.mask_id
+        if not bool((where.sum(1) == 1).all()):
+            raise DataError("each probe must hold exactly one mask token after tokenization")
+        return logits[where]
+
+    def mask_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        """(N, V) logits at each row's single mask token."""
+        return self._at_mask(input_ids, self.logits(input_ids, attention_mask))
+
+    def reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if not self._reference:
+            raise RuntimeError("this objective has no frozen reference model")
+        ref = self._reference[0]
+        if next(ref.parameters()).device != input_ids.device:
+            ref.to(input_ids.device)
+        with torch.no_grad():
+            return ref(input_ids=input_ids, attention_mask=attention_mask).logits
+
+    def reference_mask_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        return self._at_mask(input_ids, self.reference_logits(input_ids, attention_mask))
+
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self.objective.loss(self, batch)
+
+    def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
+        return self.evaluators[eval_index](self, batch)
+
+
+# ---------------------------------------------------------------------------------------------
+# Evaluators: per-example predictions for a metric.
+
+
+class ProbeEvaluator:
+    """Top-1 token at the mask, as an id into the eval set's token space."""
+
+    def __init__(self, vocab_to_space: torch.Tensor) -> None:
+        self.vocab_to_space = vocab_to_space
+
+    def __call__(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        top = module.mask_logits(batch["input_ids"], batch["attention_mask"]).argmax(-1)
+        return self.vocab_to_space.to(top.device)[top]
+
+
+def heldout_mlm(module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """(N, 4): summed CE over masked tokens, masked tokens, cues right, cues masked."""
+    logits = module.logits(batch["input_ids"], batch["attention_mask"]).float()
+    labels = batch["labels"]
+    where = labels != IGNORE
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="none")
+    ce = ce.view_as(labels) * where
+    cues = batch["cue_positions"]
+    right = (logits.argmax(-1) == labels) & cues
+    return torch.stack([ce.sum(1), where.sum(1).float(), right.sum(1).float(), cues.sum(1).float()], dim=1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Data: batch transforms on top of the padding collator.
+
+
+class ProbeTransform:
+    """Adds the negated sentences (``neg_*``) and, optionally, a retention batch to a probe batch."""
+
+    def __init__(self, negated: EncodedSplit, pad_id: int, retention: EncodedSplit | None = None,
+                 retention_batch: int = 0, spec: MaskingSpec | None = None, seed: int = 0) -> None:
+        self.negated = PadCollator(negated, pad_id)
+        self.retention = PadCollator(retention, pad_id) if retention is not None else None
+        self.retention_size = len(retention) if retention is not None else 0
+        self.retention_batch = retention_batch
+        self.spec = spec
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        neg = self.negated(batch["index"].tolist())
+        batch["neg_input_ids"], batch["neg_attention_mask"] = neg["input_ids"], neg["attention_mask"]
+        if self.retention is not None and self.retention_batch:
+            pick = torch.randint(self.retention_size, (self.retention_batch,), generator=self.generator)
+            ret = self.retention(pick.tolist())
+            masked = mask_tokens(ret["input_ids"], ret["attention_mask"], torch.zeros_like(ret["input_ids"], dtype=torch.bool), self.spec, self.generator)
+            batch["ret_input_ids"], batch["ret_attention_mask"], batch["ret_labels"] = masked["input_ids"], ret["attention_mask"], masked["labels"]
+        return batch
+
+
+class _Then:
+    def __init__(self, first, then) -> None:
+        self.first, self.then = first, then
+
+    def __call__(self, indices):
+        return self.then(self.first(indices))
+
+
+class MLMData(NegtrainData):
+    """NegtrainData whose batches pass through the objective's transforms after padding."""
+
+    def __init__(self, *args, train_transform=None, eval_transforms: Sequence | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.train_transform = train_transform
+        self.eval_transforms = list(eval_transforms or [None] * len(self.eval_sets))
+
+    def train_dataloader(self) -> DataLoader:
+        loader = super().train_dataloader()
+        if self.train_transform is not None:
+            loader.collate_fn = _Then(loader.collate_fn, self.train_transform)
+        return loader
+
+    def val_dataloader(self) -> list[DataLoader]:
+        loaders = super().val_dataloader()
+        for loader, transform in zip(loaders, self.eval_transforms):
+            if transform is not None:
+                loader.collate_fn = _Then(loader.collate_fn, transform)
+        return loaders
+
+    test_dataloader = val_dataloader
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding.
+
+
+def with_mask_token(text: str, tokenizer) -> str:
+    return text.replace(MASK, tokenizer.mask_token)
+
+
+def object_token(tokenizer, sentence: str, obj: str, policy: str, where: str) -> int:
+    """The token id of ``obj`` where it fills the sentence's mask, found through offsets.
+
+    A multi-token object is a DataError unless ``policy`` is 'first_subtoken'.
+    """
+    start = sentence.index(MASK)
+    filled = sentence.replace(MASK, obj, 1)
+    enc = tokenizer(filled, return_offsets_mapping=True, add_special_tokens=False)
+    end = start + len(obj)
+    ids = [i for i, (s, e) in zip(enc["input_ids"], enc["offset_mapping"]) if e > s and s < end and start < e]
+    if not ids:
+        raise DataError(f"{where}: obj_label {obj!r} produced no tokens")
+    if len(ids) > 1 and policy != "first_subtoken":
+        pieces = tokenizer.convert_ids_to_tokens(ids)
+        raise DataError(
+            f"{where}: obj_label {obj!r} is {len(ids)} tokens {pieces} for this tokenizer; a mask predicts one "
+            "token. Drop the probe, or set objective.unlikelihood.multi_token_objects: first_subtoken"
+        )
+    return ids[0]
+
+
+def encode_texts(tokenizer, texts: Sequence[str], max_length: int) -> EncodedSplit:
+    enc = tokenizer(list(texts), truncation=True, max_length=max_length)
+    return EncodedSplit.from_lists(enc["input_ids"], None)
+
+
+def token_space(tokenizer) -> tuple[tuple[str, ...], torch.Tensor]:
+    """Deduplicated token strings of the vocabulary, and the map vocabulary id -> space id."""
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    strings = [tokenizer.convert_tokens_to_string([t]).strip() if t is not None else "" for t in tokens]
+    lookup: dict[str, int] = {}
+    vocab_to_space = torch.tensor([lookup.setdefault(s, len(lookup)) for s in strings], dtype=torch.long)
+    return tuple(lookup), vocab_to_space
+
+
+def probe_pairs(examples: Sequence[Example]) -> list[tuple[Example, Example]]:
+    by_group: dict[str, dict[str, Example]] = {}
+    for e in examples:
+        by_group.setdefault(e.group, {})[e.subset] = e
+    return [(g[AFFIRMATIVE], g[NEGATED]) for g in by_group.values()]
+
+
+def _where(e: Example) -> str:
+    return f"{e.meta.get('file', e.id)}:{e.meta.get('line', '?')}"
+
+
+# ---------------------------------------------------------------------------------------------
+# The cue-masking corpus and its held-out part.
+
+
+class CueCorpus(Benchmark):
+    """The held-out sentences of a cue-masking corpus, evaluated like a benchmark split (not registered)."""
+
+    name = "cue_corpus"
+    splits = ("heldout",)
+    labels = ()
+    citation = "Truong, Baldwin, Cohn, Verspoor (2022). Improving negation detection with negation-focused pre-training. NAACL 2022."
+
+    def __init__(self, examples: Sequence[Example] = ()) -> None:
+        self.examples = list(examples)
+
+    def files(self, split: str) -> list:
+        return []
+
+    def read(self, split: str) -> list[Example]:
+        return self.examples
+
+    def metric(self, examples: Sequence[Example]):
+        from negtrain.metrics.mlm import HeldOutMLMMetric
+
+        return HeldOutMLMMetric(num_examples=len(examples))
+
+
+def read_text_lines(path: str) -> list[str]:
+    p = Path(path).expanduser()
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"text file not found: {p}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{p}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise DataError(f"{p}: no text lines")
+    return lines
+
+
+def build_corpus(cfg, loaded, detector, seed: int) -> tuple[list[str], list[str]]:
+    """(training sentences, held-out sentences) for cue masking; see CorpusConfig."""
+    from negtrain.negation.cues import split_sentences
+
+    texts: list[str] = []
+    for path in cfg.text_files:
+        texts.extend(read_text_lines(path))
+    if cfg.from_train_benchmarks:
+        for _, _, examples in loaded.train:
+            for e in examples:
+                for field in e.inputs:
+                    texts.extend(split_sentences(field))
+    sentences = list(dict.fromkeys(t for t in texts if t))
+    if cfg.keep == "cue_sentences":
+        sentences = [s for s in sentences if detector.has_cue(s)]
+    if len(sentences) <= cfg.held_out:
+        raise DataError(f"the cue-masking corpus has {len(sentences)} sentences, not more than objective.cue_masking.corpus.held_out={cfg.held_out}")
+    order = np.random.default_rng([seed, 7]).permutation(len(sentences))
+    held = [sentences[i] for i in order[: cfg.held_out]]
+    train = [sentences[i] for i in order[cfg.held_out :]]
+    if cfg.max_sentences is not None:
+        train = train[: cfg.max_sentences]
+    return train, held
+
+
+# ---------------------------------------------------------------------------------------------
+# The builder.
+
+
+def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
+    """(tokenizer, model, init report) for the recipe's model or ``model.init_from`` run."""
+    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+
+    from negtrain.models.init_from import load_into, resolve_init
+    from negtrain.models.sources import resolve_model_name
+
+    if cfg.init_from:
+        source = resolve_init(cfg.init_from)
+        tokenizer = AutoTokenizer.from_pretrained(source.model_dir)
+        model = AutoModelForMaskedLM.from_config(AutoConfig.from_pretrained(source.model_dir))
+        print(load_into(model, source).summary(source), flush=True)
+    else:
+        path = resolve_model_name(cfg.name)
+        tokenizer = AutoTokenizer.from_pretrained(path)
+        model = AutoModelForMaskedLM.from_pretrained(path)
+    return tokenizer, model
+
+
+def build_mlm(recipe, loaded):
+    """The MLM family's builder (see :mod:`negtrain.models.families`)."""
+    from negtrain.config import to_dict
+    from negtrain.negation.cues import CueDetector
+    from negtrain.training.build import Built
+
+    cfg, objective_cfg = recipe.model, recipe.objective
+    ul_cfg, cm_cfg = objective_cfg.unlikelihood, objective_cfg.cue_masking
+    for b, split, _ in loaded.eval:
+        if not isinstance(b, NegatedProbes):
+            raise ConfigError(f"data.eval: the 'mlm' family scores negated_probes, not {b.name}/{split}")
+    if ul_cfg is not None:
+        wrong = [f"{b.name}/{s}" for b, s, _ in loaded.train if not isinstance(b, NegatedProbes)]
+        if wrong:
+            raise ConfigError(f"data.train: unlikelihood training reads negated_probes splits, not {', '.join(wrong)}")
+
+    tokenizer, model = load_mlm(cfg)
+    if tokenizer.mask_token is None:
+        raise ConfigError(f"model {cfg.name}: the tokenizer has no mask token, so it cannot be a masked LM")
+    if cm_cfg is not None and cm_cfg.cue_token == "cue" and CUE_TOKEN not in tokenizer.get_vocab():
+        tokenizer.add_special_tokens({"additional_special_tokens": [CUE_TOKEN]})
+    if model.get_input_embeddings().num_embeddings != len(tokenizer):
+        model.resize_token_embeddings(len(tokenizer))
+    pad_id = tokenizer.pad_token_id or 0
+    policy = ul_cfg.multi_token_objects if ul_cfg is not None else "reject"
+
+    # Per-epoch probe evaluation.
+    eval_sets, evaluators, metrics, transforms = [], [], [], []
+    space, vocab_to_space = token_space(tokenizer) if loaded.eval else ((), None)
+    for b, split, examples in loaded.eval:
+        texts = [with_mask_token(e.inputs[0], tokenizer) for e in examples]
+        gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, _where(e))]) for e in examples]
+        encoded = encode_texts(tokenizer, texts, cfg.max_length)
+        eval_sets.append(EvalSet(b, split, list(examples), encoded, predicted_labels=space))
+        evaluators.append(ProbeEvaluator(vocab_to_space))
+        from negtrain.benchmarks.negated_probes import ProbeMetric
+
+        note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
+        metrics.append(ProbeMetric(gold, [e.subset for e in examples], note=note))
+        transforms.append(None)
+
+    reference = None
+    train_transform = None
+    if ul_cfg is not None:
+        pairs = [p for _, _, ex in loaded.train for p in probe_pairs(ex)]
+        obj = torch.tensor([object_token(tokenizer, a.inputs[0], a.label, policy, _where(a)) for a, _ in pairs], dtype=torch.long)
+        aff = encode_texts(tokenizer, [with_mask_token(a.inputs[0], tokenizer) for a, _ in pairs], cfg.max_length)
+        neg = encode_texts(tokenizer, [with_mask_token(n.inputs[0], tokenizer) for _, n in pairs], cfg.max_length)
+        for split_enc, what in ((aff, "masked_sentences"), (neg, "masked_negations")):
+            has_mask = torch.zeros(len(split_enc), dtype=torch.long).index_add_(
+                0, torch.repeat_interleave(torch.arange(len(split_enc)), split_enc.lengths),
+                (split_enc.input_ids == tokenizer.mask_token_id).long(),
+            )
+            if not bool((has_mask == 1).all()):
+                bad = pairs[int((has_mask != 1).nonzero()[0])][0]
+                raise DataError(f"{_where(bad)}: field '{what}': the mask is cut off at model.max_length={cfg.max_length}")
+        sizes = [len(probe_pairs(ex)) for _, _, ex in loaded.train]
+        train = TrainSet(aff, {"obj": obj}, [f"{b.name}/{s}" for b, s, _ in loaded.train], sizes)
+        retention, spec = None, None
+        if ul_cfg.retention is not None:
+            lines = [line for path in ul_cfg.retention.text_files for line in read_text_lines(path)]
+            retention = encode_texts(tokenizer, lines, cfg.max_length)
+            spec = MaskingSpec.for_tokenizer(tokenizer, cue_mask_prob=0.0, mlm_probability=ul_cfg.retention.mlm_probability)
+        train_transform = ProbeTransform(neg, pad_id, retention, ul_cfg.retention.batch_size if ul_cfg.retention else 0, spec, recipe.seed)
+        needs_reference = ul_cfg.likelihood == "kl" or (ul_cfg.retention is not None and ul_cfg.retention.loss == "kl")
+        reference = copy.deepcopy(model) if needs_reference else None
+        objective = UnlikelihoodObjective(
+            ul_cfg.gamma, ul_cfg.likelihood,
+            ul_cfg.retention.weight if ul_cfg.retention else 0.0,
+            ul_cfg.retention.loss if ul_cfg.retention else "mlm",
+        )
+    else:
+        detector = CueDetector()
+        train_text, held_text = build_corpus(cm_cfg.corpus, loaded, detector, recipe.seed)
+        cue_id = tokenizer.convert_tokens_to_ids(CUE_TOKEN) if cm_cfg.cue_token == "cue" else tokenizer.mask_token_id
+        spec = MaskingSpec.for_tokenizer(
+            tokenizer, cue_id,
+            cue_mask_prob=cm_cfg.cue_mask_prob, mlm_probability=cm_cfg.mlm_probability,
+            mask_replace_prob=cm_cfg.mask_replace_prob, random_replace_prob=cm_cfg.random_replace_prob,
+        )
+
+        def encode_with_flags(texts):
+            ids, flags = detector.tokenize(tokenizer, texts, truncation=True, max_length=cfg.max_length)
+            return EncodedSplit.from_lists(ids, None), flat_flags(flags)
+
+        train_enc, train_flags = encode_with_flags(train_text)
+        train = TrainSet(train_enc, {}, ["cue_corpus/train"], [len(train_text)])
+        train_transform = CueMaskingTransform(train_enc, train_flags, spec, recipe.seed)
+        if held_text:
+            held_enc, held_flags = encode_with_flags(held_text)
+            examples = [Example(f"cue_corpus/heldout/{i}", (t,), "") for i, t in enumerate(held_text)]
+            corpus = CueCorpus(examples)
+            eval_sets.append(EvalSet(corpus, "heldout", examples, held_enc, predicted_labels=()))
+            evaluators.append(heldout_mlm)
+            metrics.append(corpus.metric(examples))
+            transforms.append(CueMaskingTransform(held_enc, held_flags, spec, recipe.seed, per_example=True))
+        objective = MLMObjective()
+        print(f"cue-masking corpus: {len(train_text)} training sentences, {len(held_text)} held out", flush=True)
+
+    module = MaskedLMModule(
+        model, cfg, objective, evaluators, [s.name for s in eval_sets], metrics,
+        recipe=to_dict(recipe), mask_id=tokenizer.mask_token_id, reference=reference,
+    )
+    data_config = recipe.data
+    if cm_cfg is not None:
+        # The corpus is one training source, whatever benchmarks it was built from.
+        from negtrain.config import SourceConfig
+
+        data_config = data_config.model_copy(update={"train": [SourceConfig(benchmark="cue_corpus", split="train")]})
+    data = MLMData(data_config, recipe.seed, pad_id, train, eval_sets, train_transform=train_transform, eval_transforms=transforms)
+    return Built(module, data, tokenizer)

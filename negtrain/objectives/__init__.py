@@ -1,0 +1,1 @@
+"""Training objectives of the masked-LM family: losses and the collators that feed them."""
