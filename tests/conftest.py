@@ -61,10 +61,16 @@ def _offline_env(monkeypatch, tmp_path_factory):
     monkeypatch.delenv("WANDB_API_KEY", raising=False)
 
 
-def minilm_path() -> str:
+def minilm_dir() -> str:
+    """The packaged MiniLM's folder (a function, for module-level use)."""
     from negtrain.models.sources import resolve_model_name
 
     return resolve_model_name(MINILM)
+
+
+@pytest.fixture(scope="session")
+def minilm_path() -> str:
+    return minilm_dir()
 
 
 def make_fake_run(run_dir: Path, epochs: int = 3, best_epoch: int = 1) -> Path:
@@ -85,9 +91,9 @@ def make_fake_run(run_dir: Path, epochs: int = 3, best_epoch: int = 1) -> Path:
     torch.manual_seed(0)
     labels = ["entailment", "not_entailment"]
     model = AutoModelForSequenceClassification.from_pretrained(
-        minilm_path(), num_labels=2, id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)}
+        minilm_dir(), num_labels=2, id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)}
     )
-    AutoTokenizer.from_pretrained(minilm_path()).save_pretrained(run_dir / "model")
+    AutoTokenizer.from_pretrained(minilm_dir()).save_pretrained(run_dir / "model")
     model.config.save_pretrained(run_dir / "model")
     (run_dir / "checkpoints").mkdir()
     state = {f"model.{k}": v.clone() for k, v in model.state_dict().items()}

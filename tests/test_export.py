@@ -107,7 +107,7 @@ def lora_run(fake_run, tmp_path):
 
     from peft import LoraConfig, get_peft_model
 
-    from conftest import minilm_path
+    from conftest import minilm_dir
 
     run = tmp_path / "lora-run"
     shutil.copytree(fake_run, run)
@@ -116,7 +116,7 @@ def lora_run(fake_run, tmp_path):
 
     plain, _ = load_model(RunDir(run), run / "checkpoints" / "best-epoch1.ckpt")
     config = LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=["query", "value"],
-                        base_model_name_or_path=minilm_path())
+                        base_model_name_or_path=minilm_dir())
     peft_model = get_peft_model(plain, config)
     torch.manual_seed(1)
     with torch.no_grad():
@@ -144,7 +144,7 @@ def test_lora_export_adapter(lora_run, tmp_path):
     from peft import PeftModel
     from transformers import AutoConfig
 
-    from conftest import minilm_path
+    from conftest import minilm_dir
 
     run, peft_model = lora_run
     done = export(run, tmp_path / "adapter")
@@ -154,7 +154,7 @@ def test_lora_export_adapter(lora_run, tmp_path):
     # As the model card says: base model with the head's labels, then the adapter.
     config = AutoConfig.from_pretrained(done.path / "base_config")
     assert config.id2label == {0: "entailment", 1: "not_entailment"}
-    base = AutoModelForSequenceClassification.from_pretrained(minilm_path(), config=config)
+    base = AutoModelForSequenceClassification.from_pretrained(minilm_dir(), config=config)
     loaded = PeftModel.from_pretrained(base, done.path).eval()
     tok = AutoTokenizer.from_pretrained(done.path)
     torch.testing.assert_close(_logits(loaded, tok), _logits(peft_model, tok), atol=1e-5, rtol=1e-5)

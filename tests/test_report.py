@@ -32,7 +32,7 @@ def test_report_single_run(fake_run, tmp_path, capsys):
     assert "| scone/test | consistency | 0.4731 | 1 | higher |" in summary
     # Final table and recipe.
     assert "| scone/test | accuracy | 0.7000 |" in summary
-    assert "learning_rate: 0.0001" in summary
+    assert "learning_rate: 5.0e-05" in summary
 
 
 def test_report_overlays_two_runs(fake_run, tmp_path):
