@@ -63,10 +63,15 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--checkpoint", type=Path, default=None, help="a scone_minilm run's checkpoint, so agreement is measured on a trained model")
     p.add_argument("--out", type=Path, default=HERE / "results")
     args = p.parse_args()
 
     built = build_scone_eval(args.batch_size)
+    if args.checkpoint is not None:
+        from negtrain.training.build import reload_weights
+
+        reload_weights(built.module, str(args.checkpoint))
     n = len(built.data.eval_sets[0].examples)
     times = {"plain_fp32": [], "negtrain_fp32": [], "negtrain_bf16": []}
     agreement = []
@@ -78,7 +83,7 @@ def main() -> None:
         times["negtrain_bf16"].append(t16)
         agreement.append(float((p32 == p16).float().mean()))
     summary = {k: {"median_examples_per_second": statistics.median(n / t for t in v)} for k, v in times.items()}
-    report = {"examples": n, "batch_size": args.batch_size, "contenders": summary, "bf16_fp32_agreement": min(agreement)}
+    report = {"checkpoint": args.checkpoint.name if args.checkpoint else None, "examples": n, "batch_size": args.batch_size, "contenders": summary, "bf16_fp32_agreement": min(agreement)}
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "eval_throughput.json").write_text(json.dumps(report, indent=2) + "\n")
     lines = [f"Evaluation on ScoNe test ({n} examples), MiniLM-L6, batch {args.batch_size}, median of {args.repeats}.", "",

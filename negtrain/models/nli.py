@@ -20,6 +20,9 @@ from negtrain.models.base import NegtrainModule
 from negtrain.models.heads import set_loss
 
 
+TOKENIZE_CHUNK = 4096
+
+
 def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> EncodedSplit:
     key = fingerprint(
         "nli-pairs",
@@ -32,13 +35,16 @@ def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> Enc
     )
 
     def build() -> EncodedSplit:
-        enc = tokenizer(
-            [e.inputs[0] for e in examples],
-            [e.inputs[1] for e in examples],
-            truncation=True,
-            max_length=max_length,
-        )
-        return EncodedSplit.from_lists(enc["input_ids"], enc.get("token_type_ids"))
+        # In chunks: the tokenizer returns Python lists, ~30x the size of the flat tensors they
+        # become, so tokenizing MNLI in one call would peak at gigabytes for a few seconds.
+        parts = []
+        for start in range(0, len(examples), TOKENIZE_CHUNK):
+            chunk = examples[start : start + TOKENIZE_CHUNK]
+            enc = tokenizer([e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk], truncation=True, max_length=max_length)
+            parts.append(EncodedSplit.from_lists(enc["input_ids"], enc.get("token_type_ids")))
+        if len(parts) == 1:
+            return parts[0]
+        return EncodedSplit.concat(parts) if parts else EncodedSplit.from_lists([], None)
 
     return cached(key, build)
 

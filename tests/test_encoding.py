@@ -1,0 +1,47 @@
+"""Tokenizing once into flat storage: chunked encoding equals one call, and padding is per batch."""
+
+from __future__ import annotations
+
+import torch
+
+from negtrain.benchmarks.base import Example
+from negtrain.data.collate import PadCollator
+from negtrain.models import nli
+
+
+def _examples():
+    words = "no one ever said the cat was not on a mat".split()
+    return [Example(id=f"x/{i}", inputs=(" ".join(words[: 2 + i % 9]), " ".join(words[i % 5 :])), label="entailment") for i in range(11)]
+
+
+def test_chunked_encoding_equals_one_call(monkeypatch, minilm_path):
+    from transformers import AutoTokenizer
+
+    monkeypatch.setenv("NEGTRAIN_NO_TOKEN_CACHE", "1")
+    tok = AutoTokenizer.from_pretrained(minilm_path)
+    examples = _examples()
+    whole = nli.encode_pairs(tok, examples, 64)
+    monkeypatch.setattr(nli, "TOKENIZE_CHUNK", 3)
+    chunked = nli.encode_pairs(tok, examples, 64)
+    assert torch.equal(whole.input_ids, chunked.input_ids)
+    assert torch.equal(whole.offsets, chunked.offsets)
+    assert torch.equal(whole.token_type_ids, chunked.token_type_ids)
+    # Each example's ids are exactly what the tokenizer gives for it alone.
+    for i in (0, 4, 10):
+        alone = tok(examples[i].inputs[0], examples[i].inputs[1], truncation=True, max_length=64)["input_ids"]
+        assert chunked.input_ids[chunked.offsets[i] : chunked.offsets[i + 1]].tolist() == alone
+    assert len(nli.encode_pairs(tok, [], 64)) == 0
+
+
+def test_batches_pad_to_their_longest_member(minilm_path, monkeypatch):
+    from transformers import AutoTokenizer
+
+    monkeypatch.setenv("NEGTRAIN_NO_TOKEN_CACHE", "1")
+    tok = AutoTokenizer.from_pretrained(minilm_path)
+    encoded = nli.encode_pairs(tok, _examples(), 64)
+    batch = PadCollator(encoded, tok.pad_token_id)([0, 1])
+    lengths = encoded.lengths[[0, 1]]
+    assert batch["input_ids"].shape == (2, int(lengths.max()))
+    assert batch["attention_mask"].sum(1).tolist() == lengths.tolist()
+    left = PadCollator(encoded, tok.pad_token_id, pad_left=True)([0, 1])
+    assert left["attention_mask"][:, -1].tolist() == [1, 1]
