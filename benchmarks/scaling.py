@@ -21,6 +21,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+import numpy as np
+
 HERE = Path(__file__).resolve().parent
 
 
@@ -40,7 +42,10 @@ def measure(n: int, steps: int) -> dict:
 
     quiet_third_party_logs()
     base = get_benchmark("scone").load("train")
-    examples = [replace(base[i % len(base)], id=f"scaled/{i}") for i in range(n)]
+    # Cycle through one fixed shuffle of ScoNe train, so every size has the same length mix
+    # (the upstream files are ordered by condition, and conditions differ in length).
+    order = np.random.default_rng(0).permutation(len(base))
+    examples = [replace(base[order[i % len(base)]], id=f"scaled/{i}") for i in range(n)]
     recipe = load_recipe("scone_minilm", {"data.train": [{"benchmark": "scone", "split": "train"}], "data.eval": [], "selection.metric": None, "logger": "none"}).recipe
     built = build_nli(recipe, Loaded(train=[], eval=[]))
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
