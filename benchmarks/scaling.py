@@ -53,7 +53,7 @@ def measure(n: int, steps: int) -> dict:
     start = time.perf_counter()
     encoded = encode_pairs(built.tokenizer, examples, recipe.model.max_length)
     targets = target_mask([e.label for e in examples], built.module.head_labels)
-    sampler = BatchSampler(encoded.lengths, 32, shuffle=True, bucket=True, seed=0)
+    sampler = BatchSampler(encoded.lengths, recipe.data.batch_size, shuffle=True, bucket=True, seed=0)
     n_batches = sum(1 for _ in sampler)
     prep = time.perf_counter() - start
     rss_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -77,7 +77,8 @@ def measure(n: int, steps: int) -> dict:
         "examples": n,
         "batches_per_epoch": n_batches,
         "prep_seconds_per_1k": prep / n * 1000,
-        "train_examples_per_second": steps * 32 / clock.seconds,
+        "batch_size": recipe.data.batch_size,
+        "train_examples_per_second": steps * recipe.data.batch_size / clock.seconds,
         "rss_growth_mb": round(rss_after - rss_before, 1),
         "token_storage_mb": round((encoded.input_ids.numel() * 4 + encoded.offsets.numel() * 8 + (encoded.token_type_ids.numel() if encoded.token_type_ids is not None else 0)) / 2**20, 2),
     }
