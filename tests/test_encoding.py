@@ -45,3 +45,18 @@ def test_batches_pad_to_their_longest_member(minilm_path, monkeypatch):
     assert batch["attention_mask"].sum(1).tolist() == lengths.tolist()
     left = PadCollator(encoded, tok.pad_token_id, pad_left=True)([0, 1])
     assert left["attention_mask"][:, -1].tolist() == [1, 1]
+
+
+def test_optimizer_choice():
+    """Fused AdamW by default; foreach when Lightning must clip gradients under mixed precision."""
+    import pytest
+
+    from negtrain.errors import ConfigError
+    from negtrain.models.base import optimizer_kwargs
+
+    params = [torch.zeros(3, requires_grad=True)]
+    assert optimizer_kwargs("auto", params) == {"fused": True}
+    assert optimizer_kwargs("auto", params, clip_under_amp=True) == {"foreach": True}
+    assert optimizer_kwargs("for-loop", params) == {"foreach": False}
+    with pytest.raises(ConfigError, match="cannot be combined with trainer.gradient_clip_val"):
+        optimizer_kwargs("fused", params, clip_under_amp=True)
