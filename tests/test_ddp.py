@@ -30,7 +30,6 @@ def _run(recipe: Path, out: Path, env: dict, *overrides: str) -> list[dict]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.slow
 def test_two_cpu_processes_match_one(tmp_path):
     mirror = os.environ.get("NEGTRAIN_DATA_DIR")
     if not mirror or not (Path(mirror) / "selenashe/ScoNe").is_dir():

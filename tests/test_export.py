@@ -162,7 +162,6 @@ def test_lora_export_adapter(lora_run, tmp_path):
     assert meta["library_name"] == "peft"
 
 
-@pytest.mark.slow
 def test_export_round_trip_on_a_real_run(agent_run, tmp_path):
     """from_pretrained on the export predicts exactly what the run's best checkpoint predicts."""
     run_dir, _ = agent_run

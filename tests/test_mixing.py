@@ -125,7 +125,6 @@ def test_mix_config_is_validated():
     assert validate_recipe(with_mix({"sampling": "temperature", "temperature": 2, "epoch": "largest"}), "r.yaml").data.mix.epoch == "largest"
 
 
-@pytest.mark.slow
 def test_offline_mixed_recipe_logs_realised_counts(tmp_path, monkeypatch):
     """mnli_negation_mix_minilm for a few steps: the train line logs the per-source counts."""
     from negtrain.recipes import load_recipe

@@ -63,7 +63,6 @@ def test_report_on_a_non_run(tmp_path, capsys):
     assert "not a negtrain run directory" in capsys.readouterr().err
 
 
-@pytest.mark.slow
 def test_report_on_a_real_run(wandb_run):
     assert cli.main(["report", "--run", str(wandb_run)]) == 0
     assert _png(wandb_run / "report" / "metrics.png") == ["scone/test", "monli/test"]

@@ -92,7 +92,6 @@ def agent_args(params: dict) -> list[str]:
     return create_sweep_command_args({"args": {k: {"value": v} for k, v in params.items()}})["args"]
 
 
-@pytest.mark.slow
 def test_fit_with_agent_arguments_applies_overrides(agent_run):
     run_dir, params = agent_run
     resolved = yaml.safe_load((run_dir / "recipe.yaml").read_text())

@@ -10,7 +10,7 @@ import yaml
 from conftest import SECRET_HF, SECRET_WANDB
 from wandb_files import summarize
 
-pytestmark = pytest.mark.slow
+
 
 
 def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
@@ -43,8 +43,8 @@ def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
     for record in (r for r in records if r["benchmark"] == "train"):
         rows = [h for h in history if h.get("epoch") == record["epoch"] and any(k.startswith("train/sources/") for k in h)]
         assert len(rows) == 1
-        for source, count in record["sources"].items():
-            assert rows[0][f"train/sources/{source}"] == count
+        for source, info in record["sources"].items():
+            assert rows[0][f"train/sources/{source}"] == info["examples"]
     assert any("train/loss_epoch" in h for h in history)
     # Predictions as tables, per benchmark and epoch.
     for name in ("scone/test", "monli/test"):

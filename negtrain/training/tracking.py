@@ -6,7 +6,7 @@ What a W&B run holds:
 - **metrics**: every benchmark metric as ``<benchmark>/<split>/<metric>``, logged by the module at the
   end of each evaluation, with ``epoch`` as its x-axis; the training loss (``train/loss_step``,
   ``train/loss_epoch``); and, per epoch, the training examples seen from each source
-  (``train/sources/<benchmark>/<split>``) and throughput, read from the run's ``metrics.jsonl`` line;
+  (``train/sources/<benchmark>/<split>``: examples drawn this epoch) and throughput, read from the run's ``metrics.jsonl`` line;
 - **summary**: the best value of the selection metric (``best/<monitor>``, also written under the
   metric's own name so a sweep optimises the best epoch, not the last), its epoch and checkpoint;
 - optionally (``logger.log_predictions``) every epoch's predictions as a ``wandb.Table``.
@@ -133,8 +133,9 @@ class WandbTracker(pl.Callback):
             if record.get("benchmark") != "train":
                 continue
             metrics: dict[str, Any] = {"epoch": record["epoch"]}
-            for source, count in (record.get("sources") or {}).items():
-                metrics[f"train/sources/{source}"] = count
+            for source, info in (record.get("sources") or {}).items():
+                # The realised number of examples drawn from the source this epoch.
+                metrics[f"train/sources/{source}"] = info["examples"]
             for key in ("train_examples", "train_examples_per_second"):
                 if record.get(key) is not None:
                     metrics["train/" + key[len("train_") :]] = record[key]
