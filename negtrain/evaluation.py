@@ -13,7 +13,6 @@ not_entailment), and 2-way predictions on NaN-NLI are scored on its binary view.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,15 +21,15 @@ from pathlib import Path
 import torch
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.base import Benchmark, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.errors import NegtrainError
+from negtrain.errors import DataError
 
 #: At most this many ids are named in an error message.
 SHOW = 10
 
 
-class PredictionError(NegtrainError):
+class PredictionError(DataError):
     """A predictions file is malformed or does not match the benchmark split."""
 
 
@@ -79,15 +78,8 @@ def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, 
     except UnicodeDecodeError as exc:
         raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     rows = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise PredictionError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-        if not isinstance(obj, dict):
-            raise PredictionError(f"{path}:{lineno}: expected a JSON object with 'id' and 'prediction'")
+    for row in jsonl_rows(path, text, PredictionError):
+        obj, lineno = row.fields, row.line
         for key in ("id", "prediction"):
             if key not in obj:
                 raise PredictionError(f"{path}:{lineno}: no '{key}' field")

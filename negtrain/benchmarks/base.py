@@ -203,7 +203,16 @@ def read_csv(
 
 
 def read_jsonl(path: Path) -> Iterator[Row]:
-    text = _read_text(path, ("utf-8",))
+    rows = 0
+    for row in jsonl_rows(path, _read_text(path, ("utf-8",))):
+        yield row
+        rows += 1
+    if rows == 0:
+        raise DataError(f"{path}: no data rows")
+
+
+def jsonl_rows(path: Path, text: str, error: type[DataError] = DataError) -> Iterator[Row]:
+    """One JSON object per non-blank line of ``text`` (read from ``path``), with its line number."""
     index = 0
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
@@ -211,13 +220,11 @@ def read_jsonl(path: Path) -> Iterator[Row]:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+            raise error(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
         if not isinstance(obj, dict):
-            raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            raise error(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
         yield Row(path, lineno, index, obj)
         index += 1
-    if index == 0:
-        raise DataError(f"{path}: no data rows")
 
 
 def local(file: RemoteFile | HubSplit) -> Path:
