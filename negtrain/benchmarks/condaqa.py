@@ -14,7 +14,7 @@ import numpy as np
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.data.files import RemoteFile
-from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.base import MISSING, ExampleMetric, ratio
 
 REPO = "AbhilashaRavichander/CondaQA"
 EDITS = ("original", "paraphrase", "scope", "affirmative")  # PassageEditID 0..3
@@ -60,23 +60,20 @@ class CondaqaMetric(ExampleMetric):
     def score(self, predictions: np.ndarray) -> dict[str, float]:
         seen = predictions != MISSING
         right = (predictions == 1) & seen
-        out = {"accuracy": _ratio(right.sum(), seen.sum())}
+        out = {"accuracy": ratio(right.sum(), seen.sum())}
         for e, name in enumerate(EDITS):
             member = self.edits == e
-            out[f"accuracy/{name}"] = _ratio((right & member).sum(), (seen & member).sum())
+            out[f"accuracy/{name}"] = ratio((right & member).sum(), (seen & member).sum())
         full = self.members[self.complete]
         scored = full[seen[full].all(axis=1)]
         ok = right[scored]  # (groups, 4)
-        out["consistency"] = _ratio(ok.all(axis=1).sum(), len(scored))
+        out["consistency"] = ratio(ok.all(axis=1).sum(), len(scored))
         for e, name in enumerate(EDITS[1:], start=1):
-            out[f"consistency/{name}"] = _ratio((ok[:, 0] & ok[:, e]).sum(), len(scored))
+            out[f"consistency/{name}"] = ratio((ok[:, 0] & ok[:, e]).sum(), len(scored))
         out["groups_scored"] = float(len(scored))
         out["n"] = float(seen.sum())
         return out
 
-
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else float("nan")
 
 
 class Condaqa(Benchmark):

@@ -30,7 +30,7 @@ import numpy as np
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
 from negtrain.data.files import RemoteFile
-from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.base import MISSING, ExampleMetric, ratio
 from negtrain.metrics.f1 import class_f1, weighted_f1
 
 REPO = "joey234/nan-nli"
@@ -51,9 +51,6 @@ OPERATIONS = (
 #: Table 6 reports the classes in this order.
 F1_ORDER = ("entailment", "contradiction", "neutral")
 
-
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else float("nan")
 
 
 class NanNliMetric(ExampleMetric):
@@ -111,9 +108,9 @@ class NanNliMetric(ExampleMetric):
             wrong = seen & ~correct
             for c in self.construction_order:
                 member = self.constructions == c
-                out[f"error_rate/construction/{c}"] = _ratio((wrong & member).sum(), (seen & member).sum())
+                out[f"error_rate/construction/{c}"] = ratio((wrong & member).sum(), (seen & member).sum())
             for op, member in self.has_operation.items():
-                out[f"error_rate/operation/{op}"] = _ratio((wrong & member).sum(), (seen & member).sum())
+                out[f"error_rate/operation/{op}"] = ratio((wrong & member).sum(), (seen & member).sum())
         out["n"] = float(seen.sum())
         return out
 
@@ -124,7 +121,7 @@ class NanNliMetric(ExampleMetric):
         n_seen = np.bincount(self.premises, weights=seen, minlength=n)
         n_right = np.bincount(self.premises, weights=correct, minlength=n)
         eligible = (size > 0) & (n_seen == size)
-        return {"strict": _ratio((eligible & (n_right == size)).sum(), eligible.sum()), "groups_scored": float(eligible.sum())}
+        return {"strict": ratio((eligible & (n_right == size)).sum(), eligible.sum()), "groups_scored": float(eligible.sum())}
 
 
 class NanNli(Benchmark):

@@ -34,7 +34,7 @@ import numpy as np
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.errors import DataError
-from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.base import MISSING, ExampleMetric, ratio
 
 MASK = "[MASK]"
 AFFIRMATIVE, NEGATED = "affirmative", "negated"
@@ -75,15 +75,12 @@ class ProbeMetric(ExampleMetric):
         hit = (predictions == self.gold) & seen
         neg, aff = seen & self.negated, seen & ~self.negated
         return {
-            "negated_top1_error": _ratio(hit[neg].sum(), neg.sum()),
-            "affirmative_top1_accuracy": _ratio(hit[aff].sum(), aff.sum()),
+            "negated_top1_error": ratio(hit[neg].sum(), neg.sum()),
+            "affirmative_top1_accuracy": ratio(hit[aff].sum(), aff.sum()),
             "n_negated": float(neg.sum()),
             "n_affirmative": float(aff.sum()),
         }
 
-
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else float("nan")
 
 
 def _sentences(row, name: str) -> list[str]:

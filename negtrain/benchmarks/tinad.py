@@ -16,7 +16,7 @@ import numpy as np
 from negtrain.benchmarks.base import Benchmark, Example, Row, read_jsonl
 from negtrain.data.files import RemoteFile
 from negtrain.data.hub import hub_split_file
-from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.base import MISSING, ExampleMetric, ratio
 
 DATASET = "HiTZ/This-is-not-a-dataset"
 LABELS = ("True", "False")
@@ -114,16 +114,16 @@ class TinadMetric(ExampleMetric):
         seen = predictions != MISSING
         pred_true = predictions == LABELS.index("True")
         right = seen & (pred_true == self.gold)
-        out = {"accuracy": _ratio(right.sum(), seen.sum())}
+        out = {"accuracy": ratio(right.sum(), seen.sum())}
         affirmation = (self.cells == 0) | (self.cells == 2)
-        out["accuracy/affirmation"] = _ratio((right & affirmation).sum(), (seen & affirmation).sum())
-        out["accuracy/negation"] = _ratio((right & ~affirmation).sum(), (seen & ~affirmation).sum())
+        out["accuracy/affirmation"] = ratio((right & affirmation).sum(), (seen & affirmation).sum())
+        out["accuracy/negation"] = ratio((right & ~affirmation).sum(), (seen & ~affirmation).sum())
         for c, name in enumerate(CELLS):
             member = self.cells == c
-            out[f"accuracy/{name}"] = _ratio((right & member).sum(), (seen & member).sum())
+            out[f"accuracy/{name}"] = ratio((right & member).sum(), (seen & member).sum())
         for t in self.type_names:
             member = self.type_members[t]
-            out[f"accuracy/{t}"] = _ratio((right & member).sum(), (seen & member).sum())
+            out[f"accuracy/{t}"] = ratio((right & member).sum(), (seen & member).sum())
 
         keys = ("coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation")
         coherent = dict.fromkeys(keys, 0)
@@ -149,15 +149,12 @@ class TinadMetric(ExampleMetric):
             coherent["coherence/affirmation"] += agree[0] and agree[2] and same_or_differ(a, da)
             coherent["coherence/negation"] += agree[1] and agree[3] and same_or_differ(n, dn)
         for k in keys:
-            out[k] = _ratio(coherent[k], scored)
+            out[k] = ratio(coherent[k], scored)
         out["groups_scored"] = float(scored)
         out["groups_lacking_cell"] = float(lacking)
         out["n"] = float(seen.sum())
         return out
 
-
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else float("nan")
 
 
 class Tinad(Benchmark):

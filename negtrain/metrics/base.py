@@ -19,6 +19,11 @@ from torchmetrics.utilities import dim_zero_cat
 MISSING = -1
 
 
+def ratio(num: float, den: float) -> float:
+    """num / den, or NaN when nothing was scored (an empty subset is unknown, not 0)."""
+    return float(num) / float(den) if den else float("nan")
+
+
 class ExampleMetric(Metric):
     """Scores a whole split from per-example predictions; subclasses define ``score``."""
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.base import MISSING, ExampleMetric, ratio
 
 
 def _codes(values: Sequence[str | None]) -> tuple[np.ndarray, list[str]]:
@@ -50,12 +50,12 @@ class GroupedAccuracy(ExampleMetric):
     def score(self, predictions: np.ndarray) -> dict[str, float]:
         seen = predictions != MISSING
         correct = (predictions == self.gold) & seen
-        out: dict[str, float] = {"accuracy": _ratio(correct.sum(), seen.sum())}
+        out: dict[str, float] = {"accuracy": ratio(correct.sum(), seen.sum())}
         if self.subsets is not None:
             subsets = np.array([s if s is not None else "" for s in self.subsets], dtype=object)
             for name in self.subset_names:
                 member = subsets == name
-                out[f"accuracy/{name}"] = _ratio((correct & member).sum(), (seen & member).sum())
+                out[f"accuracy/{name}"] = ratio((correct & member).sum(), (seen & member).sum())
         if self.group_codes is not None:
             out.update(self._consistency(seen, correct))
         out["n"] = float(seen.sum())
@@ -72,8 +72,4 @@ class GroupedAccuracy(ExampleMetric):
         if self.group_size is not None:
             eligible &= size == self.group_size
         all_right = eligible & (n_right == size)
-        return {"consistency": _ratio(all_right.sum(), eligible.sum()), "groups_scored": float(eligible.sum())}
-
-
-def _ratio(num: float, den: float) -> float:
-    return float(num) / float(den) if den else float("nan")
+        return {"consistency": ratio(all_right.sum(), eligible.sum()), "groups_scored": float(eligible.sum())}
