@@ -31,6 +31,26 @@ def _model_and_tokenizer():
     return AutoModelForSequenceClassification.from_pretrained(path, num_labels=2), AutoTokenizer.from_pretrained(path)
 
 
+def timed_fit(module, data, steps: int, precision: str) -> float:
+    """Seconds that Lightning's fit spends in ``steps`` optimizer steps (no evaluation, no I/O)."""
+    import lightning.pytorch as pl
+
+    class Clock(pl.Callback):
+        def on_train_start(self, *a):
+            self.start = time.perf_counter()
+
+        def on_train_end(self, *a):
+            self.seconds = time.perf_counter() - self.start
+
+    clock = Clock()
+    trainer = pl.Trainer(
+        max_steps=steps, precision=precision, logger=False, enable_checkpointing=False, enable_progress_bar=False,
+        enable_model_summary=False, callbacks=[clock], use_distributed_sampler=False, limit_val_batches=0,
+    )
+    trainer.fit(module, datamodule=data)
+    return clock.seconds
+
+
 def _report(examples: int, seconds: float) -> None:
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(json.dumps({"examples": examples, "seconds": seconds, "peak_rss_mb": round(peak, 1)}))
@@ -94,8 +114,6 @@ def hf_trainer(steps: int, batch_size: int) -> None:
 
 def negtrain_fit(steps: int, batch_size: int) -> None:
     """negtrain's fit with the scone_minilm recipe's speed settings, training only."""
-    import lightning.pytorch as pl
-
     from negtrain.recipes import load_recipe
     from negtrain.training.build import build
     from negtrain.training.run import quiet_third_party_logs
@@ -110,21 +128,7 @@ def negtrain_fit(steps: int, batch_size: int) -> None:
     ).recipe
     built = build(recipe)
 
-    class Clock(pl.Callback):
-        def on_train_start(self, *a):
-            self.start = time.perf_counter()
-
-        def on_train_end(self, *a):
-            self.seconds = time.perf_counter() - self.start
-
-    clock = Clock()
-    t = recipe.trainer
-    trainer = pl.Trainer(
-        max_steps=steps, precision=t.precision, logger=False, enable_checkpointing=False, enable_progress_bar=False,
-        enable_model_summary=False, callbacks=[clock], use_distributed_sampler=False, limit_val_batches=0,
-    )
-    trainer.fit(built.module, datamodule=built.data)
-    _report(steps * batch_size, clock.seconds)
+    _report(steps * batch_size, timed_fit(built.module, built.data, steps, recipe.trainer.precision))
 
 
 if __name__ == "__main__":

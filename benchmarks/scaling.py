@@ -27,7 +27,7 @@ HERE = Path(__file__).resolve().parent
 
 
 def measure(n: int, steps: int) -> dict:
-    import lightning.pytorch as pl
+    from _contenders import timed_fit
 
     from negtrain.benchmarks.registry import get_benchmark
     from negtrain.data.encoded import EncodedSplit
@@ -61,24 +61,13 @@ def measure(n: int, steps: int) -> dict:
     train = TrainSet(encoded=encoded, extras={"targets": targets}, sources=["scaled/train"], source_sizes=[n])
     data = NegtrainData(recipe.data, recipe.seed, built.tokenizer.pad_token_id or 0, train, [])
 
-    class Clock(pl.Callback):
-        def on_train_start(self, *a):
-            self.start = time.perf_counter()
-
-        def on_train_end(self, *a):
-            self.seconds = time.perf_counter() - self.start
-
-    clock = Clock()
-    trainer = pl.Trainer(max_steps=steps, precision=recipe.trainer.precision, logger=False, enable_checkpointing=False,
-                         enable_progress_bar=False, enable_model_summary=False, callbacks=[clock],
-                         use_distributed_sampler=False, limit_val_batches=0)
-    trainer.fit(built.module, datamodule=data)
+    seconds = timed_fit(built.module, data, steps, recipe.trainer.precision)
     return {
         "examples": n,
         "batches_per_epoch": n_batches,
         "prep_seconds_per_1k": prep / n * 1000,
         "batch_size": recipe.data.batch_size,
-        "train_examples_per_second": steps * recipe.data.batch_size / clock.seconds,
+        "train_examples_per_second": steps * recipe.data.batch_size / seconds,
         "rss_growth_mb": round(rss_after - rss_before, 1),
         "token_storage_mb": round((encoded.input_ids.numel() * 4 + encoded.offsets.numel() * 8 + (encoded.token_type_ids.numel() if encoded.token_type_ids is not None else 0)) / 2**20, 2),
     }
