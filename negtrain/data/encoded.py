@@ -13,7 +13,6 @@ import os
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, fields
-from pathlib import Path
 
 import torch
 
@@ -95,7 +94,3 @@ def cached(key: str, build: Callable[[], EncodedSplit]) -> EncodedSplit:
     except OSError:
         pass  # a read-only cache only costs speed
     return split
-
-
-def encode_cache_path() -> Path:
-    return cache_dir() / "tokenized"

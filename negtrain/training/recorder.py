@@ -87,7 +87,8 @@ class RunRecorder(pl.Callback):
             self._source_counts += np.bincount(source, minlength=len(self._source_counts))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if self._train_seconds is None and trainer.training is False and self._train_examples:
+        # The first evaluation of a training epoch ends its training time.
+        if self._train_seconds is None and self._train_examples:
             self._train_seconds = time.perf_counter() - self._train_start
         self._eval_start = time.perf_counter()
         self._eval_spans = {}
