@@ -124,7 +124,7 @@ def negtrain_fit(steps: int, batch_size: int) -> None:
         {"data.train": [{"benchmark": "scone", "split": "train"}], "data.eval": [], "data.batch_size": batch_size,
          # The same trainable parameters as the other contenders: the recipe's frozen embeddings
          # are a modelling choice, not a speed lever.
-         "model.freeze_embeddings": False, "logger": "none"},
+         "model.freeze_embeddings": False, "logger": "none", **json.loads(os.environ.get("NEGTRAIN_BENCH_OVERRIDES", "{}"))},
     ).recipe
     built = build(recipe)
 

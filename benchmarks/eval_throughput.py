@@ -22,7 +22,7 @@ import torch
 HERE = Path(__file__).resolve().parent
 
 
-def build_scone_eval(batch_size: int):
+def build_scone_eval(batch_size: int | None):
     from negtrain.recipes import load_recipe
     from negtrain.training.build import build
     from negtrain.training.run import quiet_third_party_logs
@@ -30,7 +30,8 @@ def build_scone_eval(batch_size: int):
     quiet_third_party_logs()
     recipe = load_recipe(
         "scone_minilm",
-        {"data.eval": [{"benchmark": "scone", "split": "test"}], "data.eval_batch_size": batch_size, "selection.metric": None},
+        {"data.eval": [{"benchmark": "scone", "split": "test"}], "selection.metric": None}
+        | ({"data.eval_batch_size": batch_size} if batch_size else {}),
     ).recipe
     return build(recipe, stage="validate")
 
@@ -61,13 +62,14 @@ def plain_predict(built, batch_size: int) -> float:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--batch-size", type=int, default=256)
+    p.add_argument("--batch-size", type=int, default=None, help="default: the recipe's data.eval_batch_size")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--checkpoint", type=Path, default=None, help="a scone_minilm run's checkpoint, so agreement is measured on a trained model")
     p.add_argument("--out", type=Path, default=HERE / "results")
     args = p.parse_args()
 
     built = build_scone_eval(args.batch_size)
+    args.batch_size = built.data.config.eval_batch_size
     if args.checkpoint is not None:
         from negtrain.training.build import reload_weights
 

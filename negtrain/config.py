@@ -84,6 +84,12 @@ class ModelConfig(_Section):
         "in training; fine-tuning moves the embeddings of the training words only, which drags them "
         "away from the untouched test words.",
     )
+    attn_implementation: Literal["eager", "sdpa", "flash_attention_2", "flex_attention"] | None = Field(
+        None,
+        description="transformers' attention kernel (from_pretrained's attn_implementation); unset: "
+        "transformers' default (sdpa where the model supports it). On a CPU with short inputs, "
+        "'eager' measured faster under bf16 (MiniLM on ScoNe test: 816 vs 765 examples/s).",
+    )
     optimizer_impl: Literal["auto", "foreach", "fused", "for-loop"] = Field(
         "auto", description="AdamW implementation; 'auto' = 'fused' (by far the fastest on CPU) where torch supports it, else 'foreach'."
     )
@@ -186,12 +192,17 @@ class DataConfig(_Section):
     )
     test: list[EvalConfig] | None = Field(None, description="Benchmarks for `negtrain test`; defaults to `eval`.")
     batch_size: int = Field(32, gt=0, description="Training examples per device per step.")
-    eval_batch_size: int = Field(128, gt=0)
+    eval_batch_size: int = Field(
+        128,
+        gt=0,
+        description="Evaluation examples per device per batch. Evaluation batches are always sorted by "
+        "length; on a CPU, 64 was faster than 256 for MiniLM on ScoNe (757 vs 603 examples/s).",
+    )
     bucket_by_length: bool = Field(
         True,
         description="Group examples of similar length into batches so padding is small (1.3x faster "
         "on ScoNe). Batches are still shuffled; examples within a pool of 50 batches are sorted by "
-        "length. Caveat: where length correlates with a subset (ScoNe's conditions), batches become "
+        "length. (Evaluation is always length-sorted.) Caveat: where length correlates with a subset (ScoNe's conditions), batches become "
         "nearly single-subset, which changes the training trajectory; turn it off to compare.",
     )
     num_workers: int = Field(0, ge=0, description="DataLoader workers; batches are cheap to build, so 0 is usually best.")

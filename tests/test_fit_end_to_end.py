@@ -51,7 +51,7 @@ def test_recipe_yaml_is_the_resolved_recipe(run_dir):
     assert saved["trainer"]["max_epochs"] == 2 and saved["trainer"]["limit_train_batches"] == 3
     assert saved["data"]["batch_size"] == 8
     assert saved["model"]["warmup_ratio"] == 0.06  # defaults and recipe values alike are spelled out
-    assert saved["data"]["eval_batch_size"] == 256
+    assert saved["data"]["eval_batch_size"] == 64
 
 
 def test_metrics_lines(run_dir):

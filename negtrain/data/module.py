@@ -80,7 +80,11 @@ class NegtrainData(pl.LightningDataModule):
 
     def _loader(self, encoded: EncodedSplit, extras, batch_size: int, shuffle: bool, mixed: bool = False) -> DataLoader:
         world, rank = self._world()
-        common = dict(shuffle=shuffle, bucket=self.config.bucket_by_length, seed=self.seed, num_replicas=world, rank=rank)
+        # Evaluation always sorts by length: its order cannot change a metric (predictions are
+        # scored by example index), and batches of equal-length inputs carry almost no padding.
+        # For training, bucketing changes the trajectory, so there it is the recipe's choice.
+        bucket = self.config.bucket_by_length if shuffle else True
+        common = dict(shuffle=shuffle, bucket=bucket, seed=self.seed, num_replicas=world, rank=rank)
         if mixed and not is_plain(self.train.source_sizes, self.train_counts):
             sampler = MixingBatchSampler(
                 encoded.lengths, batch_size, source_sizes=self.train.source_sizes, counts=self.train_counts, **common

@@ -375,18 +375,19 @@ def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
     """(tokenizer, model, init report) for the recipe's model or ``model.init_from`` run."""
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
+    from negtrain.models.adapters import attention_kwargs
     from negtrain.models.init_from import load_into, resolve_init
     from negtrain.models.sources import resolve_model_name
 
     if cfg.init_from:
         source = resolve_init(cfg.init_from)
         tokenizer = AutoTokenizer.from_pretrained(source.model_dir)
-        model = AutoModelForMaskedLM.from_config(AutoConfig.from_pretrained(source.model_dir))
+        model = AutoModelForMaskedLM.from_config(AutoConfig.from_pretrained(source.model_dir), **attention_kwargs(cfg))
         print(load_into(model, source).summary(source), flush=True)
     else:
         path = resolve_model_name(cfg.name)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForMaskedLM.from_pretrained(path)
+        model = AutoModelForMaskedLM.from_pretrained(path, **attention_kwargs(cfg))
     return tokenizer, model
 
 

@@ -130,11 +130,13 @@ def build_nli(recipe, loaded):
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
 
-    from negtrain.models.adapters import add_adapter, load_base
+    from negtrain.models.adapters import add_adapter, attention_kwargs, load_base
 
     head_args = dict(num_labels=len(head), id2label=dict(enumerate(head)), label2id={label: i for i, label in enumerate(head)})
     if init is not None:
-        model = AutoModelForSequenceClassification.from_config(AutoConfig.from_pretrained(path, **head_args))
+        model = AutoModelForSequenceClassification.from_config(
+            AutoConfig.from_pretrained(path, **head_args), **attention_kwargs(cfg)
+        )
         print(load_into(model, init).summary(init), flush=True)
     else:
         model = load_base(
@@ -142,6 +144,7 @@ def build_nli(recipe, loaded):
             path,
             recipe.adapter,
             keep_full=["classifier", "score"],  # the head is never quantized (BERT/DeBERTa/RoBERTa: classifier)
+            **attention_kwargs(cfg),
             **head_args,
             ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
         )
