@@ -84,6 +84,12 @@ class ModelConfig(_Section):
         "in training; fine-tuning moves the embeddings of the training words only, which drags them "
         "away from the untouched test words.",
     )
+    freeze: list[str] = Field(
+        default_factory=list,
+        description="Parameters kept fixed, as fnmatch globs over the model's parameter names, e.g. "
+        "['*.encoder.layer.0.*', '*.encoder.layer.1.*'] for an encoder's bottom two layers. Frozen "
+        "bottom layers also skip their backward pass. A pattern that matches nothing is an error.",
+    )
     attn_implementation: Literal["eager", "sdpa", "flash_attention_2", "flex_attention"] | None = Field(
         None,
         description="transformers' attention kernel (from_pretrained's attn_implementation); unset: "

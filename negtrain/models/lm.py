@@ -302,6 +302,7 @@ def _build_lm(recipe, loaded, family: str):
     from negtrain.config import to_dict
     from negtrain.data.module import EvalSet, NegtrainData, TrainSet
     from negtrain.models.adapters import add_adapter, attention_kwargs, load_base
+    from negtrain.models.freezing import freeze
     from negtrain.models.sources import resolve_model_name
     from negtrain.training.build import Built
 
@@ -341,6 +342,7 @@ def _build_lm(recipe, loaded, family: str):
     auto = AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM
     model = load_base(auto, path, recipe.adapter, **attention_kwargs(cfg))
     model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
+    freeze(model, cfg)
     if causal:
         module = CausalLMModule(model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe))
     else:

@@ -394,6 +394,7 @@ def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
 def build_mlm(recipe, loaded):
     """The MLM family's builder (see :mod:`negtrain.models.families`)."""
     from negtrain.config import to_dict
+    from negtrain.models.freezing import freeze
     from negtrain.negation.cues import CueDetector
     from negtrain.training.build import Built
 
@@ -414,6 +415,7 @@ def build_mlm(recipe, loaded):
         tokenizer.add_special_tokens({"additional_special_tokens": [CUE_TOKEN]})
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         model.resize_token_embeddings(len(tokenizer))
+    freeze(model, cfg)  # after the resize, which replaces the embedding parameters
     pad_id = tokenizer.pad_token_id or 0
     policy = ul_cfg.multi_token_objects if ul_cfg is not None else "reject"
 

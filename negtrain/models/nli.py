@@ -131,6 +131,7 @@ def build_nli(recipe, loaded):
         )
 
     from negtrain.models.adapters import add_adapter, attention_kwargs, load_base
+    from negtrain.models.freezing import freeze
 
     head_args = dict(num_labels=len(head), id2label=dict(enumerate(head)), label2id={label: i for i, label in enumerate(head)})
     if init is not None:
@@ -149,8 +150,7 @@ def build_nli(recipe, loaded):
             ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
         )
     model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
-    if cfg.freeze_embeddings:
-        model.get_input_embeddings().weight.requires_grad_(False)
+    freeze(model, cfg)
     module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
     return Built(module, data, tokenizer)

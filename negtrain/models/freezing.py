@@ -1,0 +1,40 @@
+"""Keeping parameters fixed during training: ``model.freeze_embeddings`` and ``model.freeze``.
+
+Frozen parameters are left out of the optimizer, and autograd stops at them: freezing the bottom
+layers of an encoder also skips their backward pass, so it is a speed lever as well as a
+regulariser.
+"""
+
+from __future__ import annotations
+
+from fnmatch import fnmatchcase
+
+import torch
+
+from negtrain.config import ModelConfig
+from negtrain.errors import ConfigError
+
+
+def freeze(model: torch.nn.Module, cfg: ModelConfig) -> list[str]:
+    """Apply the recipe's freezing to ``model``; return the names of the parameters it froze."""
+    frozen: list[str] = []
+    if cfg.freeze_embeddings:
+        weight = model.get_input_embeddings().weight
+        weight.requires_grad_(False)
+        frozen += [n for n, p in model.named_parameters() if p is weight]
+    if cfg.freeze:
+        named = dict(model.named_parameters())
+        for pattern in cfg.freeze:
+            if not any(fnmatchcase(name, pattern) for name in named):
+                sample = ", ".join(list(named)[:3])
+                raise ConfigError(
+                    f"model.freeze: '{pattern}' matches no parameter of {type(model).__name__} "
+                    f"(names look like: {sample}; patterns are fnmatch globs such as '*.encoder.layer.0.*')"
+                )
+        for name, param in named.items():
+            if any(fnmatchcase(name, pattern) for pattern in cfg.freeze):
+                param.requires_grad_(False)
+                frozen.append(name)
+    if frozen and not any(p.requires_grad for p in model.parameters()):
+        raise ConfigError("model.freeze / model.freeze_embeddings leave no parameter to train")
+    return sorted(set(frozen))
