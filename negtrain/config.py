@@ -503,6 +503,22 @@ def validate_recipe(raw: Any, where: str) -> Recipe:
         raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from None
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses duplicate mapping keys: plain YAML keeps the last one silently, so a
+    recipe with ``learning_rate`` twice would train with whichever came second."""
+
+    def construct_mapping(self, node, deep=False):
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=True)
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key '{key}' (first at line {seen[key] + 1})", key_node.start_mark
+                )
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
@@ -513,7 +529,7 @@ def load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the recipe ({exc.strerror or exc})") from None
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""

@@ -76,6 +76,22 @@ def test_yaml_syntax_error_names_line(tmp_path):
         load_recipe(str(path))
 
 
+@pytest.mark.parametrize(
+    "text, line, first",
+    [
+        ("description: x\nmodel:\n  name: m\n  learning_rate: 1e-5\n  learning_rate: 2e-5\n", 5, 4),
+        ("description: x\nmodel: {name: m}\ndescription: y\n", 3, 1),
+        ("description: x\nmodel: {name: m}\ndata:\n  train:\n    - {benchmark: scone, split: train, split: test}\n", 5, 5),
+    ],
+)
+def test_duplicate_keys_are_refused_with_both_lines(tmp_path, text, line, first):
+    # Plain YAML keeps the last value silently; a recipe must not train on whichever came second.
+    path = tmp_path / "r.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=rf"r.yaml: line {line}: invalid YAML: duplicate key '\w+' \(first at line {first}\)"):
+        load_recipe(str(path))
+
+
 def test_unknown_recipe_suggests():
     with pytest.raises(ConfigError, match="did you mean 'scone_minilm'"):
         load_recipe("scone_minlm")
