@@ -72,3 +72,35 @@ def test_logger_none_writes_no_wandb_files(agent_run):
     assert not (run_dir / "wandb").exists()
     assert not list(run_dir.rglob("*.wandb"))
     assert (run_dir / "metrics.jsonl").is_file() and list((run_dir / "predictions").glob("*.jsonl"))
+
+
+def test_run_id_is_recorded_and_is_the_offline_runs(wandb_run):
+    run_id = (wandb_run / "wandb" / "run_id").read_text().strip()
+    runs = list((wandb_run / "wandb").glob("offline-run-*"))
+    assert [p.name.rsplit("-", 1)[1] for p in runs] == [run_id]
+
+
+def test_a_resumed_fit_continues_the_same_run_and_skips_sent_epochs(tmp_path, monkeypatch, capsys):
+    from negtrain.recipes import load_recipe
+    from negtrain.training.tracking import WandbTracker, make_logger
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    recipe = load_recipe("scone_minilm", {"logger": "wandb"}).recipe
+    # A fresh fit gets a new id each time, even in the same directory.
+    assert make_logger(recipe, tmp_path)._wandb_init["id"] != make_logger(recipe, tmp_path)._wandb_init["id"]
+
+    (tmp_path / "wandb").mkdir()
+    (tmp_path / "wandb" / "run_id").write_text("negtrain0001\n")
+    sent = '{"epoch": 0, "benchmark": "scone", "split": "test", "metrics": {"accuracy": 0.5}}\n'
+    (tmp_path / "metrics.jsonl").write_text(sent)
+    logger = make_logger(recipe, tmp_path, resuming=True)
+    assert logger._wandb_init["id"] == "negtrain0001" and logger._wandb_init["resume"] == "allow"
+    assert "W&B: continuing run negtrain0001" in capsys.readouterr().out
+
+    tracker = WandbTracker(logger, tmp_path, ["scone/test"])
+    tracker.on_fit_start(None, None)  # opens the (offline) run for real
+    with (tmp_path / "metrics.jsonl").open("a") as f:
+        f.write(sent.replace('"epoch": 0', '"epoch": 1'))
+    assert [r["epoch"] for r in tracker._new_records()] == [1]  # epoch 0 went out before the kill
+    logger.experiment.finish()
+    assert [p.name.rsplit("-", 1)[1] for p in (tmp_path / "wandb").glob("offline-run-*")] == ["negtrain0001"]

@@ -138,7 +138,7 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
     if not resuming:
         output_dir = output_dir or default_run_dir(loaded.name)
         _check_new_run_dir(output_dir)
-    logger = tracking.make_logger(loaded.recipe, output_dir)
+    logger = tracking.make_logger(loaded.recipe, output_dir, resuming=resuming)
     # The Trainer first: a setting Lightning rejects must not leave a run directory behind.
     trainer = _trainer(loaded, built, output_dir, "fit", logger=logger)
     run_dir = output_dir if resuming else _prepare_run_dir(loaded, output_dir)

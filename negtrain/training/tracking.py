@@ -14,6 +14,10 @@ What a W&B run holds:
 Without an API key, or with ``WANDB_MODE=offline``, the run is written offline under
 ``<run dir>/wandb/`` and the ``wandb sync`` command is printed; nothing waits for a login prompt.
 ``WANDB_MODE=disabled`` (or ``logger: none``) writes no W&B files at all.
+
+``fit --resume`` continues the same W&B run: the run id is kept in ``<run dir>/wandb/run_id``
+(W&B resumes it with ``resume="allow"``), and epochs the killed process already sent are not sent
+again.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import json
 import os
 import re
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +35,10 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import Recipe, to_dict
 from negtrain.secrets import redact_text
+from negtrain.training.atomic import write_text
 
 DEFAULT_BASE_URL = "https://api.wandb.ai"
+RUN_ID_FILE = Path("wandb") / "run_id"
 
 
 def has_wandb_key() -> bool:
@@ -56,8 +63,11 @@ def wandb_mode() -> str:
     return "online" if has_wandb_key() else "offline"
 
 
-def make_logger(recipe: Recipe, run_dir: Path):
-    """A ``WandbLogger`` for the recipe's ``logger`` section, or None when tracking is off."""
+def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False):
+    """A ``WandbLogger`` for the recipe's ``logger`` section, or None when tracking is off.
+
+    ``resuming``: continue the W&B run recorded in the run directory, if there is one.
+    """
     cfg = recipe.logger
     if cfg.backend == "none":
         return None
@@ -77,7 +87,13 @@ def make_logger(recipe: Recipe, run_dir: Path):
     argv_has_secret = any(redact_text(a) != a for a in sys.argv)
     if argv_has_secret:
         print("W&B: the command line contains a secret; run metadata (arguments, host) is not recorded", flush=True)
+    id_file = run_dir / RUN_ID_FILE
+    run_id = id_file.read_text(encoding="utf-8").strip() if resuming and id_file.is_file() else None
+    if run_id:
+        print(f"W&B: continuing run {run_id}", flush=True)
     logger = WandbLogger(
+        # Our own id, so a resumed fit can name the run it continues (WandbLogger resumes "allow").
+        id=run_id or uuid.uuid4().hex[:8],
         project=masked["project"],
         entity=masked["entity"],
         name=masked["name"] or run_dir.name,
@@ -106,6 +122,7 @@ class WandbTracker(pl.Callback):
 
     def __init__(self, logger, run_dir: Path, eval_names: list[str], log_predictions: bool = False) -> None:
         self.logger = logger
+        self.run_dir = run_dir
         self.metrics_path = run_dir / "metrics.jsonl"
         self.eval_names = eval_names
         self.log_predictions = log_predictions
@@ -114,6 +131,9 @@ class WandbTracker(pl.Callback):
     @rank_zero_only
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         run = self.logger.experiment
+        write_text(self.run_dir / RUN_ID_FILE, run.id + "\n")
+        # A resumed fit finds the epochs its killed predecessor already sent: skip them.
+        self._read_upto = len(self.metrics_path.read_text(encoding="utf-8")) if self.metrics_path.exists() else 0
         run.define_metric("epoch")
         for name in self.eval_names:
             run.define_metric(f"{name}/*", step_metric="epoch")
