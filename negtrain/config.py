@@ -208,8 +208,9 @@ class DataConfig(_Section):
         True,
         description="Group examples of similar length into batches so padding is small (1.3x faster "
         "on ScoNe). Batches are still shuffled; examples within a pool of 50 batches are sorted by "
-        "length. (Evaluation is always length-sorted.) Caveat: where length correlates with a subset (ScoNe's conditions), batches become "
-        "nearly single-subset, which changes the training trajectory; turn it off to compare.",
+        "length. (Evaluation is always length-sorted.) Caveat: where length correlates with a subset "
+        "(ScoNe's conditions), batches become nearly single-subset, which changes the training "
+        "trajectory; turn it off to compare.",
     )
     num_workers: int = Field(0, ge=0, description="DataLoader workers; batches are cheap to build, so 0 is usually best.")
 
@@ -239,6 +240,14 @@ class TrainerConfig(_Section):
     deterministic: bool | Literal["warn"] = False
     torch_threads: int | None = Field(None, gt=0, description="torch.set_num_threads; unset leaves torch's default.")
     enable_progress_bar: bool = True
+    ema_decay: float | None = Field(
+        None,
+        gt=0,
+        lt=1,
+        description="Keep an exponential moving average of the weights (Lightning's EMAWeightAveraging, "
+        "updated every optimizer step): evaluation, checkpoints and the final model use the average, "
+        "and resume restores both. About 1/(1-decay) steps are averaged. Unset: no averaging.",
+    )
 
     @field_validator("limit_train_batches", "limit_val_batches")
     @classmethod

@@ -58,6 +58,12 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     if t.torch_threads:
         torch.set_num_threads(t.torch_threads)
     callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage)]
+    if stage == "fit" and t.ema_decay is not None:
+        from lightning.pytorch.callbacks import EMAWeightAveraging
+
+        # First, so every other callback's evaluation hooks see the averaged weights. Buffers are
+        # not averaged: a transformer's are integer tables (position ids, our head maps).
+        callbacks.insert(0, EMAWeightAveraging(decay=t.ema_decay, use_buffers=False))
     if stage == "fit":
         from negtrain.training.resume import ResumeState
 
