@@ -13,6 +13,10 @@ It is looked up, in order:
 2. the cache ``$NEGTRAIN_CACHE_DIR``, default ``~/.cache/negtrain``, with the same layout;
 3. a download into that cache (skipped when ``NEGTRAIN_OFFLINE=1``): from the authors' repository,
    or, for a Hub dataset, with the ``datasets`` library, saved as JSONL.
+
+Repository files are fetched from ``$NEGTRAIN_DOWNLOAD_URL/<owner>/<repo>/<revision>/<path>``, by
+default ``https://raw.githubusercontent.com``; point it at a proxy or an internal mirror that keeps
+that layout.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from negtrain.errors import DataError
+
+DEFAULT_DOWNLOAD_URL = "https://raw.githubusercontent.com"
 
 
 @dataclass(frozen=True)
@@ -42,7 +48,8 @@ class RemoteFile:
 
     @property
     def url(self) -> str:
-        return f"https://raw.githubusercontent.com/{self.repo}/{self.revision}/{self.path}"
+        base = os.environ.get("NEGTRAIN_DOWNLOAD_URL", DEFAULT_DOWNLOAD_URL).rstrip("/")
+        return f"{base}/{self.repo}/{self.revision}/{self.path}"
 
     @property
     def origin(self) -> str:
