@@ -206,3 +206,10 @@ def quiet_third_party_logs() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    # Lightning's advertising and restatements of our own settings, on every run.
+    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_drop_lightning_chatter)
+
+
+def _drop_lightning_chatter(record) -> bool:
+    message = record.getMessage()
+    return not (message.startswith("💡 Tip") or "was configured so 100% of the batches" in message)
