@@ -244,8 +244,8 @@ class TrainerConfig(_Section):
         None,
         gt=0,
         lt=1,
-        description="Keep an exponential moving average of the weights (Lightning's EMAWeightAveraging, "
-        "updated every optimizer step): evaluation, checkpoints and the final model use the average, "
+        description="Keep an exponential moving average of the weights (Lightning's WeightAveraging with "
+        "torch's multi-tensor EMA, updated every optimizer step): evaluation, checkpoints and the final model use the average, "
         "and resume restores both. About 1/(1-decay) steps are averaged. Unset: no averaging.",
     )
 

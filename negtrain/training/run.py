@@ -59,11 +59,14 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         torch.set_num_threads(t.torch_threads)
     callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage)]
     if stage == "fit" and t.ema_decay is not None:
-        from lightning.pytorch.callbacks import EMAWeightAveraging
+        from lightning.pytorch.callbacks import WeightAveraging
+        from torch.optim.swa_utils import get_ema_multi_avg_fn
 
         # First, so every other callback's evaluation hooks see the averaged weights. Buffers are
-        # not averaged: a transformer's are integer tables (position ids, our head maps).
-        callbacks.insert(0, EMAWeightAveraging(decay=t.ema_decay, use_buffers=False))
+        # not averaged: a transformer's are integer tables (position ids, our head maps). The
+        # multi-tensor update (foreach lerp) is what EMAWeightAveraging's per-tensor one costs a
+        # tenth of: 19 vs 207 ms a step for MiniLM, which had made a 4-minute run 6.
+        callbacks.insert(0, WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(t.ema_decay), use_buffers=False))
     if stage == "fit":
         from negtrain.training.resume import ResumeState
 
