@@ -47,3 +47,31 @@ def test_attention_kernels_agree(data_dir):
     # The head is new (random), so give both the same one before comparing.
     sdpa.module.model.load_state_dict(eager.module.model.state_dict())
     assert torch.equal(_predictions(eager), _predictions(sdpa))
+
+
+def test_close_calls_are_the_rows_within_the_margin_under_autocast_only():
+    from negtrain.models.nli import close_calls
+
+    logits = torch.tensor([[1.0, 0.5], [3.0, 0.0], [0.2, 0.1], [-1.0, 2.5]])
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        assert close_calls(logits, 1.0).tolist() == [0, 2]
+        assert close_calls(logits, None) is None
+        assert close_calls(logits, 0.05) is None
+    assert close_calls(logits, 1.0) is None  # fp32 already: nothing to recheck
+
+
+@torch.inference_mode()
+def _bf16_predictions(built) -> torch.Tensor:
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        return _predictions(built)
+
+
+def test_bf16_evaluation_reports_fp32_predictions(data_dir):
+    built = _built()  # a fresh two-way head: its logits are near ties, where bf16 flips most
+    module = built.module
+    module.config = module.config.model_copy(update={"fp32_recheck_margin": None})
+    fp32 = _predictions(built)
+    raw = _bf16_predictions(built)
+    assert (raw != fp32).sum() > 0  # without the recheck bf16 does disagree here
+    module.config = module.config.model_copy(update={"fp32_recheck_margin": 1.0})
+    assert torch.equal(_bf16_predictions(built), fp32)

@@ -77,7 +77,24 @@ class NLIModule(NegtrainModule):
         return set_loss(self._logits(batch), batch["targets"])
 
     def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
-        return getattr(self, f"head_map_{eval_index}")[self._logits(batch).argmax(-1)]
+        logits = self._logits(batch).float()
+        close = close_calls(logits, self.config.fp32_recheck_margin)
+        if close is not None:
+            # Under bf16 autocast a near-tie can come out the other way than in fp32; score those
+            # rows again in fp32, so bf16 evaluation reports fp32's predictions.
+            with torch.autocast(device_type=logits.device.type, enabled=False):
+                logits[close] = self._logits({k: v[close] for k, v in batch.items() if torch.is_tensor(v)}).float()
+        return getattr(self, f"head_map_{eval_index}")[logits.argmax(-1)]
+
+
+def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | None:
+    """Indices of rows whose top two logits are within ``margin``, when autocast to a lower
+    precision is on (else None: nothing to recheck)."""
+    if margin is None or logits.shape[-1] < 2 or not torch.is_autocast_enabled(logits.device.type):
+        return None
+    top2 = logits.topk(2, dim=-1).values
+    close = ((top2[:, 0] - top2[:, 1]) < margin).nonzero().squeeze(-1)
+    return close if close.numel() else None
 
 
 def build_nli(recipe, loaded):
