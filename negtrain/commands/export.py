@@ -12,6 +12,7 @@ def _common(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", type=Path, required=True, help="a run directory written by `negtrain fit`")
     p.add_argument("--checkpoint", choices=("best", "last"), default="best", help="which checkpoint (default: best)")
     p.add_argument("--merge-adapter", action="store_true", help="LoRA runs: merge the adapter into the base weights instead of exporting the adapter alone")
+    p.add_argument("--license", default=None, help="the model card's license (a Hub license id such as apache-2.0); default: the base model's, else 'other'")
 
 
 def add_export_arguments(p: argparse.ArgumentParser) -> None:
@@ -39,7 +40,7 @@ def run_export(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.export import export
 
     _no_extra(extra)
-    done = export(args.run, args.out, checkpoint=args.checkpoint, merge_adapter=args.merge_adapter, overwrite=args.overwrite)
+    done = export(args.run, args.out, checkpoint=args.checkpoint, merge_adapter=args.merge_adapter, overwrite=args.overwrite, license=args.license)
     kind = "adapter" if done.adapter else "merged model" if done.merged else "model"
     print(f"exported {kind} from {done.checkpoint.name} (epoch {done.epoch}) to {done.path}")
     return 0
@@ -50,6 +51,6 @@ def run_push(args: argparse.Namespace, extra: list[str]) -> int:
 
     _no_extra(extra)
     url = push(args.run, args.repo_id, private=args.private, revision=args.revision,
-               checkpoint=args.checkpoint, merge_adapter=args.merge_adapter)
+               checkpoint=args.checkpoint, merge_adapter=args.merge_adapter, license=args.license)
     print(f"pushed to {url}")
     return 0
