@@ -118,8 +118,3 @@ def export_merged(loaded, checkpoint: str | Path, out_dir: str | Path) -> Path:
     built.module.model.save_pretrained(out)
     built.tokenizer.save_pretrained(out)
     return out
-
-
-def attention_kwargs(cfg) -> dict[str, str]:
-    """``from_config``/``from_pretrained`` keyword for ``model.attn_implementation`` (none when unset)."""
-    return {} if cfg.attn_implementation is None else {"attn_implementation": cfg.attn_implementation}

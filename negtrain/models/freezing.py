@@ -15,13 +15,10 @@ from negtrain.config import ModelConfig
 from negtrain.errors import ConfigError
 
 
-def freeze(model: torch.nn.Module, cfg: ModelConfig) -> list[str]:
-    """Apply the recipe's freezing to ``model``; return the names of the parameters it froze."""
-    frozen: list[str] = []
+def freeze(model: torch.nn.Module, cfg: ModelConfig) -> None:
+    """Apply the recipe's freezing to ``model``."""
     if cfg.freeze_embeddings:
-        weight = model.get_input_embeddings().weight
-        weight.requires_grad_(False)
-        frozen += [n for n, p in model.named_parameters() if p is weight]
+        model.get_input_embeddings().weight.requires_grad_(False)
     if cfg.freeze:
         named = dict(model.named_parameters())
         for pattern in cfg.freeze:
@@ -34,7 +31,5 @@ def freeze(model: torch.nn.Module, cfg: ModelConfig) -> list[str]:
         for name, param in named.items():
             if any(fnmatchcase(name, pattern) for pattern in cfg.freeze):
                 param.requires_grad_(False)
-                frozen.append(name)
-    if frozen and not any(p.requires_grad for p in model.parameters()):
+    if (cfg.freeze_embeddings or cfg.freeze) and not any(p.requires_grad for p in model.parameters()):
         raise ConfigError("model.freeze / model.freeze_embeddings leave no parameter to train")
-    return sorted(set(frozen))

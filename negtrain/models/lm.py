@@ -301,9 +301,9 @@ def _build_lm(recipe, loaded, family: str):
 
     from negtrain.config import to_dict
     from negtrain.data.module import EvalSet, NegtrainData, TrainSet
-    from negtrain.models.adapters import add_adapter, attention_kwargs, load_base
+    from negtrain.models.adapters import add_adapter, load_base
     from negtrain.models.freezing import freeze
-    from negtrain.models.sources import resolve_model_name
+    from negtrain.models.sources import attention_kwargs, resolve_model_name
     from negtrain.training.build import Built
 
     cfg = recipe.model

@@ -375,9 +375,8 @@ def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
     """(tokenizer, model, init report) for the recipe's model or ``model.init_from`` run."""
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
-    from negtrain.models.adapters import attention_kwargs
     from negtrain.models.init_from import load_into, resolve_init
-    from negtrain.models.sources import resolve_model_name
+    from negtrain.models.sources import attention_kwargs, resolve_model_name
 
     if cfg.init_from:
         source = resolve_init(cfg.init_from)

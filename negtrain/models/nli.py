@@ -106,7 +106,7 @@ def build_nli(recipe, loaded):
     from negtrain.data.module import EvalSet, NegtrainData, TrainSet
     from negtrain.errors import ConfigError
     from negtrain.models.heads import checkpoint_labels, choose_head_labels, head_to_benchmark, prediction_space, target_mask
-    from negtrain.models.sources import resolve_model_name
+    from negtrain.models.sources import attention_kwargs, resolve_model_name
     from negtrain.training.build import Built
 
     from negtrain.models.init_from import load_into, resolve_init
@@ -147,7 +147,7 @@ def build_nli(recipe, loaded):
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
 
-    from negtrain.models.adapters import add_adapter, attention_kwargs, load_base
+    from negtrain.models.adapters import add_adapter, load_base
     from negtrain.models.freezing import freeze
 
     head_args = dict(num_labels=len(head), id2label=dict(enumerate(head)), label2id={label: i for i, label in enumerate(head)})

@@ -1,4 +1,4 @@
-"""Resolving a recipe's model name to something ``from_pretrained`` accepts."""
+"""What ``from_pretrained`` gets from a recipe: the model name resolved, and loading options."""
 
 from __future__ import annotations
 
@@ -25,3 +25,8 @@ def resolve_model_name(name: str) -> str:
     if not path.exists():
         raise ConfigError(f"model '{name}': package '{package}' has no '{subdir}' ({path} does not exist)")
     return str(path)
+
+
+def attention_kwargs(cfg) -> dict[str, str]:
+    """``from_config``/``from_pretrained`` keyword for ``model.attn_implementation`` (none when unset)."""
+    return {} if cfg.attn_implementation is None else {"attn_implementation": cfg.attn_implementation}
