@@ -28,33 +28,14 @@ import pytest
 import torch
 
 from crash_fit import tiny_model
-from test_resume import predictions, records
+from test_resume import EPOCHS, predictions, records, recipe_text, subprocess_env
 
 TESTS = Path(__file__).resolve().parent
-EPOCHS = 3
 STEPS_PER_EPOCH = 8  # mix.epoch 128 examples / (2 ranks x batch 8)
 
 
-def recipe_text(model: Path) -> str:
-    return f"""\
-description: DDP crash-and-resume test
-seed: 11
-model: {{name: {model}, max_length: 64, learning_rate: 1.0e-3, warmup_ratio: 0.1}}
-data:
-  train: [{{benchmark: monli, split: train}}, {{benchmark: scone, split: train, weight: 0.5}}]
-  mix: {{epoch: 128}}
-  eval: [{{benchmark: monli, split: test}}, {{benchmark: scone, split: test}}]
-  batch_size: 8
-  eval_batch_size: 256
-trainer: {{max_epochs: {EPOCHS}, devices: 2, accelerator: cpu, precision: 32-true, deterministic: true, torch_threads: 1, enable_progress_bar: false}}
-selection: {{metric: scone/test/accuracy}}
-"""
-
-
 def _env(cache: Path) -> dict[str, str]:
-    env = dict(os.environ, NEGTRAIN_CACHE_DIR=str(cache), NEGTRAIN_OFFLINE="1")
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    return env
+    return dict(subprocess_env(), NEGTRAIN_CACHE_DIR=str(cache), NEGTRAIN_OFFLINE="1")
 
 
 def _fit(args: list[str], env: dict[str, str]) -> str:
@@ -102,7 +83,9 @@ def crash(recipe: Path, run: Path, point: str, marker: Path, env: dict[str, str]
 def runs(tmp_path_factory, data_dir):
     base = tmp_path_factory.mktemp("ddp_resume")
     recipe = base / "recipe.yaml"
-    recipe.write_text(recipe_text(tiny_model(base / "tiny")))
+    recipe.write_text(recipe_text(
+        tiny_model(base / "tiny"), seed=11, epoch=128, batch_size=8, trainer="devices: 2, accelerator: cpu, ", what="DDP crash-and-resume test"
+    ))
     env = _env(base / "cache")
     reference, killed = base / "reference", base / "killed"
     # The reference tokenizes the data into the cache the other two runs then read.

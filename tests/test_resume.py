@@ -29,18 +29,19 @@ TIMING = {"eval_seconds", "train_seconds", "train_examples_per_second"}
 EPOCHS = 3
 
 
-def recipe_text(model: Path) -> str:
+def recipe_text(model: Path, *, seed: int = 7, epoch: int = 256, batch_size: int = 16, trainer: str = "", what: str = "crash-and-resume test") -> str:
+    """The crash tests' recipe; ``trainer``: extra trainer keys in flow style (e.g. for DDP)."""
     return f"""\
-description: crash-and-resume test
-seed: 7
+description: {what}
+seed: {seed}
 model: {{name: {model}, max_length: 64, learning_rate: 1.0e-3, warmup_ratio: 0.1}}
 data:
   train: [{{benchmark: monli, split: train}}, {{benchmark: scone, split: train, weight: 0.5}}]
-  mix: {{epoch: 256}}
+  mix: {{epoch: {epoch}}}
   eval: [{{benchmark: monli, split: test}}, {{benchmark: scone, split: test}}]
-  batch_size: 16
+  batch_size: {batch_size}
   eval_batch_size: 256
-trainer: {{max_epochs: {EPOCHS}, precision: 32-true, deterministic: true, torch_threads: 1, enable_progress_bar: false}}
+trainer: {{max_epochs: {EPOCHS}, {trainer}precision: 32-true, deterministic: true, torch_threads: 1, enable_progress_bar: false}}
 selection: {{metric: scone/test/accuracy}}
 """
 
@@ -53,7 +54,7 @@ def predictions(run: Path) -> dict[str, str]:
     return {p.name: p.read_text() for p in sorted((run / "predictions").iterdir())}
 
 
-def _env() -> dict[str, str]:
+def subprocess_env() -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([str(TESTS.parent), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return env
@@ -63,7 +64,7 @@ def start_and_kill(recipe: Path, run: Path, point: str, marker: Path) -> subproc
     """Start `fit` in a subprocess that stops at ``point``; returns it (kill it with :func:`kill`)."""
     return subprocess.Popen(
         [sys.executable, str(TESTS / "crash_fit.py"), str(marker), point, "fit", "--recipe", str(recipe), "--output-dir", str(run)],
-        env=_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
     )
 
 
