@@ -122,3 +122,36 @@ def test_fixed_seed_is_deterministic_and_eval_masks_repeat(setup):
     _, e1, _ = batch_of(setup, spec, seed=5, per_example=True)
     _, e2, _ = batch_of(setup, spec, seed=5, per_example=True)
     assert e1["input_ids"].equal(e2["input_ids"])
+
+
+def test_held_out_masks_repeat_every_epoch_and_ignore_how_examples_are_batched(setup):
+    # Held-out masks are drawn per example (seeded by its index), so one transform applied in two
+    # epochs, or to the rows dealt out over two ranks, masks every example the same way; a single
+    # batch-level draw would differ on both counts.
+    from negtrain.data.collate import PadCollator
+
+    tok, encoded, flags = setup
+    collate = PadCollator(encoded, tok.pad_token_id)
+    n = len(encoded)
+    assert n >= 4
+    transform = CueMaskingTransform(encoded, flags, spec_for(tok, mlm_probability=0.3), 5, per_example=True)
+
+    def masked(indices):
+        out = transform(collate(indices))
+        return {i: (out["input_ids"][r], out["labels"][r]) for r, i in enumerate(indices)}
+
+    whole = masked(list(range(n)))
+    again = masked(list(range(n)))  # the next epoch, same transform object
+    halves = masked(list(range(0, n, 2))) | masked(list(range(1, n, 2)))  # rank 0 and rank 1
+    for i in range(n):
+        length = int(encoded.lengths[i])
+        for other in (again, halves):
+            assert whole[i][0][:length].equal(other[i][0][:length]), (i, other is again)
+            assert whole[i][1][:length].equal(other[i][1][:length]), (i, other is again)
+    # And the masks do mask something, so the equalities above are not of untouched inputs.
+    assert any((whole[i][1] != IGNORE).any() for i in range(n))
+
+    batch_level = CueMaskingTransform(encoded, flags, spec_for(tok, mlm_probability=0.3), 5, per_example=False)
+    first = batch_level(collate(list(range(n))))["labels"]
+    second = batch_level(collate(list(range(n))))["labels"]
+    assert not first.equal(second)  # the training transform draws anew each batch

@@ -109,9 +109,13 @@ class CueMaskingTransform:
         if not self.per_example:
             batch.update(mask_tokens(ids, mask, flags, self.spec, self.generator))
             return batch
-        rows = []
-        for r, i in enumerate(idx.tolist()):
+        out = {"input_ids": ids.clone(), "labels": torch.full_like(ids, IGNORE), "cue_positions": torch.zeros_like(ids, dtype=torch.bool)}
+        for r, (i, n) in enumerate(zip(idx.tolist(), mask.sum(1).tolist())):
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + i)
-            rows.append(mask_tokens(ids[r : r + 1], mask[r : r + 1], flags[r : r + 1], self.spec, g))
-        batch.update({k: torch.cat([row[k] for row in rows]) for k in rows[0]})
+            # Draw over the example's own tokens, not the batch's padded width: the draws would
+            # otherwise depend on which examples share the batch (eval batch size, rank count).
+            row = mask_tokens(ids[r : r + 1, :n], mask[r : r + 1, :n], flags[r : r + 1, :n], self.spec, g)
+            for key, value in row.items():
+                out[key][r, :n] = value[0]
+        batch.update(out)
         return batch
