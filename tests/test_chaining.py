@@ -106,3 +106,16 @@ def test_init_from_a_checkpoint_file_and_errors(mlm_run, tmp_path):
         resolve_init(str(tmp_path / "nope"))
     with pytest.raises(ConfigError, match="no checkpoints"):
         resolve_init(str(tmp_path))
+
+
+def test_a_damaged_init_from_checkpoint_is_one_clear_error(tmp_path):
+    from negtrain.errors import NegtrainError
+    from negtrain.models.init_from import checkpoint_weights
+
+    good = tmp_path / "good.ckpt"
+    torch.save({"state_dict": {"model.w": torch.ones(64, 64)}}, good)
+    assert torch.equal(checkpoint_weights(good)["w"], torch.ones(64, 64))
+    cut = tmp_path / "cut.ckpt"
+    cut.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(NegtrainError, match=r"model.init_from .*cut.ckpt: (truncated or damaged|not a PyTorch checkpoint)"):
+        checkpoint_weights(cut)

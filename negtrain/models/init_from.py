@@ -70,7 +70,10 @@ def resolve_init(value: str) -> InitSource:
 
 
 def checkpoint_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
-    state = torch.load(checkpoint, map_location="cpu", weights_only=True)
+    from negtrain.training.checkpoint_io import read_checkpoint
+
+    # One clear error for a truncated, foreign or pickled file, as for --checkpoint.
+    state = read_checkpoint(checkpoint, "model.init_from", require_recipe=False)
     weights = {k[len(MODULE_PREFIX) :]: v for k, v in state.get("state_dict", {}).items() if k.startswith(MODULE_PREFIX)}
     if not weights:
         raise ConfigError(f"model.init_from: {checkpoint} holds no model weights (no 'model.' keys in its state_dict)")

@@ -177,12 +177,13 @@ def is_complete(candidate: Candidate, max_epochs: int, max_steps: int) -> bool:
     return candidate.epoch + 1 >= max_epochs or (max_steps > 0 and candidate.global_step >= max_steps)
 
 
-def _epoch_of(line: str) -> int | None:
+def _epoch_of(line: str) -> int:
+    """A metrics line's epoch; -1 for a line without one, which every rewind keeps."""
     try:
         value = json.loads(line).get("epoch")
     except (json.JSONDecodeError, AttributeError):
-        return None
-    return value if isinstance(value, int) else None
+        return -1
+    return value if isinstance(value, int) else -1
 
 
 def rewind(run_dir: Path, candidate: Candidate | None) -> None:
@@ -191,7 +192,7 @@ def rewind(run_dir: Path, candidate: Candidate | None) -> None:
     run_dir = Path(run_dir)
     lines = list(candidate.state.get("metrics_lines", [])) if candidate else []
     keep_through = candidate.epoch if candidate else -1
-    lines = [line for line in lines if (_epoch_of(line) if _epoch_of(line) is not None else -1) <= keep_through]
+    lines = [line for line in lines if _epoch_of(line) <= keep_through]
     metrics = run_dir / "metrics.jsonl"
     if lines:
         write_text(metrics, "".join(line + "\n" for line in lines))
