@@ -223,3 +223,21 @@ def test_objective_config_is_validated(objective, message):
         raw["objective"] = objective
     with pytest.raises(ConfigError, match=message):
         validate_recipe(raw, "test")
+
+
+def test_probes_must_hold_exactly_one_mask_token_when_encoded():
+    from negtrain.benchmarks.base import Example
+    from negtrain.data.encoded import EncodedSplit
+    from negtrain.errors import DataError
+    from negtrain.models.mlm import check_one_mask
+
+    MASK = 9
+    examples = [Example(id=f"p/{i}", inputs=("x",), label="y", meta={"file": "probes.jsonl", "line": i + 1}) for i in range(3)]
+    ok = EncodedSplit.from_lists([[1, MASK, 2], [1, 5, MASK, 2], [1, MASK, 2]], None)
+    check_one_mask(ok, MASK, examples, "masked_sentences", 16)
+    cut = EncodedSplit.from_lists([[1, MASK, 2], [1, 5, 2], [1, MASK, 2]], None)
+    with pytest.raises(DataError, match=r"probes.jsonl:2: field 'masked_sentences': the mask is cut off at model.max_length=16"):
+        check_one_mask(cut, MASK, examples, "masked_sentences", 16)
+    two = EncodedSplit.from_lists([[1, MASK, 2], [1, MASK, 2], [MASK, MASK, 2]], None)
+    with pytest.raises(DataError, match=r"probes.jsonl:3: field 'probe': it holds 2 mask tokens, not one"):
+        check_one_mask(two, MASK, examples, "probe", 16)

@@ -131,10 +131,9 @@ class MaskedLMModule(NegtrainModule):
         return self.model(input_ids=input_ids, attention_mask=attention_mask).logits
 
     def _at_mask(self, input_ids: torch.Tensor, logits: torch.Tensor) -> torch.Tensor:
-        where = input_ids == self.mask_id
-        if not bool((where.sum(1) == 1).all()):
-            raise DataError("each probe must hold exactly one mask token after tokenization")
-        return logits[where]
+        # One mask token per row: checked once when the probes are encoded (check_one_mask), so
+        # no per-step host sync here.
+        return logits[input_ids == self.mask_id]
 
     def mask_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         """(N, V) logits at each row's single mask token."""
@@ -299,6 +298,19 @@ def _where(e: Example) -> str:
     return f"{e.meta.get('file', e.id)}:{e.meta.get('line', '?')}"
 
 
+def check_one_mask(encoded: EncodedSplit, mask_id: int, examples: Sequence[Example], what: str, max_length: int) -> None:
+    """Every encoded probe must hold exactly one mask token (the one its object is scored at)."""
+    counts = torch.zeros(len(encoded), dtype=torch.long).index_add_(
+        0, torch.repeat_interleave(torch.arange(len(encoded)), encoded.lengths), (encoded.input_ids == mask_id).long()
+    )
+    bad = (counts != 1).nonzero()
+    if len(bad):
+        row = int(bad[0])
+        found = int(counts[row])
+        why = f"the mask is cut off at model.max_length={max_length}" if found == 0 else f"it holds {found} mask tokens, not one"
+        raise DataError(f"{_where(examples[row])}: field '{what}': {why}")
+
+
 # ---------------------------------------------------------------------------------------------
 # The cue-masking corpus and its held-out part.
 
@@ -425,6 +437,7 @@ def build_mlm(recipe, loaded):
         texts = [with_mask_token(e.inputs[0], tokenizer) for e in examples]
         gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, _where(e))]) for e in examples]
         encoded = encode_texts(tokenizer, texts, cfg.max_length)
+        check_one_mask(encoded, tokenizer.mask_token_id, examples, "probe", cfg.max_length)
         eval_sets.append(EvalSet(b, split, list(examples), encoded, predicted_labels=space))
         evaluators.append(ProbeEvaluator(vocab_to_space))
         from negtrain.benchmarks.negated_probes import ProbeMetric
@@ -440,14 +453,8 @@ def build_mlm(recipe, loaded):
         obj = torch.tensor([object_token(tokenizer, a.inputs[0], a.label, policy, _where(a)) for a, _ in pairs], dtype=torch.long)
         aff = encode_texts(tokenizer, [with_mask_token(a.inputs[0], tokenizer) for a, _ in pairs], cfg.max_length)
         neg = encode_texts(tokenizer, [with_mask_token(n.inputs[0], tokenizer) for _, n in pairs], cfg.max_length)
-        for split_enc, what in ((aff, "masked_sentences"), (neg, "masked_negations")):
-            has_mask = torch.zeros(len(split_enc), dtype=torch.long).index_add_(
-                0, torch.repeat_interleave(torch.arange(len(split_enc)), split_enc.lengths),
-                (split_enc.input_ids == tokenizer.mask_token_id).long(),
-            )
-            if not bool((has_mask == 1).all()):
-                bad = pairs[int((has_mask != 1).nonzero()[0])][0]
-                raise DataError(f"{_where(bad)}: field '{what}': the mask is cut off at model.max_length={cfg.max_length}")
+        check_one_mask(aff, tokenizer.mask_token_id, [a for a, _ in pairs], "masked_sentences", cfg.max_length)
+        check_one_mask(neg, tokenizer.mask_token_id, [a for a, _ in pairs], "masked_negations", cfg.max_length)
         sizes = [len(probe_pairs(ex)) for _, _, ex in loaded.train]
         train = TrainSet(aff, {"obj": obj}, [f"{b.name}/{s}" for b, s, _ in loaded.train], sizes)
         retention, spec = None, None
