@@ -157,23 +157,23 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
     if bench.open_vocabulary:
         space = tuple(sorted({label for *_, label in rows} | {e.label for e in examples}))
         metric = bench.scorer(examples, space)
-        metric.update(
-            torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-            torch.tensor([space.index(label) for *_, label in rows], dtype=torch.long),
-        )
-        values = {k: float(v) for k, v in metric.compute().items()}
-        return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes)
+        as_label = str
+    else:
+        space = _space(bench, rows, path)
+        metric = bench.scorer(examples, space)
+        if metric.note:
+            notes.append(metric.note)
+        coarsened = sum(1 for *_, label in rows if label not in space)
+        if coarsened:
+            notes.append(f"{coarsened} prediction(s) coarsened into {list(space)} (neutral/contradiction -> not_entailment)")
 
-    space = _space(bench, rows, path)
-    metric = bench.scorer(examples, space)
-    if metric.note:
-        notes.append(metric.note)
-    coarsened = sum(1 for *_, label in rows if label not in space)
-    if coarsened:
-        notes.append(f"{coarsened} prediction(s) coarsened into {list(space)} (neutral/contradiction -> not_entailment)")
+        def as_label(label: str) -> str:
+            return nli.into(label, space)
+
+    label_id = {label: i for i, label in enumerate(space)}
     metric.update(
         torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-        torch.tensor([space.index(nli.into(label, space)) for *_, label in rows], dtype=torch.long),
+        torch.tensor([label_id[as_label(label)] for *_, label in rows], dtype=torch.long),
     )
     values = {k: float(v) for k, v in metric.compute().items()}
     return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes)
