@@ -17,6 +17,7 @@ from negtrain.config import ModelConfig
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint
 from negtrain.metrics.base import ExampleMetric
 from negtrain.models.base import NegtrainModule
+from negtrain.models.first_token import first_position_only
 from negtrain.models.heads import set_loss
 
 
@@ -69,21 +70,23 @@ class NLIModule(NegtrainModule):
         for i, m in enumerate(head_maps):
             self.register_buffer(f"head_map_{i}", m, persistent=False)
 
-    def _logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _logits(self, batch: dict[str, torch.Tensor], first_token_only: bool = False) -> torch.Tensor:
         inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
-        return self.model(**inputs).logits
+        with first_position_only(self.model, first_token_only):
+            return self.model(**inputs).logits
 
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return set_loss(self._logits(batch), batch["targets"])
 
     def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
-        logits = self._logits(batch).float()
+        first_only = self.config.first_token_only
+        logits = self._logits(batch, first_only).float()
         close = close_calls(logits, self.config.fp32_recheck_margin)
         if close is not None:
             # Under bf16 autocast a near-tie can come out the other way than in fp32; score those
             # rows again in fp32, so bf16 evaluation reports fp32's predictions.
             with torch.autocast(device_type=logits.device.type, enabled=False):
-                logits[close] = self._logits({k: v[close] for k, v in batch.items() if torch.is_tensor(v)}).float()
+                logits[close] = self._logits({k: v[close] for k, v in batch.items() if torch.is_tensor(v)}, first_only).float()
         return getattr(self, f"head_map_{eval_index}")[logits.argmax(-1)]
 
 
