@@ -1,4 +1,5 @@
-"""The metric state syncs across ranks: a contrast set split over two processes scores whole.
+"""The metric state syncs across ranks: a contrast set split over two processes scores whole,
+and the held-out masked-LM sums pool over both.
 
 Runs a real two-process gloo group on the CPU.
 """
@@ -13,11 +14,14 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from negtrain.metrics.grouped import GroupedAccuracy
+from negtrain.metrics.mlm import HeldOutMLMMetric
 
 GOLD = [0, 1, 0, 1, 1, 0, 1]
 SUBSETS = ["a", "b", "c", "a", "b", "c", "a"]
 GROUPS = ["g1", "g1", "g1", "g2", "g2", "g2", "g3"]
 PREDS = [0, 1, 0, 1, 0, 0, 1]  # g2 has one wrong member
+# Held-out MLM per example: CE sum, masked tokens, cues right, cues masked.
+MLM_VALUES = [[2.0, 2, 1, 1], [3.0, 1, 0, 1], [1.0, 4, 2, 2], [0.5, 1, 1, 1], [6.0, 3, 0, 2], [1.5, 1, 1, 1], [2.0, 4, 1, 2]]
 
 
 def _free_port() -> int:
@@ -30,13 +34,15 @@ def _worker(rank: int, port: int, out) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=2)
     try:
-        m = GroupedAccuracy(GOLD, SUBSETS, GROUPS)
         # Rank 0 gets indices 0, 2, 4, 6; rank 1 gets 1, 3, 5 and a padded repeat of 0 (as a
         # distributed sampler pads an uneven split). Every group straddles the ranks.
         idx = [0, 2, 4, 6] if rank == 0 else [1, 3, 5, 0]
+        m = GroupedAccuracy(GOLD, SUBSETS, GROUPS)
         m.update(torch.tensor(idx), torch.tensor([PREDS[i] for i in idx]))
-        values = {k: float(v) for k, v in m.compute().items()}
-        out[rank] = values
+        mlm = HeldOutMLMMetric(num_examples=len(MLM_VALUES))
+        mlm.update(torch.tensor(idx), torch.tensor([MLM_VALUES[i] for i in idx]))
+        out[rank] = {k: float(v) for k, v in m.compute().items()}
+        out[f"mlm{rank}"] = {k: float(v) for k, v in mlm.compute().items()}
     finally:
         dist.destroy_process_group()
 
@@ -53,3 +59,7 @@ def test_two_rank_sync_equals_single_process():
     mp.start_processes(_worker, args=(_free_port(), out), nprocs=2, join=True, start_method="spawn")
     assert dict(out[0]) == expected
     assert dict(out[1]) == expected
+    # Pooled by hand over all seven examples, example 0 counted once despite the padded repeat.
+    mlm = {"mlm_loss": 16.0 / 16, "cue_recovery_accuracy": 6 / 10, "n_masked": 16.0, "n_cues": 10.0}
+    assert dict(out["mlm0"]) == mlm
+    assert dict(out["mlm1"]) == mlm
