@@ -569,4 +569,6 @@ def to_dict(recipe: Recipe) -> dict[str, Any]:
     """
     from negtrain.secrets import redact
 
-    return redact(recipe.model_dump(mode="json"))
+    # Values only: every key is a schema field, none of them a secret, and masking by name would
+    # turn e.g. cue_token: cue into '***' in the recipe.yaml that resume reads back.
+    return redact(recipe.model_dump(mode="json"), by_key=False)

@@ -6,7 +6,9 @@ W&B run config, the recorded command, model cards, reports - goes through :func:
 
 - the values of environment variables with a secret-looking name (``WANDB_API_KEY``, ``HF_TOKEN``,
   ``*_TOKEN``, ``*_KEY``, ``*SECRET*``, ``*PASSWORD*``, ...) wherever they occur in a string, and
-- the value of any mapping key with a secret-looking name.
+- the text value of any mapping key with a secret-looking name, in free-form data. A recipe is
+  typed and none of its fields is a secret (a test checks every field with a secret-looking name),
+  so it is only value-masked: ``recipe.yaml`` must read back as it was written.
 """
 
 from __future__ import annotations
@@ -39,15 +41,19 @@ def redact_text(text: str, environ: dict[str, str] | None = None) -> str:
     return text
 
 
-def redact(obj: Any, environ: dict[str, str] | None = None) -> Any:
-    """A copy of ``obj`` (plain data) with secrets masked."""
+def redact(obj: Any, environ: dict[str, str] | None = None, by_key: bool = True) -> Any:
+    """A copy of ``obj`` (plain data) with secrets masked.
+
+    ``by_key=False`` masks secret values only, for data whose keys are all known not to be secrets
+    (a typed recipe: ``objective.cue_masking.cue_token`` is a word, not a credential)."""
     if isinstance(obj, dict):
         return {
-            k: (MASK if isinstance(k, str) and is_secret_name(k) and v not in (None, "") else redact(v, environ))
+            # Only text can hold a key: a flag or a number under such a name stays readable.
+            k: (MASK if by_key and isinstance(k, str) and is_secret_name(k) and isinstance(v, str) and v else redact(v, environ, by_key))
             for k, v in obj.items()
         }
     if isinstance(obj, (list, tuple)):
-        return type(obj)(redact(v, environ) for v in obj)
+        return type(obj)(redact(v, environ, by_key) for v in obj)
     if isinstance(obj, str):
         return redact_text(obj, environ)
     return obj
