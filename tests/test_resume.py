@@ -157,3 +157,21 @@ def test_every_checkpoint_follows_its_epochs_records(runs):
         assert sorted({r["epoch"] for r in lines}) == list(range(ckpt["epoch"] + 1))
         assert sum(r["benchmark"] == "train" and r["epoch"] == ckpt["epoch"] for r in lines) == 1
         assert sum(r["benchmark"] != "train" and r["epoch"] == ckpt["epoch"] for r in lines) == 2
+
+
+def test_resume_refuses_an_edited_seed_and_touches_nothing(runs, tmp_path):
+    import shutil
+
+    from negtrain.errors import NegtrainError
+    from negtrain.training.resume import resume
+
+    _, reference = runs
+    run = tmp_path / "run"
+    shutil.copytree(reference, run)
+    recipe = run / "recipe.yaml"
+    assert "\nseed: 7\n" in recipe.read_text()
+    recipe.write_text(recipe.read_text().replace("\nseed: 7\n", "\nseed: 8\n"))
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    with pytest.raises(NegtrainError, match=r"recipe.yaml has seed 8, but .*\.ckpt was trained with seed 7; put seed: 7 back"):
+        resume(run)
+    assert {p: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before

@@ -14,7 +14,9 @@ uninterrupted one (same seed, same machine, deterministic kernels):
   - ``metrics_lines``: ``metrics.jsonl`` as it was when the checkpoint was written (every line of
     the epochs up to and including the checkpoint's). On resume the file is rewritten to exactly
     these lines, so lines of an epoch that was cut short are dropped;
-  - ``sampler``: the seed and the next epoch of the training batch sampler.
+  - ``sampler``: the seed and the next epoch of the training batch sampler. Resuming refuses a
+    ``recipe.yaml`` whose seed was edited since: the remaining epochs would draw other batches
+    (and other RNG streams), and the run would match neither seed.
 
 Sampler position: checkpoints are written at epoch ends only, and the batch samplers (bucketing
 and mixing alike) draw an epoch's order from ``(seed, epoch)`` alone, with their own generator
@@ -228,6 +230,12 @@ def resume(run_dir: Path) -> Path:
     candidate, skipped = find_checkpoint(run_dir)
     for note in skipped:
         print(f"resume: skipping checkpoints/{note}", flush=True)
+    recorded_seed = (candidate.state.get("sampler") or {}).get("seed") if candidate else None
+    if recorded_seed is not None and recorded_seed != loaded.recipe.seed:
+        raise NegtrainError(
+            f"--resume {run_dir}: recipe.yaml has seed {loaded.recipe.seed}, but {candidate.path.name} was "
+            f"trained with seed {recorded_seed}; put seed: {recorded_seed} back (or start a new run for the new seed)"
+        )
     t = loaded.recipe.trainer
     if candidate is not None and is_complete(candidate, t.max_epochs, t.max_steps):
         print(
