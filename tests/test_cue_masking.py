@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from negtrain.negation.cues import CueDetector
-from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec, flat_flags, mask_tokens
+from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec, mask_tokens
 
 TEXTS = [
     "I do not think that nothing is wrong with the plan.",
@@ -25,8 +25,8 @@ def setup(minilm_path):
     tok = AutoTokenizer.from_pretrained(minilm_path)
     tok.add_special_tokens({"additional_special_tokens": ["[CUE]"]})
     ids, flags = CueDetector().tokenize(tok, TEXTS)
-    encoded = EncodedSplit.from_lists(ids, None)
-    return tok, encoded, flat_flags(flags)
+    encoded = EncodedSplit.from_lists(ids, None, flags)
+    return tok, encoded, encoded.cue_flags
 
 
 def batch_of(setup, spec, seed=0, per_example=False):

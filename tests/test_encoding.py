@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from negtrain.benchmarks.base import Example
+from negtrain.data import encoded
 from negtrain.data.collate import PadCollator
-from negtrain.models import nli
+from negtrain.models import mlm, nli
+from negtrain.negation.cues import CueDetector
 
 
 def _examples():
@@ -21,7 +24,7 @@ def test_chunked_encoding_equals_one_call(monkeypatch, minilm_path):
     tok = AutoTokenizer.from_pretrained(minilm_path)
     examples = _examples()
     whole = nli.encode_pairs(tok, examples, 64)
-    monkeypatch.setattr(nli, "TOKENIZE_CHUNK", 3)
+    monkeypatch.setattr(encoded, "TOKENIZE_CHUNK", 3)
     chunked = nli.encode_pairs(tok, examples, 64)
     assert torch.equal(whole.input_ids, chunked.input_ids)
     assert torch.equal(whole.offsets, chunked.offsets)
@@ -31,6 +34,50 @@ def test_chunked_encoding_equals_one_call(monkeypatch, minilm_path):
         alone = tok(examples[i].inputs[0], examples[i].inputs[1], truncation=True, max_length=64)["input_ids"]
         assert chunked.input_ids[chunked.offsets[i] : chunked.offsets[i + 1]].tolist() == alone
     assert len(nli.encode_pairs(tok, [], 64)) == 0
+
+
+CUE_TEXTS = [
+    "Nobody came.", "The sea was calm.", "I do not think so, and I never will.", "Without help it failed.",
+    "They weren't there.", "A plain sentence with no cue at all, but a long one.", "No.",
+]
+
+
+def test_cue_corpus_chunked_and_cached_equals_one_call(monkeypatch, minilm_path):
+    from transformers import AutoTokenizer
+
+    tok = AutoTokenizer.from_pretrained(minilm_path)
+    detector = CueDetector()
+    ids, flags = detector.tokenize(tok, CUE_TEXTS, truncation=True, max_length=12)
+    monkeypatch.setattr(encoded, "TOKENIZE_CHUNK", 2)
+    split = mlm.encode_cue_texts(tok, detector, CUE_TEXTS, 12)
+    for i, (row_ids, row_flags) in enumerate(zip(ids, flags)):
+        a, b = int(split.offsets[i]), int(split.offsets[i + 1])
+        assert split.input_ids[a:b].tolist() == row_ids
+        assert split.cue_flags[a:b].tolist() == row_flags
+    assert split.cue_flags.sum() >= 6  # nobody, not, never, without, n't, no
+
+    # A second build with the same inputs is read from the cache: the tokenizer is not called.
+    monkeypatch.setattr(CueDetector, "tokenize", lambda *a, **k: (_ for _ in ()).throw(AssertionError("tokenized again")))
+    again = mlm.encode_cue_texts(tok, detector, CUE_TEXTS, 12)
+    assert torch.equal(again.input_ids, split.input_ids) and torch.equal(again.cue_flags, split.cue_flags)
+    # Another cue lexicon or max_length is another cache entry.
+    for changed in (lambda: mlm.encode_cue_texts(tok, CueDetector(cues=["never"]), CUE_TEXTS, 12),
+                    lambda: mlm.encode_cue_texts(tok, detector, CUE_TEXTS, 13)):
+        with pytest.raises(AssertionError, match="tokenized again"):
+            changed()
+
+
+def test_single_texts_chunked_equal_one_call(monkeypatch, minilm_path):
+    from transformers import AutoTokenizer
+
+    monkeypatch.setenv("NEGTRAIN_NO_TOKEN_CACHE", "1")
+    tok = AutoTokenizer.from_pretrained(minilm_path)
+    whole = mlm.encode_texts(tok, CUE_TEXTS, 12)
+    monkeypatch.setattr(encoded, "TOKENIZE_CHUNK", 3)
+    chunked = mlm.encode_texts(tok, CUE_TEXTS, 12)
+    assert torch.equal(whole.input_ids, chunked.input_ids) and torch.equal(whole.offsets, chunked.offsets)
+    assert chunked.input_ids[chunked.offsets[2] : chunked.offsets[3]].tolist() == tok(CUE_TEXTS[2], truncation=True, max_length=12)["input_ids"]
+    assert len(mlm.encode_texts(tok, [], 12)) == 0
 
 
 def test_batches_pad_to_their_longest_member(minilm_path, monkeypatch):

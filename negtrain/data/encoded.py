@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 
 import torch
@@ -19,6 +19,15 @@ import torch
 from negtrain.data.files import cache_dir
 
 CACHE_VERSION = "1"
+#: Texts per tokenizer call. The tokenizer returns Python lists, ~30x the size of the flat tensors
+#: they become, so tokenizing MNLI (or a large corpus) in one call would peak at gigabytes.
+TOKENIZE_CHUNK = 4096
+
+
+def in_chunks(items: Sequence) -> Iterator[Sequence]:
+    """``items`` in slices of TOKENIZE_CHUNK, for tokenizing a split piece by piece."""
+    for start in range(0, len(items), TOKENIZE_CHUNK):
+        yield items[start : start + TOKENIZE_CHUNK]
 
 
 @dataclass
@@ -26,6 +35,7 @@ class EncodedSplit:
     input_ids: torch.Tensor  # int32, all examples' ids concatenated
     offsets: torch.Tensor  # int64, N + 1: example i is input_ids[offsets[i]:offsets[i+1]]
     token_type_ids: torch.Tensor | None = None  # int8, aligned with input_ids (BERT-style pairs)
+    cue_flags: torch.Tensor | None = None  # bool, aligned with input_ids: tokens of a negation cue (cue masking)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -35,7 +45,9 @@ class EncodedSplit:
         return self.offsets[1:] - self.offsets[:-1]
 
     @classmethod
-    def from_lists(cls, ids: Sequence[Sequence[int]], type_ids: Sequence[Sequence[int]] | None) -> EncodedSplit:
+    def from_lists(
+        cls, ids: Sequence[Sequence[int]], type_ids: Sequence[Sequence[int]] | None, cue_flags: Sequence[Sequence[bool]] | None = None
+    ) -> EncodedSplit:
         lengths = torch.tensor([len(x) for x in ids], dtype=torch.int64)
         offsets = torch.zeros(len(ids) + 1, dtype=torch.int64)
         torch.cumsum(lengths, 0, out=offsets[1:])
@@ -43,7 +55,8 @@ class EncodedSplit:
         types = None
         if type_ids is not None:
             types = torch.tensor([t for x in type_ids for t in x], dtype=torch.int8)
-        return cls(flat, offsets, types)
+        flags = None if cue_flags is None else torch.tensor([f for x in cue_flags for f in x], dtype=torch.bool)
+        return cls(flat, offsets, types, flags)
 
     @staticmethod
     def concat(parts: Sequence[EncodedSplit]) -> EncodedSplit:
@@ -53,10 +66,18 @@ class EncodedSplit:
             shifts.append(p.offsets[:-1] + total)
             total += int(p.offsets[-1])
         offsets = torch.cat(shifts + [torch.tensor([total])])
-        types = None
-        if all(p.token_type_ids is not None for p in parts):
-            types = torch.cat([p.token_type_ids for p in parts])
-        return EncodedSplit(torch.cat([p.input_ids for p in parts]), offsets, types)
+        def aligned(name: str) -> torch.Tensor | None:
+            values = [getattr(p, name) for p in parts]
+            return torch.cat(values) if all(v is not None for v in values) else None
+
+        return EncodedSplit(torch.cat([p.input_ids for p in parts]), offsets, aligned("token_type_ids"), aligned("cue_flags"))
+
+    @staticmethod
+    def of_chunks(parts: Sequence[EncodedSplit]) -> EncodedSplit:
+        """The chunks of one split put together (none: an empty split)."""
+        if len(parts) == 1:
+            return parts[0]
+        return EncodedSplit.concat(parts) if parts else EncodedSplit.from_lists([], None)
 
     def as_dict(self) -> dict[str, torch.Tensor | None]:
         return {f.name: getattr(self, f.name) for f in fields(self)}

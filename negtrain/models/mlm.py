@@ -30,13 +30,14 @@ from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED, NegatedProbes
 from negtrain.config import ModelConfig
 from negtrain.data.collate import PadCollator
-from negtrain.data.encoded import EncodedSplit
+from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
 from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError, DataError
 from negtrain.metrics.base import ExampleMetric
 from negtrain.models.base import NegtrainModule
 from negtrain.objectives import losses
-from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec, flat_flags, mask_tokens
+from negtrain.negation.cues import CueDetector
+from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec, mask_tokens
 
 CUE_TOKEN = "[CUE]"
 
@@ -273,9 +274,33 @@ def object_token(tokenizer, sentence: str, obj: str, policy: str, where: str) ->
     return ids[0]
 
 
+def _text_key(kind: str, tokenizer, max_length: int, texts: Sequence[str], *extra: Sequence[str]) -> str:
+    return fingerprint(kind, type(tokenizer).__name__, str(tokenizer.name_or_path), str(len(tokenizer)), str(max_length), list(texts), *extra)
+
+
 def encode_texts(tokenizer, texts: Sequence[str], max_length: int) -> EncodedSplit:
-    enc = tokenizer(list(texts), truncation=True, max_length=max_length)
-    return EncodedSplit.from_lists(enc["input_ids"], None)
+    """Single texts (probes, a retention corpus), tokenized in chunks and cached like NLI pairs."""
+
+    def build() -> EncodedSplit:
+        parts = [EncodedSplit.from_lists(tokenizer(list(chunk), truncation=True, max_length=max_length)["input_ids"], None)
+                 for chunk in in_chunks(texts)]
+        return EncodedSplit.of_chunks(parts)
+
+    return cached(_text_key("texts", tokenizer, max_length, texts), build)
+
+
+def encode_cue_texts(tokenizer, detector: CueDetector, texts: Sequence[str], max_length: int) -> EncodedSplit:
+    """A cue-masking corpus: token ids with the negation-cue flag of every token (``cue_flags``),
+    in chunks and cached, so a large corpus is neither held as Python lists nor tokenized twice."""
+
+    def build() -> EncodedSplit:
+        parts = []
+        for chunk in in_chunks(texts):
+            ids, flags = detector.tokenize(tokenizer, chunk, truncation=True, max_length=max_length)
+            parts.append(EncodedSplit.from_lists(ids, None, flags))
+        return EncodedSplit.of_chunks(parts)
+
+    return cached(_text_key("cue-texts", tokenizer, max_length, texts, detector.signature()), build)
 
 
 def token_space(tokenizer) -> tuple[tuple[str, ...], torch.Tensor]:
@@ -406,7 +431,6 @@ def build_mlm(recipe, loaded):
     """The MLM family's builder (see :mod:`negtrain.models.families`)."""
     from negtrain.config import to_dict
     from negtrain.models.freezing import freeze
-    from negtrain.negation.cues import CueDetector
     from negtrain.training.build import Built
 
     cfg, objective_cfg = recipe.model, recipe.objective
@@ -480,21 +504,17 @@ def build_mlm(recipe, loaded):
             mask_replace_prob=cm_cfg.mask_replace_prob, random_replace_prob=cm_cfg.random_replace_prob,
         )
 
-        def encode_with_flags(texts):
-            ids, flags = detector.tokenize(tokenizer, texts, truncation=True, max_length=cfg.max_length)
-            return EncodedSplit.from_lists(ids, None), flat_flags(flags)
-
-        train_enc, train_flags = encode_with_flags(train_text)
+        train_enc = encode_cue_texts(tokenizer, detector, train_text, cfg.max_length)
         train = TrainSet(train_enc, {}, ["cue_corpus/train"], [len(train_text)])
-        train_transform = CueMaskingTransform(train_enc, train_flags, spec, recipe.seed)
+        train_transform = CueMaskingTransform(train_enc, train_enc.cue_flags, spec, recipe.seed)
         if held_text:
-            held_enc, held_flags = encode_with_flags(held_text)
+            held_enc = encode_cue_texts(tokenizer, detector, held_text, cfg.max_length)
             examples = [Example(f"cue_corpus/heldout/{i}", (t,), "") for i, t in enumerate(held_text)]
             corpus = CueCorpus(examples)
             eval_sets.append(EvalSet(corpus, "heldout", examples, held_enc, predicted_labels=()))
             evaluators.append(heldout_mlm)
             metrics.append(corpus.metric(examples))
-            transforms.append(CueMaskingTransform(held_enc, held_flags, spec, recipe.seed, per_example=True))
+            transforms.append(CueMaskingTransform(held_enc, held_enc.cue_flags, spec, recipe.seed, per_example=True))
         objective = MLMObjective()
         print(f"cue-masking corpus: {len(train_text)} training sentences, {len(held_text)} held out", flush=True)
 

@@ -14,14 +14,11 @@ import torch
 
 from negtrain.benchmarks.base import Example
 from negtrain.config import ModelConfig
-from negtrain.data.encoded import EncodedSplit, cached, fingerprint
+from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
 from negtrain.metrics.base import ExampleMetric
 from negtrain.models.base import NegtrainModule
 from negtrain.models.first_token import first_position_only
 from negtrain.models.heads import set_loss
-
-
-TOKENIZE_CHUNK = 4096
 
 
 def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> EncodedSplit:
@@ -36,16 +33,11 @@ def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> Enc
     )
 
     def build() -> EncodedSplit:
-        # In chunks: the tokenizer returns Python lists, ~30x the size of the flat tensors they
-        # become, so tokenizing MNLI in one call would peak at gigabytes for a few seconds.
         parts = []
-        for start in range(0, len(examples), TOKENIZE_CHUNK):
-            chunk = examples[start : start + TOKENIZE_CHUNK]
+        for chunk in in_chunks(examples):
             enc = tokenizer([e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk], truncation=True, max_length=max_length)
             parts.append(EncodedSplit.from_lists(enc["input_ids"], enc.get("token_type_ids")))
-        if len(parts) == 1:
-            return parts[0]
-        return EncodedSplit.concat(parts) if parts else EncodedSplit.from_lists([], None)
+        return EncodedSplit.of_chunks(parts)
 
     return cached(key, build)
 

@@ -83,6 +83,10 @@ class CueDetector:
         self._pattern = re.compile("|".join(parts), re.IGNORECASE)
         self._word = re.compile(r"[\w" + _APOSTROPHES + r"]+")
 
+    def signature(self) -> list[str]:
+        """What the detector's flags depend on, for cache keys: its cues and function words."""
+        return [*self.cues, "\x02", *sorted(self.function)]
+
     def find(self, text: str) -> list[CueMatch]:
         matches = []
         for m in self._pattern.finditer(text):

@@ -83,10 +83,6 @@ def pad_flags(flags: torch.Tensor, encoded: EncodedSplit, indices: torch.Tensor,
     return out
 
 
-def flat_flags(flags: Sequence[Sequence[bool]]) -> torch.Tensor:
-    return torch.tensor([f for row in flags for f in row], dtype=torch.bool)
-
-
 class CueMaskingTransform:
     """Turns a padded batch into a cue-masked MLM batch.
 
