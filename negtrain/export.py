@@ -194,13 +194,10 @@ def _benchmark(name: str):
 
 
 def _dataset_id(bench, split: str) -> str:
-    hub = getattr(bench, "hub_dataset", None)
-    if hub:
-        return hub
-    try:
-        return bench.files(split)[0].repo
-    except Exception:
-        return bench.name
+    """The repository the benchmark is read from (a Hub dataset or its authors' GitHub repo);
+    the benchmark's name for data with no public source."""
+    files = bench.files(split)
+    return getattr(files[0], "repo", None) or bench.name if files else bench.name
 
 
 def _metric_entry(name: str, value: float) -> dict[str, Any]:

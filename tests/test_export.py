@@ -208,3 +208,14 @@ def test_export_round_trip_on_a_real_run(agent_run, tmp_path):
     values = {m["name"]: m["value"] for m in meta["model-index"][0]["results"][0]["metrics"]}
     assert values["accuracy"] == scone["metrics"]["accuracy"]
     assert (run_dir / "command.txt").read_text().strip() in (out / "README.md").read_text()
+
+
+def test_model_card_dataset_ids_name_each_benchmarks_source():
+    from negtrain.benchmarks.registry import get_benchmark
+    from negtrain.export import _dataset_id
+
+    # Hub datasets by their Hub id, GitHub-hosted ones by their repository, probes by name.
+    assert _dataset_id(get_benchmark("mnli"), "train") == "nyu-mll/multi_nli"
+    assert _dataset_id(get_benchmark("tinad"), "test") == "HiTZ/This-is-not-a-dataset"
+    assert _dataset_id(get_benchmark("scone"), "test") == "selenashe/ScoNe"
+    assert _dataset_id(get_benchmark("negated_probes"), "test") == "negated_probes"

@@ -13,9 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from negtrain.benchmarks.base import Benchmark, Example, Row, read_jsonl
-from negtrain.data.files import RemoteFile
-from negtrain.data.hub import hub_split_file
+from negtrain.benchmarks.base import Benchmark, Example, Row, local, read_jsonl
+from negtrain.data.files import HubSplit
 from negtrain.metrics.base import MISSING, ExampleMetric, ratio
 
 DATASET = "HiTZ/This-is-not-a-dataset"
@@ -181,12 +180,12 @@ class Tinad(Benchmark):
             return value.strip().capitalize()
         return None
 
-    def files(self, split: str) -> list[RemoteFile]:
-        return []  # a Hub dataset, see hub_split_file
+    def files(self, split: str) -> list[HubSplit]:
+        return [HubSplit(DATASET, split)]
 
     def read(self, split: str) -> list[Example]:
         examples = []
-        for row in read_jsonl(hub_split_file(DATASET, split)):
+        for row in read_jsonl(local(self.files(split)[0])):
             for name in ("pattern_id", "test_id"):
                 if not isinstance(row.get(name), int) or isinstance(row.get(name), bool):
                     raise row.error(name, f"expected an integer, got {row.get(name)!r}")

@@ -72,6 +72,11 @@ class HubSplit:
         return Path(self.dataset) / f"{self.split}.jsonl"
 
     @property
+    def repo(self) -> str:
+        """The Hub repository the split comes from (as ``RemoteFile.repo`` names a GitHub one)."""
+        return self.dataset
+
+    @property
     def origin(self) -> str:
         config = f", configuration {self.config}" if self.config else ""
         return f"Hub dataset {self.dataset} (split {self.split}{config})"
@@ -79,7 +84,12 @@ class HubSplit:
     def download(self, target: Path) -> None:
         from datasets import load_dataset  # heavy; only needed on this path
 
-        rows = load_dataset(self.dataset, self.config, split=self.split)
+        try:
+            rows = load_dataset(self.dataset, self.config, split=self.split)
+        except OSError:
+            raise
+        except Exception as exc:  # a gated dataset, an unknown split, ...: the same clear error as a failed fetch
+            raise OSError(f"{type(exc).__name__}: {exc}") from exc
         target.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
         os.close(fd)
