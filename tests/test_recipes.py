@@ -29,6 +29,17 @@ def test_every_recipe_loads_and_documents_itself(name):
     assert header.startswith("#")
 
 
+@pytest.mark.parametrize("name", RECIPES)
+def test_every_recipe_reads_back_from_its_run_copy(name, tmp_path):
+    """A run's recipe.yaml (what resume and evaluate --run read) gives back the same recipe."""
+    from negtrain.training.run import resolved_recipe_yaml
+
+    loaded = load_recipe(name)
+    path = tmp_path / "recipe.yaml"
+    path.write_text(resolved_recipe_yaml(loaded), encoding="utf-8")
+    assert load_recipe(str(path)).recipe == loaded.recipe
+
+
 def test_scone_deberta_is_the_papers_setup():
     r = load_recipe("scone_deberta").recipe
     assert r.model.name == "MoritzLaurer/DeBERTa-v3-base-mnli-fever-anli"

@@ -49,8 +49,13 @@ def _prepare_run_dir(loaded: LoadedRecipe, output_dir: Path | None) -> Path:
     _check_new_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     # The resolved recipe sits next to the weights: what ran, with every default filled in.
-    write_text(run_dir / "recipe.yaml", f"# recipe: {loaded.name} (resolved from {loaded.path.name})\n" + yaml.safe_dump(to_dict(loaded.recipe), sort_keys=False))
+    write_text(run_dir / "recipe.yaml", resolved_recipe_yaml(loaded))
     return run_dir
+
+
+def resolved_recipe_yaml(loaded: LoadedRecipe) -> str:
+    """A run's ``recipe.yaml``, which ``fit --resume`` and ``evaluate --run`` read back."""
+    return f"# recipe: {loaded.name} (resolved from {loaded.path.name})\n" + yaml.safe_dump(to_dict(loaded.recipe), sort_keys=False)
 
 
 def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logger=None) -> pl.Trainer:
