@@ -8,7 +8,7 @@ import torch
 from negtrain.benchmarks.base import Example
 from negtrain.data import encoded
 from negtrain.data.collate import PadCollator
-from negtrain.models import mlm, nli
+from negtrain.models import mlm_inputs, nli
 from negtrain.negation.cues import CueDetector
 
 
@@ -49,7 +49,7 @@ def test_cue_corpus_chunked_and_cached_equals_one_call(monkeypatch, minilm_path)
     detector = CueDetector()
     ids, flags = detector.tokenize(tok, CUE_TEXTS, truncation=True, max_length=12)
     monkeypatch.setattr(encoded, "TOKENIZE_CHUNK", 2)
-    split = mlm.encode_cue_texts(tok, detector, CUE_TEXTS, 12)
+    split = mlm_inputs.encode_cue_texts(tok, detector, CUE_TEXTS, 12)
     for i, (row_ids, row_flags) in enumerate(zip(ids, flags)):
         a, b = int(split.offsets[i]), int(split.offsets[i + 1])
         assert split.input_ids[a:b].tolist() == row_ids
@@ -58,11 +58,11 @@ def test_cue_corpus_chunked_and_cached_equals_one_call(monkeypatch, minilm_path)
 
     # A second build with the same inputs is read from the cache: the tokenizer is not called.
     monkeypatch.setattr(CueDetector, "tokenize", lambda *a, **k: (_ for _ in ()).throw(AssertionError("tokenized again")))
-    again = mlm.encode_cue_texts(tok, detector, CUE_TEXTS, 12)
+    again = mlm_inputs.encode_cue_texts(tok, detector, CUE_TEXTS, 12)
     assert torch.equal(again.input_ids, split.input_ids) and torch.equal(again.cue_flags, split.cue_flags)
     # Another cue lexicon or max_length is another cache entry.
-    for changed in (lambda: mlm.encode_cue_texts(tok, CueDetector(cues=["never"]), CUE_TEXTS, 12),
-                    lambda: mlm.encode_cue_texts(tok, detector, CUE_TEXTS, 13)):
+    for changed in (lambda: mlm_inputs.encode_cue_texts(tok, CueDetector(cues=["never"]), CUE_TEXTS, 12),
+                    lambda: mlm_inputs.encode_cue_texts(tok, detector, CUE_TEXTS, 13)):
         with pytest.raises(AssertionError, match="tokenized again"):
             changed()
 
@@ -72,12 +72,12 @@ def test_single_texts_chunked_equal_one_call(monkeypatch, minilm_path):
 
     monkeypatch.setenv("NEGTRAIN_NO_TOKEN_CACHE", "1")
     tok = AutoTokenizer.from_pretrained(minilm_path)
-    whole = mlm.encode_texts(tok, CUE_TEXTS, 12)
+    whole = mlm_inputs.encode_texts(tok, CUE_TEXTS, 12)
     monkeypatch.setattr(encoded, "TOKENIZE_CHUNK", 3)
-    chunked = mlm.encode_texts(tok, CUE_TEXTS, 12)
+    chunked = mlm_inputs.encode_texts(tok, CUE_TEXTS, 12)
     assert torch.equal(whole.input_ids, chunked.input_ids) and torch.equal(whole.offsets, chunked.offsets)
     assert chunked.input_ids[chunked.offsets[2] : chunked.offsets[3]].tolist() == tok(CUE_TEXTS[2], truncation=True, max_length=12)["input_ids"]
-    assert len(mlm.encode_texts(tok, [], 12)) == 0
+    assert len(mlm_inputs.encode_texts(tok, [], 12)) == 0
 
 
 def test_batches_pad_to_their_longest_member(minilm_path, monkeypatch):

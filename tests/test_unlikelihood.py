@@ -71,7 +71,8 @@ def module_and_batch(tiny_mlm, gamma: float, likelihood: str):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from negtrain.config import ModelConfig
-    from negtrain.models.mlm import MaskedLMModule, UnlikelihoodObjective, object_token
+    from negtrain.models.mlm import MaskedLMModule, UnlikelihoodObjective
+    from negtrain.models.mlm_inputs import object_token
 
     tok = AutoTokenizer.from_pretrained(tiny_mlm)
     model = AutoModelForMaskedLM.from_pretrained(tiny_mlm)
@@ -134,7 +135,7 @@ def test_gamma_zero_ce_is_affirmative_cross_entropy(tiny_mlm):
 def test_multi_token_objects_are_rejected_unless_a_policy_is_set(minilm_path):
     from transformers import AutoTokenizer
 
-    from negtrain.models.mlm import object_token
+    from negtrain.models.mlm_inputs import object_token
 
     tok = AutoTokenizer.from_pretrained(minilm_path)
     sentence = "Spiders spin [MASK]."
@@ -236,7 +237,7 @@ def test_probes_must_hold_exactly_one_mask_token_when_encoded():
     from negtrain.benchmarks.base import Example
     from negtrain.data.encoded import EncodedSplit
     from negtrain.errors import DataError
-    from negtrain.models.mlm import check_one_mask
+    from negtrain.models.mlm_inputs import check_one_mask
 
     MASK = 9
     examples = [Example(id=f"p/{i}", inputs=("x",), label="y", meta={"file": "probes.jsonl", "line": i + 1}) for i in range(3)]

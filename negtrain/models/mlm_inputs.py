@@ -1,0 +1,241 @@
+"""What the masked-LM family feeds its model: probes and corpus sentences encoded once (and
+cached), the batch transforms that add negated probes or cue masks, and the cue-masking corpus
+with its held-out part. The module, objectives and builder are in :mod:`negtrain.models.mlm`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED
+from negtrain.data.collate import PadCollator
+from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
+from negtrain.data.module import NegtrainData
+from negtrain.errors import DataError
+from negtrain.negation.cues import CueDetector
+from negtrain.objectives.masking import MaskingSpec, mask_tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# Data: batch transforms on top of the padding collator.
+
+
+class ProbeTransform:
+    """Adds the negated sentences (``neg_*``) and, optionally, a retention batch to a probe batch."""
+
+    def __init__(self, negated: EncodedSplit, pad_id: int, retention: EncodedSplit | None = None,
+                 retention_batch: int = 0, spec: MaskingSpec | None = None, seed: int = 0) -> None:
+        self.negated = PadCollator(negated, pad_id)
+        self.retention = PadCollator(retention, pad_id) if retention is not None else None
+        self.retention_size = len(retention) if retention is not None else 0
+        self.retention_batch = retention_batch
+        self.spec = spec
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def __call__(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        neg = self.negated(batch["index"].tolist())
+        batch["neg_input_ids"], batch["neg_attention_mask"] = neg["input_ids"], neg["attention_mask"]
+        if self.retention is not None and self.retention_batch:
+            pick = torch.randint(self.retention_size, (self.retention_batch,), generator=self.generator)
+            ret = self.retention(pick.tolist())
+            masked = mask_tokens(ret["input_ids"], ret["attention_mask"], torch.zeros_like(ret["input_ids"], dtype=torch.bool), self.spec, self.generator)
+            batch["ret_input_ids"], batch["ret_attention_mask"], batch["ret_labels"] = masked["input_ids"], ret["attention_mask"], masked["labels"]
+        return batch
+
+
+class _Then:
+    def __init__(self, first, then) -> None:
+        self.first, self.then = first, then
+
+    def __call__(self, indices):
+        return self.then(self.first(indices))
+
+
+class MLMData(NegtrainData):
+    """NegtrainData whose batches pass through the objective's transforms after padding."""
+
+    def __init__(self, *args, train_transform=None, eval_transforms: Sequence | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.train_transform = train_transform
+        self.eval_transforms = list(eval_transforms or [None] * len(self.eval_sets))
+
+    def train_dataloader(self) -> DataLoader:
+        loader = super().train_dataloader()
+        if self.train_transform is not None:
+            loader.collate_fn = _Then(loader.collate_fn, self.train_transform)
+        return loader
+
+    def val_dataloader(self) -> list[DataLoader]:
+        loaders = super().val_dataloader()
+        for loader, transform in zip(loaders, self.eval_transforms):
+            if transform is not None:
+                loader.collate_fn = _Then(loader.collate_fn, transform)
+        return loaders
+
+    test_dataloader = val_dataloader
+
+
+# ---------------------------------------------------------------------------------------------
+# Encoding.
+
+
+def with_mask_token(text: str, tokenizer) -> str:
+    return text.replace(MASK, tokenizer.mask_token)
+
+
+def object_token(tokenizer, sentence: str, obj: str, policy: str, where: str) -> int:
+    """The token id of ``obj`` where it fills the sentence's mask, found through offsets.
+
+    A multi-token object is a DataError unless ``policy`` is 'first_subtoken'.
+    """
+    start = sentence.index(MASK)
+    filled = sentence.replace(MASK, obj, 1)
+    enc = tokenizer(filled, return_offsets_mapping=True, add_special_tokens=False)
+    end = start + len(obj)
+    ids = [i for i, (s, e) in zip(enc["input_ids"], enc["offset_mapping"]) if e > s and s < end and start < e]
+    if not ids:
+        raise DataError(f"{where}: obj_label {obj!r} produced no tokens")
+    if len(ids) > 1 and policy != "first_subtoken":
+        pieces = tokenizer.convert_ids_to_tokens(ids)
+        raise DataError(
+            f"{where}: obj_label {obj!r} is {len(ids)} tokens {pieces} for this tokenizer; a mask predicts one "
+            "token. Drop the probe, or set objective.unlikelihood.multi_token_objects: first_subtoken"
+        )
+    return ids[0]
+
+
+def _text_key(kind: str, tokenizer, max_length: int, texts: Sequence[str], *extra: Sequence[str]) -> str:
+    return fingerprint(kind, type(tokenizer).__name__, str(tokenizer.name_or_path), str(len(tokenizer)), str(max_length), list(texts), *extra)
+
+
+def encode_texts(tokenizer, texts: Sequence[str], max_length: int) -> EncodedSplit:
+    """Single texts (probes, a retention corpus), tokenized in chunks and cached like NLI pairs."""
+
+    def build() -> EncodedSplit:
+        parts = [EncodedSplit.from_lists(tokenizer(list(chunk), truncation=True, max_length=max_length)["input_ids"], None)
+                 for chunk in in_chunks(texts)]
+        return EncodedSplit.of_chunks(parts)
+
+    return cached(_text_key("texts", tokenizer, max_length, texts), build)
+
+
+def encode_cue_texts(tokenizer, detector: CueDetector, texts: Sequence[str], max_length: int) -> EncodedSplit:
+    """A cue-masking corpus: token ids with the negation-cue flag of every token (``cue_flags``),
+    in chunks and cached, so a large corpus is neither held as Python lists nor tokenized twice."""
+
+    def build() -> EncodedSplit:
+        parts = []
+        for chunk in in_chunks(texts):
+            ids, flags = detector.tokenize(tokenizer, chunk, truncation=True, max_length=max_length)
+            parts.append(EncodedSplit.from_lists(ids, None, flags))
+        return EncodedSplit.of_chunks(parts)
+
+    return cached(_text_key("cue-texts", tokenizer, max_length, texts, detector.signature()), build)
+
+
+def token_space(tokenizer) -> tuple[tuple[str, ...], torch.Tensor]:
+    """Deduplicated token strings of the vocabulary, and the map vocabulary id -> space id."""
+    tokens = tokenizer.convert_ids_to_tokens(list(range(len(tokenizer))))
+    strings = [tokenizer.convert_tokens_to_string([t]).strip() if t is not None else "" for t in tokens]
+    lookup: dict[str, int] = {}
+    vocab_to_space = torch.tensor([lookup.setdefault(s, len(lookup)) for s in strings], dtype=torch.long)
+    return tuple(lookup), vocab_to_space
+
+
+def probe_pairs(examples: Sequence[Example]) -> list[tuple[Example, Example]]:
+    by_group: dict[str, dict[str, Example]] = {}
+    for e in examples:
+        by_group.setdefault(e.group, {})[e.subset] = e
+    return [(g[AFFIRMATIVE], g[NEGATED]) for g in by_group.values()]
+
+
+def probe_location(e: Example) -> str:
+    """Where a probe came from, for errors: file:line (or its id)."""
+    return f"{e.meta.get('file', e.id)}:{e.meta.get('line', '?')}"
+
+
+def check_one_mask(encoded: EncodedSplit, mask_id: int, examples: Sequence[Example], what: str, max_length: int) -> None:
+    """Every encoded probe must hold exactly one mask token (the one its object is scored at)."""
+    counts = torch.zeros(len(encoded), dtype=torch.long).index_add_(
+        0, torch.repeat_interleave(torch.arange(len(encoded)), encoded.lengths), (encoded.input_ids == mask_id).long()
+    )
+    bad = (counts != 1).nonzero()
+    if len(bad):
+        row = int(bad[0])
+        found = int(counts[row])
+        why = f"the mask is cut off at model.max_length={max_length}" if found == 0 else f"it holds {found} mask tokens, not one"
+        raise DataError(f"{probe_location(examples[row])}: field '{what}': {why}")
+
+
+# ---------------------------------------------------------------------------------------------
+# The cue-masking corpus and its held-out part.
+
+
+class CueCorpus(Benchmark):
+    """The held-out sentences of a cue-masking corpus, evaluated like a benchmark split (not registered)."""
+
+    name = "cue_corpus"
+    splits = ("heldout",)
+    labels = ()
+    citation = "Truong, Baldwin, Cohn, Verspoor (2022). Improving negation detection with negation-focused pre-training. NAACL 2022."
+
+    def __init__(self, examples: Sequence[Example] = ()) -> None:
+        self.examples = list(examples)
+
+    def files(self, split: str) -> list:
+        return []
+
+    def read(self, split: str) -> list[Example]:
+        return self.examples
+
+    def metric(self, examples: Sequence[Example]):
+        from negtrain.metrics.mlm import HeldOutMLMMetric
+
+        return HeldOutMLMMetric(num_examples=len(examples))
+
+
+def read_text_lines(path: str) -> list[str]:
+    p = Path(path).expanduser()
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise DataError(f"text file not found: {p}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{p}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise DataError(f"{p}: no text lines")
+    return lines
+
+
+def build_corpus(cfg, loaded, detector, seed: int) -> tuple[list[str], list[str]]:
+    """(training sentences, held-out sentences) for cue masking; see CorpusConfig."""
+    from negtrain.negation.cues import split_sentences
+
+    texts: list[str] = []
+    for path in cfg.text_files:
+        texts.extend(read_text_lines(path))
+    if cfg.from_train_benchmarks:
+        for _, _, examples in loaded.train:
+            for e in examples:
+                for field in e.inputs:
+                    texts.extend(split_sentences(field))
+    sentences = list(dict.fromkeys(t for t in texts if t))
+    if cfg.keep == "cue_sentences":
+        sentences = [s for s in sentences if detector.has_cue(s)]
+    if len(sentences) <= cfg.held_out:
+        raise DataError(f"the cue-masking corpus has {len(sentences)} sentences, not more than objective.cue_masking.corpus.held_out={cfg.held_out}")
+    order = np.random.default_rng([seed, 7]).permutation(len(sentences))
+    held = [sentences[i] for i in order[: cfg.held_out]]
+    train = [sentences[i] for i in order[cfg.held_out :]]
+    if cfg.max_sentences is not None:
+        train = train[: cfg.max_sentences]
+    return train, held
