@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import lightning.pytorch as pl
 import numpy as np
+import torch
+from torch.utils.data import DataLoader
 
 from negtrain.data.sampler import BatchSampler
 
@@ -51,3 +54,42 @@ def test_ranks_get_disjoint_batches_and_equal_steps():
     assert len(padded) == n_batches + 1
     assert len(set(padded)) == n_batches
     assert sorted(set(_flat(shards[0] + shards[1]))) == list(range(len(LENGTHS)))
+
+
+class _RecordBatches(pl.LightningModule):
+    """Records the example indices of every training batch, per epoch."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.zeros(1))
+        self.seen: dict[int, list[list[int]]] = {}
+
+    def training_step(self, batch, batch_idx):
+        self.seen.setdefault(self.current_epoch, []).append(batch.tolist())
+        return (self.weight * 0).sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def _fit_epochs(sampler: BatchSampler, epochs: int) -> dict[int, list[list[int]]]:
+    module = _RecordBatches()
+    loader = DataLoader(range(len(sampler.lengths)), batch_sampler=sampler)
+    trainer = pl.Trainer(
+        max_epochs=epochs, accelerator="cpu", logger=False, enable_checkpointing=False,
+        enable_progress_bar=False, enable_model_summary=False, use_distributed_sampler=False,
+    )
+    trainer.fit(module, train_dataloaders=loader)
+    return module.seen
+
+
+def test_the_real_trainer_draws_a_new_order_every_epoch():
+    # Lightning moves samplers to the next epoch itself; a batch sampler it cannot reach would
+    # replay epoch 0 every epoch. The order of epoch e must be exactly (seed, e)'s.
+    seen = _fit_epochs(BatchSampler(LENGTHS[:200], 16, shuffle=True, bucket=True, seed=7), epochs=3)
+    assert sorted(seen) == [0, 1, 2]
+    assert seen[0] != seen[1] and seen[1] != seen[2] and seen[0] != seen[2]
+    for epoch, batches in seen.items():
+        expected = BatchSampler(LENGTHS[:200], 16, shuffle=True, bucket=True, seed=7)
+        expected.set_epoch(epoch)
+        assert batches == list(expected)

@@ -42,6 +42,13 @@ class BatchSampler(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
+    @property
+    def sampler(self) -> BatchSampler:
+        # Lightning advances the epoch through ``loader.batch_sampler.sampler.set_epoch``. This
+        # batch sampler draws its own order, so it answers for its inner sampler; without this,
+        # every epoch would replay epoch 0's batches (the same shuffle, buckets and mix).
+        return self
+
     def epoch_indices(self, rng: np.random.Generator) -> np.ndarray:
         """Which examples this epoch visits, in order. Mixing samplers override this."""
         n = len(self.lengths)
