@@ -35,7 +35,7 @@ def batch_of(setup, spec, seed=0, per_example=False):
     tok, encoded, flags = setup
     raw = PadCollator(encoded, tok.pad_token_id)(list(range(len(encoded))))
     original = raw["input_ids"].clone()
-    out = CueMaskingTransform(encoded, flags, spec, seed, per_example=per_example)(raw)
+    out = CueMaskingTransform(encoded, flags, spec, seed, per_example=per_example)(raw, 0)
     from negtrain.objectives.masking import pad_flags
 
     cue = pad_flags(flags, encoded, torch.arange(len(encoded)), original.shape[1])
@@ -137,7 +137,7 @@ def test_held_out_masks_repeat_every_epoch_and_ignore_how_examples_are_batched(s
     transform = CueMaskingTransform(encoded, flags, spec_for(tok, mlm_probability=0.3), 5, per_example=True)
 
     def masked(indices):
-        out = transform(collate(indices))
+        out = transform(collate(indices), 0)
         return {i: (out["input_ids"][r], out["labels"][r]) for r, i in enumerate(indices)}
 
     whole = masked(list(range(n)))
@@ -152,6 +152,38 @@ def test_held_out_masks_repeat_every_epoch_and_ignore_how_examples_are_batched(s
     assert any((whole[i][1] != IGNORE).any() for i in range(n))
 
     batch_level = CueMaskingTransform(encoded, flags, spec_for(tok, mlm_probability=0.3), 5, per_example=False)
-    first = batch_level(collate(list(range(n))))["labels"]
-    second = batch_level(collate(list(range(n))))["labels"]
-    assert not first.equal(second)  # the training transform draws anew each batch
+    first = batch_level(collate(list(range(n))), 0)["labels"]
+    second = batch_level(collate(list(range(n))), 1)["labels"]
+    assert not first.equal(second)  # the training transform draws anew each epoch
+
+
+def test_training_masks_are_a_function_of_seed_epoch_and_batch_in_any_worker(setup):
+    # One shared generator would be copied into each dataloader worker (two workers, the same
+    # masks) and restart from the seed on resume. Through a real two-worker loader over two
+    # epochs, every batch's masks must equal a fresh transform's for (seed, epoch, indices).
+    from torch.utils.data import DataLoader
+
+    from negtrain.data.collate import BatchIndices, PadCollator
+    from negtrain.data.sampler import BatchSampler
+    from negtrain.models.mlm_inputs import _Then
+
+    tok, encoded, flags = setup
+    spec = spec_for(tok, mlm_probability=0.5)
+    sampler = BatchSampler(encoded.lengths, 1, shuffle=True, bucket=False, seed=3)
+    collate = PadCollator(encoded, tok.pad_token_id)
+    loader = DataLoader(
+        BatchIndices(len(encoded)), batch_sampler=sampler, num_workers=2,
+        collate_fn=_Then(collate, CueMaskingTransform(encoded, flags, spec, 9)),
+    )
+    seen = {}
+    for epoch in (0, 1):
+        sampler.set_epoch(epoch)
+        for batch in loader:
+            index = int(batch["index"][0])
+            fresh = CueMaskingTransform(encoded, flags, spec, 9)(collate([index]), epoch)
+            assert batch["input_ids"].equal(fresh["input_ids"]) and batch["labels"].equal(fresh["labels"])
+            seen[epoch, index] = batch["labels"]
+    n = len(encoded)
+    assert len(seen) == 2 * n
+    # Workers draw different masks for different examples of equal length, and epochs differ.
+    assert any(not seen[0, i].equal(seen[1, i]) for i in range(n))

@@ -5,8 +5,29 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import torch
+from torch.utils.data import Dataset
 
 from negtrain.data.encoded import EncodedSplit
+
+
+class BatchIndices(Dataset):
+    """The dataset of a loader whose collator does the fetching: item ``i`` is ``i``.
+
+    A whole batch passes through untouched (``__getitems__``), so the collator receives the
+    sampler's :class:`~negtrain.data.sampler.SampledBatch` with its epoch, in a worker as well.
+    """
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, index: int) -> int:
+        return index
+
+    def __getitems__(self, indices: Sequence[int]) -> Sequence[int]:
+        return indices
 
 
 class PadCollator:

@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.config import DataConfig
-from negtrain.data.collate import PadCollator
+from negtrain.data.collate import BatchIndices, PadCollator
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
 from negtrain.data.sampler import BatchSampler
@@ -93,7 +93,7 @@ class NegtrainData(pl.LightningDataModule):
             # Every example once per epoch: exactly the unmixed sampler.
             sampler = BatchSampler(encoded.lengths, batch_size, **common)
         return DataLoader(
-            range(len(encoded)),
+            BatchIndices(len(encoded)),
             batch_sampler=sampler,
             collate_fn=PadCollator(encoded, self.pad_id, extras, pad_left=self.pad_left),
             num_workers=self.config.num_workers,

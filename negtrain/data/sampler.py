@@ -16,6 +16,19 @@ import torch
 from torch.utils.data import Sampler
 
 
+class SampledBatch(list):
+    """A batch of example indices that knows the epoch it was drawn for.
+
+    Random batch transforms (cue masking, retention draws) seed themselves from (seed, epoch,
+    indices), so their draws are the same in any dataloader worker, on any rank and after a
+    resume, and still change from epoch to epoch.
+    """
+
+    def __init__(self, indices, epoch: int) -> None:
+        super().__init__(indices)
+        self.epoch = epoch
+
+
 class BatchSampler(Sampler[list[int]]):
     def __init__(
         self,
@@ -70,7 +83,7 @@ class BatchSampler(Sampler[list[int]]):
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
 
-    def __iter__(self) -> Iterator[list[int]]:
+    def __iter__(self) -> Iterator[SampledBatch]:
         batches = self.global_batches()
         if self.num_replicas > 1 and batches:
             # Pad with batches from the start so every rank steps equally often; evaluation
@@ -80,7 +93,7 @@ class BatchSampler(Sampler[list[int]]):
             batches = batches + [batches[i % len(batches)] for i in range(extra)]
             batches = batches[self.rank :: self.num_replicas]
         for batch in batches:
-            yield batch.tolist()
+            yield SampledBatch(batch.tolist(), self.epoch)
 
     def __len__(self) -> int:
         n_batches = -(-len(self.lengths) // self.batch_size)

@@ -17,9 +17,10 @@ from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED
 from negtrain.data.collate import PadCollator
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
 from negtrain.data.module import NegtrainData
+from negtrain.data.sampler import SampledBatch
 from negtrain.errors import DataError
 from negtrain.negation.cues import CueDetector
-from negtrain.objectives.masking import MaskingSpec, mask_tokens
+from negtrain.objectives.masking import MaskingSpec, batch_generator, mask_tokens
 
 
 # ---------------------------------------------------------------------------------------------
@@ -36,25 +37,28 @@ class ProbeTransform:
         self.retention_size = len(retention) if retention is not None else 0
         self.retention_batch = retention_batch
         self.spec = spec
-        self.generator = torch.Generator().manual_seed(seed)
+        self.seed = seed
 
-    def __call__(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def __call__(self, batch: dict[str, torch.Tensor], epoch: int) -> dict[str, torch.Tensor]:
         neg = self.negated(batch["index"].tolist())
         batch["neg_input_ids"], batch["neg_attention_mask"] = neg["input_ids"], neg["attention_mask"]
         if self.retention is not None and self.retention_batch:
-            pick = torch.randint(self.retention_size, (self.retention_batch,), generator=self.generator)
+            generator = batch_generator(self.seed, epoch, batch["index"])
+            pick = torch.randint(self.retention_size, (self.retention_batch,), generator=generator)
             ret = self.retention(pick.tolist())
-            masked = mask_tokens(ret["input_ids"], ret["attention_mask"], torch.zeros_like(ret["input_ids"], dtype=torch.bool), self.spec, self.generator)
+            masked = mask_tokens(ret["input_ids"], ret["attention_mask"], torch.zeros_like(ret["input_ids"], dtype=torch.bool), self.spec, generator)
             batch["ret_input_ids"], batch["ret_attention_mask"], batch["ret_labels"] = masked["input_ids"], ret["attention_mask"], masked["labels"]
         return batch
 
 
 class _Then:
+    """Pads a batch, then hands it to a transform with the epoch the batch was drawn for."""
+
     def __init__(self, first, then) -> None:
         self.first, self.then = first, then
 
-    def __call__(self, indices):
-        return self.then(self.first(indices))
+    def __call__(self, indices: SampledBatch):
+        return self.then(self.first(indices), indices.epoch)
 
 
 class MLMData(NegtrainData):

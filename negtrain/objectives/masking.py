@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from negtrain.data.encoded import EncodedSplit
@@ -73,6 +74,16 @@ def mask_tokens(
     return {"input_ids": out, "labels": labels, "cue_positions": cue_masked}
 
 
+def batch_generator(seed: int, epoch: int, indices: torch.Tensor) -> torch.Generator:
+    """A generator for one training batch's random draws, from (seed, epoch, its example indices).
+
+    One shared generator would be copied into every dataloader worker (each drawing the same
+    masks), restart from the seed on resume, and differ between a run and its resumed copy.
+    """
+    state = np.random.SeedSequence([seed, epoch, *indices.tolist()]).generate_state(1, np.uint64)[0]
+    return torch.Generator().manual_seed(int(state))
+
+
 def pad_flags(flags: torch.Tensor, encoded: EncodedSplit, indices: torch.Tensor, width: int) -> torch.Tensor:
     """Per-token flags stored flat alongside ``encoded`` -> (B, width), right-padded with False."""
     out = torch.zeros((len(indices), width), dtype=torch.bool)
@@ -86,7 +97,8 @@ def pad_flags(flags: torch.Tensor, encoded: EncodedSplit, indices: torch.Tensor,
 class CueMaskingTransform:
     """Turns a padded batch into a cue-masked MLM batch.
 
-    Training draws from one seeded generator (a fixed sequence of masks for a given seed); evaluation
+    Training seeds each batch from (seed, epoch, example indices): the masks are the same in any
+    dataloader worker, on any rank and after a resume, and new every epoch. Evaluation
     (``per_example=True``) seeds each example by its index, so the held-out masks are the same every
     epoch and on any number of ranks.
     """
@@ -97,13 +109,12 @@ class CueMaskingTransform:
         self.spec = spec
         self.seed = seed
         self.per_example = per_example
-        self.generator = torch.Generator().manual_seed(seed)
 
-    def __call__(self, batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    def __call__(self, batch: dict[str, torch.Tensor], epoch: int) -> dict[str, torch.Tensor]:
         ids, mask, idx = batch["input_ids"], batch["attention_mask"], batch["index"]
         flags = pad_flags(self.flags, self.encoded, idx, ids.shape[1])
         if not self.per_example:
-            batch.update(mask_tokens(ids, mask, flags, self.spec, self.generator))
+            batch.update(mask_tokens(ids, mask, flags, self.spec, batch_generator(self.seed, epoch, idx)))
             return batch
         out = {"input_ids": ids.clone(), "labels": torch.full_like(ids, IGNORE), "cue_positions": torch.zeros_like(ids, dtype=torch.bool)}
         for r, (i, n) in enumerate(zip(idx.tolist(), mask.sum(1).tolist())):
