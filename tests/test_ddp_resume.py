@@ -31,7 +31,8 @@ from crash_fit import tiny_model
 from test_resume import EPOCHS, predictions, records, recipe_text, subprocess_env
 
 TESTS = Path(__file__).resolve().parent
-STEPS_PER_EPOCH = 8  # mix.epoch 128 examples / (2 ranks x batch 8)
+# mix.epoch 132 examples = 17 batches of 8 (the last one short), padded to 18 so both ranks step 9 times.
+STEPS_PER_EPOCH = 9
 
 
 def _env(cache: Path) -> dict[str, str]:
@@ -84,7 +85,7 @@ def runs(tmp_path_factory, data_dir):
     base = tmp_path_factory.mktemp("ddp_resume")
     recipe = base / "recipe.yaml"
     recipe.write_text(recipe_text(
-        tiny_model(base / "tiny"), seed=11, epoch=128, batch_size=8, trainer="devices: 2, accelerator: cpu, ", what="DDP crash-and-resume test"
+        tiny_model(base / "tiny"), seed=11, epoch=132, batch_size=8, trainer="devices: 2, accelerator: cpu, ", what="DDP crash-and-resume test"
     ))
     env = _env(base / "cache")
     reference, killed = base / "reference", base / "killed"
@@ -104,6 +105,18 @@ def test_killed_run_stopped_after_epoch_0_with_rank_specific_rng(runs):
     # Both ranks' states are kept, and they differ: restoring the wrong one would show.
     assert len(rng) == 2
     assert not torch.equal(rng[0]["torch"], rng[1]["torch"])
+
+
+def test_ddp_training_counts_are_summed_over_ranks(runs):
+    # The short batch lands on one rank, so the ranks train on different numbers of examples:
+    # the count is the sum over ranks (the same sum the per-source counts are), never one rank's
+    # count times two. The padding batch repeats a batch of the epoch, so at least 132.
+    reference, _, _ = runs
+    train = [r for r in records(reference) if r["benchmark"] == "train"]
+    assert len(train) == EPOCHS
+    for r in train:
+        assert r["train_examples"] == sum(s["examples"] for s in r["sources"].values())
+        assert 132 + 4 <= r["train_examples"] <= 132 + 8
 
 
 def test_ddp_resume_finishes_with_the_uninterrupted_numbers(runs):

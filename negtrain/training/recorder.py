@@ -30,7 +30,6 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.data.module import NegtrainData
-from negtrain.metrics.base import MISSING
 from negtrain.models.base import EvalResult
 from negtrain.training.atomic import append_lines, write_text
 
@@ -108,7 +107,11 @@ class RunRecorder(pl.Callback):
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         seconds = self._train_seconds if self._train_seconds is not None else time.perf_counter() - self._train_start
-        examples = self._train_examples * trainer.world_size
+        # Every rank calls this hook, so a sum over ranks is a safe collective. Ranks can see
+        # different batch sizes (a short last batch), so the count is summed, not multiplied.
+        local = [self._train_examples] + (self._source_counts.tolist() if self._source_counts is not None else [])
+        summed = trainer.strategy.reduce(torch.tensor(local, dtype=torch.long, device=pl_module.device), reduce_op="sum")
+        examples, counts = int(summed[0]), summed[1:].tolist()
         loss = trainer.callback_metrics.get("train/loss_epoch")
         record = {
             "epoch": trainer.current_epoch,
@@ -123,13 +126,9 @@ class RunRecorder(pl.Callback):
         }
         data = trainer.datamodule
         if isinstance(data, NegtrainData) and data.train is not None and self._source_counts is not None:
-            # Every rank calls this hook, so the sum over ranks is a safe collective.
-            counts = trainer.strategy.reduce(torch.as_tensor(self._source_counts, device=pl_module.device), reduce_op="sum")
             record["sources"] = {
                 name: {"size": size, "share": round(share, 6), "examples": int(count)}
-                for name, size, share, count in zip(
-                    data.train.sources, data.train.source_sizes, data.train_shares, counts.tolist()
-                )
+                for name, size, share, count in zip(data.train.sources, data.train.source_sizes, data.train_shares, counts)
             }
         self._write(trainer, [json.dumps(record)])
 
@@ -172,13 +171,10 @@ class RunRecorder(pl.Callback):
     def _write_predictions(self, trainer: pl.Trainer, eval_set, result: EvalResult, epoch: int) -> None:
         if not trainer.is_global_zero or result.predictions is None:
             return
-        labels = eval_set.predicted_labels
-        texts = result.texts
         # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
         rows = [
-            json.dumps({"id": ex.id, "prediction": texts[i] if texts is not None else labels[p], "label": ex.label})
-            for i, (ex, p) in enumerate(zip(eval_set.examples, result.predictions.tolist()))
-            if p != MISSING
+            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label})
+            for ex, prediction, _ in result.predicted(eval_set.examples, eval_set.predicted_labels)
         ]
         suffix = f"epoch{epoch}" if self.stage == "fit" else self.stage
         name = f"{eval_set.benchmark.name}-{eval_set.split}-{suffix}.jsonl"
