@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import pytest
@@ -24,9 +25,8 @@ def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
 
     history = files["history"]
     metrics = [line for line in (wandb_run / "metrics.jsonl").read_text().splitlines()]
-    import json
 
-    records = [json.loads(l) for l in metrics]
+    records = [json.loads(line) for line in metrics]
     evals = [r for r in records if r["benchmark"] != "train"]
     assert {r["epoch"] for r in evals} == {0, 1}
     for record in evals:
@@ -51,6 +51,18 @@ def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
         tables = [h for h in history if h.get(f"predictions/{name}/_type") == "table-file"]
         assert [h["epoch"] for h in tables] == [0, 1]
         assert all(h[f"predictions/{name}/nrows"] == 16 for h in tables)  # one eval batch of 16
+        # Each table holds the rows of that epoch's predictions file.
+        bench, split = name.split("/")
+        table_files = list((wandb_run / "wandb").glob(f"offline-run-*/files/media/table/predictions/{bench}/{split}_*.table.json"))
+        assert len(table_files) == 2
+        for path in table_files:
+            table = json.loads(path.read_text())
+            assert table["columns"] == ["id", "prediction", "label", "correct", "subset", "epoch"]
+            epoch = table["data"][0][5]
+            written = (wandb_run / "predictions" / f"{bench}-{split}-epoch{epoch}.jsonl").read_text().splitlines()
+            want = [json.loads(line) for line in written]
+            assert [(r[0], r[1], r[2]) for r in table["data"]] == [(w["id"], w["prediction"], w["label"]) for w in want]
+            assert [r[3] for r in table["data"]] == [w["prediction"] == w["label"] for w in want]
     # The summary holds the best value of the selection metric.
     best = max(r["metrics"]["accuracy"] for r in evals if r["benchmark"] == "scone")
     assert files["summary"]["best/scone/test/accuracy"] == pytest.approx(best, abs=1e-6)

@@ -15,7 +15,7 @@ from torch import nn
 
 from negtrain.config import ModelConfig
 from negtrain.errors import ConfigError
-from negtrain.metrics.base import ExampleMetric
+from negtrain.metrics.base import MISSING, ExampleMetric
 
 
 @dataclass
@@ -25,6 +25,25 @@ class EvalResult:
     predictions: np.ndarray | None  # per example: a label id (generative: 1 right / 0 wrong), or MISSING; None: nothing to write
     note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
     texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
+
+    def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
+        """(example, prediction, correct) for every example with a prediction.
+
+        ``labels`` is the space the prediction ids index (the eval set's ``predicted_labels``, not
+        the benchmark's gold labels: a 3-way head on a 2-way benchmark predicts 3-way ids). For a
+        generative benchmark the prediction is the generated text, and correctness the metric's.
+        """
+        if self.predictions is None:
+            return []
+        rows = []
+        for i, (ex, p) in enumerate(zip(examples, self.predictions.tolist())):
+            if p == MISSING:
+                continue
+            if self.texts is not None:
+                rows.append((ex, self.texts[i], bool(p)))
+            else:
+                rows.append((ex, labels[p], labels[p] == ex.label))
+        return rows
 
 
 def optimizer_kwargs(impl: str, params: list[torch.Tensor], clip_under_amp: bool = False) -> dict[str, bool]:

@@ -170,11 +170,12 @@ class WandbTracker(pl.Callback):
         epoch = trainer.current_epoch
         tables: dict[str, Any] = {"epoch": epoch}
         for result, eval_set in zip(pl_module.eval_results, trainer.datamodule.eval_sets):
-            labels = eval_set.benchmark.labels
+            if result.predictions is None:
+                continue
+            # The same rows as the run's predictions files: predicted label or generated answer.
             rows = [
-                [ex.id, labels[p], ex.label, labels[p] == ex.label, ex.subset or "", epoch]
-                for ex, p in zip(eval_set.examples, result.predictions.tolist())
-                if p >= 0
+                [ex.id, prediction, ex.label, correct, ex.subset or "", epoch]
+                for ex, prediction, correct in result.predicted(eval_set.examples, eval_set.predicted_labels)
             ]
             tables[f"predictions/{eval_set.name}"] = wandb.Table(
                 columns=["id", "prediction", "label", "correct", "subset", "epoch"], data=rows
