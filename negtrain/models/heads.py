@@ -29,6 +29,39 @@ def checkpoint_labels(id2label: Mapping[int, str] | None) -> list[str] | None:
     return names if all(names) and len(set(names)) == len(names) else None
 
 
+#: Where a sequence classifier keeps its head (BERT/DeBERTa/RoBERTa: classifier; decoder-style: score).
+HEAD_MODULES = ("classifier", "score")
+
+
+def reset_loaded_head(model: torch.nn.Module, missing_keys: Sequence[str]) -> list[str]:
+    """Re-initialize head weights that came from the checkpoint; returns their names.
+
+    Called when the checkpoint's head has no NLI label names: it was trained for another task (or
+    is a placeholder), and from_pretrained keeps it whenever its size happens to match the new
+    head's. Linear layers get BERT's init (normal with ``initializer_range``, zero bias), drawn
+    from the seeded global RNG like the weights from_pretrained initializes itself.
+    """
+    std = getattr(model.config, "initializer_range", 0.02)
+    missing = set(missing_keys)
+    reset = []
+    for head in HEAD_MODULES:
+        module = getattr(model, head, None)
+        if module is None:
+            continue
+        for name, layer in module.named_modules():
+            if not isinstance(layer, torch.nn.Linear):
+                continue
+            prefix = ".".join(p for p in (head, name) if p)
+            if f"{prefix}.weight" in missing:
+                continue  # freshly initialized already
+            with torch.no_grad():
+                layer.weight.normal_(0.0, std)
+                if layer.bias is not None:
+                    layer.bias.zero_()
+            reset.append(prefix)
+    return reset
+
+
 def choose_head_labels(
     configured: Sequence[str] | None,
     from_checkpoint: Sequence[str] | None,

@@ -18,7 +18,7 @@ from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
 from negtrain.metrics.base import ExampleMetric
 from negtrain.models.base import NegtrainModule
 from negtrain.models.first_token import first_position_only
-from negtrain.models.heads import set_loss
+from negtrain.models.heads import HEAD_MODULES, reset_loaded_head, set_loss
 
 
 def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> EncodedSplit:
@@ -152,15 +152,18 @@ def build_nli(recipe, loaded):
         )
         print(load_into(model, init).summary(init), flush=True)
     else:
-        model = load_base(
+        model, info = load_base(
             AutoModelForSequenceClassification,
             path,
             recipe.adapter,
-            keep_full=["classifier", "score"],  # the head is never quantized (BERT/DeBERTa/RoBERTa: classifier)
+            keep_full=list(HEAD_MODULES),  # the head is never quantized
             **attention_kwargs(cfg),
             **head_args,
             ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
+            output_loading_info=True,
         )
+        if ckpt_labels is None and (reset := reset_loaded_head(model, info["missing_keys"])):
+            print(f"model: {path}'s classification head has no NLI label names; a fresh {len(head)}-way head replaces {reset}", flush=True)
     model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
     freeze(model, cfg)
     module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
