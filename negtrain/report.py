@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from negtrain.errors import NegtrainError
 from negtrain.runs import COUNT_METRICS, RunDir
 from negtrain.secrets import redact_text
 from negtrain.training.atomic import write_text
@@ -25,16 +26,25 @@ STYLES = ("-", "--", ":", "-.")
 BOLD = ("accuracy", "consistency")
 
 
-def higher_is_better(eval_name: str, metric: str) -> bool:
-    """The metric's declared direction; higher is better unless the benchmark's metric says otherwise."""
+def higher_is_better(run: RunDir, eval_name: str, metric: str) -> bool:
+    """The metric's declared direction, as the run recorded it.
+
+    Runs record it on every evaluation line. For an older run that did not, the registered
+    benchmark's metric decides; an eval set that is not a registered benchmark (the cue-masking
+    corpus, whose mlm_loss falls) cannot be guessed, so that is an error rather than a wrong best.
+    """
+    if eval_name in run.directions:
+        return metric not in run.directions[eval_name]
     from negtrain.benchmarks.registry import get_benchmark
-    from negtrain.errors import NegtrainError
 
     try:
         bench = get_benchmark(eval_name.split("/")[0])
-        return bench.metric([]).is_higher_better(metric)
-    except (NegtrainError, Exception):  # an unknown benchmark, or a metric that needs examples to build
-        return True
+    except NegtrainError:
+        raise NegtrainError(
+            f"{run.path / 'metrics.jsonl'}: '{eval_name}' records no metric directions and is not a registered "
+            "benchmark; rerun its evaluation with this version of negtrain to report it"
+        ) from None
+    return bench.metric([]).is_higher_better(metric)
 
 
 def _ordered(keys: list[str]) -> list[str]:
@@ -146,7 +156,7 @@ def best_epochs(run: RunDir) -> list[tuple[str, str, float, int, bool]]:
             xs, ys = _series(run, name, key)
             if not xs:
                 continue
-            higher = higher_is_better(name, key)
+            higher = higher_is_better(run, name, key)
             best = (max if higher else min)(range(len(ys)), key=lambda i: (ys[i], -xs[i]) if higher else (ys[i], xs[i]))
             out.append((name, key, ys[best], xs[best], higher))
     return out

@@ -84,6 +84,15 @@ class RunDir:
                 ep.evals[f"{r['benchmark']}/{r['split']}"] = r["metrics"]
         return [by_epoch[e] for e in sorted(by_epoch)]
 
+    @cached_property
+    def directions(self) -> dict[str, set[str]]:
+        """Per eval set, the metrics the run declared lower-is-better (runs write it on every line)."""
+        out: dict[str, set[str]] = {}
+        for r in self.records:
+            if r["benchmark"] != "train" and "lower_is_better" in r:
+                out.setdefault(f"{r['benchmark']}/{r['split']}", set()).update(r["lower_is_better"])
+        return out
+
     def epoch(self, epoch: int) -> EpochResults:
         for ep in self.epochs:
             if ep.epoch == epoch:

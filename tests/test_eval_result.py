@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from negtrain.benchmarks.base import Example
 from negtrain.metrics.base import MISSING
@@ -28,3 +29,13 @@ def test_generative_predictions_are_the_generated_texts_with_the_metrics_verdict
 
 def test_nothing_to_write():
     assert EvalResult("cue_corpus/heldout", {}, None).predicted(EXAMPLES, ()) == []
+
+
+def test_metric_values_are_written_as_valid_json():
+    import json
+
+    from negtrain.training.recorder import _json_number
+
+    values = [_json_number(v) for v in (float("nan"), float("inf"), -float("inf"), 0.12345678)]
+    assert values == [None, None, None, 0.123457]
+    assert json.loads(json.dumps(values), parse_constant=lambda c: pytest.fail(c)) == values

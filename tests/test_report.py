@@ -67,3 +67,36 @@ def test_report_on_a_real_run(wandb_run):
     assert cli.main(["report", "--run", str(wandb_run)]) == 0
     assert _png(wandb_run / "report" / "metrics.png") == ["scone/test", "monli/test"]
     assert _png(wandb_run / "report" / "loss.png") == ["training loss"]
+
+
+def _add_heldout(run, record_directions: bool):
+    import json
+
+    lines = []
+    for epoch, loss in enumerate([3.0, 2.0, 2.5]):
+        record = {"epoch": epoch, "stage": "fit", "benchmark": "cue_corpus", "split": "heldout", "eval_seconds": 1.0,
+                  "metrics": {"mlm_loss": loss, "cue_recovery": 0.1 * epoch}}
+        if record_directions:
+            record["lower_is_better"] = ["mlm_loss"]
+        lines.append(json.dumps(record) + "\n")
+    with (run / "metrics.jsonl").open("a") as f:
+        f.writelines(lines)
+
+
+def test_best_epoch_follows_the_direction_the_run_recorded(fake_run, tmp_path):
+    # The cue-masking corpus is no registered benchmark: only the run knows mlm_loss falls.
+    run = tmp_path / "run"
+    shutil.copytree(fake_run, run)
+    _add_heldout(run, record_directions=True)
+    assert cli.main(["report", "--run", str(run)]) == 0
+    summary = (run / "report" / "summary.md").read_text()
+    assert "| cue_corpus/heldout | mlm_loss | 2.0000 | 1 | lower |" in summary
+    assert "| cue_corpus/heldout | cue_recovery | 0.2000 | 2 | higher |" in summary
+
+
+def test_an_unknown_direction_is_an_error_not_a_guess(fake_run, tmp_path, capsys):
+    run = tmp_path / "run"
+    shutil.copytree(fake_run, run)
+    _add_heldout(run, record_directions=False)
+    assert cli.main(["report", "--run", str(run)]) != 0
+    assert "'cue_corpus/heldout' records no metric directions" in capsys.readouterr().err

@@ -35,7 +35,8 @@ from negtrain.training.atomic import append_lines, write_text
 
 
 def _json_number(value: float) -> float | None:
-    return None if math.isnan(value) else round(value, 6)
+    # NaN and ±inf have no JSON spelling (json.dumps would write the invalid NaN/Infinity).
+    return round(value, 6) if math.isfinite(value) else None
 
 
 COUNTS = frozenset({"n", "groups_scored", "groups_lacking_cell", "n_negated", "n_affirmative", "n_masked", "n_cues"})
@@ -147,13 +148,15 @@ class RunRecorder(pl.Callback):
         data = trainer.datamodule
         epoch = trainer.current_epoch
         lines = []
-        for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
+        for i, (result, eval_set, metric) in enumerate(zip(results, data.eval_sets, pl_module.metrics)):
             record = {
                 "epoch": epoch,
                 "stage": self.stage,
                 "benchmark": eval_set.benchmark.name,
                 "split": eval_set.split,
                 "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
+                # The metric's declared direction, so a reader (report, a plot) needs no registry.
+                "lower_is_better": [k for k in result.metrics if not metric.is_higher_better(k)],
                 "eval_seconds": round(self._span(i, seconds), 3),
             }
             if result.note:
