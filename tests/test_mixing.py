@@ -108,6 +108,19 @@ def test_plain_mix_uses_the_unmixed_sampler_order():
     assert data.train_shares == pytest.approx([4 / 6, 2 / 6]) and data.train_counts == [4, 2]
 
 
+def test_an_empty_training_source_is_named():
+    # Its share would be 0/0 and its draws a division by zero; say which source it is instead.
+    from negtrain.config import DataConfig, SourceConfig
+    from negtrain.data.encoded import EncodedSplit
+    from negtrain.data.module import NegtrainData, TrainSet
+    from negtrain.errors import DataError
+
+    enc = EncodedSplit.from_lists([[1] * 3] * 4, None)
+    cfg = DataConfig(train=[SourceConfig(benchmark="a", split="s"), SourceConfig(benchmark="b", split="s")], batch_size=2)
+    with pytest.raises(DataError, match="data.train: b/s has no training examples"):
+        NegtrainData(cfg, 5, 0, TrainSet(enc, {}, ["a/s", "b/s"], [4, 0]), [])
+
+
 def test_mix_config_is_validated():
     base = {"description": "x", "model": {"name": "m"}, "data": {"train": [{"benchmark": "scone", "split": "train"}]}}
 

@@ -15,6 +15,7 @@ from negtrain.data.collate import BatchIndices, PadCollator
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
 from negtrain.data.sampler import BatchSampler
+from negtrain.errors import DataError
 
 
 @dataclass
@@ -68,6 +69,12 @@ class NegtrainData(pl.LightningDataModule):
         self.train_shares: list[float] = []
         self.train_counts: list[int] = []
         if train is not None:
+            empty = [name for name, size in zip(train.sources, train.source_sizes) if size == 0]
+            if empty:
+                raise DataError(
+                    f"data.train: {', '.join(empty)} has no training examples; check the data files, "
+                    "or drop the source from the recipe"
+                )
             weights = [s.weight for s in config.train]
             if len(weights) != len(train.source_sizes):
                 raise ValueError(f"{len(train.source_sizes)} training sources but {len(weights)} data.train entries")
