@@ -104,3 +104,20 @@ def test_checkpoint_loads_and_validate_reproduces_the_best_epoch(run_dir, tmp_pa
     again = {x["benchmark"]: x["metrics"] for x in _lines(out / "metrics.jsonl")}
     during = {x["benchmark"]: x["metrics"] for x in _lines(run_dir / "metrics.jsonl") if x["epoch"] == epoch and x["benchmark"] != "train"}
     assert again == during
+
+
+def test_a_selection_metric_that_is_nan_every_epoch_is_not_reported_as_a_score(tmp_path, data_dir, capsys):
+    # One eval batch of 4 bucketed ScoNe examples completes no contrast set: consistency is NaN.
+    # Lightning ranks NaN as -inf; the run must not print (or log) that as the best score.
+    out = tmp_path / "run"
+    code = main([
+        "fit", "--recipe", "scone_minilm", "--output-dir", str(out), "--trainer.max_epochs=1",
+        "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
+        "--data.batch_size=4", "--data.eval_batch_size=4", "--selection.metric=scone/test/consistency",
+    ])
+    assert code == 0
+    scone = [x for x in _lines(out / "metrics.jsonl") if x["benchmark"] == "scone"]
+    assert scone[0]["metrics"]["groups_scored"] == 0 and scone[0]["metrics"]["consistency"] is None
+    printed = capsys.readouterr().out
+    assert "best scone/test/consistency: NaN in every epoch" in printed
+    assert "inf" not in printed.split("best scone/test/consistency")[1].split("\n")[0]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import math
 import os
 import shlex
 from pathlib import Path
@@ -175,7 +176,12 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
         sel = built.selection
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if sel and best:
-            print(f"best {sel.monitor} = {float(trainer.checkpoint_callback.best_model_score):.4f}: {best}")
+            score = float(trainer.checkpoint_callback.best_model_score)
+            if math.isfinite(score):
+                print(f"best {sel.monitor} = {score:.4f}: {best}")
+            else:
+                # Lightning ranks a NaN as the worst value (±inf); printing that would invent a score.
+                print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
         print(f"run directory: {run_dir}")
     return run_dir
 

@@ -23,6 +23,7 @@ again.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import sys
@@ -195,7 +196,8 @@ def finish(logger, trainer: pl.Trainer, selection, run_dir: Path) -> None:
 
     run = logger.experiment
     ckpt = trainer.checkpoint_callback
-    if selection is not None and ckpt is not None and ckpt.best_model_score is not None:
+    # A NaN in every epoch reaches Lightning's best score as ±inf: no best value to report then.
+    if selection is not None and ckpt is not None and ckpt.best_model_score is not None and math.isfinite(float(ckpt.best_model_score)):
         best = float(ckpt.best_model_score)
         run.summary[f"best/{selection.monitor}"] = best
         # A sweep reads the summary value of its metric: make it the best epoch's, not the last's.
