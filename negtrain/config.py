@@ -444,7 +444,7 @@ class ObjectiveConfig(_Section):
 
 class Recipe(_Section):
     description: str = Field(description="One line: what this recipe trains or reproduces.")
-    seed: int = 42
+    seed: int = Field(42, ge=0, le=2**32 - 1, description="Seeds weights, data order and masks (numpy and torch accept 0 to 2**32-1).")
     model: ModelConfig
     adapter: AdapterConfig = Field(default_factory=AdapterConfig)
     data: DataConfig = Field(default_factory=DataConfig)
@@ -483,6 +483,24 @@ def _model_class(annotation: Any) -> type[BaseModel] | None:
         if found is not None:
             return found
     return None
+
+
+def is_text_field(dotted: str) -> bool:
+    """Whether ``dotted`` (e.g. ``model.prompt``) names a string field of the recipe.
+
+    A command-line override of such a field is taken verbatim: parsed as YAML, ``a # b`` would
+    lose its end, ``Statement: {x}`` would become a mapping and ``2024`` a number.
+    """
+    model: type[BaseModel] | None = Recipe
+    parts = dotted.split(".")
+    for part in parts[:-1]:
+        field = model.model_fields.get(part) if model is not None else None
+        model = _model_class(field.annotation) if field is not None else None
+    field = model.model_fields.get(parts[-1]) if model is not None else None
+    if field is None:
+        return False
+    annotation = field.annotation
+    return annotation is str or set(typing.get_args(annotation)) == {str, type(None)}
 
 
 def _is_mapping_of_models(annotation: Any) -> bool:

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from negtrain.config import SHORTHAND_SECTIONS, Recipe, load_yaml, validate_recipe
+from negtrain.config import SHORTHAND_SECTIONS, Recipe, is_text_field, load_yaml, validate_recipe
 from negtrain.errors import ConfigError, unknown_name
 
 
@@ -40,10 +40,15 @@ def find_recipe(name_or_path: str) -> tuple[str, Path]:
     return name_or_path, known[name_or_path]
 
 
+#: What YAML reads as null: the one way to unset an optional string field from the command line.
+NULL_WORDS = {"null", "Null", "NULL", "~"}
+
+
 def parse_overrides(args: list[str]) -> dict[str, Any]:
     """``["--trainer.max_epochs=1", "--model.learning_rate", "3e-5"]`` -> ``{"trainer.max_epochs": 1, ...}``.
 
-    Values are parsed as YAML scalars, so numbers, booleans and lists keep their types. Both the
+    Values are parsed as YAML scalars, so numbers, booleans and lists keep their types; a string
+    field's value is taken verbatim (``null`` still unsets an optional one). Both the
     ``--key=value`` form (what a W&B sweep agent passes) and ``--key value`` are accepted.
     """
     overrides: dict[str, Any] = {}
@@ -58,10 +63,13 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
                 raise ConfigError(f"override --{key} needs a value: --{key}=VALUE")
             value = args[i + 1]
             i += 1
-        try:
-            overrides[key] = yaml.safe_load(value) if value != "" else ""
-        except yaml.YAMLError:
+        if is_text_field(key) and value not in NULL_WORDS:
             overrides[key] = value
+        else:
+            try:
+                overrides[key] = yaml.safe_load(value) if value != "" else ""
+            except yaml.YAMLError:
+                overrides[key] = value
         i += 1
     return overrides
 

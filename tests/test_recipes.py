@@ -55,6 +55,19 @@ def test_overrides_apply_with_types():
     assert r.trainer.max_epochs == 1 and r.model.learning_rate == 3e-5 and r.data.bucket_by_length is False
 
 
+def test_string_overrides_are_taken_verbatim():
+    # Parsed as YAML these would become "Is it" (a comment), a mapping, and the number 2024.
+    o = parse_overrides([
+        "--model.prompt=Is it #1? {premise}", "--description", "Statement: {x}", "--logger.group=2024",
+        "--logger.name=null", "--trainer.max_epochs=3",
+    ])
+    r = load_recipe("scone_minilm", o).recipe
+    assert r.model.prompt == "Is it #1? {premise}"
+    assert r.description == "Statement: {x}"
+    assert r.logger.group == "2024"
+    assert r.logger.name is None and r.trainer.max_epochs == 3
+
+
 @pytest.mark.parametrize(
     "override,message",
     [
@@ -63,6 +76,7 @@ def test_overrides_apply_with_types():
         ("--model.learning_rate=-1", "model.learning_rate: Input should be greater than 0"),
         ("--data.batch_size=0", "data.batch_size: Input should be greater than 0"),
         ("--trainer.precision=bf17", "trainer.precision"),
+        ("--seed=-1", "seed: Input should be greater than or equal to 0"),
     ],
 )
 def test_bad_overrides_are_rejected(override, message):
