@@ -116,6 +116,7 @@ def negtrain_fit(steps: int, batch_size: int) -> None:
     """negtrain's fit with the scone_minilm recipe's speed settings, training only."""
     from negtrain.recipes import load_recipe
     from negtrain.training.build import build
+    from negtrain.training.checks import trainer_precision
     from negtrain.training.run import quiet_third_party_logs
 
     quiet_third_party_logs()
@@ -128,7 +129,7 @@ def negtrain_fit(steps: int, batch_size: int) -> None:
     ).recipe
     built = build(recipe)
 
-    _report(steps * batch_size, timed_fit(built.module, built.data, steps, recipe.trainer.precision))
+    _report(steps * batch_size, timed_fit(built.module, built.data, steps, trainer_precision(recipe.trainer)[0]))
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ def measure(n: int, steps: int) -> dict:
     from negtrain.recipes import load_recipe
     from negtrain.training.build import Loaded
     from negtrain.models.nli import build_nli
+    from negtrain.training.checks import trainer_precision
     from negtrain.training.run import quiet_third_party_logs
 
     quiet_third_party_logs()
@@ -61,7 +62,7 @@ def measure(n: int, steps: int) -> dict:
     train = TrainSet(encoded=encoded, extras={"targets": targets}, sources=["scaled/train"], source_sizes=[n])
     data = NegtrainData(recipe.data, recipe.seed, built.tokenizer.pad_token_id or 0, train, [])
 
-    seconds = timed_fit(built.module, data, steps, recipe.trainer.precision)
+    seconds = timed_fit(built.module, data, steps, trainer_precision(recipe.trainer)[0])
     return {
         "examples": n,
         "batches_per_epoch": n_batches,

@@ -238,8 +238,12 @@ class TrainerConfig(_Section):
     max_steps: int = Field(-1, ge=-1, description="Stop after this many optimizer steps (-1: no limit).")
     accumulate_grad_batches: int = Field(1, gt=0)
     gradient_clip_val: float | None = Field(None, ge=0)
-    precision: Literal["32", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = Field(
-        "32-true", description="'bf16-mixed' autocasts matmuls to bf16; on CPUs with bf16 units it is several times faster."
+    precision: Literal["auto", "32", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = Field(
+        "32-true",
+        description="'bf16-mixed' autocasts matmuls to bf16: several times faster where the hardware computes "
+        "bf16 (CUDA GPUs with bf16, CPUs with AVX512-BF16 or AMX, Arm CPUs with BF16), but on a CPU without "
+        "bf16 units it is emulated and far slower than fp32. 'auto': bf16-mixed where bf16 is native, "
+        "32-true elsewhere; the run prints which.",
     )
     accelerator: str = "auto"
     devices: int | str = Field(1, description="Number of devices (processes), or 'auto'.")

@@ -119,5 +119,6 @@ def test_a_selection_metric_that_is_nan_every_epoch_is_not_reported_as_a_score(t
     scone = [x for x in _lines(out / "metrics.jsonl") if x["benchmark"] == "scone"]
     assert scone[0]["metrics"]["groups_scored"] == 0 and scone[0]["metrics"]["consistency"] is None
     printed = capsys.readouterr().out
+    assert "trainer.precision auto: " in printed  # the run says what 'auto' became on this machine
     assert "best scone/test/consistency: NaN in every epoch" in printed
     assert "inf" not in printed.split("best scone/test/consistency")[1].split("\n")[0]

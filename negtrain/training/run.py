@@ -103,15 +103,20 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
 
     from negtrain.training.checkpoint_io import AtomicCheckpointIO
 
+    from negtrain.training.checks import trainer_precision
+
+    precision, note = trainer_precision(t)
+    if note:
+        print(note, flush=True)
     try:
-        return _make_trainer(t, run_dir, callbacks, logger, AtomicCheckpointIO())
+        return _make_trainer(t, run_dir, callbacks, logger, AtomicCheckpointIO(), precision)
     except (MisconfigurationException, ValueError) as exc:
         # Lightning rejects a trainer setting the recipe schema let through (devices, strategy, ...).
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{loaded.path}: trainer: {first}") from None
 
 
-def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io) -> pl.Trainer:
+def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io, precision: str) -> pl.Trainer:
     return pl.Trainer(
         default_root_dir=run_dir,
         plugins=[checkpoint_io],
@@ -119,7 +124,7 @@ def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io) -> p
         max_steps=t.max_steps,
         accumulate_grad_batches=t.accumulate_grad_batches,
         gradient_clip_val=t.gradient_clip_val,
-        precision=t.precision,
+        precision=precision,
         accelerator=t.accelerator,
         devices=t.devices,
         strategy=t.strategy,
