@@ -97,3 +97,8 @@ def test_a_head_with_nli_labels_is_kept(tmp_path, monkeypatch, data_dir):
     model = _checkpoint_with_head(tmp_path / "m", {0: "entailment", 1: "not_entailment"}, fill=5.0)
     head = _built_head(tmp_path, monkeypatch, model)
     assert (head.weight == 5.0).all() and (head.bias == 5.0).all()
+
+
+def test_a_label_named_twice_is_rejected():
+    with pytest.raises(ConfigError, match="names one label twice"):
+        choose_head_labels(["entailment", "Entailment", "contradiction"], None, [])

@@ -71,6 +71,8 @@ def choose_head_labels(
         normalized = [nli.normalize(x) for x in configured]
         if not all(normalized):
             raise ConfigError(f"model.head_labels: {list(configured)} contains a label that is not an NLI label")
+        if len(set(normalized)) != len(normalized):
+            raise ConfigError(f"model.head_labels: {list(configured)} names one label twice (labels are matched by meaning, not spelling)")
         return normalized  # type: ignore[return-value]
     if from_checkpoint:
         return list(from_checkpoint)
