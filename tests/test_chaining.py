@@ -68,6 +68,8 @@ def test_mlm_run_writes_the_run_directory(mlm_run):
     assert held and held[0]["split"] == "heldout"
     assert held[0]["metrics"]["mlm_loss"] > 0 and 0 <= held[0]["metrics"]["cue_recovery_accuracy"] <= 1
     assert held[0]["metrics"]["n_cues"] >= 8  # every held-out sentence has at least one cue
+    # The run records which way is better, so report can rank an eval set no registry knows.
+    assert held[0]["lower_is_better"] == ["mlm_loss"]
 
 
 def test_mlm_run_initialises_an_nli_model(mlm_run, data_dir):

@@ -22,7 +22,7 @@ def cuda_available() -> bool:
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU multiplies bf16 in hardware (x86: AVX512-BF16 or AMX; Arm: the BF16 extension).
 
-    Without it, torch emulates bf16 matmuls: measured on a 2-core AVX2-only CPU, about 60 times
+    Without it, torch emulates bf16 matmuls: measured on a 2-core AVX2-only CPU, about 45 times
     slower than fp32, where a CPU with AVX512-BF16 runs them about 4 times faster than fp32.
     """
     import torch
@@ -108,7 +108,7 @@ def check_run(recipe: Recipe) -> None:
     gpu = uses_gpu(t)
     if t.precision == "16-mixed" and not gpu:
         # Lightning would silently switch to bf16-mixed on a CPU.
-        raise ConfigError("trainer.precision '16-mixed' needs a GPU; on a CPU use 'bf16-mixed' or '32-true'")
+        raise ConfigError("trainer.precision '16-mixed' needs a GPU; on a CPU use 'auto' (bf16-mixed where the CPU has bf16) or '32-true'")
     if adapter.type == "qlora":
         if deepspeed and "stage_3" in t.strategy:
             raise ConfigError(

@@ -12,6 +12,7 @@ import lightning.pytorch as pl
 import torch
 import yaml
 from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import to_dict
 from negtrain.errors import ConfigError
@@ -107,7 +108,8 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
 
     precision, note = trainer_precision(t)
     if note:
-        print(note, flush=True)
+        # Once, not once per DDP rank: a launched rank knows its rank from the environment already.
+        rank_zero_only(print)(note, flush=True)
     try:
         return _make_trainer(t, run_dir, callbacks, logger, AtomicCheckpointIO(), precision)
     except (MisconfigurationException, ValueError) as exc:
