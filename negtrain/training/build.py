@@ -8,6 +8,7 @@ the model is loaded, so a mistake costs seconds, not a model download.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,18 @@ class Selection:
     @property
     def mode(self) -> str:
         return "max" if self.higher_is_better else "min"
+
+
+def best_score(checkpoint_callback) -> float | None:
+    """The selected checkpoint's metric value; None when there is none to report.
+
+    Lightning ranks a NaN as the worst value (±inf), so a metric that was NaN in every epoch
+    arrives as ±inf: reporting that would invent a score.
+    """
+    score = getattr(checkpoint_callback, "best_model_score", None)
+    if score is None or not math.isfinite(float(score)):
+        return None
+    return float(score)
 
 
 @dataclass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import datetime as dt
-import math
 import os
 import shlex
 from pathlib import Path
@@ -18,7 +17,7 @@ from negtrain.config import to_dict
 from negtrain.errors import ConfigError
 from negtrain.recipes import LoadedRecipe
 from negtrain.training.atomic import atomic_dir, write_text
-from negtrain.training.build import Built, build, reload_weights
+from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.recorder import RunRecorder
 
 
@@ -103,7 +102,6 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     from negtrain.training.checkpoint_io import AtomicCheckpointIO
-
     from negtrain.training.checks import trainer_precision
 
     precision, note = trainer_precision(t)
@@ -183,11 +181,10 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
         sel = built.selection
         best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
         if sel and best:
-            score = float(trainer.checkpoint_callback.best_model_score)
-            if math.isfinite(score):
+            score = best_score(trainer.checkpoint_callback)
+            if score is not None:
                 print(f"best {sel.monitor} = {score:.4f}: {best}")
             else:
-                # Lightning ranks a NaN as the worst value (±inf); printing that would invent a score.
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
         print(f"run directory: {run_dir}")
     return run_dir

@@ -23,7 +23,6 @@ again.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
 import sys
@@ -37,6 +36,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from negtrain.config import Recipe, to_dict
 from negtrain.secrets import redact_text
 from negtrain.training.atomic import write_text
+from negtrain.training.build import best_score
 
 DEFAULT_BASE_URL = "https://api.wandb.ai"
 RUN_ID_FILE = Path("wandb") / "run_id"
@@ -196,9 +196,8 @@ def finish(logger, trainer: pl.Trainer, selection, run_dir: Path) -> None:
 
     run = logger.experiment
     ckpt = trainer.checkpoint_callback
-    # A NaN in every epoch reaches Lightning's best score as ±inf: no best value to report then.
-    if selection is not None and ckpt is not None and ckpt.best_model_score is not None and math.isfinite(float(ckpt.best_model_score)):
-        best = float(ckpt.best_model_score)
+    best = best_score(ckpt)
+    if selection is not None and best is not None:
         run.summary[f"best/{selection.monitor}"] = best
         # A sweep reads the summary value of its metric: make it the best epoch's, not the last's.
         run.summary[selection.monitor] = best
