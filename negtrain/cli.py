@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from negtrain.commands import evaluate, export, recipes, report, sweep, train
+from negtrain.data.files import pin_data_dirs
 from negtrain.errors import NegtrainError
 
 
@@ -59,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
+    pin_data_dirs()
     try:
         args, extra = parser().parse_known_args(argv)
         args.argv = argv  # the exact invocation, recorded with a run (command.txt)

@@ -17,6 +17,12 @@ os.environ["NEGTRAIN_OFFLINE"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("WANDB_MODE", "offline")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# The README runs the suite with a relative NEGTRAIN_DATA_DIR (../shared/data): pin it to an absolute
+# path once, before any test changes directory or starts a subprocess elsewhere.
+if os.environ.get("NEGTRAIN_DATA_DIR"):
+    os.environ["NEGTRAIN_DATA_DIR"] = os.pathsep.join(
+        str(Path(p).expanduser().absolute()) for p in os.environ["NEGTRAIN_DATA_DIR"].split(os.pathsep) if p
+    )
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -34,8 +40,7 @@ def data_dir() -> Path:
     value = os.environ.get("NEGTRAIN_DATA_DIR")
     if not value or not Path(value).is_dir():
         pytest.fail("set NEGTRAIN_DATA_DIR to the benchmark data mirror (layout <owner>/<repo>/<path>)")
-    return Path(value)
-
+    return Path(value).absolute()
 
 
 

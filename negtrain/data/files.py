@@ -102,9 +102,20 @@ class HubSplit:
 
 
 def data_dirs() -> list[Path]:
-    """The offline data directories of ``$NEGTRAIN_DATA_DIR``, in search order."""
+    """The offline data directories of ``$NEGTRAIN_DATA_DIR``, in search order, as absolute paths.
+
+    A relative entry (``../shared/data``) is taken from the current directory, and made absolute
+    here so that a path built from it stays valid for a symlink, a child process or a later chdir.
+    """
     env = os.environ.get("NEGTRAIN_DATA_DIR", "")
-    return [Path(p).expanduser() for p in env.split(os.pathsep) if p]
+    return [Path(p).expanduser().absolute() for p in env.split(os.pathsep) if p]
+
+
+def pin_data_dirs() -> None:
+    """Rewrite ``$NEGTRAIN_DATA_DIR`` with absolute paths, so child processes (DDP ranks, sweep
+    trials) started from another directory read the same mirror."""
+    if os.environ.get("NEGTRAIN_DATA_DIR"):
+        os.environ["NEGTRAIN_DATA_DIR"] = os.pathsep.join(str(p) for p in data_dirs())
 
 
 def data_dir() -> Path | None:
