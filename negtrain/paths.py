@@ -27,3 +27,26 @@ def contained(path: Path, folder: Path, what: str) -> Path:
     if not is_inside(path, folder):
         raise ConfigError(f"{what} {path}: leads outside {folder} (via '..' or a symbolic link); refused")
     return Path(path)
+
+
+def check_output_dir(path: Path, what: str = "--output-dir") -> None:
+    """Refuse, before any work, an output directory that cannot be created or written: an
+    existing file, a path through a file, or a place without write access. Nothing is created:
+    writability is probed with a temporary folder in the nearest existing ancestor, removed at once."""
+    import errno
+    import os
+    import tempfile
+
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{what} {path}: exists and is not a directory")
+    ancestor = path.absolute()
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise ConfigError(f"{what} {path}: cannot be created, {ancestor} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".negtrain-write-test-", dir=ancestor))
+    except OSError as exc:
+        reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+        raise ConfigError(f"{what} {path}: cannot write in {ancestor} ({reason})") from None

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from negtrain.config import SHORTHAND_SECTIONS, Recipe, is_text_field, load_yaml, validate_recipe
+from negtrain.config import SHORTHAND_SECTIONS, Recipe, is_text_field, load_yaml, parse_yaml, validate_recipe
 from negtrain.errors import ConfigError, unknown_name
 
 
@@ -49,7 +49,8 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
 
     Values are parsed as YAML scalars, so numbers, booleans and lists keep their types; a string
     field's value is taken verbatim (``null`` still unsets an optional one). Both the
-    ``--key=value`` form (what a W&B sweep agent passes) and ``--key value`` are accepted.
+    ``--key=value`` form (what a W&B sweep agent passes) and ``--key value`` are accepted. A key
+    given twice is an error, as a key written twice in a recipe is: which one would win is a guess.
     """
     overrides: dict[str, Any] = {}
     i = 0
@@ -63,11 +64,15 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
                 raise ConfigError(f"override --{key} needs a value: --{key}=VALUE")
             value = args[i + 1]
             i += 1
+        if key in overrides:
+            raise ConfigError(f"override --{key} is given twice; give it once")
         if is_text_field(key) and value not in NULL_WORDS:
             overrides[key] = value
         else:
             try:
-                overrides[key] = yaml.safe_load(value) if value != "" else ""
+                overrides[key] = parse_yaml(value) if value != "" else ""
+            except yaml.composer.ComposerError as exc:  # too deep, an alias bomb: not a plain string either
+                raise ConfigError(f"override --{key}: {exc.problem}") from None
             except yaml.YAMLError:
                 overrides[key] = value
         i += 1

@@ -25,10 +25,13 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _loaded(args: argparse.Namespace, extra: list[str]):
+    from negtrain.paths import check_output_dir
     from negtrain.recipes import load_recipe, parse_overrides
     from negtrain.training.run import quiet_third_party_logs
 
     loaded = load_recipe(args.recipe, parse_overrides(extra))
+    if args.output_dir is not None:
+        check_output_dir(args.output_dir)  # before the model is built, not after
     quiet_third_party_logs()
     return loaded
 
