@@ -79,6 +79,7 @@ def load_model(run: RunDir, checkpoint: Path):
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     if not state:
         raise NegtrainError(f"{checkpoint}: no model.* weights in the checkpoint's state_dict")
+    check_finite(state, checkpoint)
     config = AutoConfig.from_pretrained(model_dir)
     model = AutoModelForSequenceClassification.from_config(config)
     if (model_dir / ADAPTER_CONFIG).is_file() or _is_adapter_state(state):
@@ -96,6 +97,26 @@ def load_model(run: RunDir, checkpoint: Path):
             f"{checkpoint} does not match the run's model/config.json: missing {missing[:5]}, unexpected {unexpected[:5]}"
         )
     return model.eval(), int(ckpt.get("epoch", -1))
+
+
+def check_finite(state: dict[str, Any], checkpoint: Path) -> None:
+    """Refuse weights holding NaN or infinity: a diverged run's checkpoint exports and loads
+    without complaint and then predicts one label for every input."""
+    import torch
+
+    bad = [
+        (name, int((~torch.isfinite(t)).sum()), t.numel())
+        for name, t in state.items()
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())
+    ]
+    if bad:
+        total = sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor) and t.is_floating_point())
+        shown = ", ".join(f"{name} ({k:,} of {n:,})" for name, k, n in bad[:3]) + (", ..." if len(bad) > 3 else "")
+        raise NegtrainError(
+            f"{checkpoint}: {len(bad)} of {len(state)} weight tensors hold NaN or infinite values "
+            f"({sum(k for _, k, _ in bad):,} of {total:,} values: {shown}); the run diverged, so "
+            "this checkpoint is not exported (choose another with --checkpoint best|last)"
+        )
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:

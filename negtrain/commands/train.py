@@ -27,18 +27,17 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 def _loaded(args: argparse.Namespace, extra: list[str]):
     from negtrain.paths import check_output_dir
     from negtrain.recipes import load_recipe, parse_overrides
-    from negtrain.training.run import quiet_third_party_logs
 
     loaded = load_recipe(args.recipe, parse_overrides(extra))
     if args.output_dir is not None:
         check_output_dir(args.output_dir)  # before the model is built, not after
+    from negtrain.training.run import quiet_third_party_logs  # torch and Lightning: after the cheap checks
     quiet_third_party_logs()
     return loaded
 
 
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.errors import NegtrainError
-    from negtrain.training.run import fit
 
     if args.resume is not None:
         if args.recipe is not None or args.output_dir is not None or extra:
@@ -53,7 +52,10 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     if args.recipe is None:
         raise NegtrainError("fit needs --recipe NAME_OR_PATH (or --resume RUN_DIR)")
     argv = getattr(args, "argv", None)
-    fit(_loaded(args, extra), args.output_dir, command=["python", "-m", "negtrain", *argv] if argv else None)
+    loaded = _loaded(args, extra)
+    from negtrain.training.run import fit  # torch and Lightning: after the recipe's own checks
+
+    fit(loaded, args.output_dir, command=["python", "-m", "negtrain", *argv] if argv else None)
     return 0
 
 

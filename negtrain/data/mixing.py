@@ -19,7 +19,10 @@ def shares(sizes: Sequence[int], weights: Sequence[float], mix: MixConfig) -> np
     n = np.asarray(sizes, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     power = 1.0 / mix.temperature if mix.sampling == "temperature" else 1.0
-    mass = w * n**power
+    # In logs: at T = 0.01, n**(1/T) overflows float64 for any source over 1,200 examples.
+    with np.errstate(divide="ignore"):
+        log_mass = np.log(w) + power * np.log(n)
+    mass = np.exp(log_mass - log_mass.max())
     return mass / mass.sum()
 
 
