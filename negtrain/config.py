@@ -212,7 +212,7 @@ class MixConfig(_Section):
             raise ValueError("mix.temperature is only used with mix.sampling: temperature")
         if isinstance(self.epoch, int) and not 0 < self.epoch <= MAX_EPOCH_EXAMPLES:
             raise ValueError(
-                f"mix.epoch must be 'all', 'largest' or a number of examples from 1 to {MAX_EPOCH_EXAMPLES:,}"
+                f"mix.epoch must be 'all', 'largest' or a positive number of examples, at most {MAX_EPOCH_EXAMPLES:,}"
             )
         return self
 

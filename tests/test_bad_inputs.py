@@ -353,3 +353,20 @@ def test_one_line_escapes_control_characters():
     from negtrain.cli import one_line
 
     assert one_line("bad 'a\nb'\r\t\x1b[31m é") == "bad 'a\\nb'\\r\\t\\x1b[31m é"
+
+
+def test_sweep_trials_get_each_override_once():
+    """Overrides given to `negtrain sweep` reach every trial, but a key the sweep varies or sets
+    itself is passed once (a trial would reject it twice): the agent's value wins."""
+    from negtrain.recipes import load_recipe, override_pairs, parse_overrides
+    from negtrain.sweeps import sweep_config
+
+    loaded = load_recipe("scone_minilm")
+    swept = next(iter(loaded.recipe.sweep.parameters))
+    assert "trainer.limit_val_batches" not in loaded.recipe.sweep.parameters
+    fixed = [f"--{swept}=1", "--trainer.limit_val_batches", "1", "--logger.backend=none"]
+    command = sweep_config(loaded, "scone_minilm", fixed)["command"]
+    args = command[command.index("scone_minilm") + 1 : command.index("${args}")]
+    keys = [k for k, _ in override_pairs(args)]
+    assert len(keys) == len(set(keys)) and swept not in keys
+    assert parse_overrides(args)["trainer.limit_val_batches"] == 1 and parse_overrides(args)["logger.backend"] == "wandb"
