@@ -370,3 +370,22 @@ def test_sweep_trials_get_each_override_once():
     keys = [k for k, _ in override_pairs(args)]
     assert len(keys) == len(set(keys)) and swept not in keys
     assert parse_overrides(args)["trainer.limit_val_batches"] == 1 and parse_overrides(args)["logger.backend"] == "wandb"
+
+
+@pytest.mark.slow
+def test_a_real_two_node_launch_still_runs(tmp_path, tiny):
+    """`trainer.num_nodes: 2` with a launcher's variables set: two "nodes" on this machine (one
+    process each, as Lightning's manual multi-node launch) train together and finish."""
+    argv = _materialise(Case("two-nodes", FIT, []), tmp_path, tiny, tmp_path)
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCHER_VARIABLES}
+    env.update(_env(Case("two-nodes", [], []), tmp_path), PYTHONPATH=str(REPO), OMP_NUM_THREADS="1",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(29400 + os.getpid() % 500), WORLD_SIZE="2")
+    procs = []
+    for rank in (0, 1):
+        out = ["--output-dir", str(tmp_path / f"node{rank}")]
+        cmd = [sys.executable, "-m", "negtrain", *argv[:3], *out, "--trainer.num_nodes=2", "--trainer.strategy=ddp"]
+        procs.append(subprocess.Popen(cmd, cwd=tmp_path, env=dict(env, NODE_RANK=str(rank)), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    outputs = [p.communicate(timeout=600)[0] for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], outputs
+    assert "MEMBER: 2/2" in outputs[1]
+    assert (tmp_path / "node0" / "metrics.jsonl").is_file()

@@ -178,10 +178,10 @@ def _read_text(path: Path, encodings: Sequence[str]) -> str:
 
 
 #: The longest field a delimited file may hold. Python's csv module stops at 131,072 characters
-#: by default, with an error that names neither the file nor the line; benchmark fields are
-#: sentences and passages (the longest upstream, a CondaQA passage, is under 10,000), so a field
-#: of up to 10 MiB is read, and a longer one is reported as what it almost surely is: a broken
-#: quote that swallowed the rest of the file.
+#: by default, with an error that names neither the file nor the line. Benchmark fields are
+#: sentences and passages of at most a few thousand characters, so a field of up to 10 MiB is
+#: read whole, and a longer one is reported as what it almost surely is: a broken quote that
+#: swallowed the rest of the file.
 MAX_CSV_FIELD = 10 * 1024 * 1024
 
 
@@ -266,11 +266,13 @@ class _DuplicateKey(ValueError):
 def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """json's object hook: a key given twice is an error (json keeps the last one silently, so
     ``{"id": "a", ..., "id": "b"}`` would be scored as b), as in recipes."""
-    obj: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in obj:
-            raise _DuplicateKey(key)
-        obj[key] = value
+    obj = dict(pairs)  # in C; the loop below runs only for a broken line
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
     return obj
 
 
