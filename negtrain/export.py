@@ -120,8 +120,12 @@ def check_finite(state: dict[str, Any], checkpoint: Path) -> None:
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
+    from negtrain.paths import check_output_dir
+
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise NegtrainError(f"--out {out} already exists and is not empty (pass --overwrite to replace it)")
+    # The folder is built beside --out and renamed into place: its parent must be writable.
+    check_output_dir(out.parent if out.exists() else out, "--out")
 
 
 def _move_into_place(tmp: Path, out: Path) -> None:

@@ -154,6 +154,8 @@ CASES = [
          files={"data/AbhilashaRavichander/CondaQA/data/condaqa_dev.json": _condaqa_with(3, label=1)}),
     Case("condaqa-numeric-passage", CONDAQA_EVAL, ["condaqa_dev.json:1:", "'sentence1'", "float 2.5"],
          files={"data/AbhilashaRavichander/CondaQA/data/condaqa_dev.json": _condaqa_with(0, sentence1=2.5)}),
+    Case("export-out-below-a-file", ["export", "--run", "{run}", "--out", "{tmp}/afile/export"], ["--out", "afile", "is a file"], files={"afile": "x"}),
+    Case("export-out-unwritable", ["export", "--run", "{run}", "--out", "/proc/negtrain-export"], ["--out /proc/negtrain-export", "cannot write"]),
     Case("export-all-nan", ["export", "--run", "{run}", "--out", "{tmp}/export", "--checkpoint", "last"],
          ["last.ckpt", "NaN or infinite", "diverged"]),
     # ---- used to print two lines ----
