@@ -73,7 +73,7 @@ def load_model(run: RunDir, checkpoint: Path):
         raise NegtrainError(f"--run {run.path}: no model/config.json (the run's HF config)")
     if run.recipe.model.family != "nli":
         raise NegtrainError(f"export supports the 'nli' family (sequence classification); this run is '{run.recipe.model.family}'")
-    from negtrain.training.checkpoint_io import read_checkpoint
+    from negtrain.io.checkpoints import read_checkpoint
 
     ckpt = read_checkpoint(checkpoint, what="checkpoint", require_recipe=False)  # the run dir was checked
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}

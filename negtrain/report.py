@@ -20,7 +20,7 @@ from pathlib import Path
 from negtrain.errors import NegtrainError
 from negtrain.runs import COUNT_METRICS, RunDir
 from negtrain.secrets import redact_text
-from negtrain.training.atomic import write_text
+from negtrain.io.atomic import write_text
 
 STYLES = ("-", "--", ":", "-.")
 BOLD = ("accuracy", "consistency")

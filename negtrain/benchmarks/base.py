@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from negtrain.data.files import HubSplit, RemoteFile, resolve
+from negtrain.benchmarks.files import HubSplit, RemoteFile, resolve
 from negtrain.errors import ConfigError, DataError, unknown_name
 
 

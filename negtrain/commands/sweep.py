@@ -19,7 +19,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.recipes import apply_overrides, load_recipe, parse_overrides
     from negtrain.config import load_yaml
     from negtrain.sweeps import agent_command, sweep_config
-    from negtrain.training.atomic import write_text
+    from negtrain.io.atomic import write_text
     from negtrain.training.tracking import wandb_mode
 
     overrides = parse_overrides(extra)

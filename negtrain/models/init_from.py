@@ -70,7 +70,7 @@ def resolve_init(value: str) -> InitSource:
 
 
 def checkpoint_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
-    from negtrain.training.checkpoint_io import read_checkpoint
+    from negtrain.io.checkpoints import read_checkpoint
 
     # One clear error for a truncated, foreign or pickled file, as for --checkpoint.
     state = read_checkpoint(checkpoint, "model.init_from", require_recipe=False)

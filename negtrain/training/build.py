@@ -129,7 +129,7 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
 
 
 def reload_weights(module: NegtrainModule, checkpoint: str) -> None:
-    from negtrain.training.checkpoint_io import read_checkpoint
+    from negtrain.io.checkpoints import read_checkpoint
 
     state = read_checkpoint(checkpoint)
     if state.get("negtrain_adapter_only"):

@@ -26,7 +26,7 @@ epoch ``e + 1``'s batches exactly; an epoch that was cut short is redone from it
 The newest complete checkpoint is chosen: every ``checkpoints/*.ckpt`` is opened (with
 ``weights_only``), those that do not load or hold no ``negtrain_resume`` state are skipped, and the
 one with the highest global step wins (``last.ckpt`` on ties). Checkpoints are written atomically
-(:mod:`negtrain.training.checkpoint_io`), so a half-written one only ever exists as a ``*.part``
+(:mod:`negtrain.io.checkpoints`), so a half-written one only ever exists as a ``*.part``
 file, which is never considered.
 """
 
@@ -44,7 +44,7 @@ import torch
 
 from negtrain.errors import NegtrainError
 from negtrain.paths import is_inside
-from negtrain.training.atomic import PART_SUFFIX, write_text
+from negtrain.io.atomic import PART_SUFFIX, write_text
 
 RESUME_KEY = "negtrain_resume"
 FORMAT = 1

@@ -16,7 +16,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from negtrain.config import to_dict
 from negtrain.errors import ConfigError
 from negtrain.recipes import LoadedRecipe
-from negtrain.training.atomic import atomic_dir, write_text
+from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.recorder import RunRecorder
 
@@ -101,7 +101,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         )
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
-    from negtrain.training.checkpoint_io import AtomicCheckpointIO
+    from negtrain.io.checkpoints import AtomicCheckpointIO
     from negtrain.training.checks import trainer_precision
 
     precision, note = trainer_precision(t)
