@@ -118,6 +118,8 @@ CASES = [
     Case("weight-inf", FIT, ["data.train.0.weight", "finite"], files={"recipe.yaml": _recipe_with(**{"data.train.0.weight": float("inf")})}),
     Case("weight-huge", [*FIT, "--data.train=[{benchmark: monli, split: train, weight: 1e300}]"], ["weight", "1000000"]),
     Case("temperature-tiny", [*FIT, "--data.mix.sampling=temperature", "--data.mix.temperature=1e-300"], ["data.mix.temperature", "0.01"]),
+    Case("epoch-largest-huge", [*FIT, "--data.train=[{benchmark: monli, split: train, weight: 1e6}, {benchmark: scone, split: test, weight: 1e-300}]",
+                                "--data.mix.epoch=largest"], ["data.mix.epoch 'largest'", "more than 100,000,000"]),
     Case("epoch-huge", [*FIT, "--data.mix.epoch=10000000000000"], ["mix.epoch", "100,000,000"], subprocess=True),
     Case("threads-huge", [*FIT, "--trainer.torch_threads=1000000000"], ["trainer.torch_threads", "1024"], subprocess=True),
     Case("yaml-20000-deep", FIT, ["recipe.yaml", "nested more than 100 levels"],
