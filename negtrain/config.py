@@ -282,7 +282,8 @@ class TrainerConfig(_Section):
         gt=0,
         description="Machines taking part. More than 1 needs a multi-node launcher (torchrun, SLURM's "
         "srun, ...) or MASTER_ADDR, MASTER_PORT, NODE_RANK and WORLD_SIZE set on every node; "
-        "without one a run would wait forever for the other nodes, so it is refused.",
+        "without one a run would wait forever for the other nodes, so it is refused. Under a launcher "
+        "each node prints where it waits and for how many nodes.",
     )
     limit_train_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of training batches per epoch.")
     limit_val_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of evaluation batches.")

@@ -158,6 +158,8 @@ CASES = [
          files={"data/AbhilashaRavichander/CondaQA/data/condaqa_dev.json": _condaqa_with(0, sentence1=2.5)}),
     Case("export-out-below-a-file", ["export", "--run", "{run}", "--out", "{tmp}/afile/export"], ["--out", "afile", "is a file"], files={"afile": "x"}),
     Case("export-out-unwritable", ["export", "--run", "{run}", "--out", "/proc/negtrain-export"], ["--out /proc/negtrain-export", "cannot write"]),
+    Case("sweep-out-is-a-directory", ["sweep", "--recipe", "scone_minilm", "--out", "{tmp}"], ["--out", "is a directory"]),
+    Case("sweep-out-unwritable", ["sweep", "--recipe", "scone_minilm", "--out", "/proc/negtrain-sweep/s.yaml"], ["--out /proc/negtrain-sweep", "cannot write"]),
     Case("export-all-nan", ["export", "--run", "{run}", "--out", "{tmp}/export", "--checkpoint", "last"],
          ["last.ckpt", "NaN or infinite", "diverged"]),
     # ---- used to print two lines ----
@@ -331,7 +333,9 @@ def test_multi_node_is_allowed_under_a_launcher():
     }
     for launcher, environ in launched.items():
         assert multi_node_launcher(environ) == launcher
-        check_num_nodes(2, environ)
+        assert f"trainer.num_nodes 2 ({launcher})" in check_num_nodes(2, environ)
+    note = check_num_nodes(3, launched["manual (one command per node)"])
+    assert "node 1 waits at n0:29500 until all 3 nodes have joined" in note
 
 
 def test_recipe_yaml_limits_keep_ordinary_anchors():
@@ -392,4 +396,5 @@ def test_a_real_two_node_launch_still_runs(tmp_path, tiny):
     outputs = [p.communicate(timeout=600)[0] for p in procs]
     assert [p.returncode for p in procs] == [0, 0], outputs
     assert "MEMBER: 2/2" in outputs[1]
+    assert "node 1 waits at 127.0.0.1:" in outputs[1] and "node 0 waits at 127.0.0.1:" in outputs[0]
     assert (tmp_path / "node0" / "metrics.jsonl").is_file()

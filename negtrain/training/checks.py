@@ -145,15 +145,26 @@ def multi_node_launcher(environ=None) -> str | None:
     return None
 
 
-def check_num_nodes(num_nodes: int, environ=None) -> None:
-    """``trainer.num_nodes`` > 1 without a launcher waits forever for nodes nobody starts."""
-    if num_nodes > 1 and multi_node_launcher(environ) is None:
-        raise ConfigError(
-            f"trainer.num_nodes {num_nodes}: no multi-node launcher found, so this process would wait forever "
-            f"for {num_nodes - 1} other node(s) to join it; start the command on every node with torchrun "
-            f"(--nnodes {num_nodes} --node_rank N --master_addr HOST) or SLURM's srun, or set MASTER_ADDR, "
-            "MASTER_PORT, NODE_RANK and WORLD_SIZE on each node; on one machine use trainer.num_nodes 1"
+def check_num_nodes(num_nodes: int, environ=None) -> str | None:
+    """``trainer.num_nodes`` > 1 without a launcher waits forever for nodes nobody starts: an error.
+    Under a launcher, the line to print: what this node will wait for."""
+    environ = os.environ if environ is None else environ
+    if num_nodes <= 1:
+        return None
+    launcher = multi_node_launcher(environ)
+    if launcher is not None:
+        where = f"{environ.get('MASTER_ADDR', '?')}:{environ.get('MASTER_PORT', '?')}"
+        node = environ.get("NODE_RANK") or environ.get("GROUP_RANK") or environ.get("SLURM_NODEID") or "?"
+        return (
+            f"trainer.num_nodes {num_nodes} ({launcher}): node {node} waits at {where} until all {num_nodes} "
+            "nodes have joined (Lightning gives up after 30 minutes)"
         )
+    raise ConfigError(
+        f"trainer.num_nodes {num_nodes}: no multi-node launcher found, so this process would wait forever "
+        f"for {num_nodes - 1} other node(s) to join it; start the command on every node with torchrun "
+        f"(--nnodes {num_nodes} --node_rank N --master_addr HOST) or SLURM's srun, or set MASTER_ADDR, "
+        "MASTER_PORT, NODE_RANK and WORLD_SIZE on each node; on one machine use trainer.num_nodes 1"
+    )
 
 
 #: bitsandbytes' CPU kernel for 4-bit layers (used for evaluation on CPUs with AVX512-BF16)
@@ -195,7 +206,9 @@ def narrow_4bit_layers(recipe: Recipe) -> list[str]:
 def check_run(recipe: Recipe) -> None:
     t, adapter = recipe.trainer, recipe.adapter
     check_accelerator(t.accelerator)
-    check_num_nodes(t.num_nodes)
+    waiting = check_num_nodes(t.num_nodes)
+    if waiting and os.environ.get("LOCAL_RANK", "0") == "0":
+        print(waiting, flush=True)  # once per node: each node's log says what it waits for
     strategies = known_strategies()
     if t.strategy not in strategies:
         raise unknown_name("trainer.strategy (for the installed Lightning)", t.strategy, strategies)
