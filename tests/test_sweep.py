@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from negtrain import cli
-from negtrain.benchmarks.scone import SconeMetric
+from negtrain.metrics.scone import SconeMetric
 from negtrain.recipes import load_recipe
 from negtrain.sweeps import sweep_config
 

@@ -172,7 +172,7 @@ def test_probes_read_and_score_with_evaluate(tmp_path, monkeypatch):
 
 
 def test_negated_top1_error_is_lower_is_better():
-    from negtrain.benchmarks.negated_probes import ProbeMetric
+    from negtrain.metrics.probes import ProbeMetric
 
     assert not ProbeMetric.is_higher_better("negated_top1_error")
     assert ProbeMetric.is_higher_better("affirmative_top1_accuracy")

@@ -8,11 +8,14 @@ files hold it in the ``*_edited`` columns (upstream README).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
-from negtrain.metrics.grouped import GroupedAccuracy
+
+if TYPE_CHECKING:
+    from negtrain.metrics.scone import SconeMetric
 
 CONDITIONS = (
     "no_negation",
@@ -23,11 +26,6 @@ CONDITIONS = (
     "two_not_scoped",
 )
 REPO = "selenashe/ScoNe"
-
-
-class SconeMetric(GroupedAccuracy):
-    """ScoNe: ``accuracy``, ``accuracy/<condition>`` (the paper's table), and ``consistency``:
-    the fraction of contrast sets whose six examples are all right (not reported in the paper)."""
 
 
 class Scone(Benchmark):
@@ -65,6 +63,8 @@ class Scone(Benchmark):
         return examples
 
     def metric(self, examples: Sequence[Example]) -> SconeMetric:
+        from negtrain.metrics.scone import SconeMetric  # torch: imported when scoring, not when listing
+
         return SconeMetric(
             labels=[self.labels.index(e.label) for e in examples],
             subsets=[e.subset for e in examples],
