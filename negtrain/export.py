@@ -34,7 +34,7 @@ from negtrain.io.atomic import atomic_dir
 from negtrain.io.checkpoints import read_checkpoint
 from negtrain.models.adapters import merge as merge_adapters
 from negtrain.models.sources import resolve_model_name
-from negtrain.runs import COUNT_METRICS, RunDir
+from negtrain.runs import RunDir, is_count
 from negtrain.secrets import redact_text
 from negtrain.training.build import build, reload_weights
 
@@ -167,10 +167,10 @@ def export(
 # The model card.
 
 
-def _fmt(value: float | None, key: str = "") -> str:
+def _fmt(value: float | None, key: str, eval_name: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return str(int(value)) if key in COUNT_METRICS else f"{value:.4f}"
+    return str(int(value)) if is_count(eval_name, key) else f"{value:.4f}"
 
 
 def _benchmark(name: str):
@@ -236,7 +236,7 @@ def card_metadata(
             benches.append(dataset)
         values = [
             _metric_entry(k, v) for k, v in metrics.items()
-            if k not in COUNT_METRICS and v is not None and not math.isnan(v)
+            if not is_count(name, k) and v is not None and not math.isnan(v)
         ]
         if values:
             entries.append({
@@ -295,7 +295,7 @@ def model_card(
     for name, metrics in results.items():
         bench_name, _, split = name.partition("/")
         for key, value in metrics.items():
-            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key)} |")
+            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key, name)} |")
     lines += ["", "Metrics are scored as each benchmark's paper defines them; `-` marks a metric that was undefined "
               "(e.g. no complete contrast set was evaluated)."]
     lines += ["", "## Usage", "", "```python"]

@@ -40,7 +40,7 @@ def available_metrics(recipe: Recipe) -> dict[str, bool]:
     for bench, split, examples in loaded.eval:
         metric = bench.metric(examples)
         for key in metric_names(metric):
-            available[f"{bench.name}/{split}/{key}"] = metric.is_higher_better(key)
+            available[f"{bench.name}/{split}/{key}"] = bench.is_higher_better(key)
     return available
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pathlib import Path
 
 import pytest
 import yaml
 
 from negtrain import cli
-from negtrain.metrics.scone import SconeMetric
+from negtrain.benchmarks.scone import Scone
 from negtrain.recipes import load_recipe
 from negtrain.sweeps import sweep_config
 
@@ -56,7 +58,8 @@ def test_goal_comes_from_the_metric_declaration(tmp_path, monkeypatch):
     assert config["metric"] == {"name": "scone/test/consistency", "goal": "maximize"}
     # Trials select (and summarise) their best epoch by the swept metric.
     assert "--selection.metric=scone/test/consistency" in config["command"]
-    monkeypatch.setattr(SconeMetric, "lower_is_better_names", frozenset({"consistency"}))
+    declared = tuple(replace(d, higher_is_better=False) if d.name == "consistency" else d for d in Scone.reported_metrics)
+    monkeypatch.setattr(Scone, "reported_metrics", declared)
     config = sweep_config(load_recipe(str(recipe)), str(recipe), [])
     assert config["metric"]["goal"] == "minimize"
 

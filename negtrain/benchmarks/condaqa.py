@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
+from negtrain.metrics.declared import count, scores
 
 if TYPE_CHECKING:
     from negtrain.metrics.condaqa import CondaqaMetric
@@ -32,8 +33,9 @@ class Condaqa(Benchmark):
     labels = ()  # free-text answers
     prediction_help = "an answer string"
     reported_metrics = (
-        "accuracy", *(f"accuracy/{e}" for e in EDITS), "consistency",
-        *(f"consistency/{e}" for e in EDITS[1:]), "groups_scored", "n",
+        *scores(["accuracy", *(f"accuracy/{e}" for e in EDITS), "consistency", *(f"consistency/{e}" for e in EDITS[1:])]),
+        count("groups_scored"),
+        count("n"),
     )
     answer_type = "text"
     input_names = ("passage", "question")

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
+from negtrain.metrics.declared import count, score
 
 if TYPE_CHECKING:
     from negtrain.metrics.mnli import MnliMetric
@@ -28,7 +29,7 @@ class Mnli(Benchmark):
     name = "mnli"
     splits = ("train", "validation_matched", "validation_mismatched")
     labels = nli.NLI3
-    reported_metrics = ("accuracy", "n")
+    reported_metrics = (score("accuracy"), count("n"))
     citation = (
         "Williams, Nangia, Bowman (2018). A Broad-Coverage Challenge Corpus for Sentence "
         "Understanding through Inference. NAACL 2018."

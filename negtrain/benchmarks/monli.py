@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
+from negtrain.metrics.declared import count, score
 
 if TYPE_CHECKING:
     from negtrain.metrics.monli import MonliMetric
@@ -24,7 +25,7 @@ class Monli(Benchmark):
     name = "monli"
     splits = tuple(FILES)
     labels = nli.NLI2
-    reported_metrics = ("accuracy", "n")
+    reported_metrics = (score("accuracy"), count("n"))
     citation = (
         "Geiger, Richardson, Potts (2020). Neural Natural Language Inference Models Partially "
         "Embed Theories of Lexical Entailment and Negation. BlackboxNLP 2020."

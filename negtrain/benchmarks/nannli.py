@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
+from negtrain.metrics.declared import count, score, scores
 
 if TYPE_CHECKING:
     from negtrain.metrics.nannli import NanNliMetric
@@ -57,16 +58,15 @@ class NanNli(Benchmark):
     splits = ("test",)
     labels = nli.NLI3
     prediction_spaces = (nli.NLI3, nli.NLI2)
+    # 2-way predictions are scored on the binary view only: the rest needs 3-way predictions.
     reported_metrics = (
-        "f1",
-        *(f"f1/{c}" for c in F1_ORDER),
-        "binary_f1",
-        *(f"binary_f1/{c}" for c in nli.NLI2),
-        "strict",
-        "groups_scored",
-        "error_rate/construction/<Construction>",
-        *(f"error_rate/operation/{op}" for op in OPERATIONS),
-        "n",
+        *scores(["f1", *(f"f1/{c}" for c in F1_ORDER)], space=nli.NLI3),
+        *scores(["binary_f1", *(f"binary_f1/{c}" for c in nli.NLI2)]),
+        score("strict", space=nli.NLI3),
+        count("groups_scored", space=nli.NLI3),
+        score("error_rate/construction/<Construction>", lower_is_better=True, space=nli.NLI3),
+        *(score(f"error_rate/operation/{op}", lower_is_better=True, space=nli.NLI3) for op in OPERATIONS),
+        count("n"),
     )
     citation = (
         "Truong, Baldwin, Verspoor, Cohn (2022). Not another Negation Benchmark: The NaN-NLI Test "

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.errors import DataError
+from negtrain.metrics.declared import count, score
 
 if TYPE_CHECKING:
     from negtrain.metrics.probes import ProbeMetric
@@ -71,7 +72,12 @@ class NegatedProbes(Benchmark):
     name = "negated_probes"
     splits = ("train", "test")
     labels = ()  # open vocabulary: the label is the object string
-    reported_metrics = ("negated_top1_error", "affirmative_top1_accuracy", "n_negated", "n_affirmative")
+    reported_metrics = (
+        score("negated_top1_error", lower_is_better=True),
+        score("affirmative_top1_accuracy"),
+        count("n_negated"),
+        count("n_affirmative"),
+    )
     #: Predictions are free token strings, not labels of a closed set.
     open_vocabulary = True
     prediction_help = "a token string"

@@ -35,6 +35,7 @@ from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
+from negtrain.metrics.declared import count, scores
 
 if TYPE_CHECKING:
     from negtrain.metrics.negnli import NegnliMetric
@@ -49,7 +50,7 @@ SPLITS = {"all": (0.0, 1.0), "train": (0.0, 0.7), "test": (0.7, 1.0), "train85":
 class _Negnli(Benchmark):
     source: str  # upstream file stem: RTE, SNLI or MNLI
     splits = tuple(SPLITS)
-    reported_metrics = ("accuracy", *(f"accuracy/{t}" for t in PAIR_TYPES), "consistency", "groups_scored", "n")
+    reported_metrics = (*scores(["accuracy", *(f"accuracy/{t}" for t in PAIR_TYPES), "consistency"]), count("groups_scored"), count("n"))
     citation = (
         "Hossain, Kovatchev, Dutta, Kao, Wei, Blanco (2020). An Analysis of Natural Language "
         "Inference Benchmarks through the Lens of Negation. EMNLP 2020."

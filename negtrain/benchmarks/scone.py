@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
+from negtrain.metrics.declared import count, scores
 
 if TYPE_CHECKING:
     from negtrain.metrics.scone import SconeMetric
@@ -32,7 +33,7 @@ class Scone(Benchmark):
     name = "scone"
     splits = ("train", "test")
     labels = nli.NLI2
-    reported_metrics = ("accuracy", *(f"accuracy/{c}" for c in CONDITIONS), "consistency", "groups_scored", "n")
+    reported_metrics = (*scores(["accuracy", *(f"accuracy/{c}" for c in CONDITIONS), "consistency"]), count("groups_scored"), count("n"))
     citation = (
         "She, Potts, Bowman, Geiger (2023). ScoNe: Benchmarking Negation Reasoning in Language "
         "Models With Fine-Tuning and In-Context Learning. ACL 2023."

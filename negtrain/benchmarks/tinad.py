@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from negtrain.benchmarks.base import Benchmark, Example, Row, local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
+from negtrain.metrics.declared import count, score, scores
 
 if TYPE_CHECKING:
     from negtrain.metrics.tinad import TinadMetric
@@ -40,9 +41,12 @@ class Tinad(Benchmark):
     labels = LABELS
     prediction_help = "True or False (any case, or a JSON boolean)"
     reported_metrics = (
-        "accuracy", "accuracy/affirmation", "accuracy/negation", *(f"accuracy/{c}" for c in CELLS),
-        "accuracy/<negation type>", "coherence", "coherence/input", "coherence/distractor",
-        "coherence/affirmation", "coherence/negation", "groups_scored", "groups_lacking_cell", "n",
+        *scores(["accuracy", "accuracy/affirmation", "accuracy/negation", *(f"accuracy/{c}" for c in CELLS)]),
+        score("accuracy/<negation type>"),
+        *scores(["coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation"]),
+        count("groups_scored"),
+        count("groups_lacking_cell"),
+        count("n"),
     )
     input_names = ("sentence",)
     default_prompt = "Is the following statement True or False? {sentence}"

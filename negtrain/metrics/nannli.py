@@ -47,10 +47,6 @@ class NanNliMetric(ExampleMetric):
         self.gold2 = np.array([nli.NLI2.index(nli.coarsen(nli.NLI3[g])) for g in self.gold], dtype=np.int64)
         self._to2 = np.array([nli.NLI2.index(nli.coarsen(x)) for x in self.predicted_labels], dtype=np.int64)
 
-    @classmethod
-    def is_higher_better(cls, name: str) -> bool:
-        return not name.startswith("error_rate/")
-
     def score(self, predictions: np.ndarray) -> dict[str, float]:
         seen = predictions != MISSING
         out: dict[str, float] = {}

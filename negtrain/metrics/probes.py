@@ -10,13 +10,11 @@ from negtrain.metrics.base import MISSING, ExampleMetric, ratio
 
 
 class ProbeMetric(ExampleMetric):
-    """``negated_top1_error`` (lower is better), ``affirmative_top1_accuracy`` and their counts.
+    """``negated_top1_error``, ``affirmative_top1_accuracy`` and their counts (directions: the benchmark's declaration).
 
     Predictions are ids into a token space; ``gold`` holds each example's ``obj_label`` id in that
     space, or -2 when the space cannot express it (then no prediction is right).
     """
-
-    lower_is_better_names = frozenset({"negated_top1_error"})
 
     def __init__(self, gold: Sequence[int], negated: Sequence[bool], note: str | None = None, **kwargs) -> None:
         super().__init__(num_examples=len(gold), **kwargs)
