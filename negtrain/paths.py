@@ -38,11 +38,15 @@ def check_output_dir(path: Path, what: str = "--output-dir") -> None:
     import tempfile
 
     path = Path(path)
-    if path.exists() and not path.is_dir():
+    try:
+        exists = path.exists()
+        ancestor = path.absolute()
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+    except OSError as exc:  # a name too long, a loop of links, ...
+        raise ConfigError(f"{what} {path}: not a usable path ({exc.strerror or exc})") from None
+    if exists and not path.is_dir():
         raise ConfigError(f"{what} {path}: exists and is not a directory")
-    ancestor = path.absolute()
-    while not ancestor.exists():
-        ancestor = ancestor.parent
     if not ancestor.is_dir():
         raise ConfigError(f"{what} {path}: cannot be created, {ancestor} is a file, not a directory")
     try:
