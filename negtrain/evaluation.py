@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -99,8 +100,6 @@ def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, 
 def _read_bounded(path: Path) -> bytes:
     """The file's bytes. A regular file or a pipe (``<(...)``); no line over MAX_LINE_BYTES and no
     more than MAX_FILE_BYTES in all."""
-    import stat
-
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:

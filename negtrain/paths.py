@@ -8,6 +8,9 @@ an unrelated file. A path the user names directly is taken as it is.
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 from pathlib import Path
 
 from negtrain.errors import ConfigError
@@ -33,10 +36,6 @@ def check_output_dir(path: Path, what: str = "--output-dir") -> None:
     """Refuse, before any work, an output directory that cannot be created or written: an
     existing file, a path through a file, or a place without write access. Nothing is created:
     writability is probed with a temporary folder in the nearest existing ancestor, removed at once."""
-    import errno
-    import os
-    import tempfile
-
     path = Path(path)
     try:
         exists = path.exists()

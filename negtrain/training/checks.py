@@ -11,7 +11,9 @@ import importlib.util
 import os
 
 from negtrain.config import Recipe
-from negtrain.errors import ConfigError, unknown_name
+from negtrain.errors import ConfigError, NegtrainError, unknown_name
+from negtrain.models.init_from import resolve_init
+from negtrain.models.sources import resolve_model_name
 
 
 def cuda_available() -> bool:
@@ -180,13 +182,8 @@ def narrow_4bit_layers(recipe: Recipe) -> list[str]:
     import torch
     from transformers import AutoConfig, AutoModel
 
-    from negtrain.errors import NegtrainError
-    from negtrain.models.sources import resolve_model_name
-
     try:
         if recipe.model.init_from:
-            from negtrain.models.init_from import resolve_init
-
             path = str(resolve_init(recipe.model.init_from).model_dir)
         else:
             path = resolve_model_name(recipe.model.name)
