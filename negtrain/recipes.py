@@ -37,6 +37,8 @@ def find_recipe(name_or_path: str) -> tuple[str, Path]:
     """Resolve a recipe name (a file in recipes/) or a path to a YAML file."""
     path = Path(name_or_path)
     if path.suffix in {".yaml", ".yml"} or path.exists():
+        if path.exists() and not path.is_file():
+            raise ConfigError(f"--recipe {path}: not a regular file (a directory or a device)")
         if not path.is_file():
             raise ConfigError(f"recipe file not found: {path}")
         return path.stem, path

@@ -136,6 +136,7 @@ CASES = [
     Case("num-nodes-2-without-launcher", [*FIT, "--trainer.num_nodes=2"], ["trainer.num_nodes 2", "wait forever", "torchrun"], subprocess=True),
     Case("predictions-dev-zero", ["evaluate", "--benchmark", "monli", "--split", "test", "--predictions", "/dev/zero"],
          ["/dev/zero", "character device"], subprocess=True),
+    Case("recipe-dev-zero", ["fit", "--recipe", "/dev/zero"], ["--recipe /dev/zero", "not a regular file"]),
     Case("predictions-endless-line", MONLI_EVAL, ["predictions.jsonl:2", "longer than 1,048,576 bytes"],
          files={"predictions.jsonl": GOOD_PRED + "x" * (2 * 1024 * 1024) + "\n"}),
     # ---- used to be accepted silently ----
