@@ -46,7 +46,7 @@ def negtrain_predict(built, bf16: bool, first_token_only: bool = True) -> tuple[
     start = time.perf_counter()
     for batch in loader:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            preds[batch["index"]] = module.predict(batch, 0)
+            preds[batch["index"]] = module.predict(batch, module.eval_sets[0])
     return preds, time.perf_counter() - start
 
 

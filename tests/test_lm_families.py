@@ -62,7 +62,7 @@ def _module(lm_env, tmp_path, key, family, **extra):
 def test_true_false_scorer_picks_the_higher_logit(lm_env, tmp_path, key, family):
     built = _module(lm_env, tmp_path, key, family)
     module, tok = built.module, built.tokenizer
-    true_id, false_id = module.verbalizers_0.tolist()
+    true_id, false_id = module.eval_sets[0].label_map.tolist()
     # The first sub-token of " True" / " False" (a tiny vocabulary may split the words).
     assert tok.decode([true_id]).strip() and "True".startswith(tok.decode([true_id]).strip())
     assert tok.decode([false_id]).strip() and "False".startswith(tok.decode([false_id]).strip())
@@ -86,7 +86,7 @@ def test_true_false_scorer_picks_the_higher_logit(lm_env, tmp_path, key, family)
     module.model = Fake()
     batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long), "index": torch.tensor([0, 1])}
     labels = get_benchmark("tinad").labels
-    assert [labels[i] for i in module.predict(batch, 0).tolist()] == ["True", "False"]
+    assert [labels[i] for i in module.predict(batch, module.eval_sets[0]).tolist()] == ["True", "False"]
     if family == "seq2seq":
         assert seen["decoder_input_ids"].tolist() == [[0], [0]]
 
@@ -173,10 +173,10 @@ def test_lora_on_language_models_trains_only_adapters(lm_env, tmp_path, key, fam
     module.eval()
     with torch.no_grad():
         tf = next(iter(built.data.val_dataloader()[0]))
-        assert set(module.predict(tf, 0).tolist()) <= {0, 1}
+        assert set(module.predict(tf, module.eval_sets[0]).tolist()) <= {0, 1}
         gen = next(iter(built.data.val_dataloader()[1]))
         gen = {k: v[:2] for k, v in gen.items()}
-        assert module.predict(gen, 1).shape == (2,) and len(module.eval_texts[1]) == 2
+        assert module.predict(gen, module.eval_sets[1]).shape == (2,) and len(module.eval_texts[module.eval_sets[1].name]) == 2
 
 
 @pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])

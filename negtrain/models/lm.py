@@ -35,9 +35,9 @@ from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.config import ModelConfig, to_dict
 from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint
-from negtrain.data.module import EvalSet, NegtrainData, TrainSet
+from negtrain.data.eval_set import EvalSet
+from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
-from negtrain.metrics.base import ExampleMetric
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule
 from negtrain.models.contract import Built
@@ -203,19 +203,14 @@ class LMModule(NegtrainModule):
         model,
         tokenizer,
         config: ModelConfig,
-        eval_sets: Sequence[Any],
-        metrics: Sequence[ExampleMetric],
+        eval_sets: Sequence[EvalSet],
         recipe: dict[str, Any],
     ) -> None:
-        super().__init__(config, [s.name for s in eval_sets], metrics, recipe)
+        super().__init__(config, eval_sets, recipe)
         self.model = model.train()
         self.pad_id = tokenizer.pad_token_id
         self.eos_id = tokenizer.eos_token_id
         self._decode = tokenizer.batch_decode  # generated ids -> answer text
-        self.eval_benchmarks = [(s.benchmark, s.examples) for s in eval_sets]
-        for i, s in enumerate(eval_sets):
-            if not s.benchmark.generative:
-                self.register_buffer(f"verbalizers_{i}", verbalizer_ids(tokenizer, s.benchmark), persistent=False)
 
     def label_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """(B, vocab) logits of the answer position."""
@@ -224,13 +219,14 @@ class LMModule(NegtrainModule):
     def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
         raise NotImplementedError
 
-    def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
-        bench, examples = self.eval_benchmarks[eval_index]
+    def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
+        bench, examples = eval_set.benchmark, eval_set.examples
         if not bench.generative:
-            words = getattr(self, f"verbalizers_{eval_index}")
+            # The set's label map: label id -> the vocabulary id of its label word (verbalizer).
+            words = eval_set.label_map_on(batch["input_ids"].device)
             return self.label_logits(batch)[:, words].argmax(-1)  # verbalizers are in label order
         texts = self.generate_texts(batch)
-        store = self.eval_texts.setdefault(eval_index, {})
+        store = self.eval_texts.setdefault(eval_set.name, {})
         right = []
         for idx, text in zip(batch["index"].tolist(), texts):
             store[idx] = text
@@ -315,8 +311,13 @@ def _build_lm(recipe, loaded, family: str):
         encode_eval = encode_causal_eval
     else:
         encode_eval = encode_seq2seq_eval
-    eval_sets = [EvalSet(b, split, ex, encode_eval(tokenizer, b, ex, cfg)) for b, split, ex in loaded.eval]
-    metrics = [s.benchmark.metric(s.examples) for s in eval_sets]
+    eval_sets = [
+        EvalSet(
+            b, split, ex, encode_eval(tokenizer, b, ex, cfg), metric=b.metric(ex),
+            label_map=None if b.generative else verbalizer_ids(tokenizer, b),
+        )
+        for b, split, ex in loaded.eval
+    ]
 
     train = None
     if loaded.train:
@@ -341,12 +342,12 @@ def _build_lm(recipe, loaded, family: str):
     model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
     freeze(model, cfg)
     if causal:
-        module = CausalLMModule(model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe))
+        module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe))
     else:
         start = AutoConfig.from_pretrained(path).decoder_start_token_id
         if start is None:
             start = tokenizer.pad_token_id
-        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe), decoder_start_token_id=start)
+        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe), decoder_start_token_id=start)
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id, train, eval_sets, pad_left=causal)
     return Built(module, data, tokenizer)
 

@@ -29,9 +29,9 @@ import numpy as np
 import torch
 from lightning.pytorch.utilities import rank_zero_only
 
+from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData
 from negtrain.io.atomic import append_lines, write_text
-from negtrain.models.base import EvalResult
 
 
 def _json_number(value: float) -> float | None:
@@ -39,10 +39,12 @@ def _json_number(value: float) -> float | None:
     return round(value, 6) if math.isfinite(value) else None
 
 
-def format_table(epoch: int, results: list[EvalResult], eval_sets: list) -> str:
+def format_table(epoch: int, eval_sets: list[EvalSet]) -> str:
     lines = [f"epoch {epoch} evaluation"]
-    width = max((len(r.name) for r in results), default=10)
-    for r, eval_set in zip(results, eval_sets):
+    done = [s for s in eval_sets if s.result is not None]
+    width = max((len(s.name) for s in done), default=10)
+    for eval_set in done:
+        r = eval_set.result
         cells = [f"{k}={int(v)}" if eval_set.benchmark.is_count(k) else f"{k}={v:.4f}"
                  for k, v in r.metrics.items() if not math.isnan(v)]
         lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
@@ -141,11 +143,11 @@ class RunRecorder(pl.Callback):
 
     def _record_eval(self, trainer: pl.Trainer, pl_module) -> None:
         seconds = time.perf_counter() - self._eval_start
-        results: list[EvalResult] = pl_module.eval_results
-        data = trainer.datamodule
+        eval_sets: list[EvalSet] = pl_module.eval_sets
         epoch = trainer.current_epoch
         lines = []
-        for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
+        for i, eval_set in enumerate(eval_sets):  # i: the set's dataloader index
+            result = eval_set.result
             record = {
                 "epoch": epoch,
                 "stage": self.stage,
@@ -159,26 +161,16 @@ class RunRecorder(pl.Callback):
             if result.note:
                 record["note"] = result.note
             lines.append(json.dumps(record))
-            self._write_predictions(trainer, eval_set, result, epoch)
+            if trainer.is_global_zero:
+                # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
+                eval_set.write_predictions(self.run_dir, f"epoch{epoch}" if self.stage == "fit" else self.stage)
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
-            print(format_table(epoch, results, data.eval_sets), flush=True)
+            print(format_table(epoch, eval_sets), flush=True)
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)
         return span[1] - span[0] if span else fallback
-
-    def _write_predictions(self, trainer: pl.Trainer, eval_set, result: EvalResult, epoch: int) -> None:
-        if not trainer.is_global_zero or result.predictions is None:
-            return
-        # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
-        rows = [
-            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label})
-            for ex, prediction, _ in result.predicted(eval_set.examples, eval_set.predicted_labels)
-        ]
-        suffix = f"epoch{epoch}" if self.stage == "fit" else self.stage
-        name = f"{eval_set.benchmark.name}-{eval_set.split}-{suffix}.jsonl"
-        write_text(self.run_dir / "predictions" / name, "".join(r + "\n" for r in rows))
 
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, lines: list[str]) -> None:
