@@ -13,7 +13,6 @@ from torch.utils.data import DataLoader
 
 from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED
-from negtrain.data.collate import PadCollator
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
 from negtrain.data.module import NegtrainData
 from negtrain.data.sampler import SampledBatch

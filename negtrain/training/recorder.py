@@ -31,7 +31,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData
-from negtrain.io.atomic import append_lines, write_text
+from negtrain.io.atomic import append_lines
 
 
 def _json_number(value: float) -> float | None:
