@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_jsonl
 from negtrain.data.files import HubSplit
 from negtrain.metrics.grouped import GroupedAccuracy
 
@@ -25,11 +25,12 @@ class MnliMetric(GroupedAccuracy):
     """MNLI: ``accuracy`` (matched or mismatched, by split)."""
 
 
-class Mnli(Benchmark):
+class Mnli(NliBenchmark):
     name = "mnli"
     splits = ("train", "validation_matched", "validation_mismatched")
     labels = nli.NLI3
     reported_metrics = ("accuracy", "n")
+    eval_splits = ("validation_matched", "validation_mismatched")  # MNLI's test labels are not public
     citation = (
         "Williams, Nangia, Bowman (2018). A Broad-Coverage Challenge Corpus for Sentence "
         "Understanding through Inference. NAACL 2018."

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_jsonl
 from negtrain.data.files import RemoteFile
 from negtrain.metrics.grouped import GroupedAccuracy
 
@@ -21,7 +21,7 @@ class MonliMetric(GroupedAccuracy):
     """MoNLI: ``accuracy`` (the paper's only metric)."""
 
 
-class Monli(Benchmark):
+class Monli(NliBenchmark):
     name = "monli"
     splits = tuple(FILES)
     labels = nli.NLI2

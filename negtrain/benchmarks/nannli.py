@@ -28,7 +28,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
 from negtrain.data.files import RemoteFile
 from negtrain.metrics.base import MISSING, ExampleMetric, ratio
 from negtrain.metrics.f1 import class_f1, weighted_f1
@@ -124,7 +124,7 @@ class NanNliMetric(ExampleMetric):
         return {"strict": ratio((eligible & (n_right == size)).sum(), eligible.sum()), "groups_scored": float(eligible.sum())}
 
 
-class NanNli(Benchmark):
+class NanNli(NliBenchmark):
     name = "nannli"
     splits = ("test",)
     labels = nli.NLI3

@@ -31,7 +31,7 @@ import hashlib
 from collections.abc import Sequence
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
 from negtrain.data.files import RemoteFile
 from negtrain.errors import DataError
 from negtrain.metrics.grouped import GroupedAccuracy
@@ -48,7 +48,7 @@ class NegnliMetric(GroupedAccuracy):
     tables), and ``consistency``: the fraction of groups whose three rows are all right."""
 
 
-class _Negnli(Benchmark):
+class _Negnli(NliBenchmark):
     source: str  # upstream file stem: RTE, SNLI or MNLI
     splits = tuple(SPLITS)
     reported_metrics = ("accuracy", *(f"accuracy/{t}" for t in PAIR_TYPES), "consistency", "groups_scored", "n")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
 from negtrain.data.files import RemoteFile
 from negtrain.metrics.grouped import GroupedAccuracy
 
@@ -30,7 +30,7 @@ class SconeMetric(GroupedAccuracy):
     the fraction of contrast sets whose six examples are all right (not reported in the paper)."""
 
 
-class Scone(Benchmark):
+class Scone(NliBenchmark):
     name = "scone"
     splits = ("train", "test")
     labels = nli.NLI2

@@ -35,10 +35,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def listing() -> list[dict]:
+    from negtrain.benchmarks.matrix import matrix
     from negtrain.benchmarks.registry import BENCHMARKS
 
     out = []
-    for name, cls in BENCHMARKS.items():
+    for (name, cls), scoring in zip(BENCHMARKS.items(), matrix()):
         spaces = cls.prediction_spaces or (tuple(cls.labels),)
         out.append(
             {
@@ -47,18 +48,41 @@ def listing() -> list[dict]:
                 "labels": list(cls.labels),
                 "prediction_labels": [list(s) for s in spaces],
                 "metrics": list(cls.reported_metrics),
+                "eval_splits": scoring["eval_splits"],
+                "families": scoring["families"],
+                "prompts": scoring["prompts"],
+                "verbalizer": scoring["verbalizer"],
             }
         )
     return out
 
 
+def format_matrix(rows: list[dict]) -> str:
+    """The scoring matrix as a table: benchmarks x families, 'yes' or '-' (reasons below it)."""
+    families = list(rows[0]["families"]) if rows else []
+    width = max(len(r["benchmark"]) for r in rows)
+    lines = ["scoring matrix (yes: the family scores the benchmark; `all` uses the eval splits)", ""]
+    lines.append(f"  {'benchmark':<{width}}  " + "  ".join(f"{f:<9}" for f in families) + "  eval splits")
+    for r in rows:
+        cells = "  ".join(f"{'yes' if r['families'][f]['supported'] else '-':<9}" for f in families)
+        lines.append(f"  {r['benchmark']:<{width}}  {cells}  {', '.join(r['eval_splits'])}")
+    return "\n".join(lines)
+
+
 def format_listing() -> str:
-    lines = []
-    for b in listing():
+    rows = listing()
+    lines = [format_matrix(rows), ""]
+    for b in rows:
         lines.append(f"{b['benchmark']}")
         lines.append(f"  splits:  {', '.join(b['splits'])}")
         lines.append(f"  labels:  {', '.join(b['labels']) or '(open vocabulary: predictions are token strings)'}")
         if len(b["prediction_labels"]) > 1:
             lines.append("  also scores: " + "; ".join(", ".join(s) for s in b["prediction_labels"][1:]) + " predictions")
         lines.append(f"  metrics: {', '.join(b['metrics']) or '(see the benchmark module)'}")
+        for family, cell in b["families"].items():
+            lines.append(f"  {family + ':':<10} {cell['how'] if cell['supported'] else 'unsupported: ' + cell['how']}")
+        for family, prompt in b["prompts"].items():
+            lines.append(f"  {family} prompt: {prompt!r}")
+        if b["verbalizer"]:
+            lines.append("  verbalizer: " + ", ".join(f"{k} -> {v!r}" for k, v in b["verbalizer"].items()))
     return "\n".join(lines)

@@ -9,7 +9,7 @@ the model is loaded, so a mistake costs seconds, not a model download.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -17,7 +17,7 @@ import torch
 
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import EvalConfig, Recipe
+from negtrain.config import EvalConfig, Recipe, SourceConfig
 from negtrain.data.module import EvalSet, NegtrainData
 from negtrain.errors import ConfigError, did_you_mean
 from negtrain.metrics.base import MISSING, ExampleMetric
@@ -54,6 +54,9 @@ class Loaded:
 
     train: list[tuple[Benchmark, str, list[Example]]]
     eval: list[tuple[Benchmark, str, list[Example]]]
+    #: The recipe entries they came from (prompt, verbalizer, shots), in the same order.
+    train_specs: list[SourceConfig] = field(default_factory=list)
+    eval_specs: list[EvalConfig] = field(default_factory=list)
 
 
 @dataclass
@@ -108,6 +111,8 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
     return Loaded(
         train=[(b, split, b.load(split)) for b, split in train],
         eval=[(b, split, b.load(split)) for b, split in evals],
+        train_specs=list(train_specs),
+        eval_specs=list(eval_specs),
     )
 
 
@@ -116,7 +121,12 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
 
     from negtrain.training.checks import check_run
 
+    from negtrain.benchmarks.matrix import resolve_benchmarks
+
     builder = get_family(recipe.model.family)
+    # Before any file or model is read: `all` expanded, unsupported (family, benchmark) pairs
+    # rejected, prompts and verbalizers filled in (so recipe.yaml records them).
+    resolve_benchmarks(recipe)
     check_run(recipe)
     loaded = load_data(recipe, stage)
     try:
