@@ -147,6 +147,12 @@ class AdapterConfig(_Section):
         "layer except the output layer.",
     )
     bits: Literal[4, 8] = Field(4, description="qlora: quantize the base to 4-bit NF4 or to 8-bit.")
+    path: str | None = Field(
+        None,
+        description="A trained peft adapter folder (adapter_config.json + weights) loaded onto the base "
+        "instead of fresh LoRA weights, e.g. to evaluate it (`evaluate --model BASE --adapter DIR`). "
+        "r, alpha, dropout and target_modules then come from the folder.",
+    )
 
 
 _PROMPT_HELP = (
