@@ -72,6 +72,9 @@ def card_recipe(
     if source is not None:
         run_recipe = load_yaml(source[0])
         model_section = dict(run_recipe["model"])
+        # A run's model.prompt was written for its own benchmark; the card puts every benchmark
+        # to the model with that benchmark's default prompt.
+        model_section.pop("prompt", None)
         adapter_section = dict(run_recipe.get("adapter") or {"type": "none"})
         if family is not None and family != model_section.get("family", "nli"):
             raise ConfigError(f"--family {family}: the run at {model} trained a '{model_section.get('family')}' model")
