@@ -119,7 +119,10 @@ def build_nli(recipe, loaded):
     tokenizer = AutoTokenizer.from_pretrained(path)
     hf_config = AutoConfig.from_pretrained(path)
     ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
-    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in loaded.train])
+    # A fresh head is sized to the training data; with none (evaluation only, e.g. a report card),
+    # to the eval sets, so a 3-way benchmark among them can still be scored.
+    sized_by = loaded.train or loaded.eval
+    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in sized_by])
     if ckpt_labels and cfg.head_labels and head != ckpt_labels and len(head) == len(ckpt_labels):
         raise ConfigError(
             f"model.head_labels {head} disagrees with the checkpoint's head {ckpt_labels}; "
