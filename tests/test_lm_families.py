@@ -205,3 +205,26 @@ def test_padding_does_not_change_predictions(lm_env, tmp_path, key, family):
                 batched = module.generate_texts(collate(idx))
                 single = [module.generate_texts(collate([j]))[0] for j in idx]
                 assert batched == single
+
+
+@pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
+def test_training_on_a_label_benchmark_targets_its_verbalizer(lm_env, tmp_path, key, family):
+    """Training uses the entry's verbalizer (the same texts evaluation scores), in full."""
+    recipe = _recipe(lm_env[key], family)
+    verbalizer = {"entailment": "not sure", "not_entailment": "not at all"}
+    recipe["data"]["train"] = [{"benchmark": "scone", "split": "test", "verbalizer": verbalizer}]
+    recipe["data"]["eval"] = [{"benchmark": "scone", "split": "test", "verbalizer": verbalizer}]
+    recipe["selection"] = {"metric": "scone/test/accuracy"}
+    built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
+    tok, train = built.tokenizer, built.data.train
+    gold = [e.label for e in get_benchmark("scone").load("test")]
+    choices = built.module.choices[0]
+    for i in (0, 1, len(gold) - 1):
+        want = choices[get_benchmark("scone").labels.index(gold[i])]
+        if family == "causal_lm":
+            seq = train.encoded.input_ids[train.encoded.offsets[i] : train.encoded.offsets[i + 1]].tolist()
+            n = int(train.extras["answer_len"][i])
+            assert seq[-n:] == want and tok.decode(want) == " " + verbalizer[gold[i]]
+        else:
+            row = train.extras["labels"][i]
+            assert row[row != -100].tolist() == want and tok.decode(want) == verbalizer[gold[i]] + "</s>"
