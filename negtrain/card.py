@@ -162,8 +162,11 @@ def make_card(args, extra: list[str]) -> Path:
     quiet_third_party_logs()
     loaded = LoadedRecipe(name=f"card:{args.model}", path=Path(where), recipe=recipe)
     evaluate(loaded, "validate", checkpoint, out, write_recipe=True)
-    write_card(out, args.model, recipe.model.family, skipped)
-    print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
+    from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+    if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
+        write_card(out, args.model, recipe.model.family, skipped)
+        print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
     return out
 
 

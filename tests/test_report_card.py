@@ -163,3 +163,27 @@ def test_all_skips_and_strict_refuses_unreadable_benchmarks(data_dir, tmp_path, 
     card = (out / "card.md").read_text()
     assert "## Skipped" in card and "- mnli/validation_matched: data file not found" in card
     assert "all: skipping mnli/validation_mismatched" in capsys.readouterr().out
+
+
+def test_card_of_a_run_directory_uses_its_recipe_and_checkpoint(lm_env, tmp_path, capsys):
+    from tiny_models import write_recipe
+
+    recipe = {
+        "description": "tiny run", "seed": 3,
+        "model": {"name": str(lm_env["llama"]), "family": "causal_lm", "max_length": 64, "learning_rate": 0.05,
+                  "prompt": "Is the following statement True or False? {sentence}"},
+        "data": {"train": [{"benchmark": "tinad", "split": "train"}], "eval": [{"benchmark": "tinad", "split": "validation"}],
+                 "batch_size": 8, "eval_batch_size": 8},
+        "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "torch_threads": 1},
+    }
+    assert main(["fit", "--recipe", str(write_recipe(tmp_path / "r.yaml", recipe)), "--output-dir", str(tmp_path / "run")]) == 0
+    out = tmp_path / "card"
+    assert main(["evaluate", "--model", str(tmp_path / "run"), "--benchmarks", "tinad,scone", "--out", str(out), *LIMIT]) == 0
+    saved = yaml.safe_load((out / "recipe.yaml").read_text())
+    assert saved["model"]["family"] == "causal_lm" and saved["model"]["prompt"] is None  # each benchmark's own prompt
+    assert [e["benchmark"] for e in saved["data"]["eval"]] == ["tinad", "scone"]
+    base = _card(tmp_path, lm_env["llama"], "causal_lm", "tinad,scone")
+    # The trained checkpoint, not the base weights, was scored (lr 0.05 moves the predictions).
+    assert _predictions(out, "scone", "test") != _predictions(base, "scone", "test")
+    assert main(["evaluate", "--model", str(tmp_path / "run"), "--family", "seq2seq", "--out", str(tmp_path / "x")]) == 2
+    assert "trained a 'causal_lm' model" in capsys.readouterr().err

@@ -51,7 +51,8 @@ def test_scorable_lists_the_eval_splits():
         ("scone", "test"), ("monli", "test"), ("mnli", "validation_matched"), ("mnli", "validation_mismatched"),
         ("negnli-rte", "test"), ("negnli-snli", "test"), ("negnli-mnli", "test"), ("nannli", "test"),
     ]
-    assert [b for b, _ in scorable("causal_lm")][-2:] == ["condaqa", "tinad"]
+    assert {"condaqa", "tinad", "scone", "nannli"} <= {b for b, _ in scorable("causal_lm")}
+    assert "condaqa" not in {b for b, _ in scorable("nli")}
     assert scorable("mlm") == [("negated_probes", "test")]
 
 
