@@ -92,6 +92,11 @@ def _benchmark_split(name: str, split: str) -> Benchmark:
 
 
 def load_data(recipe: Recipe, stage: str) -> Loaded:
+    from negtrain.benchmarks.matrix import resolve_benchmarks
+
+    # Before any data file or model is read: `all` expanded, unsupported (family, benchmark)
+    # pairs rejected, prompts and verbalizers filled in, in place (so recipe.yaml records them).
+    resolve_benchmarks(recipe)
     cue_corpus = recipe.objective is not None and recipe.objective.cue_masking is not None
     # A cue-masking corpus is built from data.train texts, so its held-out part needs them in every stage.
     train_specs = recipe.data.train if stage == "fit" or cue_corpus else []
@@ -121,12 +126,7 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
 
     from negtrain.training.checks import check_run
 
-    from negtrain.benchmarks.matrix import resolve_benchmarks
-
     builder = get_family(recipe.model.family)
-    # Before any file or model is read: `all` expanded, unsupported (family, benchmark) pairs
-    # rejected, prompts and verbalizers filled in (so recipe.yaml records them).
-    resolve_benchmarks(recipe)
     check_run(recipe)
     loaded = load_data(recipe, stage)
     try:
