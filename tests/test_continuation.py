@@ -96,3 +96,17 @@ def test_sum_and_mean_can_disagree():
     s = ContinuationScores(torch.tensor([[-1.5, -1.2]]), torch.tensor([[3, 1]]))
     assert s.normalized("sum").argmax().item() == 1
     assert s.normalized("mean").argmax().item() == 0
+
+
+def test_fallback_without_a_repeatable_cache_gives_the_same_scores(lm_env):
+    from negtrain.models import continuation
+
+    tok, model = _load(lm_env["llama"], True)
+    ctx = [tok("Is a cat a dog? Answer:")["input_ids"], tok("Yes?")["input_ids"]]
+    choices = [[tok.encode(" not sure", add_special_tokens=False), tok.encode(" yes", add_special_tokens=False)]] * 2
+    with torch.no_grad():
+        shared = continuation_logprobs(model, ctx, choices, encoder_decoder=False, pad_id=tok.eos_token_id)
+        ids, mask = continuation._pad(ctx, tok.eos_token_id, left=True)
+        cont, cont_mask = continuation._pad([c for cs in choices for c in cs], tok.eos_token_id, left=False)
+        full = continuation._causal_full_rows(model, ids, mask, cont, cont_mask, 2)
+    assert torch.allclose((full * cont_mask).sum(1).view(2, 2), shared.logprob, atol=1e-4)

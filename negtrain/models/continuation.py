@@ -124,6 +124,8 @@ def _causal(model, ids, mask, cont, cont_mask, k) -> torch.Tensor:
     if cont.shape[1] == 1:
         return first
     cache = out.past_key_values
+    if not hasattr(cache, "batch_repeat_interleave"):  # a model without a repeatable cache
+        return _causal_full_rows(model, ids, mask, cont, cont_mask, k)
     cache.batch_repeat_interleave(k)  # in place: each example's prompt keys/values, once per choice
     feed, feed_mask = cont[:, :-1], cont_mask[:, :-1]
     full_mask = torch.cat([mask.repeat_interleave(k, 0), feed_mask], dim=1)
@@ -131,6 +133,16 @@ def _causal(model, ids, mask, cont, cont_mask, k) -> torch.Tensor:
     positions = start + torch.arange(feed.shape[1], device=ids.device).unsqueeze(0)
     rest = model(input_ids=feed, attention_mask=full_mask, position_ids=positions, past_key_values=cache, use_cache=False)
     return torch.cat([first, _token_logprobs(rest.logits, cont[:, 1:])], dim=1)
+
+
+def _causal_full_rows(model, ids, mask, cont, cont_mask, k) -> torch.Tensor:
+    """Fallback: one padded batch of (context + choice) rows, the context repeated per choice."""
+    rows = torch.cat([ids.repeat_interleave(k, 0), cont], dim=1)
+    row_mask = torch.cat([mask.repeat_interleave(k, 0), cont_mask], dim=1)
+    logits = model(input_ids=rows, attention_mask=row_mask, position_ids=_positions(row_mask)).logits
+    width = ids.shape[1]
+    # Position width - 1 + t predicts continuation token t (the context is left-padded).
+    return _token_logprobs(logits[:, width - 1 : width - 1 + cont.shape[1]], cont)
 
 
 def decoder_start_id(model, pad_id: int) -> int:
