@@ -187,3 +187,23 @@ def test_card_of_a_run_directory_uses_its_recipe_and_checkpoint(lm_env, tmp_path
     assert _predictions(out, "scone", "test") != _predictions(base, "scone", "test")
     assert main(["evaluate", "--model", str(tmp_path / "run"), "--family", "seq2seq", "--out", str(tmp_path / "x")]) == 2
     assert "trained a 'causal_lm' model" in capsys.readouterr().err
+
+
+def test_card_with_a_trained_adapter_folder(lm_env, tmp_path, capsys):
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+
+    torch.manual_seed(0)
+    base = AutoModelForCausalLM.from_pretrained(lm_env["llama"])
+    lora = get_peft_model(base, LoraConfig(r=4, lora_alpha=64, target_modules=["q_proj", "v_proj", "o_proj"], init_lora_weights=False, task_type="CAUSAL_LM"))
+    lora.save_pretrained(tmp_path / "adapter")
+    with_adapter = tmp_path / "with"
+    assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--adapter", str(tmp_path / "adapter"),
+                 "--benchmarks", "negnli-snli", "--out", str(with_adapter), *LIMIT]) == 0
+    plain = _card(tmp_path, lm_env["llama"], "causal_lm", "negnli-snli")
+    assert yaml.safe_load((with_adapter / "recipe.yaml").read_text())["adapter"]["path"] == str(tmp_path / "adapter")
+    assert _predictions(with_adapter, "negnli-snli", "test") != _predictions(plain, "negnli-snli", "test")
+    assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--adapter", str(tmp_path),
+                 "--out", str(tmp_path / "bad")]) == 2
+    assert "holds no adapter_config.json" in capsys.readouterr().err
