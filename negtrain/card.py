@@ -29,7 +29,15 @@ import re
 from pathlib import Path
 from typing import Any
 
-from negtrain.errors import ConfigError, NegtrainError
+from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+from negtrain.benchmarks.matrix import check_supported, resolve_benchmarks, scorable
+from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
+from negtrain.config import load_yaml, validate_recipe
+from negtrain.errors import ConfigError, NegtrainError, unknown_name
+from negtrain.io.atomic import write_text
+from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
+from negtrain.training.run import evaluate, quiet_third_party_logs
 
 #: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1).
 ACCURACY_KEYS = ("accuracy", "f1", "negated_top1_error")
@@ -63,9 +71,6 @@ def card_recipe(
     overrides: dict[str, Any],
 ) -> tuple[dict[str, Any], Path | None]:
     """The evaluation-only recipe (raw mapping) and the checkpoint to load, if any."""
-    from negtrain.benchmarks.matrix import scorable
-    from negtrain.benchmarks.registry import BENCHMARKS
-    from negtrain.config import load_yaml
 
     source = _run_source(model)
     checkpoint = None
@@ -97,11 +102,8 @@ def card_recipe(
             raise ConfigError("--benchmarks: give 'all' or a comma-separated list of benchmarks")
         for name in names:
             if name not in BENCHMARKS:
-                from negtrain.errors import unknown_name
 
                 raise unknown_name("benchmark", name, BENCHMARKS)
-        from negtrain.benchmarks.matrix import check_supported
-        from negtrain.benchmarks.registry import get_benchmark
 
         for name in names:
             check_supported(get_benchmark(name), family, f"--benchmarks {name}")
@@ -119,7 +121,6 @@ def card_recipe(
             raise ConfigError(f"--shots: few-shot prompts are for the seq2seq and causal_lm families, not '{family}'")
         raw["data"]["shots"] = shots  # spread over the entries once `all` is expanded, below
     if overrides:
-        from negtrain.recipes import apply_overrides
 
         raw = apply_overrides(raw, overrides)
     return raw, checkpoint
@@ -132,10 +133,6 @@ def default_out(model: str, family: str | None) -> Path:
 
 
 def make_card(args, extra: list[str]) -> Path:
-    from negtrain.benchmarks.matrix import resolve_benchmarks
-    from negtrain.config import validate_recipe
-    from negtrain.recipes import LoadedRecipe, parse_overrides
-    from negtrain.training.run import evaluate, quiet_third_party_logs
 
     overrides = parse_overrides(extra)
     raw, checkpoint = card_recipe(args.model, args.family, args.benchmarks, args.shots, args.adapter, overrides)
@@ -162,8 +159,6 @@ def make_card(args, extra: list[str]) -> Path:
     quiet_third_party_logs()
     loaded = LoadedRecipe(name=f"card:{args.model}", path=Path(where), recipe=recipe)
     evaluate(loaded, "validate", checkpoint, out, write_recipe=True)
-    from lightning.pytorch.utilities.rank_zero import rank_zero_only
-
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
         write_card(out, args.model, recipe.model.family, skipped)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
@@ -258,7 +253,6 @@ def plot_card(records: list[dict], path: Path, title: str) -> list[str]:
 
 
 def write_card(out: Path, model: str, family: str, skipped) -> None:
-    from negtrain.training.atomic import write_text
 
     records = [r for r in _records(out) if r.get("stage") == "validate"]
     if not records:

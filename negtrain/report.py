@@ -18,9 +18,9 @@ import math
 from pathlib import Path
 
 from negtrain.errors import NegtrainError
+from negtrain.io.atomic import write_text
 from negtrain.runs import COUNT_METRICS, RunDir
 from negtrain.secrets import redact_text
-from negtrain.training.atomic import write_text
 
 STYLES = ("-", "--", ":", "-.")
 BOLD = ("accuracy", "consistency")

@@ -14,6 +14,7 @@ from typing import Any
 
 from negtrain.config import Recipe, load_yaml, validate_recipe
 from negtrain.errors import ConfigError, NegtrainError
+from negtrain.paths import contained
 
 COUNT_METRICS = frozenset({"n", "groups_scored"})
 
@@ -111,8 +112,6 @@ class RunDir:
         return names
 
     def checkpoint(self, which: str) -> Path:
-        from negtrain.paths import contained
-
         folder = self.path / "checkpoints"
         if which == "last":
             path = folder / "last.ckpt"

@@ -182,3 +182,9 @@ def test_list_shows_the_matrix(capsys):
     listing = {b["benchmark"]: b for b in json.loads(capsys.readouterr().out)}
     assert listing["scone"]["verbalizer"] == {"entailment": "yes", "not_entailment": "no"}
     assert listing["tinad"]["families"]["nli"]["supported"] is False
+
+
+def test_matrix_families_are_the_builders_table():
+    from negtrain.benchmarks.matrix import families
+
+    assert families() == tuple(FAMILIES)

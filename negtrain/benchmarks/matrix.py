@@ -11,11 +11,14 @@ run's ``recipe.yaml`` records exactly what was scored.
 from __future__ import annotations
 
 import string
+import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
+from negtrain.config import EvalConfig, ModelConfig
 from negtrain.errors import ConfigError, NegtrainError, did_you_mean
 
 #: Families that read a benchmark through a prompt.
@@ -23,9 +26,9 @@ LM_FAMILIES = ("seq2seq", "causal_lm")
 
 
 def families() -> tuple[str, ...]:
-    from negtrain.models.families import FAMILIES
-
-    return tuple(FAMILIES)
+    """The model families a recipe can name (``model.family``; a test checks they are the
+    builders' table, negtrain.models.families, which sits on a floor above this one)."""
+    return typing.get_args(ModelConfig.model_fields["family"].annotation)
 
 
 def unsupported_reason(bench: Benchmark, family: str) -> str | None:
@@ -43,8 +46,6 @@ def check_supported(bench: Benchmark, family: str, where: str) -> None:
 
 def unreadable_reason(bench: Benchmark, split: str) -> str | None:
     """None when every file of the split can be found (or fetched), else why not."""
-    from negtrain.data.files import resolve
-
     try:
         for file in bench.files(split):
             resolve(file)
@@ -152,8 +153,6 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
 
 
 def _expand_all(family: str, field: str) -> tuple[list, list[Skipped]]:
-    from negtrain.config import EvalConfig
-
     entries, skipped = [], []
     for name, split in scorable(family):
         reason = unreadable_reason(get_benchmark(name), split)

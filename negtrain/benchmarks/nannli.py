@@ -29,7 +29,7 @@ import numpy as np
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
-from negtrain.data.files import RemoteFile
+from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.base import MISSING, ExampleMetric, ratio
 from negtrain.metrics.f1 import class_f1, weighted_f1
 

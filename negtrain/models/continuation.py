@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from transformers.modeling_outputs import BaseModelOutput
 
 
 @dataclass(frozen=True)
@@ -151,8 +152,6 @@ def decoder_start_id(model, pad_id: int) -> int:
 
 
 def _encoder_decoder(model, ids, mask, cont, cont_mask, k, pad_id) -> torch.Tensor:
-    from transformers.modeling_outputs import BaseModelOutput
-
     encoded = model.get_encoder()(input_ids=ids, attention_mask=mask).last_hidden_state
     start = torch.full((cont.shape[0], 1), decoder_start_id(model, pad_id), dtype=torch.long, device=ids.device)
     decoder_ids = torch.cat([start, cont[:, :-1]], dim=1)

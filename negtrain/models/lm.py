@@ -37,11 +37,18 @@ from typing import Any
 import torch
 
 from negtrain.benchmarks.base import Benchmark, Example
-from negtrain.config import ModelConfig
+from negtrain.models.continuation import score_batch
+from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
+from negtrain.config import ModelConfig, to_dict
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint
+from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
+from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule
+from negtrain.models.contract import Built
+from negtrain.models.freezing import freeze
+from negtrain.models.sources import attention_kwargs, resolve_model_name
 
 IGNORE = -100
 
@@ -148,8 +155,6 @@ def prompts_with_shots(
     prompts = [prompt_text(bench, e, cfg, settings.prompt) for e in examples]
     if not settings.shots:
         return prompts, None
-    from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
-
     pool = bench.load(settings.shots_split or bench.default_shots_split(split))
     drawn = draw_shots(examples, pool, settings.shots, seed, f"{bench.name}/{split}: shots")
     solved = {j: prompt_text(bench, pool[j], cfg, settings.prompt) + " " + answer_text(bench, pool[j], settings, cfg) for picks in drawn for j in picks}
@@ -281,8 +286,6 @@ class LMModule(NegtrainModule):
 
     def label_scores(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
         """(B, labels): each label's verbalizer log-likelihood, normalised as the config says."""
-        from negtrain.models.continuation import score_batch
-
         choices = self.choices[eval_index]
         scores = score_batch(
             self.model, batch["input_ids"], batch["attention_mask"], [choices] * len(batch["input_ids"]),
@@ -377,13 +380,6 @@ class CausalLMModule(LMModule):
 
 def _build_lm(recipe, loaded, family: str):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from negtrain.config import to_dict
-    from negtrain.data.module import EvalSet, NegtrainData, TrainSet
-    from negtrain.models.adapters import add_adapter, load_base
-    from negtrain.models.freezing import freeze
-    from negtrain.models.sources import attention_kwargs, resolve_model_name
-    from negtrain.training.build import Built
 
     cfg = recipe.model
     causal = family == "causal_lm"
