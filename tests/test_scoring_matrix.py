@@ -188,3 +188,8 @@ def test_matrix_families_are_the_builders_table():
     from negtrain.benchmarks.matrix import families
 
     assert families() == tuple(FAMILIES)
+
+
+def test_card_options_need_model(capsys):
+    assert main(["evaluate", "--benchmark", "scone", "--split", "test", "--predictions", "p.jsonl", "--shots", "2", "--strict"]) == 2
+    assert "--strict, --shots go with --model (a report card)" in capsys.readouterr().err

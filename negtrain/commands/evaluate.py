@@ -37,7 +37,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError(f"--shots must be >= 0, got {args.shots}")
         make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
         return 0
-    card_only = [f"--{n}" for n in ("family", "adapter", "out") if getattr(args, n) is not None] + (["--strict"] if args.strict else [])
+    card_only = [f"--{n}" for n in ("family", "adapter", "out") if getattr(args, n) is not None]
+    card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
+    card_only += ["--benchmarks"] if args.benchmarks != "all" else []
     if card_only:
         raise NegtrainError(f"{', '.join(card_only)} go with --model (a report card)")
     if extra:
