@@ -111,8 +111,9 @@ class ModelConfig(_Section):
     fp32_recheck_margin: float | None = Field(
         1.0,
         ge=0,
-        description="NLI family under bf16/fp16 autocast: examples whose top two logits are closer "
-        "than this are scored again in fp32, so mixed-precision evaluation reports fp32's predictions. "
+        description="Evaluation under bf16/fp16 autocast: examples whose top two logits (NLI family) "
+        "or verbalizer log-likelihoods (seq2seq / causal_lm label benchmarks) are closer than this "
+        "are scored again in fp32, so mixed-precision evaluation reports fp32's predictions. "
         "On trained MiniLM/ScoNe checkpoints bf16 moved the logit gap by at most 0.45 and flipped up to "
         "2 of 1,200 predictions; at 1.0 about 2% of examples are rescored. null: never recheck.",
     )

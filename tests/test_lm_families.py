@@ -228,3 +228,22 @@ def test_training_on_a_label_benchmark_targets_its_verbalizer(lm_env, tmp_path, 
         else:
             row = train.extras["labels"][i]
             assert row[row != -100].tolist() == want and tok.decode(want) == verbalizer[gold[i]] + "</s>"
+
+
+@pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
+def test_bf16_near_ties_are_rescored_in_fp32(lm_env, tmp_path, key, family):
+    built = _module(lm_env, tmp_path, key, family)
+    module = built.module.eval()
+    from negtrain.data.collate import PadCollator
+
+    eval_set = built.data.eval_sets[0]
+    batch = PadCollator(eval_set.encoded, built.tokenizer.pad_token_id, pad_left=built.data.pad_left)(list(range(6)))
+    with torch.no_grad():
+        fp32 = module.label_scores(batch, 0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            module.config.fp32_recheck_margin = None
+            bf16 = module.label_scores(batch, 0)
+            module.config.fp32_recheck_margin = 1e9  # every row is a near-tie: all rescored
+            rechecked = module.label_scores(batch, 0)
+    assert not torch.allclose(bf16, fp32, atol=1e-4)  # bf16 really rounds differently
+    assert torch.allclose(rechecked, fp32, atol=1e-5)

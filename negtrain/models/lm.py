@@ -45,7 +45,7 @@ from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
 from negtrain.models.adapters import add_adapter, load_base
-from negtrain.models.base import NegtrainModule
+from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.contract import Built
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
@@ -287,11 +287,19 @@ class LMModule(NegtrainModule):
     def label_scores(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
         """(B, labels): each label's verbalizer log-likelihood, normalised as the config says."""
         choices = self.choices[eval_index]
-        scores = score_batch(
-            self.model, batch["input_ids"], batch["attention_mask"], [choices] * len(batch["input_ids"]),
-            encoder_decoder=self.encoder_decoder, pad_id=self.pad_id,
-        )
-        return scores.normalized(self.config.verbalizer_score)
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+
+        def score(ids, mask):
+            out = score_batch(self.model, ids, mask, [choices] * len(ids), encoder_decoder=self.encoder_decoder, pad_id=self.pad_id)
+            return out.normalized(self.config.verbalizer_score)
+
+        scores = score(ids, mask)
+        close = close_calls(scores.to(ids.device), self.config.fp32_recheck_margin)
+        if close is not None:
+            # Near-ties under bf16 autocast are scored again in fp32 (as the NLI family does).
+            with torch.autocast(device_type=ids.device.type, enabled=False):
+                scores[close] = score(ids[close.to(ids.device)], mask[close.to(ids.device)])
+        return scores
 
     def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
         raise NotImplementedError

@@ -19,7 +19,7 @@ from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
 from negtrain.models.adapters import add_adapter, load_base
-from negtrain.models.base import NegtrainModule
+from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.contract import Built
 from negtrain.models.first_token import first_position_only
 from negtrain.models.freezing import freeze
@@ -96,16 +96,6 @@ class NLIModule(NegtrainModule):
             with torch.autocast(device_type=logits.device.type, enabled=False):
                 logits[close] = self._logits({k: v[close] for k, v in batch.items() if torch.is_tensor(v)}, first_only).float()
         return getattr(self, f"head_map_{eval_index}")[logits.argmax(-1)]
-
-
-def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | None:
-    """Indices of rows whose top two logits are within ``margin``, when autocast to a lower
-    precision is on (else None: nothing to recheck)."""
-    if margin is None or logits.shape[-1] < 2 or not torch.is_autocast_enabled(logits.device.type):
-        return None
-    top2 = logits.topk(2, dim=-1).values
-    close = ((top2[:, 0] - top2[:, 1]) < margin).nonzero().squeeze(-1)
-    return close if close.numel() else None
 
 
 def build_nli(recipe, loaded):
