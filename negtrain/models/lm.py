@@ -40,6 +40,7 @@ from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.models.continuation import score_batch
 from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
 from negtrain.config import ModelConfig, to_dict
+from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint
 from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
@@ -49,8 +50,6 @@ from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.contract import Built
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
-
-IGNORE = -100
 
 
 def normalize_unifiedqa(text: str) -> str:

@@ -6,10 +6,10 @@ their numbers measure the scoring machinery (prompting, length-sorted batches, o
 example for every label's verbalizer, generation for CondaQA), not a model's size. Each card runs
 in its own process with `trainer.precision: auto` (bf16 where the CPU computes it natively):
 
-    NEGTRAIN_DATA_DIR=path/to/mirror python benchmarks/report_card.py --rows 256
+    NEGTRAIN_DATA_DIR=path/to/mirror python perf/report_card.py --rows 256
 
 `--rows` caps every benchmark at its shortest N rows (length-sorted batches, so the cap is a
-number of batches). Writes benchmarks/results/report_card.{json,md}.
+number of batches). Writes perf/results/report_card.{json,md}.
 """
 
 from __future__ import annotations

@@ -7,9 +7,9 @@ the same log-likelihoods (tested); this measures the time, on the tiny test Llam
 LM folder given with --model), ScoNe test's prompts and the 3-way verbalizers "yes" / "maybe" /
 "no" or the multi-token "not sure" / "not at all" / "yes":
 
-    NEGTRAIN_DATA_DIR=path/to/mirror python benchmarks/continuation_scoring.py --repeats 5
+    NEGTRAIN_DATA_DIR=path/to/mirror python perf/continuation_scoring.py --repeats 5
 
-Interleaved repeats, median. Writes benchmarks/results/continuation_scoring.{json,md}.
+Interleaved repeats, median. Writes perf/results/continuation_scoring.{json,md}.
 """
 
 from __future__ import annotations
