@@ -98,11 +98,13 @@ class EvalSet:
 
     def write_predictions(self, run_dir: Path, suffix: str) -> None:
         """``predictions/<benchmark>-<split>-<suffix>.jsonl`` from the last result: per example
-        with a prediction, its id, the predicted label (or generated answer) and the gold label."""
+        with a prediction, its id, the predicted label (or generated answer), the gold label and,
+        with few-shot prompts, the ids of the shots it was shown."""
         if self.result is None or self.result.predictions is None:
             return
+        shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
         rows = [
-            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label})
+            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label, **({"shots": shots[ex.id]} if shots else {})})
             for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels)
         ]
         name = f"{self.benchmark.name}-{self.split}-{suffix}.jsonl"
