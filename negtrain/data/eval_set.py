@@ -65,9 +65,13 @@ class EvalSet:
     #: The torchmetrics metric scoring this set (an ExampleMetric). The module registers it as a
     #: child, so Lightning moves it to the device and DDP syncs it.
     metric: Any = None
-    #: How the model's output ids become ids in ``predicted_labels``: an NLI head's class id ->
-    #: label id; an LM's label id -> the vocabulary id of its label word. None: not needed.
+    #: How an NLI head's class ids become ids in ``predicted_labels``. None: not a classifier.
     label_map: torch.Tensor | None = None
+    #: An LM's label benchmark: per label (in label order), its verbalizer's continuation ids,
+    #: the texts it scores. None: not scored by verbalizers.
+    choices: list[list[int]] | None = None
+    #: Few-shot prompts: per example, the ids of the solved examples shown before it.
+    shot_ids: list[list[str]] | None = None
     #: ``(module, batch) -> predictions`` when this set is predicted otherwise than the family's
     #: default (a masked LM's probes and held-out corpus sentences).
     evaluator: Callable | None = None
