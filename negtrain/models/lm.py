@@ -34,7 +34,7 @@ import torch
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.config import ModelConfig, to_dict
 from negtrain.data.collate import IGNORE
-from negtrain.data.encoded import EncodedSplit, cached, fingerprint
+from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_signature
 from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
@@ -104,9 +104,7 @@ def verbalizer_ids(tokenizer, bench: Benchmark) -> torch.Tensor:
 def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
     return fingerprint(
         kind,
-        type(tokenizer).__name__,
-        str(tokenizer.name_or_path),
-        str(len(tokenizer)),
+        tokenizer_signature(tokenizer),
         str(getattr(tokenizer, "chat_template", None) if cfg.chat_template else None),
         str(cfg.max_length),
         str(cfg.max_target_length),
