@@ -123,7 +123,7 @@ def encode_texts(tokenizer, texts: Sequence[str], max_length: int) -> EncodedSpl
     """Single texts (probes, a retention corpus), tokenized in chunks and cached like NLI pairs."""
 
     def build() -> EncodedSplit:
-        parts = [EncodedSplit.from_lists(tokenizer(list(chunk), truncation=True, max_length=max_length)["input_ids"], None)
+        parts = [EncodedSplit.from_lists(tokenizer(list(chunk), truncation=True, max_length=max_length, return_attention_mask=False)["input_ids"], None)
                  for chunk in in_chunks(texts)]
         return EncodedSplit.of_chunks(parts)
 
