@@ -211,5 +211,8 @@ def cached(key: str, build: Callable[[], EncodedSplit]) -> EncodedSplit:
             os.replace(tmp, path)
         except OSError:
             return split  # a read-only cache only costs speed
-    # Map what was stored, so this process, too, holds no private copy of the token data.
-    return _load(path, key) or split
+        # Map what was stored, so this process, too, holds no private copy of the token data; the
+        # built copy goes first, so the peak is not the built and the mapped data side by side.
+        del split
+        mapped = _load(path, key)
+    return mapped if mapped is not None else _build(build)  # rebuilt only if the file vanished
