@@ -146,3 +146,20 @@ def test_cached_train_concatenation_is_mapped_too(tokenizer):
     again = store.EncodedSplit.concat([a, b])
     assert store.builds == before and torch.equal(again.input_ids, torch.cat([a.input_ids, b.input_ids]))
     assert torch.equal(again.offsets, torch.cat([a.offsets[:-1], b.offsets + int(a.offsets[-1])]))
+
+
+@pytest.mark.slow  # two spawned workers each import torch
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps")
+def test_spawned_workers_map_the_store_instead_of_receiving_a_copy(tokenizer):
+    import pickle
+
+    split = encode_pairs(tokenizer, _examples(3000, "spawn "), 32)
+    assert len(pickle.dumps(split)) < 1000  # the key travels, not ~100 KB of token ids
+    loader = DataLoader(BatchIndices(len(split)), batch_size=500, num_workers=2, collate_fn=_WhereMapped(split, _store_file(split)),
+                        multiprocessing_context="spawn")
+    seen = list(loader)
+    assert len({pid for pid, _, _ in seen}) == 2 and all(mapped for _, mapped, _ in seen)
+    expected = [int(split.input_ids[split.offsets[i] : split.offsets[i + 1]].sum()) for i in range(0, 3000, 500)]
+    assert [total for _, _, total in seen] == expected
+    built = store.EncodedSplit.from_lists([[1, 2], [3]], None)
+    assert torch.equal(pickle.loads(pickle.dumps(built)).input_ids, built.input_ids)  # uncached: by value

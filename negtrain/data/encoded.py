@@ -113,6 +113,13 @@ class EncodedSplit:
             return parts[0]
         return EncodedSplit.concat(parts) if parts else EncodedSplit.from_lists([], None)
 
+    def __reduce__(self):
+        # A split read from the cache travels to a spawned dataloader worker (or any pickle) as its
+        # cache key, and the receiver maps the same file: no copy of the token data per worker.
+        if self.cache_key is not None:
+            return (_mapped, (self.cache_key,))
+        return (EncodedSplit, tuple(getattr(self, f.name) for f in fields(self)))
+
     def as_dict(self) -> dict[str, torch.Tensor | None]:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "cache_key"}
 
@@ -163,6 +170,14 @@ def _load(path: Path, key: str) -> EncodedSplit | None:
     except Exception:  # a stale or damaged cache entry is rebuilt, never trusted
         path.unlink(missing_ok=True)
         return None
+
+
+def _mapped(key: str) -> EncodedSplit:
+    """The cached split ``key``, mapped (how a pickled cached split is rebuilt)."""
+    split = _load(cache_dir() / "tokenized" / f"{key}.pt", key)
+    if split is None:
+        raise FileNotFoundError(f"tokenized split {key} is no longer in the cache {cache_dir() / 'tokenized'}")
+    return split
 
 
 @contextlib.contextmanager
