@@ -34,6 +34,16 @@ def _loaded(args: argparse.Namespace, extra: list[str]):
 
 
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
+    from negtrain.training.preemption import Preempted
+
+    try:
+        return _run_fit(args, extra)
+    except Preempted as stopped:
+        # Not a success: a scheduler must not record a preempted run as finished.
+        return stopped.exit_code
+
+
+def _run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.errors import NegtrainError
     from negtrain.training.run import fit
 
