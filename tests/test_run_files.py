@@ -156,3 +156,31 @@ def test_export_refuses_a_checkpoint_linking_out_of_the_run(fake_run, tmp_path):
     (run / "checkpoints" / "last.ckpt").symlink_to(fake_run / "checkpoints" / "last.ckpt")
     with pytest.raises(NegtrainError, match="leads outside"):
         RunDir(run).checkpoint("last")
+
+
+def test_the_checkpoint_callback_follows_a_moved_run(tmp_path):
+    """Lightning drops the best score when its folder moved; ours re-bases the paths by file name."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from negtrain.training.checkpointing import RelocatableModelCheckpoint
+
+    old, new = tmp_path / "old" / "checkpoints", tmp_path / "new" / "checkpoints"
+    kwargs = dict(filename="best-epoch{epoch}", monitor="scone/test/accuracy", mode="max", save_top_k=1)
+    before = ModelCheckpoint(dirpath=old, **kwargs)
+    after = RelocatableModelCheckpoint(dirpath=new, **kwargs)
+    # The same key as Lightning's own callback, so older runs' checkpoints restore into it.
+    assert after.state_key == before.state_key
+    best = str(old / "best-epoch0.ckpt")
+    before.best_model_path, before.best_model_score = best, torch.tensor(0.535)
+    before.best_k_models, before.kth_best_model_path, before.kth_value = {best: torch.tensor(0.535)}, best, torch.tensor(0.535)
+    state = before.state_dict()
+    after.load_state_dict(state)
+    here = str(new / "best-epoch0.ckpt")
+    assert (after.best_model_path, float(after.best_model_score)) == (here, pytest.approx(0.535))
+    assert list(after.best_k_models) == [here] and after.kth_best_model_path == here
+    assert state["best_model_path"] == best  # the checkpoint's own record is not changed
+    # Lightning's callback loses the score in the same situation (what the subclass fixes).
+    plain = ModelCheckpoint(dirpath=new, **kwargs)
+    with pytest.warns(UserWarning, match="dirpath has changed"):
+        plain.load_state_dict(state)
+    assert plain.best_model_score is None
