@@ -16,7 +16,9 @@ and three are stopped mid-epoch, to be resumed mid-epoch:
   checkpoint exists;
 - ``every-n``: ``trainer.checkpoint_every_n_steps: 4``, killed with SIGKILL before batch 7 of
   epoch 1, so its newest checkpoint is the one after batch 4 (step 20); it is resumed from a copy,
-  which must leave the original untouched.
+  which must leave the original untouched;
+- ``every-n-mid-save``: the same setting, killed halfway through writing its first mid-epoch
+  checkpoint (step 20): ``last.ckpt`` must still be epoch 0's, whole.
 """
 
 from __future__ import annotations
@@ -124,6 +126,7 @@ def runs(tmp_path_factory, data_dir):
         "sigterm": (recipe, "signal:1:5", signal.SIGTERM),
         "sigusr1": (recipe, "signal:0:3", signal.SIGUSR1),
         "every-n": (every_n, "train:1:7", signal.SIGKILL),
+        "every-n-mid-save": (every_n, "save:1", signal.SIGKILL),
     }
     procs = {name: start_and_kill(r, base / name, point, base / f"{name}.marker") for name, (r, point, _) in stopped.items()}
     reference = base / "reference"
@@ -143,6 +146,9 @@ def test_killed_runs_left_complete_files_only(runs):
     assert parts, "the kill should have left the half-written temporary checkpoint"
     last = torch.load(base / "mid-save" / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert last["epoch"] == 0
+    # The same for a mid-epoch checkpoint (every 4 steps) cut off while being written.
+    assert list((base / "every-n-mid-save" / "checkpoints").glob(".last.ckpt.*.part"))
+    assert _position(base / "every-n-mid-save" / "checkpoints" / "last.ckpt") == (0, 16, {"epoch": 0, "batches_done": 16, "epoch_batches": 16})
 
 
 def _position(path: Path) -> tuple[int, int, dict]:
@@ -180,6 +186,7 @@ RESUMED = {
     "sigterm": "from last.ckpt: epoch 1 after 6 of 16 batches, step 22; continuing epoch 1 of 3 with batch 7",
     "sigusr1": "from last.ckpt: epoch 0 after 4 of 16 batches, step 4; continuing epoch 0 of 3 with batch 5",
     "every-n": "from last.ckpt: epoch 1 after 4 of 16 batches, step 20; continuing epoch 1 of 3 with batch 5",
+    "every-n-mid-save": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1 of 3",
 }
 
 
