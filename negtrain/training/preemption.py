@@ -16,7 +16,7 @@ epoch's last batch: its evaluation and the epoch-end checkpoint come next. A sig
 then (or during evaluation) stops the run right after that checkpoint, at the start of the next
 epoch; one that arrives in the last epoch's evaluation lets the run finish.
 
-Checkpoints are written atomically (:mod:`negtrain.training.checkpoint_io`), so a kill during
+Checkpoints are written atomically (:mod:`negtrain.io.checkpoints`), so a kill during
 the write leaves the previous ``last.ckpt`` whole.
 """
 

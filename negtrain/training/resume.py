@@ -1,4 +1,4 @@
-"""Resuming a killed ``fit``: ``python -m negtrain fit --resume RUN_DIR``.
+"""Resuming a killed ``fit``: ``python -m negtrain fit --resume RUN_DIR`` (:func:`negtrain.training.run.resume`).
 
 What a checkpoint holds, so that a resumed run finishes with exactly the numbers of an
 uninterrupted one (same seed, same machine, deterministic kernels):
@@ -35,7 +35,7 @@ from ``(seed, epoch, indices)``, so their draws are the same after a resume.
 
 The newest checkpoint is chosen: every ``checkpoints/*.ckpt`` is opened (with ``weights_only``)
 and the one with the highest global step wins (``last.ckpt`` on ties). Checkpoints are written
-atomically (:mod:`negtrain.training.checkpoint_io`), so a half-written one only ever exists as a
+atomically (:mod:`negtrain.io.checkpoints`), so a half-written one only ever exists as a
 ``*.part`` file, which is never considered; any other damage (a truncated or foreign checkpoint,
 a folder named ``last.ckpt``, a missing ``recipe.yaml``, ...) is one error line before any work
 (:func:`check_run_dir`, :func:`find_checkpoint`). A run directory can be moved or copied between
@@ -57,8 +57,9 @@ import numpy as np
 import torch
 
 from negtrain.errors import NegtrainError
+from negtrain.io.atomic import PART_SUFFIX, write_text
 from negtrain.paths import is_inside
-from negtrain.training.atomic import PART_SUFFIX, write_text
+from negtrain.recipes import LoadedRecipe, load_recipe
 
 RESUME_KEY = "negtrain_resume"
 FORMAT = 1
@@ -334,15 +335,22 @@ def check_run_dir(run_dir: Path) -> Path:
     return run_dir
 
 
-def resume(run_dir: Path) -> Path:
-    """Continue ``run_dir`` from its newest checkpoint (or say it is already complete).
+@dataclass
+class ResumePlan:
+    """What :func:`negtrain.training.run.resume` continues: the run's recipe and checkpoint."""
 
-    Everything that can be wrong with the directory is found before any work: its layout, its
-    recipe, every checkpoint (see :func:`check_run_dir`, :func:`find_checkpoint`).
+    loaded: LoadedRecipe
+    run_dir: Path
+    checkpoint: Path | None  # None: no complete checkpoint yet, so training starts from the beginning
+
+
+def plan_resume(run_dir: Path) -> ResumePlan | None:
+    """Check ``run_dir`` and rewind it to its newest checkpoint; None when the run is already
+    complete (said on stdout). ``run.resume`` then continues the training.
+
+    Everything that can be wrong with the directory is found here, before any work: its layout,
+    its recipe, every checkpoint (see :func:`check_run_dir`, :func:`find_checkpoint`).
     """
-    from negtrain.recipes import load_recipe
-    from negtrain.training.run import fit
-
     run_dir = check_run_dir(run_dir)
     loaded = load_recipe(str(run_dir / "recipe.yaml"))
     candidate, _ = find_checkpoint(run_dir)
@@ -359,7 +367,7 @@ def resume(run_dir: Path) -> Path:
             f"(of {t.max_epochs} epochs); nothing to do",
             flush=True,
         )
-        return run_dir
+        return None
     rewind(run_dir, candidate)
     if candidate is None:
         print(f"resume: {run_dir} has no complete checkpoint yet; training it from the start", flush=True)
@@ -370,4 +378,4 @@ def resume(run_dir: Path) -> Path:
             else f"continuing with epoch {candidate.epoch + 1} of {t.max_epochs}"
         )
         print(f"resuming {run_dir} from {candidate.path.name}: {candidate.describe()}; {then}", flush=True)
-    return fit(loaded, run_dir, resume_from=candidate.path if candidate else None, resuming=True)
+    return ResumePlan(loaded, run_dir, candidate.path if candidate else None)
