@@ -15,6 +15,11 @@ over ranks, repeats included)::
 
 An evaluation line carries a ``note`` when the metric qualifies how it scored (e.g. a 2-way model
 scored on the binary view of a 3-way benchmark).
+
+The epoch's loss is the mean of the training loss over the epoch's examples on every rank, kept
+by this callback (in float64) rather than read from Lightning's logged ``train/loss_epoch``: the
+running sums and counts of the epoch so far are part of every checkpoint (:meth:`RunRecorder.state_dict`),
+so an epoch resumed from a mid-epoch checkpoint gets the line an uninterrupted one would have.
 """
 
 from __future__ import annotations
