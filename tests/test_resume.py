@@ -18,7 +18,9 @@ and three are stopped mid-epoch, to be resumed mid-epoch:
   epoch 1, so its newest checkpoint is the one after batch 4 (step 20); it is resumed from a copy,
   which must leave the original untouched;
 - ``every-n-mid-save``: the same setting, killed halfway through writing its first mid-epoch
-  checkpoint (step 20): ``last.ckpt`` must still be epoch 0's, whole.
+  checkpoint (step 20): ``last.ckpt`` must still be epoch 0's, whole;
+- ``sigterm-in-eval``: sent SIGTERM during epoch 0's evaluation: the evaluation and the epoch-end
+  checkpoint finish, and the run stops before epoch 1, non-zero.
 """
 
 from __future__ import annotations
@@ -127,6 +129,7 @@ def runs(tmp_path_factory, data_dir):
         "sigusr1": (recipe, "signal:0:3", signal.SIGUSR1),
         "every-n": (every_n, "train:1:7", signal.SIGKILL),
         "every-n-mid-save": (every_n, "save:1", signal.SIGKILL),
+        "sigterm-in-eval": (recipe, "signal-eval:0:0", signal.SIGTERM),
     }
     procs = {name: start_and_kill(r, base / name, point, base / f"{name}.marker") for name, (r, point, _) in stopped.items()}
     reference = base / "reference"
@@ -174,6 +177,14 @@ def test_a_stop_signal_writes_a_mid_epoch_checkpoint_and_exits_non_zero(runs, na
     assert epoch == 0 or {r["epoch"] for r in records(run)} == set(range(epoch))
 
 
+def test_a_stop_signal_during_evaluation_stops_after_the_epoch_end_checkpoint(runs):
+    base, _, outputs = runs
+    run = base / "sigterm-in-eval"
+    assert f"stopped by SIGTERM: stopped before epoch 1; checkpoints/last.ckpt is the newest checkpoint; continue with: python -m negtrain fit --resume {run}" in outputs["sigterm-in-eval"]
+    assert _position(run / "checkpoints" / "last.ckpt") == (0, 16, {"epoch": 0, "batches_done": 16, "epoch_batches": 16})
+    assert [r["epoch"] for r in records(run)] == [0, 0, 0]  # epoch 0 whole: both evaluations and training
+
+
 def test_checkpoint_every_n_steps_writes_mid_epoch_checkpoints(runs):
     base, _, _ = runs
     # Killed before batch 7 of epoch 1 (step 23): the newest is step 20, 4 batches into epoch 1.
@@ -187,6 +198,7 @@ RESUMED = {
     "sigusr1": "from last.ckpt: epoch 0 after 4 of 16 batches, step 4; continuing epoch 0 of 3 with batch 5",
     "every-n": "from last.ckpt: epoch 1 after 4 of 16 batches, step 20; continuing epoch 1 of 3 with batch 5",
     "every-n-mid-save": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1 of 3",
+    "sigterm-in-eval": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1 of 3",
 }
 
 
