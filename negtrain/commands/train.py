@@ -55,7 +55,7 @@ def check_benchmarks(loaded) -> None:
 
 
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.training.preemption import Preempted
+    from negtrain.errors import Preempted
 
     try:
         return _run_fit(args, extra)

@@ -29,21 +29,10 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
+from negtrain.errors import Preempted
+
 #: The signals that stop training with a checkpoint (where the platform has them).
 STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name))
-
-
-class Preempted(Exception):
-    """``fit`` stopped on a signal, after writing a checkpoint to resume from."""
-
-    def __init__(self, signum: int, message: str) -> None:
-        super().__init__(message)
-        self.signum = signum
-
-    @property
-    def exit_code(self) -> int:
-        # The shell's convention for "ended by signal N": never 0, so a scheduler sees no success.
-        return 128 + self.signum
 
 
 class MidEpochCheckpoint(pl.Callback):

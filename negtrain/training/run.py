@@ -16,7 +16,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import to_dict
-from negtrain.errors import ConfigError
+from negtrain.errors import ConfigError, Preempted
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
 from negtrain.models.adapters import save_adapter_config
@@ -26,7 +26,7 @@ from negtrain.training import tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import trainer_precision
-from negtrain.training.preemption import MidEpochCheckpoint, Preempted
+from negtrain.training.preemption import MidEpochCheckpoint
 from negtrain.training.recorder import RunRecorder
 from negtrain.training.resume import ResumeState, plan_resume
 from negtrain.training.tracking import WandbTracker
