@@ -345,6 +345,15 @@ class TrainerConfig(_Section):
         None, gt=0, le=MAX_TORCH_THREADS, description="torch.set_num_threads (1 to 1024); unset leaves torch's default."
     )
     enable_progress_bar: bool = True
+    checkpoint_every_n_steps: int | None = Field(
+        None,
+        gt=0,
+        description="Also write checkpoints/last.ckpt inside an epoch, every this many optimizer steps, so a "
+        "killed run loses at most that many steps: `fit --resume` continues mid-epoch with the next batch "
+        "and ends with the numbers of an uninterrupted run. Unset: at epoch ends only (and on SIGTERM/SIGUSR1, "
+        "which always write one). Each write is a full checkpoint (weights and optimizer state): on a large "
+        "model keep it to every few minutes.",
+    )
     ema_decay: float | None = Field(
         None,
         gt=0,
