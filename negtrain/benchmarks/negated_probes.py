@@ -26,7 +26,7 @@ directory (``NEGTRAIN_DATA_DIR``); nothing is downloaded. Put the training probe
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,7 +34,8 @@ import numpy as np
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.errors import DataError
-from negtrain.metrics.base import MISSING, ExampleMetric, ratio
+from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 
 MASK = "[MASK]"
 AFFIRMATIVE, NEGATED = "affirmative", "negated"
@@ -64,23 +65,33 @@ class ProbeMetric(ExampleMetric):
 
     lower_is_better_names = frozenset({"negated_top1_error"})
 
-    def __init__(self, gold: Sequence[int], subsets: Sequence[str], note: str | None = None, **kwargs) -> None:
+    def __init__(self, gold: Sequence[int], subsets: Sequence[str], groups: Sequence[str] | None = None,
+                 note: str | None = None, **kwargs) -> None:
         super().__init__(num_examples=len(gold), **kwargs)
         self.gold = np.asarray(gold, dtype=np.int64)
         self.negated = np.asarray([s == NEGATED for s in subsets])
         self.note = note
+        # The affirmative and negated sentence of a probe are one unit; without groups, examples.
+        names = list(dict.fromkeys(groups)) if groups is not None else None
+        lookup = {g: i for i, g in enumerate(names)} if names is not None else None
+        self.unit_codes = np.array([lookup[g] for g in groups], dtype=np.int64) if groups is not None else np.arange(len(gold))
+        self.n_units = len(names) if names is not None else len(gold)
+        self.resampling_unit = "probe" if groups is not None else "example"
 
-    def score(self, predictions: np.ndarray) -> dict[str, float]:
+    def unit_table(self, predictions: np.ndarray) -> UnitTable:
         seen = predictions != MISSING
         hit = (predictions == self.gold) & seen
         neg, aff = seen & self.negated, seen & ~self.negated
-        return {
-            "negated_top1_error": ratio(hit[neg].sum(), neg.sum()),
-            "affirmative_top1_accuracy": ratio(hit[aff].sum(), aff.sum()),
-            "n_negated": float(neg.sum()),
-            "n_affirmative": float(aff.sum()),
-        }
+        columns = {"seen_negated": neg, "hit_negated": hit & neg, "seen_affirmative": aff, "hit_affirmative": hit & aff}
+        return unit_table(self.resampling_unit, self.unit_codes, self.n_units, columns)
 
+    def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
+        return {
+            "negated_top1_error": Mean(t["hit_negated"], t["seen_negated"]),
+            "affirmative_top1_accuracy": Mean(t["hit_affirmative"], t["seen_affirmative"]),
+            "n_negated": t["seen_negated"],
+            "n_affirmative": t["seen_affirmative"],
+        }
 
 
 def _sentences(row, name: str) -> list[str]:
@@ -135,7 +146,7 @@ class NegatedProbes(Benchmark):
     def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None) -> ProbeMetric:
         space = list(predicted_labels or sorted({e.label for e in examples}))
         lookup = {token: i for i, token in enumerate(space)}
-        return ProbeMetric([lookup.get(e.label, -2) for e in examples], [e.subset for e in examples])
+        return ProbeMetric([lookup.get(e.label, -2) for e in examples], [e.subset for e in examples], [e.group for e in examples])
 
     def scorer(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None) -> ProbeMetric:
         # Any token space is valid here: the vocabulary of whichever model made the predictions.

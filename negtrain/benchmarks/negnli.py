@@ -45,7 +45,10 @@ SPLITS = {"all": (0.0, 1.0), "train": (0.0, 0.7), "test": (0.7, 1.0), "train85":
 
 class NegnliMetric(GroupedAccuracy):
     """NegNLI: ``accuracy``, ``accuracy/<pair type>`` for Tneg-H, T-Hneg and Tneg-Hneg (the paper's
-    tables), and ``consistency``: the fraction of groups whose three rows are all right."""
+    tables), and ``consistency``: the fraction of groups whose three rows are all right. The three
+    rewrites of one original pair are one independent unit for the bootstrap."""
+
+    resampling_unit = "original pair"
 
 
 class _Negnli(Benchmark):

@@ -16,6 +16,7 @@ from torch import nn
 from negtrain.config import ModelConfig
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.uncertainty import Uncertainty, estimate
 
 
 @dataclass
@@ -25,6 +26,8 @@ class EvalResult:
     predictions: np.ndarray | None  # per example: a label id (generative: 1 right / 0 wrong), or MISSING; None: nothing to write
     note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
     texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
+    #: stderr and ci95 per metric (rank zero only; None elsewhere or when there is nothing to score)
+    uncertainty: Uncertainty | None = None
 
     def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
         """(example, prediction, correct) for every example with a prediction.
@@ -78,6 +81,10 @@ class NegtrainModule(pl.LightningModule):
         #: Adapter runs checkpoint only their trainable weights (adapter + head).
         self.adapter_only = recipe.get("adapter", {}).get("type", "none") != "none"
         self.strict_loading = not self.adapter_only
+        evaluation = recipe.get("evaluation") or {}
+        #: Bootstrap resamples (0: none) and seed for every metric's ci95 (recipe `evaluation`).
+        self.bootstrap_resamples: int = int(evaluation.get("bootstrap", 1000))
+        self.bootstrap_seed: int = int(evaluation.get("bootstrap_seed", 0))
 
     @abstractmethod
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
@@ -126,7 +133,12 @@ class NegtrainModule(pl.LightningModule):
                 for idx, text in texts[i].items():
                     per_example[idx] = text
             predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
-            results.append(EvalResult(name, values, predictions, metric.note, per_example))
+            uncertainty = None
+            rank_zero = self._trainer is None or self._trainer.is_global_zero
+            if rank_zero and metric.last_outcomes is not None:
+                # last_outcomes is the state compute() just scored, gathered from every rank.
+                uncertainty = estimate(metric, metric.last_outcomes, self.bootstrap_resamples, self.bootstrap_seed)
+            results.append(EvalResult(name, values, predictions, metric.note, per_example, uncertainty))
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)
