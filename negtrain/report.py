@@ -5,8 +5,11 @@ Written into ``<run>/report/`` (or ``<run>/report-vs-<other run>/`` when compari
 - ``metrics.png``: one panel per benchmark/split, every metric per epoch; accuracy and the
   consistency metrics drawn bold, side by side, per-subset accuracies thin;
 - ``loss.png``: the training loss per epoch;
-- ``summary.md``: the best epoch per metric (direction from the metric's declaration), the final
-  epoch's table, and the recipe.
+- ``summary.md``: the best epoch per metric (direction from the metric's declaration) with its
+  standard error and 95% bootstrap interval, the final epoch's table, and the recipe.
+
+Where a run recorded intervals, the bold metrics (accuracy, consistency) are drawn with their
+95% interval as a shaded band.
 
 Each PNG carries its panel titles in a ``negtrain:panels`` text chunk, so tools (and tests) can
 tell what was drawn without looking at pixels. Only the run files are read: no data, no model.
@@ -18,6 +21,7 @@ import math
 from pathlib import Path
 
 from negtrain.errors import NegtrainError
+from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.runs import COUNT_METRICS, RunDir
 from negtrain.secrets import redact_text
 from negtrain.training.atomic import write_text
@@ -63,6 +67,18 @@ def _series(run: RunDir, eval_name: str, metric: str) -> tuple[list[int], list[f
     return xs, ys
 
 
+def _band(run: RunDir, eval_name: str, metric: str) -> tuple[list[int], list[float], list[float]]:
+    """Epochs with a recorded ci95 for the metric, and its lower and upper ends."""
+    xs, lo, hi = [], [], []
+    for ep in run.epochs:
+        ci = ep.uncertainty.get(eval_name, {}).get(metric, {}).get("ci95")
+        if ci and ci[0] is not None and ci[1] is not None:
+            xs.append(ep.epoch)
+            lo.append(ci[0])
+            hi.append(ci[1])
+    return xs, lo, hi
+
+
 def _metric_keys(runs: list[RunDir], eval_name: str) -> list[str]:
     keys: list[str] = []
     for run in runs:
@@ -99,6 +115,9 @@ def plot_metrics(runs: list[RunDir], path: Path):
                 label = key if len(runs) == 1 else f"{key} [{run.name}]"
                 ax.plot(xs, ys, STYLES[r % len(STYLES)], marker="o", markersize=3, color=colors[i % len(colors)],
                         linewidth=2.2 if key in BOLD else 0.9, label=label)
+                bx, lo, hi = _band(run, name, key)
+                if key in BOLD and bx:
+                    ax.fill_between(bx, lo, hi, color=colors[i % len(colors)], alpha=0.12, linewidth=0)
         ax.set_title(name)
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
@@ -162,6 +181,26 @@ def best_epochs(run: RunDir) -> list[tuple[str, str, float, int, bool]]:
     return out
 
 
+def _with_interval(run: RunDir, name: str, key: str) -> str:
+    last = run.epochs[-1]
+    value = _fmt(last.evals.get(name, {}).get(key), key)
+    interval = format_interval(last.uncertainty.get(name, {}).get(key))
+    return f"{value} {interval}" if interval and value != "-" else value
+
+
+def _interval_note(run: RunDir) -> list[str]:
+    """How the run's intervals were made: the unit resampled per benchmark."""
+    seen = {}
+    for ep in run.epochs:
+        seen.update(ep.bootstrap)
+    if not seen:
+        return ["No intervals recorded (a run from before they were, or `evaluation.bootstrap: 0`)."]
+    parts = [f"{name}: {b['units']} {b['unit']}s" for name, b in seen.items()]
+    resamples = {b["resamples"] for b in seen.values()}
+    return ["stderr: lm-evaluation-harness's for per-item means, else the bootstrap's; 95% CI: percentile "
+            f"bootstrap ({', '.join(map(str, sorted(resamples)))} resamples) over the independent units ({'; '.join(parts)})."]
+
+
 def summary_markdown(runs: list[RunDir]) -> str:
     main = runs[0]
     lines = [f"# Run report: {main.name}" + (f" vs {', '.join(r.name for r in runs[1:])}" if len(runs) > 1 else ""), ""]
@@ -170,10 +209,13 @@ def summary_markdown(runs: list[RunDir]) -> str:
         lines.append(f"- `{run.name}`: recipe `{run.recipe_name}`, {len(run.epochs)} epoch(s), selection `{sel or 'first eval metric'}`")
     lines += ["", "Plots: `metrics.png` (one panel per benchmark), `loss.png` (training loss).", ""]
     for run in runs:
-        lines += [f"## Best epoch per metric: {run.name}", "", "| benchmark | metric | best | epoch | better |", "|---|---|---|---|---|"]
+        lines += [f"## Best epoch per metric: {run.name}", "",
+                  "| benchmark | metric | best | ± stderr | 95% CI | epoch | better |", "|---|---|---|---|---|---|---|"]
         for name, key, value, epoch, higher in best_epochs(run):
-            lines.append(f"| {name} | {key} | {_fmt(value, key)} | {epoch} | {'higher' if higher else 'lower'} |")
-        lines.append("")
+            entry = run.epoch(epoch).uncertainty.get(name, {}).get(key)
+            lines.append(f"| {name} | {key} | {_fmt(value, key)} | {format_stderr(entry) or '-'} | "
+                         f"{format_interval(entry) or '-'} | {epoch} | {'higher' if higher else 'lower'} |")
+        lines += ["", *_interval_note(run), ""]
     lines += ["## Final epoch", ""]
     header = "| benchmark | metric | " + " | ".join(f"{r.name} (epoch {r.epochs[-1].epoch})" if r.epochs else r.name for r in runs) + " |"
     lines += [header, "|---|---|" + "---|" * len(runs)]
@@ -186,7 +228,7 @@ def summary_markdown(runs: list[RunDir]) -> str:
             if run.epochs:
                 keys += [k for k in run.epochs[-1].evals.get(name, {}) if k not in keys]
         for key in _ordered(keys):
-            cells = [_fmt(r.epochs[-1].evals.get(name, {}).get(key), key) if r.epochs else "-" for r in runs]
+            cells = [_with_interval(r, name, key) if r.epochs else "-" for r in runs]
             lines.append(f"| {name} | {key} | " + " | ".join(cells) + " |")
     losses = [(r.name, r.epochs[-1].train["metrics"].get("loss")) for r in runs if r.epochs and r.epochs[-1].train]
     if losses:
@@ -203,8 +245,6 @@ def report(run_dir: Path, other: Path | None = None) -> Path:
     runs = [RunDir(run_dir)] + ([RunDir(other)] if other is not None else [])
     for run in runs:
         if not run.epochs:
-            from negtrain.errors import NegtrainError
-
             raise NegtrainError(f"--run {run.path}: metrics.jsonl holds no fit epochs to report")
     out = runs[0].path / ("report" if len(runs) == 1 else f"report-vs-{runs[1].name}")
     out.mkdir(parents=True, exist_ok=True)

@@ -132,3 +132,15 @@ def test_nan_nli_f1_stderr_comes_from_the_bootstrap():
     assert on.metrics["f1"]["stderr"] > 0
     assert off.metrics["f1"]["stderr"] is None  # not a per-item mean: no formula, no bootstrap
     assert off.metrics["strict"]["stderr"] is not None  # a mean over premises
+
+
+def test_the_epoch_table_shows_the_stderr_beside_each_value_and_none_beside_counts():
+    from negtrain.models.base import EvalResult
+    from negtrain.training.recorder import format_table
+
+    metric = MonliMetric(labels=[0, 0, 0, 1, 1])
+    preds = np.zeros(5, dtype=np.int64)
+    result = EvalResult("monli/test", metric.score(preds), preds, uncertainty=estimate(metric, preds, 100, 0))
+    table = format_table(3, [result])
+    assert f"accuracy=0.6000±{math.sqrt(0.06):.4f}" in table
+    assert "n=5" in table and "n=5±" not in table

@@ -159,6 +159,24 @@ class Uncertainty:
     def as_json(self) -> dict[str, dict[str, object]]:
         return self.metrics
 
+    def described(self) -> dict[str, object]:
+        """How the intervals were made, written next to them: ``{"unit", "units", "resamples", "seed"}``."""
+        return {"unit": self.unit, "units": self.units, "resamples": self.resamples, "seed": self.seed}
+
+
+def format_interval(entry: Mapping[str, object] | None) -> str:
+    """``[lo, hi]`` of an uncertainty entry with 4 decimals, or "" when it has no ci95."""
+    ci = (entry or {}).get("ci95")
+    if not ci or ci[0] is None:
+        return ""
+    return f"[{ci[0]:.4f}, {ci[1]:.4f}]"
+
+
+def format_stderr(entry: Mapping[str, object] | None) -> str:
+    """``±0.0123`` (the stderr) of an uncertainty entry, or "" when it has none."""
+    se = (entry or {}).get("stderr")
+    return f"±{se:.4f}" if isinstance(se, (int, float)) else ""
+
 
 def estimate(metric, outcomes: np.ndarray, resamples: int, seed: int) -> Uncertainty:
     """stderr and (with ``resamples`` > 0) the cluster-bootstrap ci95 of every non-count metric of

@@ -13,6 +13,13 @@ over ranks, repeats included)::
 
     "sources": {"mnli/train": {"size": 392702, "share": 0.93, "examples": 392702}, ...}
 
+An evaluation line also carries ``"uncertainty"``: per metric (counts excepted) its ``stderr`` and,
+with ``evaluation.bootstrap`` > 0, its ``ci95`` from the cluster bootstrap; and ``"bootstrap"``: the
+unit resampled, how many units there were, the resamples and the seed::
+
+    "uncertainty": {"consistency": {"stderr": 0.021, "ci95": [0.815, 0.9]}, ...},
+    "bootstrap": {"unit": "contrast set", "units": 200, "resamples": 1000, "seed": 0}
+
 An evaluation line carries a ``note`` when the metric qualifies how it scored (e.g. a 2-way model
 scored on the binary view of a 3-way benchmark).
 """
@@ -30,6 +37,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.data.module import NegtrainData
+from negtrain.metrics.uncertainty import COUNTS, format_stderr
 from negtrain.models.base import EvalResult
 from negtrain.training.atomic import append_lines, write_text
 
@@ -39,14 +47,13 @@ def _json_number(value: float) -> float | None:
     return round(value, 6) if math.isfinite(value) else None
 
 
-COUNTS = frozenset({"n", "groups_scored", "groups_lacking_cell", "n_negated", "n_affirmative", "n_masked", "n_cues"})
-
-
 def format_table(epoch: int, results: list[EvalResult]) -> str:
-    lines = [f"epoch {epoch} evaluation"]
+    """One line per eval set: ``metric=value±stderr`` (counts as integers)."""
+    lines = [f"epoch {epoch} evaluation (± standard error)"]
     width = max((len(r.name) for r in results), default=10)
     for r in results:
-        cells = [f"{k}={v:.4f}" if k not in COUNTS else f"{k}={int(v)}"
+        spread = r.uncertainty.metrics if r.uncertainty is not None else {}
+        cells = [f"{k}={v:.4f}{format_stderr(spread.get(k))}" if k not in COUNTS else f"{k}={int(v)}"
                  for k, v in r.metrics.items() if not math.isnan(v)]
         lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
         if r.note:
@@ -159,6 +166,9 @@ class RunRecorder(pl.Callback):
                 "lower_is_better": [k for k in result.metrics if not metric.is_higher_better(k)],
                 "eval_seconds": round(self._span(i, seconds), 3),
             }
+            if result.uncertainty is not None:
+                record["uncertainty"] = result.uncertainty.as_json()
+                record["bootstrap"] = result.uncertainty.described()
             if result.note:
                 record["note"] = result.note
             lines.append(json.dumps(record))
