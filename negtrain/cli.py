@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from negtrain.commands import evaluate, export, recipes, report, sweep, train
+from negtrain.commands import compare, evaluate, export, recipes, report, sweep, train
 from negtrain.data.files import pin_data_dirs
 from negtrain.errors import NegtrainError
 
@@ -29,6 +29,7 @@ COMMANDS: dict[str, Command] = {
     "validate": Command("score a checkpoint (or the starting model) on the recipe's eval benchmarks", train.add_eval_arguments, train.run_eval),
     "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval),
     "evaluate": Command("score a predictions file from any system on a benchmark split (--list: the benchmarks)", evaluate.add_arguments, evaluate.run),
+    "compare": Command("paired bootstrap comparison of two runs, report cards or predictions files (B - A per metric)", compare.add_arguments, compare.run),
     "recipes": Command("list the recipes with their purpose", recipes.add_arguments, recipes.run),
     "export": Command("write a run's checkpoint as a from_pretrained folder with a model card", export.add_export_arguments, export.run_export),
     "push": Command("export a run and upload it to the Hugging Face Hub", export.add_push_arguments, export.run_push),

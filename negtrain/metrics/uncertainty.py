@@ -213,26 +213,28 @@ class Difference:
     share_b_le_a: float | None
 
 
-def paired(metric, outcomes_a: np.ndarray, outcomes_b: np.ndarray, resamples: int, seed: int) -> tuple[UnitTable, dict[str, Difference]]:
-    """Paired cluster bootstrap of B − A: each resample draws the same units for both."""
-    table_a, table_b = metric.unit_table(outcomes_a), metric.unit_table(outcomes_b)
-    if table_a.units != table_b.units or table_a.columns != table_b.columns:
-        raise ValueError("paired comparison needs the same units in A and B (the same benchmark split)")
-    point_a = point_values(metric.from_totals(table_a.totals()))
-    point_b = point_values(metric.from_totals(table_b.totals()))
-    counts = resample_counts(table_a.units, resamples, seed) if resamples > 0 else None
-    rep_a = replicates(metric, table_a, counts) if counts is not None else {}
-    rep_b = replicates(metric, table_b, counts) if counts is not None else {}
+def paired(metric_a, outcomes_a: np.ndarray, metric_b, outcomes_b: np.ndarray, resamples: int, seed: int) -> dict[str, Difference]:
+    """Paired cluster bootstrap of B − A for every metric both report: each resample draws the same
+    units for A and B. The two metrics score the same benchmark split (they may differ in the label
+    space of the predictions, e.g. NaN-NLI's 3-way and binary view)."""
+    table_a, table_b = metric_a.unit_table(outcomes_a), metric_b.unit_table(outcomes_b)
+    if table_a.units != table_b.units or table_a.unit != table_b.unit:
+        raise ValueError("a paired comparison needs the same units in A and B (the same benchmark split)")
+    point_a = point_values(metric_a.from_totals(table_a.totals()))
+    point_b = point_values(metric_b.from_totals(table_b.totals()))
+    counts = resample_counts(table_a.units, resamples, seed) if resamples > 0 and table_a.units else None
+    rep_a = replicates(metric_a, table_a, counts) if counts is not None else {}
+    rep_b = replicates(metric_b, table_b, counts) if counts is not None else {}
     out = {}
     for name in point_a:
-        if name in COUNTS:
+        if name in COUNTS or name not in point_b:
             continue
         ci = share = None
-        if name in rep_a:
+        if name in rep_a and name in rep_b:
             d = rep_b[name] - rep_a[name]
             ci = percentile_interval(d)
             finite = np.isfinite(d)
             share = _rounded((d[finite] <= 0).mean()) if finite.any() else None
         a, b = point_a[name], point_b[name]
         out[name] = Difference(a, b, b - a, ci, share)
-    return table_a, out
+    return out
