@@ -54,7 +54,9 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--debug", action="store_true", help="show tracebacks for input errors")
     sub = top.add_subparsers(dest="command", required=True)
     for name, command in COMMANDS.items():
-        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
+        # No abbreviations: parse_known_args would otherwise read a recipe override such as --seed=3
+        # as fit's --seeds, and --out... as --output-dir.
+        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help, allow_abbrev=False))
     return top
 
 

@@ -242,6 +242,12 @@ def summary_markdown(runs: list[RunDir]) -> str:
 
 
 def report(run_dir: Path, other: Path | None = None) -> Path:
+    from negtrain.seeds import is_seed_group
+
+    if is_seed_group(run_dir):
+        if other is not None:
+            raise NegtrainError(f"--run {run_dir} is a seed group; report it alone (compare two groups' numbers from their summaries)")
+        return seed_report(run_dir)
     runs = [RunDir(run_dir)] + ([RunDir(other)] if other is not None else [])
     for run in runs:
         if not run.epochs:
@@ -251,4 +257,138 @@ def report(run_dir: Path, other: Path | None = None) -> Path:
     plot_metrics(runs, out / "metrics.png")
     plot_loss(runs, out / "loss.png")
     write_text(out / "summary.md", summary_markdown(runs))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# A seed group (``fit --seeds``): mean, std and every seed per metric and epoch.
+
+
+def _plot_band(ax, rows: list[dict], color, bold: bool, label: str) -> None:
+    points = [r for r in rows if r["mean"] is not None]
+    if not points:
+        return
+    xs = [r["epoch"] for r in points]
+    ax.plot(xs, [r["mean"] for r in points], "-", marker="o", markersize=3, color=color, linewidth=2.2 if bold else 0.9, label=label)
+    banded = [r for r in points if r["std"] is not None]
+    if banded:
+        ax.fill_between([r["epoch"] for r in banded], [r["mean"] - r["std"] for r in banded],
+                        [r["mean"] + r["std"] for r in banded], color=color, alpha=0.18 if bold else 0.08, linewidth=0)
+
+
+def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
+    """One panel per eval set: each metric's mean across seeds, with a ±1 std band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    names = [n for n in summary if n != "train"]
+    if not names:
+        raise NegtrainError(f"{group.path}: the seed runs recorded no evaluations")
+    cols = min(len(names), 3)
+    rows = math.ceil(len(names) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(names) :]:
+        fig.delaxes(ax)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, name in zip(axes.flat, names):
+        for i, key in enumerate(_ordered(list(summary[name]))):
+            _plot_band(ax, summary[name][key], colors[i % len(colors)], key in BOLD, key)
+        ax.set_title(name)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="lower right")
+    fig.suptitle(f"{group.name}: mean ± std over seeds {', '.join(map(str, group.seeds))}")
+    fig.tight_layout()
+    panels = [ax.get_title() for ax in fig.axes]
+    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
+    plt.close(fig)
+    return panels
+
+
+def plot_seed_loss(group, summary: dict, path: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    rows = summary.get("train", {}).get("loss", [])
+    _plot_band(ax, rows, "C0", True, f"mean ± std over {len(group.seeds)} seeds")
+    ax.set_title("training loss")
+    ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("loss (epoch mean)")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    panels = [a.get_title() for a in fig.axes]
+    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
+    plt.close(fig)
+    return panels
+
+
+def _cell(value, key: str = "") -> str:
+    return _fmt(value, key) if value is not None else "-"
+
+
+def seed_summary_markdown(group, summary: dict) -> str:
+    seeds = [str(s) for s in group.seeds]
+    differ = group.recipe_differences()
+    lines = [
+        f"# Seed report: {group.name}",
+        "",
+        f"Recipe `{group.recipe_name}`, seeds {', '.join(seeds)} (runs {', '.join(f'`{r.name}`' for r in group.runs)}).",
+        "",
+        "The seed runs' resolved recipes differ only in `seed`." if not differ
+        else f"Warning: the seed runs' recipes differ in more than `seed`: {', '.join(differ)}.",
+        "",
+        "mean and std (sample standard deviation, n − 1) are over the seeds; they measure training noise. "
+        "Each seed run's own report gives its bootstrap interval (test-set sampling noise).",
+        "",
+        "Plots: `metrics.png` (mean per epoch with a ±1 std band per metric), `loss.png`.",
+    ]
+    last = max((r["epoch"] for rows in summary.get(next(iter(summary)), {}).values() for r in rows), default=0)
+    header = "| benchmark | metric | mean | std | " + " | ".join(f"seed {s}" for s in seeds) + " |"
+    rule = "|---|---|---|---|" + "---|" * len(seeds)
+    lines += ["", f"## Final epoch ({last})", "", header, rule]
+    for name, metrics in summary.items():
+        for key in _ordered(list(metrics)):
+            row = next((r for r in metrics[key] if r["epoch"] == last), None)
+            if row is None:
+                continue
+            lines.append(f"| {name} | {key} | {_cell(row['mean'])} | {_cell(row['std'])} | "
+                         + " | ".join(_cell(row["seeds"].get(s)) for s in seeds) + " |")
+    for name, metrics in summary.items():
+        lines += ["", f"## {name} per epoch", "", "| metric | epoch | mean | std | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+                  "|---|---|---|---|" + "---|" * len(seeds)]
+        for key in _ordered(list(metrics)):
+            for row in metrics[key]:
+                lines.append(f"| {key} | {row['epoch']} | {_cell(row['mean'])} | {_cell(row['std'])} | "
+                             + " | ".join(_cell(row["seeds"].get(s)) for s in seeds) + " |")
+    return redact_text("\n".join(lines) + "\n")
+
+
+def seed_report(parent: Path) -> Path:
+    """``report`` on a ``fit --seeds`` parent: metrics.png and loss.png with seed bands, summary.md
+    and summary.json (per eval set, metric and epoch: mean, std and each seed's value)."""
+    import json
+
+    from negtrain.seeds import SeedGroup, aggregate
+
+    group = SeedGroup.read(parent)
+    summary = aggregate(group)
+    out = group.path / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    plot_seed_metrics(group, summary, out / "metrics.png")
+    plot_seed_loss(group, summary, out / "loss.png")
+    write_text(out / "summary.md", seed_summary_markdown(group, summary))
+    data = {"recipe": group.recipe_name, "seeds": group.seeds, "recipes_differ_in": group.recipe_differences(), "metrics": summary}
+    write_text(out / "summary.json", json.dumps(data, indent=1) + "\n")
     return out
