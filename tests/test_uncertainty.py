@@ -144,3 +144,13 @@ def test_the_epoch_table_shows_the_stderr_beside_each_value_and_none_beside_coun
     table = format_table(3, [result])
     assert f"accuracy=0.6000±{math.sqrt(0.06):.4f}" in table
     assert "n=5" in table and "n=5±" not in table
+
+
+def test_large_splits_are_resampled_in_chunks_with_the_same_result(monkeypatch):
+    from negtrain.metrics import uncertainty
+
+    metric = scone_metric(50)
+    preds = np.random.default_rng(1).integers(0, 2, size=300)
+    whole = estimate(metric, preds, resamples=120, seed=5)
+    monkeypatch.setattr(uncertainty, "CHUNK_DRAWS", 50 * 7)  # 7 resamples per chunk
+    assert estimate(metric, preds, resamples=120, seed=5).metrics == whole.metrics

@@ -105,10 +105,22 @@ def resample_counts(units: int, resamples: int, seed: int) -> np.ndarray:
     """How often each unit is drawn in each resample: (resamples, units), rows summing to ``units``.
 
     Deterministic in (units, resamples, seed): numpy's PCG64 with that seed."""
+    return next(_count_chunks(units, resamples, seed, chunk=max(resamples, 1)))
+
+
+#: Draws held in memory at once (resamples x units); larger splits are resampled in chunks.
+CHUNK_DRAWS = 2_000_000
+
+
+def _count_chunks(units: int, resamples: int, seed: int, chunk: int | None = None):
+    """:func:`resample_counts` in chunks of resamples, drawn from one generator in sequence."""
     rng = np.random.Generator(np.random.PCG64(seed))
-    draws = rng.integers(0, units, size=(resamples, units))
-    offsets = (np.arange(resamples, dtype=np.int64) * units)[:, None]
-    return np.bincount((draws + offsets).ravel(), minlength=resamples * units).reshape(resamples, units).astype(np.float64)
+    chunk = chunk or max(1, CHUNK_DRAWS // max(units, 1))
+    for start in range(0, resamples, chunk):
+        size = min(chunk, resamples - start)
+        draws = rng.integers(0, units, size=(size, units))
+        offsets = (np.arange(size, dtype=np.int64) * units)[:, None]
+        yield np.bincount((draws + offsets).ravel(), minlength=size * units).reshape(size, units).astype(np.float64)
 
 
 def replicates(metric, table: UnitTable, counts: np.ndarray) -> dict[str, np.ndarray]:
@@ -119,6 +131,17 @@ def replicates(metric, table: UnitTable, counts: np.ndarray) -> dict[str, np.nda
             continue
         out[k] = np.asarray(v.value if isinstance(v, Mean) else v, dtype=np.float64)
     return out
+
+
+def bootstrap(pairs: list[tuple[object, UnitTable]], resamples: int, seed: int) -> list[dict[str, np.ndarray]]:
+    """:func:`replicates` of each (metric, table) on the *same* resamples (tables of one split have
+    the same units), drawn in memory-bounded chunks."""
+    units = pairs[0][1].units
+    parts: list[list[dict[str, np.ndarray]]] = [[] for _ in pairs]
+    for counts in _count_chunks(units, resamples, seed):
+        for part, (metric, table) in zip(parts, pairs):
+            part.append(replicates(metric, table, counts))
+    return [{k: np.concatenate([p[k] for p in part]) for k in part[0]} if part else {} for part in parts]
 
 
 def _rounded(x: float) -> float | None:
@@ -183,7 +206,7 @@ def estimate(metric, outcomes: np.ndarray, resamples: int, seed: int) -> Uncerta
     ``metric`` on ``outcomes``: the full, synced per-example state its ``compute`` scored."""
     table = metric.unit_table(outcomes)
     point = metric.from_totals(table.totals())
-    samples = replicates(metric, table, resample_counts(table.units, resamples, seed)) if resamples > 0 and table.units else {}
+    samples = bootstrap([(metric, table)], resamples, seed)[0] if resamples > 0 and table.units else {}
     out: dict[str, dict[str, object]] = {}
     for name, value in point.items():
         if name in COUNTS:
@@ -222,9 +245,7 @@ def paired(metric_a, outcomes_a: np.ndarray, metric_b, outcomes_b: np.ndarray, r
         raise ValueError("a paired comparison needs the same units in A and B (the same benchmark split)")
     point_a = point_values(metric_a.from_totals(table_a.totals()))
     point_b = point_values(metric_b.from_totals(table_b.totals()))
-    counts = resample_counts(table_a.units, resamples, seed) if resamples > 0 and table_a.units else None
-    rep_a = replicates(metric_a, table_a, counts) if counts is not None else {}
-    rep_b = replicates(metric_b, table_b, counts) if counts is not None else {}
+    rep_a, rep_b = bootstrap([(metric_a, table_a), (metric_b, table_b)], resamples, seed) if resamples > 0 and table_a.units else ({}, {})
     out = {}
     for name in point_a:
         if name in COUNTS or name not in point_b:
