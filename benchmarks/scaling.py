@@ -36,7 +36,7 @@ def measure(n: int, steps: int) -> dict:
     from negtrain.models.heads import target_mask
     from negtrain.models.nli import encode_pairs
     from negtrain.recipes import load_recipe
-    from negtrain.training.build import Loaded
+    from negtrain.models.contract import Loaded
     from negtrain.models.nli import build_nli
     from negtrain.training.checks import trainer_precision
     from negtrain.training.run import quiet_third_party_logs

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from negtrain.errors import NegtrainError
+from negtrain.evaluation import scored_metric
 from negtrain.metrics.uncertainty import paired
 
 #: ``<benchmark>-<split>-<epochN|validate|test>.jsonl``; benchmark names may hold '-', splits do not.
@@ -83,8 +84,6 @@ def resolve_side(arg: Path, benchmark: str | None, split: str | None, epoch: str
 def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = None, epoch: str = "last",
             resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """The comparison as JSON-ready data (see the module docstring)."""
-    from negtrain.evaluation import scored_metric
-
     if epoch not in ("last", "best") and not epoch.isdigit():
         raise NegtrainError(f"--epoch must be 'last', 'best' or an epoch number, got '{epoch}'")
     side_a, side_b = resolve_side(a, benchmark, split, epoch), resolve_side(b, benchmark, split, epoch)

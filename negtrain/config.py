@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from negtrain.errors import ConfigError, did_you_mean
+from negtrain.secrets import redact
 
 
 class _Section(BaseModel):
@@ -610,8 +611,6 @@ def to_dict(recipe: Recipe) -> dict[str, Any]:
     Secrets found in the environment (API keys, tokens) are masked, so they reach neither
     ``recipe.yaml`` nor the W&B config nor a model card.
     """
-    from negtrain.secrets import redact
-
     # Values only: every key is a schema field, none of them a secret, and masking by name would
     # turn e.g. cue_token: cue into '***' in the recipe.yaml that resume reads back.
     return redact(recipe.model_dump(mode="json"), by_key=False)

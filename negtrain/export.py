@@ -22,19 +22,22 @@ from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
+from negtrain.io.atomic import atomic_dir
+from negtrain.io.checkpoints import read_checkpoint
+from negtrain.models.adapters import merge as merge_adapters
+from negtrain.models.sources import resolve_model_name
 from negtrain.runs import COUNT_METRICS, RunDir
 from negtrain.secrets import redact_text
+from negtrain.training.build import build, reload_weights
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -46,18 +49,6 @@ class Exported:
     epoch: int
     adapter: bool  # adapter-only (peft) folder
     merged: bool
-
-
-def save_adapter_config(model, folder: Path) -> None:
-    """If ``model`` is a peft model, save its adapter config next to the run's HF config.
-
-    ``fit`` calls this so that ``export`` can rebuild the adapter from the checkpoint.
-    """
-    peft_config = getattr(model, "peft_config", None)
-    if isinstance(peft_config, dict) and peft_config:
-        for name, cfg in peft_config.items():
-            if name == "default":
-                cfg.save_pretrained(str(folder))
 
 
 def _is_adapter_state(state: dict[str, Any]) -> bool:
@@ -74,8 +65,6 @@ def load_model(run: RunDir, checkpoint: Path):
         raise NegtrainError(f"--run {run.path}: no model/config.json (the run's HF config)")
     if run.recipe.model.family != "nli":
         raise NegtrainError(f"export supports the 'nli' family (sequence classification); this run is '{run.recipe.model.family}'")
-    from negtrain.training.checkpoint_io import read_checkpoint
-
     ckpt = read_checkpoint(checkpoint, what="checkpoint", require_recipe=False)  # the run dir was checked
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     if not state:
@@ -99,19 +88,24 @@ def load_model(run: RunDir, checkpoint: Path):
     return model.eval(), int(ckpt.get("epoch", -1))
 
 
+def export_merged(loaded, checkpoint: str | Path, out_dir: str | Path) -> Path:
+    """Rebuild the recipe's model unquantized, load an adapter checkpoint, merge, save_pretrained."""
+    recipe = loaded.recipe.model_copy(deep=True)
+    if recipe.adapter.type == "qlora":
+        recipe.adapter = recipe.adapter.model_copy(update={"type": "lora"})
+    stage = "validate" if recipe.data.eval else "fit"
+    built = build(recipe, stage=stage)
+    reload_weights(built.module, str(checkpoint))
+    merge_adapters(built.module)
+    out = Path(out_dir)
+    built.module.model.save_pretrained(out)
+    built.tokenizer.save_pretrained(out)
+    return out
+
+
 def _prepare_out(out: Path, overwrite: bool) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise NegtrainError(f"--out {out} already exists and is not empty (pass --overwrite to replace it)")
-
-
-def _move_into_place(tmp: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
-        os.replace(out, old / "x")
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def export(
@@ -142,9 +136,8 @@ def export(
         model = model.merge_and_unload()
     adapter_only = is_peft and not merge_adapter
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
+    # Built in a temporary sibling, fsync'd and renamed into place: `out` is never half-written.
+    with atomic_dir(out, replace=True) as tmp:
         model.save_pretrained(str(tmp))
         tokenizer = AutoTokenizer.from_pretrained(run.path / "model")
         tokenizer.save_pretrained(str(tmp))
@@ -168,10 +161,6 @@ def export(
             run, epoch, checkpoint, repo_id or out.name, adapter_only=adapter_only, merged=is_peft and merge_adapter, license=license
         )
         (tmp / "README.md").write_text(card, encoding="utf-8")
-        _move_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return Exported(out, ckpt_path, epoch, adapter=adapter_only, merged=is_peft and merge_adapter)
 
 
@@ -186,8 +175,6 @@ def _fmt(value: float | None, key: str = "") -> str:
 
 
 def _benchmark(name: str):
-    from negtrain.benchmarks.registry import get_benchmark
-
     try:
         return get_benchmark(name)
     except NegtrainError:
@@ -209,8 +196,6 @@ def _metric_entry(name: str, value: float) -> dict[str, Any]:
 def base_model_license(name: str) -> str | None:
     """The ``license`` in the front matter of the base model's card, when the card is on disk
     (a local or packaged model, or one already in the Hugging Face cache); None otherwise."""
-    from negtrain.models.sources import resolve_model_name
-
     try:
         path = Path(resolve_model_name(name))
     except NegtrainError:

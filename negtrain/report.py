@@ -17,14 +17,16 @@ tell what was drawn without looking at pixels. Only the run files are read: no d
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
 from negtrain.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
+from negtrain.io.atomic import write_text
 from negtrain.runs import COUNT_METRICS, RunDir
+from negtrain.seeds import SeedGroup, aggregate, is_seed_group
 from negtrain.secrets import redact_text
-from negtrain.training.atomic import write_text
 
 STYLES = ("-", "--", ":", "-.")
 BOLD = ("accuracy", "consistency")
@@ -242,8 +244,6 @@ def summary_markdown(runs: list[RunDir]) -> str:
 
 
 def report(run_dir: Path, other: Path | None = None) -> Path:
-    from negtrain.seeds import is_seed_group
-
     if is_seed_group(run_dir):
         if other is not None:
             raise NegtrainError(f"--run {run_dir} is a seed group; report it alone (compare two groups' numbers from their summaries)")
@@ -378,10 +378,6 @@ def seed_summary_markdown(group, summary: dict) -> str:
 def seed_report(parent: Path) -> Path:
     """``report`` on a ``fit --seeds`` parent: metrics.png and loss.png with seed bands, summary.md
     and summary.json (per eval set, metric and epoch: mean, std and each seed's value)."""
-    import json
-
-    from negtrain.seeds import SeedGroup, aggregate
-
     group = SeedGroup.read(parent)
     summary = aggregate(group)
     out = group.path / "report"

@@ -14,6 +14,7 @@ from typing import Any
 
 from negtrain.config import Recipe, load_yaml, validate_recipe
 from negtrain.errors import ConfigError, NegtrainError
+from negtrain.paths import contained
 
 from negtrain.metrics.uncertainty import COUNTS as COUNT_METRICS  # noqa: F401 (re-exported for report/export)
 
@@ -116,8 +117,6 @@ class RunDir:
         return names
 
     def checkpoint(self, which: str) -> Path:
-        from negtrain.paths import contained
-
         folder = self.path / "checkpoints"
         if which == "last":
             path = folder / "last.ckpt"

@@ -20,7 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from negtrain.config import to_dict
 from negtrain.errors import ConfigError, NegtrainError
+from negtrain.io.atomic import write_text
+from negtrain.metrics.uncertainty import COUNTS
+from negtrain.recipes import load_recipe
+from negtrain.runs import RunDir
+from negtrain.training.run import default_run_dir, fit
 
 MANIFEST = "seeds.json"
 
@@ -59,10 +65,6 @@ def seed_command(argv: list[str], seed: int) -> list[str]:
 
 def fit_seeds(recipe: str, overrides: dict[str, Any], seeds: list[int], parent: Path | None, argv: list[str] | None) -> Path:
     """Train the recipe once per seed, in sequence, into ``<parent>/seed<N>``."""
-    from negtrain.recipes import load_recipe
-    from negtrain.training.atomic import write_text
-    from negtrain.training.run import default_run_dir, fit
-
     if "seed" in overrides:
         raise ConfigError("fit: give either --seeds or --seed, not both")
     first = load_recipe(recipe, overrides)  # recipe mistakes surface before any directory is made
@@ -94,12 +96,10 @@ class SeedGroup:
     path: Path
     recipe_name: str
     seeds: list[int]
-    runs: list[Any]  # RunDir per seed, in seed order
+    runs: list[RunDir]  # in seed order
 
     @classmethod
     def read(cls, path: Path) -> SeedGroup:
-        from negtrain.runs import RunDir
-
         path = Path(path)
         try:
             manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
@@ -117,8 +117,6 @@ class SeedGroup:
 
     def recipe_differences(self) -> list[str]:
         """Dotted recipe keys, other than ``seed``, whose values differ between the seed runs."""
-        from negtrain.config import to_dict
-
         flat = [_flatten(to_dict(run.recipe)) for run in self.runs]
         keys = sorted(set().union(*flat))
         return [k for k in keys if k != "seed" and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
@@ -148,8 +146,6 @@ def aggregate(group: SeedGroup) -> dict[str, dict[str, list[dict[str, Any]]]]:
 
     ``std`` is the sample standard deviation over the seeds with a value (None with fewer than
     two); a seed without the epoch (a shorter or unfinished run) is left out of that epoch."""
-    from negtrain.metrics.uncertainty import COUNTS
-
     names: list[str] = []
     epochs: set[int] = set()
     for run in group.runs:

@@ -103,7 +103,7 @@ def test_adapter_training_checkpoint_and_merge(tiny_nli, tmp_path, monkeypatch, 
         # The documented export path: a plain from_pretrained folder with the adapters merged in.
         from transformers import AutoModelForSequenceClassification
 
-        from negtrain.models.adapters import export_merged
+        from negtrain.export import export_merged
 
         out = export_merged(loaded, run_dir / "checkpoints" / "last.ckpt", tmp_path / "merged")
         plain = AutoModelForSequenceClassification.from_pretrained(out).eval()

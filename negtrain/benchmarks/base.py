@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from negtrain.data.files import HubSplit, RemoteFile, resolve
+from negtrain import labels as nli
+from negtrain.benchmarks.files import HubSplit, RemoteFile, resolve
 from negtrain.errors import ConfigError, DataError, unknown_name
 
 
@@ -70,8 +71,6 @@ class Benchmark(ABC):
         Label benchmarks accept the common NLI spellings; generative benchmarks any string."""
         if self.generative:
             return value if isinstance(value, str) else None
-        from negtrain import labels as nli
-
         return nli.normalize(value) if isinstance(value, str) else None
 
     @property

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
-from negtrain.data.files import RemoteFile
+from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 

@@ -2,7 +2,7 @@
 
 Read from the Hub dataset ``nyu-mll/multi_nli`` in its own schema (``premise``, ``hypothesis``,
 ``label`` as a class id, ``pairID``, ``genre``, ...), stored as
-``<data dir>/nyu-mll/multi_nli/<split>.jsonl`` (see :mod:`negtrain.data.files`). The Hub's class ids
+``<data dir>/nyu-mll/multi_nli/<split>.jsonl`` (see :mod:`negtrain.benchmarks.files`). The Hub's class ids
 are 0 entailment, 1 neutral, 2 contradiction; a row without a gold label (id -1) is an error, never
 dropped.
 """
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
-from negtrain.data.files import HubSplit
+from negtrain.benchmarks.files import HubSplit
 from negtrain.metrics.grouped import GroupedAccuracy
 
 DATASET = "nyu-mll/multi_nli"

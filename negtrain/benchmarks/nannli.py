@@ -29,7 +29,7 @@ import numpy as np
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
-from negtrain.data.files import RemoteFile
+from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.metrics.f1 import class_f1, confusion_columns, confusion_from_totals, weighted_f1
 from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table

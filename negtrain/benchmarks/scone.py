@@ -11,7 +11,7 @@ from collections.abc import Sequence
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
-from negtrain.data.files import RemoteFile
+from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.grouped import GroupedAccuracy
 
 CONDITIONS = (

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from negtrain.benchmarks.base import Benchmark, Example, Row, local, read_jsonl
-from negtrain.data.files import HubSplit
+from negtrain.benchmarks.files import HubSplit
 from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 

@@ -23,7 +23,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.compare import compare, comparison_markdown
     from negtrain.errors import NegtrainError
-    from negtrain.training.atomic import write_text
+    from negtrain.io.atomic import write_text
 
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")

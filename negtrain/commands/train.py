@@ -48,8 +48,7 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
         if args.recipe is not None or args.output_dir is not None or extra:
             given = " ".join([*(["--recipe"] if args.recipe else []), *(["--output-dir"] if args.output_dir else []), *extra])
             raise NegtrainError(f"fit --resume takes the run's own recipe.yaml and directory; drop {given}")
-        from negtrain.training.resume import resume
-        from negtrain.training.run import quiet_third_party_logs
+        from negtrain.training.run import quiet_third_party_logs, resume
 
         quiet_third_party_logs()
         resume(args.resume)

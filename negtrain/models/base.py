@@ -17,6 +17,7 @@ from negtrain.config import ModelConfig
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.metrics.uncertainty import Uncertainty, estimate
+from negtrain.models.adapters import trainable_state
 
 
 @dataclass
@@ -172,7 +173,5 @@ class NegtrainModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["negtrain_recipe"] = self.recipe
         if self.adapter_only:
-            from negtrain.models.adapters import trainable_state
-
             checkpoint["state_dict"] = trainable_state(self, checkpoint["state_dict"])
             checkpoint["negtrain_adapter_only"] = True

@@ -13,12 +13,28 @@ from typing import Any
 import torch
 
 from negtrain.benchmarks.base import Example
-from negtrain.config import ModelConfig
+from negtrain.config import ModelConfig, to_dict
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
+from negtrain.data.module import EvalSet, NegtrainData, TrainSet
+from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
+from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule
+from negtrain.models.contract import Built
 from negtrain.models.first_token import first_position_only
-from negtrain.models.heads import HEAD_MODULES, reset_loaded_head, set_loss
+from negtrain.models.freezing import freeze
+from negtrain.models.heads import (
+    HEAD_MODULES,
+    checkpoint_labels,
+    choose_head_labels,
+    head_to_benchmark,
+    prediction_space,
+    reset_loaded_head,
+    set_loss,
+    target_mask,
+)
+from negtrain.models.init_from import load_into, resolve_init
+from negtrain.models.sources import attention_kwargs, resolve_model_name
 
 
 def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> EncodedSplit:
@@ -96,16 +112,6 @@ def build_nli(recipe, loaded):
     """The NLI family's builder (see :mod:`negtrain.models.families`)."""
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
 
-    from negtrain.config import to_dict
-    from negtrain.data.encoded import EncodedSplit
-    from negtrain.data.module import EvalSet, NegtrainData, TrainSet
-    from negtrain.errors import ConfigError
-    from negtrain.models.heads import checkpoint_labels, choose_head_labels, head_to_benchmark, prediction_space, target_mask
-    from negtrain.models.sources import attention_kwargs, resolve_model_name
-    from negtrain.training.build import Built
-
-    from negtrain.models.init_from import load_into, resolve_init
-
     cfg = recipe.model
     for bench, split, _ in loaded.train + loaded.eval:
         if bench.generative:
@@ -141,9 +147,6 @@ def build_nli(recipe, loaded):
             sources=[f"{b.name}/{split}" for b, split, _ in loaded.train],
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
-
-    from negtrain.models.adapters import add_adapter, load_base
-    from negtrain.models.freezing import freeze
 
     head_args = dict(num_labels=len(head), id2label=dict(enumerate(head)), label2id={label: i for i, label in enumerate(head)})
     if init is not None:

@@ -9,31 +9,21 @@ the model is loaded, so a mistake costs seconds, not a model download.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-import torch
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe
-from negtrain.data.module import EvalSet, NegtrainData
+from negtrain.data.module import EvalSet
 from negtrain.errors import ConfigError, did_you_mean
+from negtrain.io.checkpoints import read_checkpoint
 from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.models.adapters import load_adapter_state
 from negtrain.models.base import NegtrainModule
-
-
-@dataclass
-class Selection:
-    """The checkpoint-selection metric and its direction, from the metric's declaration."""
-
-    monitor: str
-    higher_is_better: bool
-
-    @property
-    def mode(self) -> str:
-        return "max" if self.higher_is_better else "min"
+from negtrain.models.contract import Built, Loaded, Selection
+from negtrain.models.families import get_family
+from negtrain.training.checks import check_run
 
 
 def best_score(checkpoint_callback) -> float | None:
@@ -46,22 +36,6 @@ def best_score(checkpoint_callback) -> float | None:
     if score is None or not math.isfinite(float(score)):
         return None
     return float(score)
-
-
-@dataclass
-class Loaded:
-    """Benchmark data a recipe asks for, read and validated, before any model is loaded."""
-
-    train: list[tuple[Benchmark, str, list[Example]]]
-    eval: list[tuple[Benchmark, str, list[Example]]]
-
-
-@dataclass
-class Built:
-    module: NegtrainModule
-    data: NegtrainData
-    tokenizer: Any
-    selection: Selection | None = None
 
 
 def metric_names(metric: ExampleMetric) -> list[str]:
@@ -112,10 +86,6 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
 
 
 def build(recipe: Recipe, stage: str = "fit") -> Built:
-    from negtrain.models.families import get_family
-
-    from negtrain.training.checks import check_run
-
     builder = get_family(recipe.model.family)
     check_run(recipe)
     loaded = load_data(recipe, stage)
@@ -129,12 +99,8 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
 
 
 def reload_weights(module: NegtrainModule, checkpoint: str) -> None:
-    from negtrain.training.checkpoint_io import read_checkpoint
-
     state = read_checkpoint(checkpoint)
     if state.get("negtrain_adapter_only"):
-        from negtrain.models.adapters import load_adapter_state
-
         load_adapter_state(module, state["state_dict"], checkpoint)
         return
     try:

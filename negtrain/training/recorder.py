@@ -38,8 +38,8 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.data.module import NegtrainData
 from negtrain.metrics.uncertainty import COUNTS, format_stderr
+from negtrain.io.atomic import append_lines, write_text
 from negtrain.models.base import EvalResult
-from negtrain.training.atomic import append_lines, write_text
 
 
 def _json_number(value: float) -> float | None:
