@@ -95,6 +95,8 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
         bench, split_name = name.split("/")
         scored_a, metric_a = scored_metric(bench, split_name, side_a.files[name])
         scored_b, metric_b = scored_metric(bench, split_name, side_b.files[name])
+        if not metric_a.supports_uncertainty:
+            raise NegtrainError(f"{name}: {type(metric_a).__name__} cannot be bootstrapped (it defines no unit_table)")
         diffs = paired(metric_a, metric_a.last_outcomes, metric_b, metric_b.last_outcomes, resamples, seed)
         table = metric_a.unit_table(metric_a.last_outcomes)
         evals.append({

@@ -117,7 +117,8 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
     """Score a predictions file; ``bootstrap`` resamples (0: none) with ``bootstrap_seed`` give each
     metric's ci95 (see negtrain/metrics/uncertainty.py)."""
     scored, metric = scored_metric(benchmark, split, path, allow_missing)
-    scored.uncertainty = estimate(metric, metric.last_outcomes, bootstrap, bootstrap_seed)
+    if metric.supports_uncertainty:
+        scored.uncertainty = estimate(metric, metric.last_outcomes, bootstrap, bootstrap_seed)
     return scored
 
 

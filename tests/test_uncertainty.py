@@ -154,3 +154,18 @@ def test_large_splits_are_resampled_in_chunks_with_the_same_result(monkeypatch):
     whole = estimate(metric, preds, resamples=120, seed=5)
     monkeypatch.setattr(uncertainty, "CHUNK_DRAWS", 50 * 7)  # 7 resamples per chunk
     assert estimate(metric, preds, resamples=120, seed=5).metrics == whole.metrics
+
+
+def test_a_metric_that_only_defines_score_is_scored_without_uncertainty():
+    import torch
+
+    from negtrain.metrics.base import ExampleMetric
+
+    class Plain(ExampleMetric):
+        def score(self, predictions):
+            return {"accuracy": float((predictions == 1).mean())}
+
+    metric = Plain(num_examples=4)
+    metric.update(torch.arange(4), torch.tensor([1, 1, 0, 1]))
+    assert float(metric.compute()["accuracy"]) == 0.75
+    assert not metric.supports_uncertainty and MonliMetric(labels=[0]).supports_uncertainty

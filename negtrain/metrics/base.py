@@ -14,7 +14,6 @@ metrics from those sums. ``score`` is the two applied to every unit once; the bo
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from collections.abc import Mapping
 from typing import ClassVar
 
@@ -74,16 +73,26 @@ class ExampleMetric(Metric):
         return {k: torch.tensor(float(v), dtype=torch.float64) for k, v in self.score(full).items()}
 
     def score(self, predictions: np.ndarray) -> dict[str, float]:
-        """Metric values from the full prediction array (MISSING where not predicted)."""
+        """Metric values from the full prediction array (MISSING where not predicted).
+
+        A metric may override this alone; it is then scored as before but gets no uncertainty
+        (see :attr:`supports_uncertainty`)."""
         return point_values(self.from_totals(self.unit_table(predictions).totals()))
 
-    @abstractmethod
     def unit_table(self, predictions: np.ndarray) -> UnitTable:
         """Per independent unit, the sums ``from_totals`` needs."""
+        raise NotImplementedError(f"{type(self).__name__} defines no unit_table: it cannot be bootstrapped")
 
-    @abstractmethod
     def from_totals(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
         """The metrics from column totals (scalars, or arrays over bootstrap resamples)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no from_totals: it cannot be bootstrapped")
+
+    @property
+    def supports_uncertainty(self) -> bool:
+        """Whether the metric is defined through ``unit_table`` and ``from_totals`` (every
+        benchmark here is); one that only overrides ``score`` gets no stderr or interval."""
+        cls = type(self)
+        return cls.unit_table is not ExampleMetric.unit_table and cls.from_totals is not ExampleMetric.from_totals
 
     @classmethod
     def is_higher_better(cls, name: str) -> bool:

@@ -136,7 +136,7 @@ class NegtrainModule(pl.LightningModule):
             predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
             uncertainty = None
             rank_zero = self._trainer is None or self._trainer.is_global_zero
-            if rank_zero and metric.last_outcomes is not None:
+            if rank_zero and metric.last_outcomes is not None and metric.supports_uncertainty:
                 # last_outcomes is the state compute() just scored, gathered from every rank.
                 uncertainty = estimate(metric, metric.last_outcomes, self.bootstrap_resamples, self.bootstrap_seed)
             results.append(EvalResult(name, values, predictions, metric.note, per_example, uncertainty))
