@@ -26,6 +26,7 @@ from typing import Any
 
 from negtrain.errors import NegtrainError
 from negtrain.evaluation import scored_metric
+from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import paired
 
 #: ``<benchmark>-<split>-<epochN|validate|test>.jsonl``; benchmark names may hold '-', splits do not.
@@ -82,7 +83,7 @@ def resolve_side(arg: Path, benchmark: str | None, split: str | None, epoch: str
 
 
 def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = None, epoch: str = "last",
-            resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+            resamples: int = 1000, seed: int = 0, allow_missing: bool = False) -> dict[str, Any]:
     """The comparison as JSON-ready data (see the module docstring)."""
     if epoch not in ("last", "best") and not epoch.isdigit():
         raise NegtrainError(f"--epoch must be 'last', 'best' or an epoch number, got '{epoch}'")
@@ -93,12 +94,16 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
     evals = []
     for name in common:
         bench, split_name = name.split("/")
-        scored_a, metric_a = scored_metric(bench, split_name, side_a.files[name])
-        scored_b, metric_b = scored_metric(bench, split_name, side_b.files[name])
+        scored_a, metric_a = scored_metric(bench, split_name, side_a.files[name], allow_missing)
+        scored_b, metric_b = scored_metric(bench, split_name, side_b.files[name], allow_missing)
         if not metric_a.supports_uncertainty:
             raise NegtrainError(f"{name}: {type(metric_a).__name__} cannot be bootstrapped (it defines no unit_table)")
         diffs = paired(metric_a, metric_a.last_outcomes, metric_b, metric_b.last_outcomes, resamples, seed)
         table = metric_a.unit_table(metric_a.last_outcomes)
+        notes = set(scored_a.notes) | set(scored_b.notes)
+        if (metric_a.last_predictions is not None and metric_b.last_predictions is not None
+                and not ((metric_a.last_predictions == MISSING) == (metric_b.last_predictions == MISSING)).all()):
+            notes.add("A and B predicted different examples: each side is scored on its own subset")
         evals.append({
             "benchmark": bench,
             "split": split_name,
@@ -106,7 +111,7 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
             "b_predictions": str(side_b.files[name]),
             "unit": table.unit,
             "units": table.units,
-            "notes": sorted(set(scored_a.notes) | set(scored_b.notes)),
+            "notes": sorted(notes),
             "metrics": {
                 k: {
                     "a": _num(d.a), "b": _num(d.b), "diff": _num(d.diff), "ci95": d.ci95,

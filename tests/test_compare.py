@@ -107,3 +107,15 @@ def test_bad_inputs_are_one_line_errors(tmp_path, capsys, scone_test):
     assert code == 2 and "no predictions/" in err
     code, _, err = compare(capsys, a, a, "--benchmark", "scone", "--split", "test", "--epoch", "first")
     assert code == 2 and "--epoch" in err
+
+
+def test_partial_predictions_need_allow_missing(tmp_path, capsys, scone_test):
+    rows = predictions(scone_test, set())
+    a = write(tmp_path / "a.jsonl", rows[:600])
+    b = write(tmp_path / "b.jsonl", rows[:300])
+    code, _, err = compare(capsys, a, b, "--benchmark", "scone", "--split", "test")
+    assert code == 2 and "--allow-missing" in err
+    code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--allow-missing", "--json")
+    [ev] = json.loads(out)["evals"]
+    assert code == 0 and ev["metrics"]["accuracy"]["diff"] == 0.0
+    assert any("different examples" in n for n in ev["notes"])

@@ -16,6 +16,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="which epoch's predictions of a run directory: last (default), best (the best checkpoint's), or N")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="paired bootstrap resamples (0: none; default 1000)")
     p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap draws (default 0)")
+    p.add_argument("--allow-missing", action="store_true",
+                   help="score predictions files that cover only part of a split (e.g. a run with limit_val_batches)")
     p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     p.add_argument("--out", type=Path, help="also write the comparison to OUT.md and OUT.json")
 
@@ -29,7 +31,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
     if args.bootstrap < 0 or not 0 <= args.bootstrap_seed <= 2**32 - 1:
         raise NegtrainError("--bootstrap must be >= 0 and --bootstrap-seed between 0 and 2**32-1")
-    result = compare(args.a, args.b, args.benchmark, args.split, args.epoch, args.bootstrap, args.bootstrap_seed)
+    result = compare(args.a, args.b, args.benchmark, args.split, args.epoch, args.bootstrap, args.bootstrap_seed,
+                     args.allow_missing)
     markdown = comparison_markdown(result)
     if args.out is not None:
         write_text(args.out.with_suffix(".md"), markdown)
