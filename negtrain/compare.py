@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import NegtrainError
 from negtrain.evaluation import scored_metric
 from negtrain.metrics.base import MISSING
@@ -98,7 +99,8 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
         scored_b, metric_b = scored_metric(bench, split_name, side_b.files[name], allow_missing)
         if not metric_a.supports_uncertainty:
             raise NegtrainError(f"{name}: {type(metric_a).__name__} cannot be bootstrapped (it defines no unit_table)")
-        diffs = paired(metric_a, metric_a.last_outcomes, metric_b, metric_b.last_outcomes, resamples, seed)
+        declared = get_benchmark(bench)
+        diffs = paired(metric_a, metric_a.last_outcomes, metric_b, metric_b.last_outcomes, resamples, seed, declared.is_count)
         table = metric_a.unit_table(metric_a.last_outcomes)
         notes = set(scored_a.notes) | set(scored_b.notes)
         if (metric_a.last_predictions is not None and metric_b.last_predictions is not None
@@ -115,7 +117,7 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
             "metrics": {
                 k: {
                     "a": _num(d.a), "b": _num(d.b), "diff": _num(d.diff), "ci95": d.ci95,
-                    "share_b_le_a": d.share_b_le_a, "higher_is_better": metric_a.is_higher_better(k),
+                    "share_b_le_a": d.share_b_le_a, "higher_is_better": declared.is_higher_better(k),
                 }
                 for k, d in diffs.items()
             },

@@ -95,23 +95,23 @@ class ModelConfig(_Section):
         None,
         description="transformers' attention kernel (from_pretrained's attn_implementation); unset: "
         "transformers' default (sdpa where the model supports it). On a CPU with short inputs, "
-        "'eager' measured faster under bf16 (MiniLM on ScoNe test: 816 vs 765 examples/s).",
+        "'eager' measured faster under bf16 (perf/results/settings.md).",
     )
     fp32_recheck_margin: float | None = Field(
         1.0,
         ge=0,
         description="NLI family under bf16/fp16 autocast: examples whose top two logits are closer "
-        "than this are scored again in fp32, so mixed-precision evaluation reports fp32's predictions. "
-        "On trained MiniLM/ScoNe checkpoints bf16 moved the logit gap by at most 0.45 and flipped up to "
-        "2 of 1,200 predictions; at 1.0 about 2% of examples are rescored. null: never recheck.",
+        "than this are scored again in fp32, so mixed-precision evaluation reports fp32's predictions "
+        "(how far bf16 moves the gap, and how many examples 1.0 rescores: perf/results/settings.md). "
+        "null: never recheck.",
     )
     first_token_only: bool = Field(
         True,
         description="NLI family, evaluation: the last encoder layer computes only the position the "
         "classification head reads ([CLS] / <s>), with keys and values over every token, so the "
         "logits are the same up to float rounding. BERT/RoBERTa/XLM-R classifiers; other models run "
-        "in full. MiniLM on ScoNe test: about 13% faster evaluation. Training always runs the full "
-        "layer: there it measured only about 5% faster, and would change the dropout draws.",
+        "in full. Training always runs the full layer: there it gains little (perf/results/settings.md) "
+        "and would change the dropout draws.",
     )
     optimizer_impl: Literal["auto", "foreach", "fused", "for-loop"] = Field(
         "auto", description="AdamW implementation; 'auto' = 'fused' (by far the fastest on CPU) where torch supports it, else 'foreach'."
@@ -219,12 +219,11 @@ class DataConfig(_Section):
         128,
         gt=0,
         description="Evaluation examples per device per batch. Evaluation batches are always sorted by "
-        "length; on a CPU, 64 was faster than 256 for MiniLM on ScoNe (757 vs 603 examples/s).",
+        "length; on a CPU a smaller batch can be faster (perf/results/settings.md).",
     )
     bucket_by_length: bool = Field(
         True,
-        description="Group examples of similar length into batches so padding is small (1.3x faster "
-        "on ScoNe). Batches are still shuffled; examples within a pool of 50 batches are sorted by "
+        description="Group examples of similar length into batches so padding is small. Batches are still shuffled; examples within a pool of 50 batches are sorted by "
         "length. (Evaluation is always length-sorted.) Caveat: where length correlates with a subset "
         "(ScoNe's conditions), batches become nearly single-subset, which changes the training "
         "trajectory; turn it off to compare.",

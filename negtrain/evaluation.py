@@ -24,7 +24,7 @@ from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import DataError
-from negtrain.metrics.uncertainty import COUNTS, Uncertainty, estimate, format_interval, format_stderr
+from negtrain.metrics.uncertainty import Uncertainty, estimate, format_interval, format_stderr
 
 #: At most this many ids are named in an error message.
 SHOW = 10
@@ -118,7 +118,8 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
     metric's ci95 (see negtrain/metrics/uncertainty.py)."""
     scored, metric = scored_metric(benchmark, split, path, allow_missing)
     if metric.supports_uncertainty:
-        scored.uncertainty = estimate(metric, metric.last_outcomes, bootstrap, bootstrap_seed)
+        bench = get_benchmark(benchmark)
+        scored.uncertainty = estimate(metric, metric.last_outcomes, bootstrap, bootstrap_seed, bench.is_count)
     return scored
 
 
@@ -196,6 +197,7 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
 
 
 def format_scored(s: Scored) -> str:
+    bench = get_benchmark(s.benchmark)
     lines = [f"{s.benchmark}/{s.split}: {s.scored} of {s.examples} examples scored, predictions {s.predictions_file}"]
     spread = s.uncertainty.metrics if s.uncertainty is not None else {}
     if s.uncertainty is not None:
@@ -205,7 +207,7 @@ def format_scored(s: Scored) -> str:
         lines.append(f"  (± standard error; {boot})")
     width = max((len(k) for k in s.metrics), default=0)
     for k, v in s.metrics.items():
-        shown = "-" if math.isnan(v) else str(int(v)) if k in COUNTS else f"{v:.4f}"
+        shown = "-" if math.isnan(v) else str(int(v)) if bench.is_count(k) else f"{v:.4f}"
         extra = f"{format_stderr(spread.get(k)):<8}  {format_interval(spread.get(k))}".rstrip() if k in spread and not math.isnan(v) else ""
         lines.append(f"  {k:<{width}}  {shown}{('  ' + extra) if extra else ''}")
     lines += [f"note: {n}" for n in s.notes]

@@ -14,8 +14,10 @@ The folder holds:
 The weights are rebuilt from the Lightning checkpoint alone (``model.*`` keys of its state dict)
 and the HF config saved in the run's ``model/`` folder, so exporting needs neither the Hub nor the
 base model. A LoRA run is recognised by ``model/adapter_config.json`` (a ``peft`` config saved by
-``fit``) or by adapter weights in the checkpoint. The folder is built in a temporary directory
-next to ``out`` and renamed into place, so ``out`` is never half-written.
+``fit``) or by adapter weights in the checkpoint. A checkpoint that holds only the adapter and the
+head (what an adapter run saves) is loaded onto the recipe's base model, rebuilt unquantized: the
+one case that needs the base model. The folder is built in a temporary directory next to ``out``
+and renamed into place, so ``out`` is never half-written.
 """
 
 from __future__ import annotations
@@ -33,9 +35,8 @@ from negtrain.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import atomic_dir
 from negtrain.io.checkpoints import read_checkpoint
-from negtrain.models.adapters import merge as merge_adapters
 from negtrain.models.sources import resolve_model_name
-from negtrain.runs import COUNT_METRICS, RunDir
+from negtrain.runs import RunDir, is_count
 from negtrain.secrets import redact_text
 from negtrain.training.build import build, reload_weights
 
@@ -66,6 +67,8 @@ def load_model(run: RunDir, checkpoint: Path):
     if run.recipe.model.family != "nli":
         raise NegtrainError(f"export supports the 'nli' family (sequence classification); this run is '{run.recipe.model.family}'")
     ckpt = read_checkpoint(checkpoint, what="checkpoint", require_recipe=False)  # the run dir was checked
+    if ckpt.get("negtrain_adapter_only"):
+        return _adapter_run_model(run, checkpoint).eval(), int(ckpt.get("epoch", -1))
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     if not state:
         raise NegtrainError(f"{checkpoint}: no model.* weights in the checkpoint's state_dict")
@@ -88,19 +91,17 @@ def load_model(run: RunDir, checkpoint: Path):
     return model.eval(), int(ckpt.get("epoch", -1))
 
 
-def export_merged(loaded, checkpoint: str | Path, out_dir: str | Path) -> Path:
-    """Rebuild the recipe's model unquantized, load an adapter checkpoint, merge, save_pretrained."""
-    recipe = loaded.recipe.model_copy(deep=True)
+def _adapter_run_model(run: RunDir, checkpoint: Path):
+    """The peft model of an adapter run whose checkpoint holds only the adapter and the head (see
+    :mod:`negtrain.models.adapters`): the recipe's model is rebuilt, in full precision (a QLoRA
+    adapter goes onto the unquantized base), and the checkpoint loaded onto it. This is the one
+    case where exporting needs the base model (``model.name``)."""
+    recipe = run.recipe.model_copy(deep=True)
     if recipe.adapter.type == "qlora":
         recipe.adapter = recipe.adapter.model_copy(update={"type": "lora"})
-    stage = "validate" if recipe.data.eval else "fit"
-    built = build(recipe, stage=stage)
+    built = build(recipe, stage="validate" if recipe.data.eval else "fit")
     reload_weights(built.module, str(checkpoint))
-    merge_adapters(built.module)
-    out = Path(out_dir)
-    built.module.model.save_pretrained(out)
-    built.tokenizer.save_pretrained(out)
-    return out
+    return built.module.model
 
 
 def _prepare_out(out: Path, overwrite: bool) -> None:
@@ -168,10 +169,10 @@ def export(
 # The model card.
 
 
-def _fmt(value: float | None, key: str = "") -> str:
+def _fmt(value: float | None, key: str, eval_name: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return str(int(value)) if key in COUNT_METRICS else f"{value:.4f}"
+    return str(int(value)) if is_count(eval_name, key) else f"{value:.4f}"
 
 
 def _benchmark(name: str):
@@ -237,7 +238,7 @@ def card_metadata(
             benches.append(dataset)
         values = [
             _metric_entry(k, v) for k, v in metrics.items()
-            if k not in COUNT_METRICS and v is not None and not math.isnan(v)
+            if not is_count(name, k) and v is not None and not math.isnan(v)
         ]
         if values:
             entries.append({
@@ -299,7 +300,7 @@ def model_card(
         bench_name, _, split = name.partition("/")
         for key, value in metrics.items():
             entry = spread.get(name, {}).get(key)
-            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key)} | {format_stderr(entry) or '-'} | {format_interval(entry) or '-'} |")
+            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key, name)} | {format_stderr(entry) or '-'} | {format_interval(entry) or '-'} |")
     lines += ["", "Metrics are scored as each benchmark's paper defines them; `-` marks a metric that was undefined "
               "(e.g. no complete contrast set was evaluated)."]
     if bootstrap:

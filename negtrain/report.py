@@ -24,7 +24,7 @@ from pathlib import Path
 from negtrain.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import write_text
-from negtrain.runs import COUNT_METRICS, RunDir
+from negtrain.runs import RunDir, is_count
 from negtrain.seeds import SeedGroup, aggregate, is_seed_group
 from negtrain.secrets import redact_text
 
@@ -50,7 +50,7 @@ def higher_is_better(run: RunDir, eval_name: str, metric: str) -> bool:
             f"{run.path / 'metrics.jsonl'}: '{eval_name}' records no metric directions and is not a registered "
             "benchmark; rerun its evaluation with this version of negtrain to report it"
         ) from None
-    return bench.metric([]).is_higher_better(metric)
+    return bench.is_higher_better(metric)
 
 
 def _ordered(keys: list[str]) -> list[str]:
@@ -85,7 +85,7 @@ def _metric_keys(runs: list[RunDir], eval_name: str) -> list[str]:
     keys: list[str] = []
     for run in runs:
         for ep in run.epochs:
-            keys += [k for k in ep.evals.get(eval_name, {}) if k not in keys and k not in COUNT_METRICS]
+            keys += [k for k in ep.evals.get(eval_name, {}) if k not in keys and not is_count(eval_name, k)]
     return _ordered(keys)
 
 
@@ -163,10 +163,10 @@ def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
     return panels
 
 
-def _fmt(value: float | None, key: str) -> str:
+def _fmt(value: float | None, key: str, eval_name: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return str(int(value)) if key in COUNT_METRICS else f"{value:.4f}"
+    return str(int(value)) if is_count(eval_name, key) else f"{value:.4f}"
 
 
 def best_epochs(run: RunDir) -> list[tuple[str, str, float, int, bool]]:
@@ -185,7 +185,7 @@ def best_epochs(run: RunDir) -> list[tuple[str, str, float, int, bool]]:
 
 def _with_interval(run: RunDir, name: str, key: str) -> str:
     last = run.epochs[-1]
-    value = _fmt(last.evals.get(name, {}).get(key), key)
+    value = _fmt(last.evals.get(name, {}).get(key), key, name)
     interval = format_interval(last.uncertainty.get(name, {}).get(key))
     return f"{value} {interval}" if interval and value != "-" else value
 
@@ -215,7 +215,7 @@ def summary_markdown(runs: list[RunDir]) -> str:
                   "| benchmark | metric | best | ± stderr | 95% CI | epoch | better |", "|---|---|---|---|---|---|---|"]
         for name, key, value, epoch, higher in best_epochs(run):
             entry = run.epoch(epoch).uncertainty.get(name, {}).get(key)
-            lines.append(f"| {name} | {key} | {_fmt(value, key)} | {format_stderr(entry) or '-'} | "
+            lines.append(f"| {name} | {key} | {_fmt(value, key, name)} | {format_stderr(entry) or '-'} | "
                          f"{format_interval(entry) or '-'} | {epoch} | {'higher' if higher else 'lower'} |")
         lines += ["", *_interval_note(run), ""]
     lines += ["## Final epoch", ""]
@@ -234,7 +234,7 @@ def summary_markdown(runs: list[RunDir]) -> str:
             lines.append(f"| {name} | {key} | " + " | ".join(cells) + " |")
     losses = [(r.name, r.epochs[-1].train["metrics"].get("loss")) for r in runs if r.epochs and r.epochs[-1].train]
     if losses:
-        lines += ["", "Final training loss: " + ", ".join(f"{n} {_fmt(v, 'loss')}" for n, v in losses)]
+        lines += ["", "Final training loss: " + ", ".join(f"{n} {_fmt(v, 'loss', 'train')}" for n, v in losses)]
     for run in runs:
         lines += ["", f"## Recipe: {run.name}", ""]
         if run.command:
@@ -335,7 +335,7 @@ def plot_seed_loss(group, summary: dict, path: Path) -> list[str]:
 
 
 def _cell(value, key: str = "") -> str:
-    return _fmt(value, key) if value is not None else "-"
+    return f"{value:.4f}" if value is not None and math.isfinite(value) else "-"
 
 
 def seed_summary_markdown(group, summary: dict) -> str:

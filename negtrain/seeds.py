@@ -23,9 +23,8 @@ from typing import Any
 from negtrain.config import to_dict
 from negtrain.errors import ConfigError, NegtrainError
 from negtrain.io.atomic import write_text
-from negtrain.metrics.uncertainty import COUNTS
 from negtrain.recipes import load_recipe
-from negtrain.runs import RunDir
+from negtrain.runs import RunDir, is_count
 from negtrain.training.run import default_run_dir, fit
 
 MANIFEST = "seeds.json"
@@ -157,7 +156,7 @@ def aggregate(group: SeedGroup) -> dict[str, dict[str, list[dict[str, Any]]]]:
         for run in group.runs:
             for ep in run.epochs:
                 source = (ep.train or {}).get("metrics", {}) if name == "train" else ep.evals.get(name, {})
-                keys += [k for k in source if k not in keys and k not in COUNTS]
+                keys += [k for k in source if k not in keys and not is_count(name, k)]
         for key in keys:
             rows = []
             for epoch in sorted(epochs):

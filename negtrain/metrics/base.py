@@ -33,12 +33,12 @@ def ratio(num: float, den: float) -> float:
 
 
 class ExampleMetric(Metric):
-    """Scores a whole split from per-example predictions; subclasses define ``score``."""
+    """Scores a whole split from per-example predictions; subclasses define ``unit_table`` and
+    ``from_totals`` (or, without uncertainty, ``score`` alone)."""
 
     full_state_update: ClassVar[bool] = False
-    higher_is_better: ClassVar[bool] = True
-    #: Metric names (as returned by ``score``) for which lower is better; everything else is higher.
-    lower_is_better_names: ClassVar[frozenset[str]] = frozenset()
+    # Which way each reported name is better, and which names are counts, is declared by the
+    # benchmark (Benchmark.reported_metrics), not here.
     #: A remark on how the predictions are scored (e.g. only a binary view of a 3-way benchmark),
     #: shown next to the numbers wherever they are reported.
     note: str | None = None
@@ -93,7 +93,3 @@ class ExampleMetric(Metric):
         benchmark here is); one that only overrides ``score`` gets no stderr or interval."""
         cls = type(self)
         return cls.unit_table is not ExampleMetric.unit_table and cls.from_totals is not ExampleMetric.from_totals
-
-    @classmethod
-    def is_higher_better(cls, name: str) -> bool:
-        return name not in cls.lower_is_better_names

@@ -28,18 +28,19 @@ Reported per metric:
 - ``ci95``: the 2.5th and 97.5th percentiles of the cluster bootstrap replicates (resamples where
   the metric is undefined, e.g. a subset not drawn at all, are left out).
 
-Counts (``n``, ``groups_scored``, ...) get no uncertainty.
+Counts (``n``, ``groups_scored``, ...; the benchmark declares which names are counts) get no
+uncertainty.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 import numpy as np
 
-#: Metric names that are counts, not estimates: they get no uncertainty and print as integers.
-COUNTS = frozenset({"n", "groups_scored", "groups_lacking_cell", "n_negated", "n_affirmative", "n_masked", "n_cues"})
+#: Whether a metric name is a count (``Benchmark.is_count``): counts get no uncertainty.
+IsCount = Callable[[str], bool]
 
 
 def ratios(num, den):
@@ -123,24 +124,24 @@ def _count_chunks(units: int, resamples: int, seed: int, chunk: int | None = Non
         yield np.bincount((draws + offsets).ravel(), minlength=size * units).reshape(size, units).astype(np.float64)
 
 
-def replicates(metric, table: UnitTable, counts: np.ndarray) -> dict[str, np.ndarray]:
+def replicates(metric, table: UnitTable, counts: np.ndarray, is_count: IsCount = lambda name: False) -> dict[str, np.ndarray]:
     """Every non-count metric recomputed on each resample: name -> (resamples,)."""
     out = {}
     for k, v in metric.from_totals(table.totals(counts)).items():
-        if k in COUNTS:
+        if is_count(k):
             continue
         out[k] = np.asarray(v.value if isinstance(v, Mean) else v, dtype=np.float64)
     return out
 
 
-def bootstrap(pairs: list[tuple[object, UnitTable]], resamples: int, seed: int) -> list[dict[str, np.ndarray]]:
+def bootstrap(pairs: list[tuple[object, UnitTable]], resamples: int, seed: int, is_count: IsCount) -> list[dict[str, np.ndarray]]:
     """:func:`replicates` of each (metric, table) on the *same* resamples (tables of one split have
     the same units), drawn in memory-bounded chunks."""
     units = pairs[0][1].units
     parts: list[list[dict[str, np.ndarray]]] = [[] for _ in pairs]
     for counts in _count_chunks(units, resamples, seed):
         for part, (metric, table) in zip(parts, pairs):
-            part.append(replicates(metric, table, counts))
+            part.append(replicates(metric, table, counts, is_count))
     return [{k: np.concatenate([p[k] for p in part]) for k in part[0]} if part else {} for part in parts]
 
 
@@ -201,15 +202,15 @@ def format_stderr(entry: Mapping[str, object] | None) -> str:
     return f"±{se:.4f}" if isinstance(se, (int, float)) else ""
 
 
-def estimate(metric, outcomes: np.ndarray, resamples: int, seed: int) -> Uncertainty:
-    """stderr and (with ``resamples`` > 0) the cluster-bootstrap ci95 of every non-count metric of
-    ``metric`` on ``outcomes``: the full, synced per-example state its ``compute`` scored."""
+def estimate(metric, outcomes: np.ndarray, resamples: int, seed: int, is_count: IsCount) -> Uncertainty:
+    """stderr and (with ``resamples`` > 0) the cluster-bootstrap ci95 of every metric of ``metric``
+    on ``outcomes`` (the full, synced per-example state its ``compute`` scored) that is not a count."""
     table = metric.unit_table(outcomes)
     point = metric.from_totals(table.totals())
-    samples = bootstrap([(metric, table)], resamples, seed)[0] if resamples > 0 and table.units else {}
+    samples = bootstrap([(metric, table)], resamples, seed, is_count)[0] if resamples > 0 and table.units else {}
     out: dict[str, dict[str, object]] = {}
     for name, value in point.items():
-        if name in COUNTS:
+        if is_count(name):
             continue
         entry: dict[str, object] = {}
         if isinstance(value, Mean):
@@ -236,7 +237,8 @@ class Difference:
     share_b_le_a: float | None
 
 
-def paired(metric_a, outcomes_a: np.ndarray, metric_b, outcomes_b: np.ndarray, resamples: int, seed: int) -> dict[str, Difference]:
+def paired(metric_a, outcomes_a: np.ndarray, metric_b, outcomes_b: np.ndarray, resamples: int, seed: int,
+           is_count: IsCount) -> dict[str, Difference]:
     """Paired cluster bootstrap of B − A for every metric both report: each resample draws the same
     units for A and B. The two metrics score the same benchmark split (they may differ in the label
     space of the predictions, e.g. NaN-NLI's 3-way and binary view)."""
@@ -245,10 +247,10 @@ def paired(metric_a, outcomes_a: np.ndarray, metric_b, outcomes_b: np.ndarray, r
         raise ValueError("a paired comparison needs the same units in A and B (the same benchmark split)")
     point_a = point_values(metric_a.from_totals(table_a.totals()))
     point_b = point_values(metric_b.from_totals(table_b.totals()))
-    rep_a, rep_b = bootstrap([(metric_a, table_a), (metric_b, table_b)], resamples, seed) if resamples > 0 and table_a.units else ({}, {})
+    rep_a, rep_b = bootstrap([(metric_a, table_a), (metric_b, table_b)], resamples, seed, is_count) if resamples > 0 and table_a.units else ({}, {})
     out = {}
     for name in point_a:
-        if name in COUNTS or name not in point_b:
+        if is_count(name) or name not in point_b:
             continue
         ci = share = None
         if name in rep_a and name in rep_b:

@@ -16,7 +16,7 @@ from torch import nn
 from negtrain.config import ModelConfig
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import MISSING, ExampleMetric
-from negtrain.metrics.uncertainty import Uncertainty, estimate
+from negtrain.metrics.uncertainty import Uncertainty
 from negtrain.models.adapters import trainable_state
 
 
@@ -27,7 +27,8 @@ class EvalResult:
     predictions: np.ndarray | None  # per example: a label id (generative: 1 right / 0 wrong), or MISSING; None: nothing to write
     note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
     texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
-    #: stderr and ci95 per metric (rank zero only; None elsewhere or when there is nothing to score)
+    #: stderr and ci95 per metric, filled in by the run recorder on rank zero (None elsewhere, or
+    #: for a metric that cannot be bootstrapped)
     uncertainty: Uncertainty | None = None
 
     def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
@@ -134,12 +135,7 @@ class NegtrainModule(pl.LightningModule):
                 for idx, text in texts[i].items():
                     per_example[idx] = text
             predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
-            uncertainty = None
-            rank_zero = self._trainer is None or self._trainer.is_global_zero
-            if rank_zero and metric.last_outcomes is not None and metric.supports_uncertainty:
-                # last_outcomes is the state compute() just scored, gathered from every rank.
-                uncertainty = estimate(metric, metric.last_outcomes, self.bootstrap_resamples, self.bootstrap_seed)
-            results.append(EvalResult(name, values, predictions, metric.note, per_example, uncertainty))
+            results.append(EvalResult(name, values, predictions, metric.note, per_example))
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)

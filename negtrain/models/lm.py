@@ -33,6 +33,7 @@ import torch
 
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.config import ModelConfig, to_dict
+from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint
 from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
@@ -42,8 +43,6 @@ from negtrain.models.base import NegtrainModule
 from negtrain.models.contract import Built
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
-
-IGNORE = -100
 
 
 def normalize_unifiedqa(text: str) -> str:

@@ -25,11 +25,12 @@ from typing import Any
 import torch
 
 from negtrain.benchmarks.base import Example
-from negtrain.benchmarks.negated_probes import NegatedProbes, ProbeMetric
+from negtrain.benchmarks.negated_probes import NEGATED, NegatedProbes
 from negtrain.config import ModelConfig, SourceConfig, to_dict
 from negtrain.data.module import EvalSet, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
+from negtrain.metrics.probes import ProbeMetric
 from negtrain.models.base import NegtrainModule
 from negtrain.models.contract import Built
 from negtrain.models.freezing import freeze
@@ -256,7 +257,7 @@ def build_mlm(recipe, loaded):
         evaluators.append(ProbeEvaluator(vocab_to_space))
 
         note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
-        metrics.append(ProbeMetric(gold, [e.subset for e in examples], note=note))
+        metrics.append(ProbeMetric(gold, [e.subset == NEGATED for e in examples], note=note))
         transforms.append(None)
 
     reference = None

@@ -19,6 +19,7 @@ from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
 from negtrain.data.module import NegtrainData
 from negtrain.data.sampler import SampledBatch
 from negtrain.errors import DataError
+from negtrain.metrics.declared import count, score
 from negtrain.metrics.mlm import HeldOutMLMMetric
 from negtrain.negation.cues import CueDetector, split_sentences
 from negtrain.objectives.masking import MaskingSpec, batch_generator, mask_tokens
@@ -187,6 +188,7 @@ class CueCorpus(Benchmark):
     name = "cue_corpus"
     splits = ("heldout",)
     labels = ()
+    reported_metrics = (score("mlm_loss", lower_is_better=True), score("cue_recovery_accuracy"), count("n_masked"), count("n_cues"))
     citation = "Truong, Baldwin, Cohn, Verspoor (2022). Improving negation detection with negation-focused pre-training. NAACL 2022."
 
     def __init__(self, examples: Sequence[Example] = ()) -> None:

@@ -108,6 +108,33 @@ def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | No
     return close if close.numel() else None
 
 
+def _head(recipe, loaded):
+    """(init_from source or None, model path, its HF config, the checkpoint's NLI head labels or
+    None, the head's labels): everything about the head that is known before weights load."""
+    from transformers import AutoConfig
+
+    cfg = recipe.model
+    # model.init_from: tokenizer (with any added [CUE]), config and weights of a previous run.
+    init = resolve_init(cfg.init_from) if cfg.init_from else None
+    path = str(init.model_dir) if init else resolve_model_name(cfg.name)
+    hf_config = AutoConfig.from_pretrained(path)
+    ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
+    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in loaded.train])
+    if ckpt_labels and cfg.head_labels and head != ckpt_labels and len(head) == len(ckpt_labels):
+        raise ConfigError(
+            f"model.head_labels {head} disagrees with the checkpoint's head {ckpt_labels}; "
+            "drop model.head_labels to use the checkpoint's head as it is"
+        )
+    return init, path, hf_config, ckpt_labels, head
+
+
+def prediction_spaces(recipe, loaded) -> list[tuple[str, ...]]:
+    """The label space each eval set's predictions will be in (what its metric scores), read from
+    the model's config without loading weights. Sweeps use it to offer only metrics a run logs."""
+    head = _head(recipe, loaded)[-1]
+    return [prediction_space(head, b.spaces(), b.name) for b, _, _ in loaded.eval]
+
+
 def build_nli(recipe, loaded):
     """The NLI family's builder (see :mod:`negtrain.models.families`)."""
     from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
@@ -119,18 +146,8 @@ def build_nli(recipe, loaded):
                 f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
                 "give; use model.family seq2seq or causal_lm"
             )
-    # model.init_from: tokenizer (with any added [CUE]), config and weights of a previous run.
-    init = resolve_init(cfg.init_from) if cfg.init_from else None
-    path = str(init.model_dir) if init else resolve_model_name(cfg.name)
+    init, path, hf_config, ckpt_labels, head = _head(recipe, loaded)
     tokenizer = AutoTokenizer.from_pretrained(path)
-    hf_config = AutoConfig.from_pretrained(path)
-    ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
-    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in loaded.train])
-    if ckpt_labels and cfg.head_labels and head != ckpt_labels and len(head) == len(ckpt_labels):
-        raise ConfigError(
-            f"model.head_labels {head} disagrees with the checkpoint's head {ckpt_labels}; "
-            "drop model.head_labels to use the checkpoint's head as it is"
-        )
     eval_sets = []
     for b, split, ex in loaded.eval:
         space = prediction_space(head, b.spaces(), b.name)

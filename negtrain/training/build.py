@@ -49,7 +49,7 @@ def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet], metrics: list[Ex
     available = {}
     for s, m in zip(eval_sets, metrics):
         for key in metric_names(m):
-            available[f"{s.name}/{key}"] = m.is_higher_better(key)
+            available[f"{s.name}/{key}"] = s.benchmark.is_higher_better(key)
     wanted = recipe.selection.metric or f"{eval_sets[0].name}/{metric_names(metrics[0])[0]}"
     if wanted not in available:
         raise ConfigError(f"selection.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, available)}")

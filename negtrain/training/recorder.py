@@ -37,7 +37,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.data.module import NegtrainData
-from negtrain.metrics.uncertainty import COUNTS, format_stderr
+from negtrain.metrics.uncertainty import estimate, format_stderr
 from negtrain.io.atomic import append_lines, write_text
 from negtrain.models.base import EvalResult
 
@@ -47,13 +47,13 @@ def _json_number(value: float) -> float | None:
     return round(value, 6) if math.isfinite(value) else None
 
 
-def format_table(epoch: int, results: list[EvalResult]) -> str:
-    """One line per eval set: ``metric=value±stderr`` (counts as integers)."""
+def format_table(epoch: int, results: list[EvalResult], eval_sets: list) -> str:
+    """One line per eval set: ``metric=value±stderr`` (counts as integers, as the benchmark declares)."""
     lines = [f"epoch {epoch} evaluation (± standard error)"]
     width = max((len(r.name) for r in results), default=10)
-    for r in results:
+    for r, eval_set in zip(results, eval_sets):
         spread = r.uncertainty.metrics if r.uncertainty is not None else {}
-        cells = [f"{k}={v:.4f}{format_stderr(spread.get(k))}" if k not in COUNTS else f"{k}={int(v)}"
+        cells = [f"{k}={int(v)}" if eval_set.benchmark.is_count(k) else f"{k}={v:.4f}{format_stderr(spread.get(k))}"
                  for k, v in r.metrics.items() if not math.isnan(v)]
         lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
         if r.note:
@@ -155,15 +155,20 @@ class RunRecorder(pl.Callback):
         data = trainer.datamodule
         epoch = trainer.current_epoch
         lines = []
-        for i, (result, eval_set, metric) in enumerate(zip(results, data.eval_sets, pl_module.metrics)):
+        for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
+            metric = pl_module.metrics[i]
+            if trainer.is_global_zero and metric.last_outcomes is not None and metric.supports_uncertainty:
+                # last_outcomes: the state compute() just scored, gathered from every rank.
+                result.uncertainty = estimate(metric, metric.last_outcomes, pl_module.bootstrap_resamples,
+                                              pl_module.bootstrap_seed, eval_set.benchmark.is_count)
             record = {
                 "epoch": epoch,
                 "stage": self.stage,
                 "benchmark": eval_set.benchmark.name,
                 "split": eval_set.split,
                 "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
-                # The metric's declared direction, so a reader (report, a plot) needs no registry.
-                "lower_is_better": [k for k in result.metrics if not metric.is_higher_better(k)],
+                # The benchmark's declared directions, so a reader (report, a plot) needs no registry.
+                "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
                 "eval_seconds": round(self._span(i, seconds), 3),
             }
             if result.uncertainty is not None:
@@ -175,7 +180,7 @@ class RunRecorder(pl.Callback):
             self._write_predictions(trainer, eval_set, result, epoch)
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
-            print(format_table(epoch, results), flush=True)
+            print(format_table(epoch, results, data.eval_sets), flush=True)
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)

@@ -5,9 +5,9 @@ unit table, resample counts, one matrix product, every metric recomputed per res
 synthetic right/wrong outcomes over the real examples of each split, in this process, as the
 median of several repeats after one warm-up call:
 
-    NEGTRAIN_DATA_DIR=path/to/mirror python benchmarks/bootstrap_speed.py --resamples 1000 --repeats 7
+    NEGTRAIN_DATA_DIR=path/to/mirror python perf/bootstrap_speed.py --resamples 1000 --repeats 7
 
-Writes benchmarks/results/bootstrap_speed.{json,md}. The target is under 1 s for CondaQA test
+Writes perf/results/bootstrap_speed.{json,md}. The target is under 1 s for CondaQA test
 (7,240 rows) with 1,000 resamples.
 """
 
@@ -51,11 +51,11 @@ def main() -> None:
         examples = bench.load(split)
         metric = bench.metric(examples)
         preds = outcomes(bench, examples, np.random.default_rng(0))
-        estimate(metric, preds, args.resamples, 0)  # warm-up
+        estimate(metric, preds, args.resamples, 0, bench.is_count)  # warm-up
         times = []
         for _ in range(args.repeats):
             start = time.perf_counter()
-            result = estimate(metric, preds, args.resamples, 0)
+            result = estimate(metric, preds, args.resamples, 0, bench.is_count)
             times.append(time.perf_counter() - start)
         rows.append({
             "benchmark": name, "split": split, "examples": len(examples), "unit": result.unit,

@@ -4,9 +4,9 @@ For 1k, 4k and 16k examples (ScoNe train, repeated with fresh ids), measures in 
 subprocess each: data preparation time per 1k examples (tokenize, flat storage, targets, sampler
 epoch), training throughput over a fixed number of steps, and resident memory after preparation.
 
-    NEGTRAIN_DATA_DIR=path/to/mirror python benchmarks/scaling.py
+    NEGTRAIN_DATA_DIR=path/to/mirror python perf/scaling.py
 
-Writes benchmarks/results/scaling.{json,md}.
+Writes perf/results/scaling.{json,md}.
 """
 
 from __future__ import annotations

@@ -1,0 +1,154 @@
+"""The metric of :mod:`negtrain.benchmarks.tinad`: accuracy and coherence as the authors' scorer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
+
+ANTONYMY_PATTERNS = frozenset({2, 4})
+# The negation types the authors' scorer breaks accuracy down by, in the paper's order.
+NEGATION_TYPES = ("verbal", "non-verbal", "analytic", "synthetic", "clausal", "subclausal")
+COHERENCE = ("coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation")
+
+
+def reference_label(cell: str, pattern_id: int) -> bool:
+    """The label a sentence of this cell has when it takes part in the coherence checks."""
+    ref = {"input_affirmation": True, "input_negation": False, "distractor_affirmation": False, "distractor_negation": True}[cell]
+    if pattern_id in ANTONYMY_PATTERNS and cell.startswith("input"):
+        ref = not ref
+    return ref
+
+
+class TinadMetric(ExampleMetric):
+    """TINAD's accuracy and coherence, as defined by the paper and its authors' scorer
+    (``evaluate.py`` of hitz-zentroa/This-is-not-a-Dataset). Values are fractions, not percentages.
+
+    Accuracy (right / predicted):
+
+    - ``accuracy``; ``accuracy/affirmation`` and ``accuracy/negation`` (by ``negation_type``);
+    - ``accuracy/<cell>`` for the cells ``input_affirmation``, ``input_negation``,
+      ``distractor_affirmation``, ``distractor_negation`` (``isDistractor`` crossed with whether
+      ``negation_type`` is "affirmation");
+    - ``accuracy/<type>`` for every negation type found in ``negation_type``, ``semantic_type`` or
+      ``syntactic_scope`` (lower-cased; "affirmation" and "none" are not types): verbal,
+      non-verbal, analytic, synthetic, clausal, subclausal.
+
+    Coherence is computed per ``test_id`` group. Each cell has a reference label: for patterns other
+    than 2 and 4, input-affirmation True, input-negation False, distractor-affirmation False,
+    distractor-negation True; for the antonymy patterns 2 and 4 the two input references are
+    swapped. Only sentences whose gold label equals their cell's reference label take part in the
+    cell checks below (the others are skipped there, but still count in the all-right/all-wrong
+    condition of ``coherence``). With A, N, DA, DN the predictions of the taking-part sentences of
+    the four cells:
+
+    - ``coherence/input``: all of A agree, all of N agree, and A differs from N.
+    - ``coherence/distractor``: all of DA agree, all of DN agree, and DA differs from DN.
+    - ``coherence``: both of the above hold, *and* the predictions on every sentence of the group
+      (skipped ones included) are either all right or all wrong.
+    - ``coherence/affirmation``: all of A agree, all of DA agree, and A differs from DA; for
+      patterns 2 and 4, A must equal DA instead.
+    - ``coherence/negation``: the same for N and DN.
+
+    Each score is the fraction of scored groups that are coherent. A group is scored when all of
+    its sentences were predicted and each of its four cells holds at least one taking-part
+    sentence. The authors' scorer crashes on a group lacking a cell; here such a group is left
+    out of every coherence score and counted in ``groups_lacking_cell``. ``groups_scored`` is the
+    number of groups scored.
+
+    A ``test_id`` group is one independent unit for the bootstrap.
+    """
+
+    resampling_unit = "test_id group"
+
+    def __init__(
+        self,
+        gold: Sequence[bool],
+        cells: Sequence[str],
+        patterns: Sequence[int],
+        groups: Sequence[str],
+        types: Sequence[Sequence[str]],
+        *,
+        cell_names: Sequence[str],
+        label_names: Sequence[str],
+        **kwargs,
+    ) -> None:
+        super().__init__(num_examples=len(gold), **kwargs)
+        # cell_names: input/distractor x affirmation/negation, in this order; label_names: prediction ids.
+        self.cell_names = tuple(cell_names)
+        self.true_id = tuple(label_names).index("True")
+        self.gold = np.asarray(gold, dtype=bool)
+        self.cells = np.array([self.cell_names.index(c) for c in cells], dtype=np.int64)
+        patterns = np.asarray(patterns, dtype=np.int64)
+        order = {}
+        for i, g in enumerate(groups):
+            order.setdefault(g, []).append(i)
+        self.groups = [np.array(m, dtype=np.int64) for m in order.values()]
+        self.unit_codes = np.empty(len(gold), dtype=np.int64)
+        for g, m in enumerate(self.groups):
+            self.unit_codes[m] = g
+        # The authors' scorer takes a group's pattern from its first sentence, for all its sentences.
+        group_pattern = np.empty(len(gold), dtype=np.int64)
+        for m in self.groups:
+            group_pattern[m] = patterns[m[0]]
+        self.group_antonymy = [int(patterns[m[0]]) in ANTONYMY_PATTERNS for m in self.groups]
+        refs = np.array([reference_label(c, int(p)) for c, p in zip(cells, group_pattern)], dtype=bool)
+        self.takes_part = refs == self.gold
+        found = {t.strip().lower() for ts in types for t in ts} - {"affirmation", "none", ""}
+        self.type_names = [t for t in NEGATION_TYPES if t in found] + sorted(found - set(NEGATION_TYPES))
+        self.type_members = {t: np.array([t in {x.strip().lower() for x in ts} for ts in types], dtype=bool) for t in self.type_names}
+
+    def unit_table(self, predictions: np.ndarray) -> UnitTable:
+        seen = predictions != MISSING
+        pred_true = predictions == self.true_id
+        right = seen & (pred_true == self.gold)
+        affirmation = (self.cells == 0) | (self.cells == 2)
+        columns = {
+            "seen": seen, "right": right,
+            "seen/affirmation": seen & affirmation, "right/affirmation": right & affirmation,
+            "seen/negation": seen & ~affirmation, "right/negation": right & ~affirmation,
+        }
+        for c, name in enumerate(self.cell_names):
+            columns[f"seen/{name}"] = seen & (self.cells == c)
+            columns[f"right/{name}"] = right & (self.cells == c)
+        for t in self.type_names:
+            columns[f"seen/{t}"] = seen & self.type_members[t]
+            columns[f"right/{t}"] = right & self.type_members[t]
+
+        n_groups = len(self.groups)
+        per_unit = {k: np.zeros(n_groups, dtype=bool) for k in ("groups_scored", "groups_lacking_cell", *COHERENCE)}
+        for g, (members, antonymy) in enumerate(zip(self.groups, self.group_antonymy)):
+            if not seen[members].all():
+                continue
+            part = members[self.takes_part[members]]
+            cell_preds = [set(pred_true[part[self.cells[part] == c]].tolist()) for c in range(4)]
+            if any(not p for p in cell_preds):
+                per_unit["groups_lacking_cell"][g] = True
+                continue
+            per_unit["groups_scored"][g] = True
+            a, n, da, dn = cell_preds
+            agree = [len(p) == 1 for p in cell_preds]
+            inp = agree[0] and agree[1] and a != n
+            dis = agree[2] and agree[3] and da != dn
+            same_or_differ = (lambda x, y: x == y) if antonymy else (lambda x, y: x != y)
+            all_right_or_wrong = right[members].all() or not right[members].any()
+            per_unit["coherence/input"][g] = inp
+            per_unit["coherence/distractor"][g] = dis
+            per_unit["coherence"][g] = inp and dis and all_right_or_wrong
+            per_unit["coherence/affirmation"][g] = agree[0] and agree[2] and same_or_differ(a, da)
+            per_unit["coherence/negation"][g] = agree[1] and agree[3] and same_or_differ(n, dn)
+        return unit_table(self.resampling_unit, self.unit_codes, n_groups, columns, per_unit)
+
+    def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
+        out: dict[str, np.ndarray | Mean] = {"accuracy": Mean(t["right"], t["seen"])}
+        for name in ("affirmation", "negation", *self.cell_names, *self.type_names):
+            out[f"accuracy/{name}"] = Mean(t[f"right/{name}"], t[f"seen/{name}"])
+        for k in COHERENCE:
+            out[k] = Mean(t[k], t["groups_scored"])
+        out["groups_scored"] = t["groups_scored"]
+        out["groups_lacking_cell"] = t["groups_lacking_cell"]
+        out["n"] = t["seen"]
+        return out
