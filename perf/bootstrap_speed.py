@@ -65,13 +65,15 @@ def main() -> None:
         print(rows[-1], flush=True)
 
     machine = {"machine": platform.machine(), "cpus": os.cpu_count(), "python": platform.python_version(),
-               "numpy": np.__version__, "omp_num_threads": os.environ.get("OMP_NUM_THREADS")}
+               "numpy": np.__version__, "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+               # the machine is shared: the 1-minute load average when the measurement ended
+               "load_average": round(os.getloadavg()[0], 1)}
     out = HERE / "results"
     out.mkdir(exist_ok=True)
     (out / "bootstrap_speed.json").write_text(json.dumps({"machine": machine, "results": rows}, indent=2) + "\n")
     lines = [
         f"Bootstrap cost per benchmark split ({args.resamples} resamples, median of {args.repeats}; "
-        f"{machine['machine']}, {machine['cpus']} CPUs, numpy {machine['numpy']})",
+        f"{machine['machine']}, {machine['cpus']} CPUs, numpy {machine['numpy']}, load average {machine['load_average']})",
         "",
         "| benchmark/split | examples | unit | units | metrics | median s | max s |",
         "|---|---:|---|---:|---:|---:|---:|",
