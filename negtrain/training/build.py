@@ -15,6 +15,7 @@ import numpy as np
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe
+from negtrain.data.mixing import epoch_counts
 from negtrain.data.module import EvalSet
 from negtrain.errors import ConfigError, did_you_mean
 from negtrain.io.checkpoints import read_checkpoint
@@ -89,6 +90,9 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
     builder = get_family(recipe.model.family)
     check_run(recipe)
     loaded = load_data(recipe, stage)
+    if stage == "fit" and loaded.train:
+        # The epoch the weights make (data.mix), sized now: an impossible one fails before the model loads.
+        epoch_counts([len(ex) for _, _, ex in loaded.train], [s.weight for s in recipe.data.train], recipe.data.mix)
     try:
         built = builder(recipe, loaded)
     except OSError as exc:  # from_pretrained: no such Hub id or folder, or no weights in it
