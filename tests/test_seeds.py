@@ -29,7 +29,7 @@ def test_fit_seeds_writes_one_run_per_seed_and_report_gives_mean_and_std(tmp_pat
 
     parent = tmp_path / "seeds"
     args = ["fit", "--recipe", "scone_minilm", "--seeds", "1,2", "--output-dir", str(parent), "--logger=none",
-            *FAST, "--trainer.limit_train_batches=1", "--trainer.max_epochs=2", "--evaluation.bootstrap=100"]
+            *FAST, "--trainer.max_epochs=2", "--evaluation.bootstrap=100"]
     assert cli.main(args) == 0
     assert json.loads((parent / "seeds.json").read_text())["runs"] == ["seed1", "seed2"]
     recipes = [yaml.safe_load((parent / f"seed{s}" / "recipe.yaml").read_text()) for s in (1, 2)]
