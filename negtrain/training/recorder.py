@@ -13,6 +13,13 @@ over ranks, repeats included)::
 
     "sources": {"mnli/train": {"size": 392702, "share": 0.93, "examples": 392702}, ...}
 
+An evaluation line also carries ``"uncertainty"``: per metric (counts excepted) its ``stderr`` and,
+with ``evaluation.bootstrap`` > 0, its ``ci95`` from the cluster bootstrap; and ``"bootstrap"``: the
+unit resampled, how many units there were, the resamples and the seed::
+
+    "uncertainty": {"consistency": {"stderr": 0.021, "ci95": [0.815, 0.9]}, ...},
+    "bootstrap": {"unit": "contrast set", "units": 200, "resamples": 1000, "seed": 0}
+
 An evaluation line carries a ``note`` when the metric qualifies how it scored (e.g. a 2-way model
 scored on the binary view of a 3-way benchmark).
 
@@ -35,6 +42,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.data.module import NegtrainData
+from negtrain.metrics.uncertainty import estimate, format_stderr
 from negtrain.io.atomic import append_lines, write_text
 from negtrain.models.base import EvalResult
 
@@ -45,10 +53,12 @@ def _json_number(value: float) -> float | None:
 
 
 def format_table(epoch: int, results: list[EvalResult], eval_sets: list) -> str:
-    lines = [f"epoch {epoch} evaluation"]
+    """One line per eval set: ``metric=value±stderr`` (counts as integers, as the benchmark declares)."""
+    lines = [f"epoch {epoch} evaluation (± standard error)"]
     width = max((len(r.name) for r in results), default=10)
     for r, eval_set in zip(results, eval_sets):
-        cells = [f"{k}={int(v)}" if eval_set.benchmark.is_count(k) else f"{k}={v:.4f}"
+        spread = r.uncertainty.metrics if r.uncertainty is not None else {}
+        cells = [f"{k}={int(v)}" if eval_set.benchmark.is_count(k) else f"{k}={v:.4f}{format_stderr(spread.get(k))}"
                  for k, v in r.metrics.items() if not math.isnan(v)]
         lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
         if r.note:
@@ -211,6 +221,11 @@ class RunRecorder(pl.Callback):
         epoch = trainer.current_epoch
         lines = []
         for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
+            metric = pl_module.metrics[i]
+            if trainer.is_global_zero and metric.last_outcomes is not None and metric.supports_uncertainty:
+                # last_outcomes: the state compute() just scored, gathered from every rank.
+                result.uncertainty = estimate(metric, metric.last_outcomes, pl_module.bootstrap_resamples,
+                                              pl_module.bootstrap_seed, eval_set.benchmark.is_count)
             record = {
                 "epoch": epoch,
                 "stage": self.stage,
@@ -221,6 +236,9 @@ class RunRecorder(pl.Callback):
                 "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
                 "eval_seconds": round(self._span(i, seconds), 3),
             }
+            if result.uncertainty is not None:
+                record["uncertainty"] = result.uncertainty.as_json()
+                record["bootstrap"] = result.uncertainty.described()
             if result.note:
                 record["note"] = result.note
             lines.append(json.dumps(record))
