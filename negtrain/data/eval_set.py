@@ -22,6 +22,7 @@ from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.data.encoded import EncodedSplit
 from negtrain.io.atomic import write_text
 from negtrain.metrics.base import MISSING
+from negtrain.metrics.uncertainty import Uncertainty
 
 
 @dataclass
@@ -31,6 +32,9 @@ class EvalResult:
     predictions: np.ndarray | None  # per example: a label id (generative: 1 right / 0 wrong), or MISSING; None: nothing to write
     note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
     texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
+    #: stderr and ci95 per metric, filled in by the run recorder on rank zero (None elsewhere, or
+    #: for a metric that cannot be bootstrapped)
+    uncertainty: Uncertainty | None = None
 
     def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
         """(example, prediction, correct) for every example with a prediction.

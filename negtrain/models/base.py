@@ -68,6 +68,10 @@ class NegtrainModule(pl.LightningModule):
         #: Adapter runs checkpoint only their trainable weights (adapter + head).
         self.adapter_only = recipe.get("adapter", {}).get("type", "none") != "none"
         self.strict_loading = not self.adapter_only
+        evaluation = recipe.get("evaluation") or {}
+        #: Bootstrap resamples (0: none) and seed for every metric's ci95 (recipe `evaluation`).
+        self.bootstrap_resamples: int = int(evaluation.get("bootstrap", 1000))
+        self.bootstrap_seed: int = int(evaluation.get("bootstrap_seed", 0))
 
     @abstractmethod
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
