@@ -106,6 +106,29 @@ class RunDir:
             names += [n for n in ep.evals if n not in names]
         return names
 
+    @property
+    def model_name(self) -> str:
+        """The name the run's exported model goes by: the recipe, then the run directory's name
+        (once when the directory is already named after the recipe)."""
+        name = self.name
+        return name if name.startswith(self.recipe_name) else f"{self.recipe_name}-{name}"
+
+    @property
+    def unfinished(self) -> str | None:
+        """None for a run that trained to its end (``trainer.max_epochs`` or ``max_steps``); else
+        how far it got, e.g. ``"trained 2 of 5 epochs"`` (killed, or still running)."""
+        t = self.recipe.trainer
+        trained = [ep.train for ep in self.epochs if ep.train]
+        steps = max((int(r.get("global_step") or 0) for r in trained), default=0)
+        if len(trained) >= t.max_epochs or (t.max_steps and t.max_steps > 0 and steps >= t.max_steps):
+            return None
+        return f"trained {len(trained)} of {t.max_epochs} epochs"
+
+    @property
+    def selection_split(self) -> str | None:
+        """``<benchmark>/<split>`` that ``selection.metric`` is computed on (None: not set)."""
+        return selection_split(self.recipe.selection.metric)
+
     def checkpoint(self, which: str) -> Path:
         from negtrain.paths import contained
 
@@ -121,3 +144,18 @@ class RunDir:
         if not found:
             raise NegtrainError(f"--run {self.path}: no checkpoints/best-epoch*.ckpt (did the run evaluate?)")
         return contained(found[-1], folder, "checkpoint")
+
+
+def selection_split(monitor: str | None) -> str | None:
+    """``scone/test/accuracy/one_scoped`` -> ``scone/test``."""
+    return "/".join(monitor.split("/")[:2]) if monitor else None
+
+
+def selection_bias_note(monitor: str, epochs: int) -> str:
+    """Why the chosen epoch's numbers on the selection metric's own split flatter the model."""
+    split = selection_split(monitor)
+    return (
+        f"The {split} numbers of the selected epoch are optimistic: {monitor} picked that epoch out of "
+        f"{epochs} on the very split it is reported on. The last epoch's numbers are not selected; "
+        f"select on a split you do not report for an unbiased figure."
+    )

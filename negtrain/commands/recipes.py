@@ -1,4 +1,4 @@
-"""``recipes``: list every recipe with its one-line purpose."""
+"""``recipes``: list every recipe with its purpose and what it needs (network, device, time)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.recipes import available_recipes, first_comment_line
+    from negtrain.recipes import available_recipes, first_comment_line, recipe_needs
 
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
@@ -20,4 +20,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     width = max((len(n) for n in recipes), default=0)
     for name, path in recipes.items():
         print(f"{name:<{width}}  {first_comment_line(path)}")
+        needs = recipe_needs(path)
+        shown = f"{needs.network}, {needs.device}; 2-core CPU: {needs.time}" if needs else "(the recipe does not say what it needs)"
+        print(f"{'':<{width}}  needs: {shown}")
     return 0

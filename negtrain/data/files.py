@@ -82,6 +82,11 @@ class HubSplit:
         return f"Hub dataset {self.dataset} (split {self.split}{config})"
 
     def download(self, target: Path) -> None:
+        from negtrain.hub_access import check_hub_dataset
+
+        problem = check_hub_dataset()
+        if problem:  # one clear reason now, not a minute of retries first
+            raise OSError(problem)
         from datasets import load_dataset  # heavy; only needed on this path
 
         try:

@@ -9,7 +9,7 @@ the model is loaded, so a mistake costs seconds, not a model download.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,9 @@ class Built:
     data: NegtrainData
     tokenizer: Any
     selection: Selection | None = None
+    #: The head's parameters that the starting weights did not provide (randomly initialised):
+    #: scoring the starting model then measures chance, which ``validate`` says.
+    fresh_head: list[str] = field(default_factory=list)
 
 
 def metric_names(metric: ExampleMetric) -> list[str]:
@@ -118,6 +121,10 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
 
     builder = get_family(recipe.model.family)
     check_run(recipe)
+    if not recipe.model.init_from:  # with init_from, weights and tokenizer come from that run
+        from negtrain.hub_access import check_hub_model
+
+        check_hub_model(recipe.model.name)
     loaded = load_data(recipe, stage)
     try:
         built = builder(recipe, loaded)

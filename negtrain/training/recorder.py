@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from pathlib import Path
 
@@ -42,16 +43,71 @@ def _json_number(value: float) -> float | None:
 COUNTS = frozenset({"n", "groups_scored", "groups_lacking_cell", "n_negated", "n_affirmative", "n_masked", "n_cues"})
 
 
-def format_table(epoch: int, results: list[EvalResult]) -> str:
-    lines = [f"epoch {epoch} evaluation"]
-    width = max((len(r.name) for r in results), default=10)
+def epoch_label(epoch: int, max_epochs: int | None) -> str:
+    """The one way epochs are shown: counted from 0, as in ``metrics.jsonl``, the prediction and
+    checkpoint file names and Lightning's progress bar (``Epoch 2/4``: the third of five)."""
+    return f"epoch {epoch}/{max_epochs - 1}" if max_epochs and max_epochs > 0 else f"epoch {epoch}"
+
+
+def table_width() -> int:
+    """The width the per-epoch table is laid out for: the terminal's (``COLUMNS``), else 100."""
+    import shutil
+
+    return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+
+
+def _cell(key: str, value: float) -> str:
+    return str(int(value)) if key in COUNTS else f"{value:.4f}"
+
+
+def format_block(result: EvalResult, width: int, unscored_reason: str | None = None) -> list[str]:
+    """One eval set: its name, then ``metric value`` cells in aligned columns that fit ``width``.
+
+    Values are rounded (4 decimals, counts as integers). A metric that is NaN had nothing to
+    score; it is left out of the grid and named on a line of its own, with ``unscored_reason``.
+    """
+    finite = [(k, v) for k, v in result.metrics.items() if not math.isnan(v)]
+    # Scores first, in the metric's order; the counts (n, groups_scored, ...) after them.
+    shown = dict([kv for kv in finite if kv[0] not in COUNTS] + [kv for kv in finite if kv[0] in COUNTS])
+    unscored = [k for k, v in result.metrics.items() if math.isnan(v)]
+    lines = [f"  {result.name}"]
+    if shown:
+        key_w = max(len(k) for k in shown)
+        val_w = max(len(_cell(k, v)) for k, v in shown.items())
+        cell_w = key_w + 2 + val_w
+        per_row = max(1, (width - 4 + 3) // (cell_w + 3))
+        cells = [f"{k:<{key_w}}  {_cell(k, v):>{val_w}}" for k, v in shown.items()]
+        for i in range(0, len(cells), per_row):
+            lines.append("    " + "   ".join(cells[i : i + per_row]).rstrip())
+    if unscored:
+        why = f" ({unscored_reason})" if unscored_reason else ""
+        lines += wrapped(f"not scored{why}: " + ", ".join(unscored), width)
+    if result.note:
+        lines += wrapped(f"note: {result.note}", width)
+    return lines
+
+
+def wrapped(text: str, width: int, indent: str = "    ") -> list[str]:
+    """``text`` broken between words to fit ``width``, continuation lines indented two more."""
+    import textwrap
+
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False) or [indent]
+
+
+def format_table(title: str, results: list[EvalResult], width: int | None = None, unscored_reason: str | None = None) -> str:
+    """The evaluation table printed once per epoch (``fit``) or once (``validate``, ``test``)."""
+    width = width or table_width()
+    lines = [title]
     for r in results:
-        cells = [f"{k}={v:.4f}" if k not in COUNTS else f"{k}={int(v)}"
-                 for k, v in r.metrics.items() if not math.isnan(v)]
-        lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
-        if r.note:
-            lines.append(f"  {'':<{width}}  note: {r.note}")
+        lines += format_block(r, width, unscored_reason)
     return "\n".join(lines)
+
+
+def limit_reason(limit: int | float, setting: str) -> str | None:
+    """Why a metric may have had no example: an evaluation limit, named, or None when unlimited."""
+    if isinstance(limit, float) and limit >= 1.0:
+        return None
+    return f"{setting}={limit} left no example for them"
 
 
 class RunRecorder(pl.Callback):
@@ -165,7 +221,10 @@ class RunRecorder(pl.Callback):
             self._write_predictions(trainer, eval_set, result, epoch)
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
-            print(format_table(epoch, results), flush=True)
+            title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"
+            limit = trainer.limit_test_batches if self.stage == "test" else trainer.limit_val_batches
+            setting = "trainer.limit_val_batches"  # the one recipe setting behind both Lightning limits
+            _print_above_progress_bar(trainer, format_table(title, results, unscored_reason=limit_reason(limit, setting)))
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)
@@ -186,3 +245,17 @@ class RunRecorder(pl.Callback):
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, lines: list[str]) -> None:
         append_lines(self.metrics_path, lines)
+
+
+def _print_above_progress_bar(trainer: pl.Trainer, text: str) -> None:
+    """Print without cutting into a progress bar: tqdm's bar is cleared and redrawn around the
+    text (``tqdm.write``); Rich's live display already moves printed lines above itself."""
+    from lightning.pytorch.callbacks import TQDMProgressBar
+
+    if isinstance(trainer.progress_bar_callback, TQDMProgressBar):
+        from tqdm import tqdm
+
+        tqdm.write(text)
+        sys.stdout.flush()
+    else:
+        print(text, flush=True)

@@ -236,11 +236,13 @@ def resume(run_dir: Path) -> Path:
             f"--resume {run_dir}: recipe.yaml has seed {loaded.recipe.seed}, but {candidate.path.name} was "
             f"trained with seed {recorded_seed}; put seed: {recorded_seed} back (or start a new run for the new seed)"
         )
+    from negtrain.training.recorder import epoch_label
+
     t = loaded.recipe.trainer
     if candidate is not None and is_complete(candidate, t.max_epochs, t.max_steps):
         print(
-            f"run {run_dir} is already complete: {candidate.path.name} is the end of epoch {candidate.epoch} "
-            f"of {t.max_epochs} (step {candidate.global_step}); nothing to do",
+            f"run {run_dir} is already complete: {candidate.path.name} is the end of "
+            f"{epoch_label(candidate.epoch, t.max_epochs)} (step {candidate.global_step}); nothing to do",
             flush=True,
         )
         return run_dir
@@ -250,7 +252,7 @@ def resume(run_dir: Path) -> Path:
     else:
         print(
             f"resuming {run_dir} from {candidate.path.name}: end of epoch {candidate.epoch}, step {candidate.global_step}; "
-            f"continuing with epoch {candidate.epoch + 1} of {t.max_epochs}",
+            f"continuing with {epoch_label(candidate.epoch + 1, t.max_epochs)} (epochs count from 0, as in the progress bar)",
             flush=True,
         )
     return fit(loaded, run_dir, resume_from=candidate.path if candidate else None, resuming=True)

@@ -184,6 +184,11 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
             score = best_score(trainer.checkpoint_callback)
             if score is not None:
                 print(f"best {sel.monitor} = {score:.4f}: {best}")
+                if trainer.current_epoch > 1:  # a choice among several epochs, on a reported split
+                    from negtrain.runs import selection_bias_note
+                    from negtrain.training.recorder import table_width, wrapped
+
+                    print("\n".join(wrapped(selection_bias_note(sel.monitor, trainer.current_epoch), table_width(), indent="  ")))
             else:
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
         print(f"run directory: {run_dir}")
@@ -204,10 +209,25 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     trainer = _trainer(loaded, built, run_dir, stage)
     run_dir.mkdir(parents=True, exist_ok=True)
     run = trainer.validate if stage == "validate" else trainer.test
-    run(built.module, datamodule=built.data)
+    # verbose=False: Lightning's own table prints once per dataloader, unrounded and with NaN rows;
+    # RunRecorder prints ours, once.
+    run(built.module, datamodule=built.data, verbose=False)
     if trainer.is_global_zero:
+        if checkpoint is None and built.fresh_head:
+            from negtrain.training.recorder import table_width, wrapped
+
+            print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
         print(f"run directory: {run_dir}")
     return run_dir
+
+
+def zero_shot_note(fresh: list[str]) -> str:
+    """What a score of the starting model means when part of its head was never trained."""
+    return (
+        f"note: the starting model's {', '.join(fresh)} is freshly initialised (random), so these "
+        "numbers are chance level, not what the model can do zero-shot; score a trained checkpoint "
+        "with --checkpoint, or start from a model with a trained head"
+    )
 
 
 def quiet_third_party_logs() -> None:
