@@ -101,6 +101,23 @@ def test_validate_and_test_print_one_table_and_say_when_the_head_is_fresh(tmp_pa
     assert "freshly initialised" not in out  # a trained checkpoint's head is not random
 
 
+def test_a_sentence_encoder_loaded_as_a_masked_lm_reports_its_fresh_head(monkeypatch):
+    from conftest import FIXTURES
+    from negtrain.recipes import load_recipe
+    from negtrain.training.build import build
+    from negtrain.training.run import zero_shot_note
+
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(FIXTURES / "data"))
+    built = build(load_recipe("unlikelihood_minilm").recipe, stage="fit")
+    # The packaged MiniLM is a BertModel: AutoModelForMaskedLM starts its MLM head at random.
+    assert "cls.predictions.transform.dense" in built.fresh_head
+    assert all(name.startswith("cls.") for name in built.fresh_head), built.fresh_head
+    note = zero_shot_note(built.fresh_head)
+    assert "cls.predictions" in note and " are freshly initialised" in note
+    if len(built.fresh_head) > 4:
+        assert f"and {len(built.fresh_head) - 4} more" in note
+
+
 # ---- a Hub model without network -----------------------------------------------------------
 
 

@@ -223,8 +223,9 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
 
 def zero_shot_note(fresh: list[str]) -> str:
     """What a score of the starting model means when part of its head was never trained."""
+    shown = ", ".join(fresh[:4]) + (f" and {len(fresh) - 4} more" if len(fresh) > 4 else "")
     return (
-        f"note: the starting model's {', '.join(fresh)} is freshly initialised (random), so these "
+        f"note: the starting model's {shown} {'is' if len(fresh) == 1 else 'are'} freshly initialised (random), so these "
         "numbers are chance level, not what the model can do zero-shot; score a trained checkpoint "
         "with --checkpoint, or start from a model with a trained head"
     )
