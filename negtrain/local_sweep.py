@@ -101,7 +101,18 @@ class Trial:
 
 def override_args(overrides: dict[str, Any]) -> list[str]:
     """``{"a.b": 1}`` -> ``["--a.b=1"]``, in the form the command line (and a W&B agent) uses."""
-    return [f"--{k}={json.dumps(v) if isinstance(v, (list, dict)) else v}" for k, v in overrides.items()]
+    def text(v: Any) -> str:
+        if v is None:
+            return "null"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, float):
+            # YAML (1.1, as PyYAML reads overrides) takes 3e-05 for a string: write 3.0e-05.
+            mantissa, e, exponent = repr(v).partition("e")
+            return f"{mantissa}.0e{exponent}" if e and "." not in mantissa else repr(v)
+        return json.dumps(v) if isinstance(v, (list, dict)) else str(v)
+
+    return [f"--{k}={text(v)}" for k, v in overrides.items()]
 
 
 def score_trial(trial: Trial, metric: SweepMetric) -> None:
@@ -205,8 +216,8 @@ def run_local_sweep(
         overrides = {**fixed_overrides, **extra, **trial.params}
         shown = " ".join(override_args(trial.params))
         print(f"sweep --local: trial {k}/{len(trials)} ({trial.trial}): {shown}", flush=True)
-        command = ["python", "-m", "negtrain", "fit", "--recipe", recipe_arg, *fixed_args,
-                   *override_args(extra), *override_args(trial.params), "--output-dir", trial.run_dir]
+        # Each key once (a swept key given on the command line too takes the trial's value).
+        command = ["python", "-m", "negtrain", "fit", "--recipe", recipe_arg, *override_args(overrides), "--output-dir", trial.run_dir]
         start = time.perf_counter()
         try:
             fit(load_recipe(recipe_arg, overrides), Path(trial.run_dir), command=command)

@@ -241,7 +241,7 @@ def test_the_recipes_command_prints_the_needs(capsys):
     out = capsys.readouterr().out
     block = out[out.index("scone_minilm ") :].splitlines()[:2]
     assert block[1].strip().startswith("needs: offline, CPU; 2-core CPU: ")
-    assert "needs: Hub, GPU; 2-core CPU: not measured" in out
+    assert "needs: Hub, GPU; 2-core CPU: not measured: " in out
 
 
 # ---- model cards ----------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import yaml
 from conftest import FAST
 from negtrain import cli
 from negtrain.config import SweepConfig
-from negtrain.local_sweep import Trial, rank, sample_trials
+from negtrain.local_sweep import Trial, override_args, rank, sample_trials
 from negtrain.recipes import load_recipe
 from negtrain.sweeps import SweepMetric
 
@@ -63,6 +63,17 @@ def test_grid_trials_are_the_product_in_order():
         sample_trials(_space("grid"), 2, seed=0)
 
 
+def test_override_args_read_back_as_the_same_values():
+    from negtrain.local_sweep import override_args
+    from negtrain.recipes import parse_overrides
+
+    values = {"model.learning_rate": 3e-05, "data.batch_size": 16, "trainer.deterministic": True,
+              "model.freeze": ["*.embeddings.*"], "model.head_labels": None}
+    args = override_args(values)
+    assert args[0] == "--model.learning_rate=3.0e-05" and args[2] == "--trainer.deterministic=true"
+    assert parse_overrides(args) == values
+
+
 def test_ranking_follows_the_metric_direction_and_puts_failures_last():
     trials = [Trial("t0", {}, "", "done", best=0.5), Trial("t1", {}, "", "failed"), Trial("t2", {}, "", "done", best=0.9)]
     assert [t.trial for t in rank(trials, SweepMetric("a/b/accuracy", "maximize"))] == ["t2", "t0", "t1"]
@@ -80,9 +91,9 @@ def test_local_sweep_runs_two_real_trials_and_writes_the_leaderboard(tmp_path, c
     recipe = tmp_path / "scone_small.yaml"
     recipe.write_text(yaml.safe_dump(raw))
     parent = tmp_path / "sweep"
-    fast = [a for a in FAST if not a.startswith("--data.batch_size")]  # batch size is swept
+    # FAST sets data.batch_size=8, which is swept too: the trial's value wins, and is given once.
     code = cli.main(["sweep", "--recipe", str(recipe), "--local", "2", "--output-dir", str(parent),
-                     *fast, "--trainer.limit_train_batches=1"])
+                     *FAST, "--trainer.limit_train_batches=1"])
     out = capsys.readouterr().out
     assert code == 0
     board = json.loads((parent / "leaderboard.json").read_text())
@@ -102,7 +113,9 @@ def test_local_sweep_runs_two_real_trials_and_writes_the_leaderboard(tmp_path, c
         accs = [l["metrics"]["accuracy"] for l in lines if l["benchmark"] == "scone"]
         assert len(accs) == 2
         assert trial["best"] == max(accs) and trial["last"] == accs[-1]
-        assert f"--model.learning_rate={params['model.learning_rate']}" in (parent / f"trial-{k}" / "command.txt").read_text()
+        command = (parent / f"trial-{k}" / "command.txt").read_text()
+        assert override_args({"model.learning_rate": params["model.learning_rate"]})[0] in command
+        assert command.count("--data.batch_size=") == 1 and f"--data.batch_size={params['data.batch_size']}" in command
     ranked = [t["best"] for t in board["trials"]]
     assert ranked == sorted(ranked, reverse=True)
     markdown = (parent / "leaderboard.md").read_text()
