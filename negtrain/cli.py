@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from negtrain.benchmarks.files import pin_data_dirs
 from negtrain.commands import evaluate, export, recipes, report, sweep, train
-from negtrain.data.files import pin_data_dirs
 from negtrain.errors import NegtrainError
 
 

@@ -15,6 +15,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from negtrain.errors import ConfigError, did_you_mean
+from negtrain.secrets import redact
 
 
 class _Section(BaseModel):
@@ -94,23 +95,23 @@ class ModelConfig(_Section):
         None,
         description="transformers' attention kernel (from_pretrained's attn_implementation); unset: "
         "transformers' default (sdpa where the model supports it). On a CPU with short inputs, "
-        "'eager' measured faster under bf16 (MiniLM on ScoNe test: 816 vs 765 examples/s).",
+        "'eager' measured faster under bf16 (perf/results/settings.md).",
     )
     fp32_recheck_margin: float | None = Field(
         1.0,
         ge=0,
         description="NLI family under bf16/fp16 autocast: examples whose top two logits are closer "
-        "than this are scored again in fp32, so mixed-precision evaluation reports fp32's predictions. "
-        "On trained MiniLM/ScoNe checkpoints bf16 moved the logit gap by at most 0.45 and flipped up to "
-        "2 of 1,200 predictions; at 1.0 about 2% of examples are rescored. null: never recheck.",
+        "than this are scored again in fp32, so mixed-precision evaluation reports fp32's predictions "
+        "(how far bf16 moves the gap, and how many examples 1.0 rescores: perf/results/settings.md). "
+        "null: never recheck.",
     )
     first_token_only: bool = Field(
         True,
         description="NLI family, evaluation: the last encoder layer computes only the position the "
         "classification head reads ([CLS] / <s>), with keys and values over every token, so the "
         "logits are the same up to float rounding. BERT/RoBERTa/XLM-R classifiers; other models run "
-        "in full. MiniLM on ScoNe test: about 13% faster evaluation. Training always runs the full "
-        "layer: there it measured only about 5% faster, and would change the dropout draws.",
+        "in full. Training always runs the full layer: there it gains little (perf/results/settings.md) "
+        "and would change the dropout draws.",
     )
     optimizer_impl: Literal["auto", "foreach", "fused", "for-loop"] = Field(
         "auto", description="AdamW implementation; 'auto' = 'fused' (by far the fastest on CPU) where torch supports it, else 'foreach'."
@@ -218,12 +219,11 @@ class DataConfig(_Section):
         128,
         gt=0,
         description="Evaluation examples per device per batch. Evaluation batches are always sorted by "
-        "length; on a CPU, 64 was faster than 256 for MiniLM on ScoNe (757 vs 603 examples/s).",
+        "length; on a CPU a smaller batch can be faster (perf/results/settings.md).",
     )
     bucket_by_length: bool = Field(
         True,
-        description="Group examples of similar length into batches so padding is small (1.3x faster "
-        "on ScoNe). Batches are still shuffled; examples within a pool of 50 batches are sorted by "
+        description="Group examples of similar length into batches so padding is small. Batches are still shuffled; examples within a pool of 50 batches are sorted by "
         "length. (Evaluation is always length-sorted.) Caveat: where length correlates with a subset "
         "(ScoNe's conditions), batches become nearly single-subset, which changes the training "
         "trajectory; turn it off to compare.",
@@ -287,6 +287,22 @@ class SelectionConfig(_Section):
         None,
         description="'<benchmark>/<split>/<metric>' that picks the best checkpoint. Whether higher is "
         "better comes from the metric's declaration. Unset: the first eval benchmark's first metric.",
+    )
+
+
+def selection_split(monitor: str | None) -> str | None:
+    """``scone/test/accuracy/one_scoped`` -> ``scone/test``: the split a selection metric is computed on."""
+    return "/".join(monitor.split("/")[:2]) if monitor else None
+
+
+def selection_bias_note(monitor: str, epochs: int) -> str:
+    """Why the chosen epoch's numbers on the selection metric's own split flatter the model
+    (``fit`` prints it, and report and model cards write it, when that split is reported)."""
+    split = selection_split(monitor)
+    return (
+        f"The {split} numbers of the selected epoch are optimistic: {monitor} picked that epoch out of "
+        f"{epochs} on the very split it is reported on. The last epoch's numbers are not selected; "
+        f"select on a split you do not report for an unbiased figure."
     )
 
 
@@ -589,8 +605,6 @@ def to_dict(recipe: Recipe) -> dict[str, Any]:
     Secrets found in the environment (API keys, tokens) are masked, so they reach neither
     ``recipe.yaml`` nor the W&B config nor a model card.
     """
-    from negtrain.secrets import redact
-
     # Values only: every key is a schema field, none of them a secret, and masking by name would
     # turn e.g. cue_token: cue into '***' in the recipe.yaml that resume reads back.
     return redact(recipe.model_dump(mode="json"), by_key=False)

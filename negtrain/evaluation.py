@@ -180,12 +180,11 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
 
 
 def format_scored(s: Scored) -> str:
-    from negtrain.training.recorder import COUNTS
-
+    bench = get_benchmark(s.benchmark)
     lines = [f"{s.benchmark}/{s.split}: {s.scored} of {s.examples} examples scored, predictions {s.predictions_file}"]
     width = max((len(k) for k in s.metrics), default=0)
     for k, v in s.metrics.items():
-        shown = "-" if math.isnan(v) else str(int(v)) if k in COUNTS else f"{v:.4f}"
+        shown = "-" if math.isnan(v) else str(int(v)) if bench.is_count(k) else f"{v:.4f}"
         lines.append(f"  {k:<{width}}  {shown}")
     lines += [f"note: {n}" for n in s.notes]
     return "\n".join(lines)

@@ -14,26 +14,31 @@ The folder holds:
 The weights are rebuilt from the Lightning checkpoint alone (``model.*`` keys of its state dict)
 and the HF config saved in the run's ``model/`` folder, so exporting needs neither the Hub nor the
 base model. A LoRA run is recognised by ``model/adapter_config.json`` (a ``peft`` config saved by
-``fit``) or by adapter weights in the checkpoint. The folder is built in a temporary directory
-next to ``out`` and renamed into place, so ``out`` is never half-written.
+``fit``) or by adapter weights in the checkpoint. A checkpoint that holds only the adapter and the
+head (what an adapter run saves) is loaded onto the recipe's base model, rebuilt unquantized: the
+one case that needs the base model. The folder is built in a temporary directory next to ``out``
+and renamed into place, so ``out`` is never half-written.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from negtrain.benchmarks.registry import get_benchmark
+from negtrain.config import selection_bias_note
 from negtrain.errors import NegtrainError
-from negtrain.runs import COUNT_METRICS, RunDir
+from negtrain.io.atomic import atomic_dir
+from negtrain.io.checkpoints import read_checkpoint
+from negtrain.models.sources import hub_id, resolve_model_name
+from negtrain.runs import RunDir, is_count
 from negtrain.secrets import redact_text
+from negtrain.training.build import build, reload_weights
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -45,18 +50,6 @@ class Exported:
     epoch: int
     adapter: bool  # adapter-only (peft) folder
     merged: bool
-
-
-def save_adapter_config(model, folder: Path) -> None:
-    """If ``model`` is a peft model, save its adapter config next to the run's HF config.
-
-    ``fit`` calls this so that ``export`` can rebuild the adapter from the checkpoint.
-    """
-    peft_config = getattr(model, "peft_config", None)
-    if isinstance(peft_config, dict) and peft_config:
-        for name, cfg in peft_config.items():
-            if name == "default":
-                cfg.save_pretrained(str(folder))
 
 
 def _is_adapter_state(state: dict[str, Any]) -> bool:
@@ -73,9 +66,9 @@ def load_model(run: RunDir, checkpoint: Path):
         raise NegtrainError(f"--run {run.path}: no model/config.json (the run's HF config)")
     if run.recipe.model.family != "nli":
         raise NegtrainError(f"export supports the 'nli' family (sequence classification); this run is '{run.recipe.model.family}'")
-    from negtrain.training.checkpoint_io import read_checkpoint
-
     ckpt = read_checkpoint(checkpoint, what="checkpoint", require_recipe=False)  # the run dir was checked
+    if ckpt.get("negtrain_adapter_only"):
+        return _adapter_run_model(run, checkpoint).eval(), int(ckpt.get("epoch", -1))
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     if not state:
         raise NegtrainError(f"{checkpoint}: no model.* weights in the checkpoint's state_dict")
@@ -98,19 +91,22 @@ def load_model(run: RunDir, checkpoint: Path):
     return model.eval(), int(ckpt.get("epoch", -1))
 
 
+def _adapter_run_model(run: RunDir, checkpoint: Path):
+    """The peft model of an adapter run whose checkpoint holds only the adapter and the head (see
+    :mod:`negtrain.models.adapters`): the recipe's model is rebuilt, in full precision (a QLoRA
+    adapter goes onto the unquantized base), and the checkpoint loaded onto it. This is the one
+    case where exporting needs the base model (``model.name``)."""
+    recipe = run.recipe.model_copy(deep=True)
+    if recipe.adapter.type == "qlora":
+        recipe.adapter = recipe.adapter.model_copy(update={"type": "lora"})
+    built = build(recipe, stage="validate" if recipe.data.eval else "fit")
+    reload_weights(built.module, str(checkpoint))
+    return built.module.model
+
+
 def _prepare_out(out: Path, overwrite: bool) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise NegtrainError(f"--out {out} already exists and is not empty (pass --overwrite to replace it)")
-
-
-def _move_into_place(tmp: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
-        os.replace(out, old / "x")
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def export(
@@ -141,9 +137,8 @@ def export(
         model = model.merge_and_unload()
     adapter_only = is_peft and not merge_adapter
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
+    # Built in a temporary sibling, fsync'd and renamed into place: `out` is never half-written.
+    with atomic_dir(out, replace=True) as tmp:
         model.save_pretrained(str(tmp))
         tokenizer = AutoTokenizer.from_pretrained(run.path / "model")
         tokenizer.save_pretrained(str(tmp))
@@ -168,10 +163,6 @@ def export(
             run, epoch, checkpoint, repo_id or run.model_name, adapter_only=adapter_only, merged=is_peft and merge_adapter, license=license
         )
         (tmp / "README.md").write_text(card, encoding="utf-8")
-        _move_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return Exported(out, ckpt_path, epoch, adapter=adapter_only, merged=is_peft and merge_adapter)
 
 
@@ -179,15 +170,13 @@ def export(
 # The model card.
 
 
-def _fmt(value: float | None, key: str = "") -> str:
+def _fmt(value: float | None, key: str, eval_name: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return str(int(value)) if key in COUNT_METRICS else f"{value:.4f}"
+    return str(int(value)) if is_count(eval_name, key) else f"{value:.4f}"
 
 
 def _benchmark(name: str):
-    from negtrain.benchmarks.registry import get_benchmark
-
     try:
         return get_benchmark(name)
     except NegtrainError:
@@ -209,8 +198,6 @@ def _metric_entry(name: str, value: float) -> dict[str, Any]:
 def base_model_license(name: str) -> str | None:
     """The ``license`` in the front matter of the base model's card, when the card is on disk
     (a local or packaged model, or one already in the Hugging Face cache); None otherwise."""
-    from negtrain.models.sources import resolve_model_name
-
     try:
         path = Path(resolve_model_name(name))
     except NegtrainError:
@@ -252,7 +239,7 @@ def card_metadata(
             benches.append(dataset)
         values = [
             _metric_entry(k, v) for k, v in metrics.items()
-            if k not in COUNT_METRICS and v is not None and not math.isnan(v)
+            if not is_count(name, k) and v is not None and not math.isnan(v)
         ]
         if values:
             entries.append({
@@ -260,8 +247,6 @@ def card_metadata(
                 "dataset": {"name": f"{bench_name} ({split})", "type": dataset, "split": split},
                 "metrics": values,
             })
-    from negtrain.models.sources import hub_id
-
     meta: dict[str, Any] = {}
     if hub_id(base):
         meta["base_model"] = hub_id(base)  # a Hub id (a packaged model's where known); a local path has none
@@ -292,8 +277,6 @@ def model_card(
     except (OSError, json.JSONDecodeError):
         pass
     chosen = f"the best epoch by `{selection}`" if which == "best" and selection else ("the best epoch" if which == "best" else "the last epoch")
-    from negtrain.models.sources import hub_id
-    from negtrain.runs import selection_bias_note
 
     base = recipe.model.name
     base_text = f"`{hub_id(base)}` (packaged as `{base}`)" if base.startswith("pkg:") and hub_id(base) else f"`{base}`"
@@ -323,7 +306,7 @@ def model_card(
     for name, metrics in results.items():
         bench_name, _, split = name.partition("/")
         for key, value in metrics.items():
-            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key)} |")
+            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key, name)} |")
     lines += ["", "Metrics are scored as each benchmark's paper defines them; `-` marks a metric that was undefined "
               "(e.g. no complete contrast set was evaluated)."]
     evaluated = len([ep for ep in run.epochs if ep.evals])

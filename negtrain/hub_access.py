@@ -10,6 +10,9 @@ and then fails with no hint. Here one request with a short timeout decides:
 - it does not, and the model is not cached: one error line naming the model and the ways out.
 
 ``HF_HUB_OFFLINE=1`` skips the request: a model must then be in the cache.
+
+``huggingface_hub`` is imported inside the functions that use it: the benchmark modules import
+this one, and the command line's quick answers (``recipes``, recipe errors) must stay light.
 """
 
 from __future__ import annotations

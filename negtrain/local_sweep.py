@@ -33,8 +33,12 @@ import numpy as np
 
 from negtrain.config import SweepConfig, SweepParameter
 from negtrain.errors import ConfigError, NegtrainError
+from negtrain.io.atomic import write_text
 from negtrain.recipes import LoadedRecipe, load_recipe
+from negtrain.runs import RunDir
+from negtrain.secrets import redact_text
 from negtrain.sweeps import SweepMetric
+from negtrain.training.run import fit
 
 
 def _as_int_range(param: SweepParameter) -> bool:
@@ -117,8 +121,6 @@ def override_args(overrides: dict[str, Any]) -> list[str]:
 
 def score_trial(trial: Trial, metric: SweepMetric) -> None:
     """Fill in the trial's best (by the metric's direction) and last value of the sweep metric."""
-    from negtrain.runs import RunDir
-
     name, _, key = metric.name.partition("/")
     split, _, key = key.partition("/")
     series = [
@@ -194,9 +196,6 @@ def run_local_sweep(
     parent: Path | None = None,
 ) -> Path:
     """Run ``n`` trials of the recipe's sweep one after another; returns the parent directory."""
-    from negtrain.training.atomic import write_text
-    from negtrain.training.run import fit
-
     sweep = loaded.recipe.sweep
     assert sweep is not None
     seed = loaded.recipe.seed if seed is None else seed
@@ -239,8 +238,6 @@ def run_local_sweep(
         "command": shlex.join(["python", "-m", "negtrain", "sweep", "--recipe", recipe_arg, "--local", str(n), *fixed_args]),
         "trials": [asdict(t) for t in rank(trials, metric)],
     }
-    from negtrain.secrets import redact_text
-
     write_text(parent / "leaderboard.json", redact_text(json.dumps(board, indent=1)) + "\n")
     write_text(parent / "leaderboard.md", redact_text(markdown))
     print(markdown, end="")

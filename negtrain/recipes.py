@@ -15,11 +15,17 @@ from negtrain.errors import ConfigError, unknown_name
 
 
 def recipes_dir() -> Path:
-    """The recipe folder: ``NEGTRAIN_RECIPES_DIR``, else ``recipes/`` of a source checkout."""
+    """The recipe folder: ``NEGTRAIN_RECIPES_DIR``; else ``recipes/`` of the source checkout this
+    package sits in; else the recipes installed with the package (the wheel ships the top-level
+    ``recipes/`` as ``negtrain/recipe_files/``)."""
     env = os.environ.get("NEGTRAIN_RECIPES_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "recipes"
+    package = Path(__file__).resolve().parent
+    checkout = package.parent / "recipes"
+    if checkout.is_dir() and (package.parent / "pyproject.toml").is_file():
+        return checkout
+    return package / "recipe_files"
 
 
 def available_recipes() -> dict[str, Path]:

@@ -29,18 +29,28 @@ class SweepMetric:
 
 
 def available_metrics(recipe: Recipe) -> dict[str, bool]:
-    """Every ``<benchmark>/<split>/<metric>`` the recipe's eval benchmarks report -> higher is better.
+    """Every ``<benchmark>/<split>/<metric>`` a run of the recipe reports -> higher is better.
 
-    Reads the benchmark files (to size the metrics) but loads no model.
+    Reads the benchmark files (to size the metrics) and, for an NLI model, its config (the head's
+    labels decide which label space a benchmark is scored in, as in training: a 2-way model gets
+    NaN-NLI's binary metrics only), but loads no weights.
     """
     from negtrain.training.build import load_data, metric_names
 
     loaded = load_data(recipe, "fit")
+    spaces = [None] * len(loaded.eval)
+    if recipe.model.family == "nli":
+        from negtrain.models.nli import prediction_spaces
+
+        try:
+            spaces = prediction_spaces(recipe, loaded)
+        except OSError:  # the model's config cannot be read here (a Hub id, offline): every space
+            pass
     available: dict[str, bool] = {}
-    for bench, split, examples in loaded.eval:
-        metric = bench.metric(examples)
+    for (bench, split, examples), space in zip(loaded.eval, spaces):
+        metric = bench.scorer(examples, space) if space is not None else bench.metric(examples)
         for key in metric_names(metric):
-            available[f"{bench.name}/{split}/{key}"] = metric.is_higher_better(key)
+            available[f"{bench.name}/{split}/{key}"] = bench.is_higher_better(key)
     return available
 
 

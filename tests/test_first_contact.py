@@ -43,7 +43,8 @@ def test_the_table_is_rounded_aligned_fits_the_width_and_names_what_was_not_scor
                                   "accuracy/one_scoped": 0.5, "consistency": nan, "n": 128.0}, None),
         EvalResult("monli/test", {"accuracy": 0.49218750, "n": 128.0}, None, note="scored on the binary view"),
     ]
-    text = format_table("validate:", results, width=64, unscored_reason="trainer.limit_val_batches=2 left no example for them")
+    counts = [lambda k: k == "n"] * 2
+    text = format_table("validate:", results, counts, width=64, unscored_reason="trainer.limit_val_batches=2 left no example for them")
     lines = text.splitlines()
     assert lines[0] == "validate:"
     assert lines[1] == "  scone/test"
@@ -62,8 +63,8 @@ def test_the_table_is_rounded_aligned_fits_the_width_and_names_what_was_not_scor
 
 def test_a_narrow_width_gives_one_cell_per_row():
     result = EvalResult("a/b", {"accuracy": 1.0, "consistency": 0.25}, None)
-    assert format_table("t", [result], width=40).splitlines()[2:] == ["    accuracy     1.0000", "    consistency  0.2500"]
-    assert format_table("t", [result], width=80).splitlines()[2:] == ["    accuracy     1.0000   consistency  0.2500"]
+    assert format_table("t", [result], [lambda k: False], width=40).splitlines()[2:] == ["    accuracy     1.0000", "    consistency  0.2500"]
+    assert format_table("t", [result], [lambda k: False], width=80).splitlines()[2:] == ["    accuracy     1.0000   consistency  0.2500"]
 
 
 def test_epochs_count_from_zero_like_the_progress_bar():
@@ -207,7 +208,7 @@ def test_hub_offline_without_a_cached_copy_names_the_model(hub_online, monkeypat
 
 
 def test_a_hub_dataset_without_network_is_one_clear_data_error(hub_online, monkeypatch, tmp_path):
-    from negtrain.data.files import HubSplit, resolve
+    from negtrain.benchmarks.files import HubSplit, resolve
 
     monkeypatch.setattr(hub_online, "ENDPOINT", f"http://127.0.0.1:{_closed_port()}")
     monkeypatch.delenv("NEGTRAIN_OFFLINE")

@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from negtrain.data.files import HubSplit, RemoteFile, resolve
-from negtrain.errors import ConfigError, DataError, unknown_name
+from negtrain import labels as nli
+from negtrain.benchmarks.files import HubSplit, RemoteFile, resolve
+from negtrain.errors import ConfigError, DataError, did_you_mean, unknown_name
+from negtrain.metrics.declared import Declared, find
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +39,31 @@ class Benchmark(ABC):
     splits: ClassVar[tuple[str, ...]]
     labels: ClassVar[tuple[str, ...]]
     citation: ClassVar[str]
-    #: The metric names :meth:`metric` reports, for listings (``negtrain evaluate --list``);
-    #: ``<...>`` stands for a family of names that depends on the data.
-    reported_metrics: ClassVar[tuple[str, ...]] = ()
+    #: Every metric :meth:`metric` reports, with its direction and kind: the one declaration that
+    #: listings, selection, the recorder, reports, model cards and sweeps read (see
+    #: :mod:`negtrain.metrics.declared`).
+    reported_metrics: ClassVar[tuple[Declared, ...]] = ()
+
+    @classmethod
+    def declared(cls, key: str) -> Declared:
+        """The declaration of the reported metric ``key``; a name the benchmark does not declare is an error."""
+        found = find(cls.reported_metrics, key)
+        if found is None:
+            raise ConfigError(f"benchmark '{cls.name}' declares no metric '{key}'{did_you_mean(key, [d.name for d in cls.reported_metrics])}")
+        return found
+
+    @classmethod
+    def is_higher_better(cls, key: str) -> bool:
+        return cls.declared(key).higher_is_better
+
+    @classmethod
+    def is_count(cls, key: str) -> bool:
+        return cls.declared(key).kind == "count"
+
+    @classmethod
+    def declared_in(cls, space: Sequence[str]) -> tuple[Declared, ...]:
+        """The metrics reported for predictions in label space ``space``."""
+        return tuple(d for d in cls.reported_metrics if d.space is None or d.space == tuple(space))
     #: Label spaces predictions may be expressed in, finest first. ``None``: only ``labels``.
     #: A 3-way benchmark whose paper also scores merged, 2-way predictions lists both, so that a
     #: 2-way model is scored on that binary view (see :meth:`scorer`).
@@ -70,8 +94,6 @@ class Benchmark(ABC):
         Label benchmarks accept the common NLI spellings; generative benchmarks any string."""
         if self.generative:
             return value if isinstance(value, str) else None
-        from negtrain import labels as nli
-
         return nli.normalize(value) if isinstance(value, str) else None
 
     @property

@@ -8,11 +8,15 @@ files hold it in the ``*_edited`` columns (upstream README).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
-from negtrain.data.files import RemoteFile
-from negtrain.metrics.grouped import GroupedAccuracy
+from negtrain.benchmarks.files import RemoteFile
+from negtrain.metrics.declared import count, scores
+
+if TYPE_CHECKING:
+    from negtrain.metrics.scone import SconeMetric
 
 CONDITIONS = (
     "no_negation",
@@ -25,16 +29,11 @@ CONDITIONS = (
 REPO = "selenashe/ScoNe"
 
 
-class SconeMetric(GroupedAccuracy):
-    """ScoNe: ``accuracy``, ``accuracy/<condition>`` (the paper's table), and ``consistency``:
-    the fraction of contrast sets whose six examples are all right (not reported in the paper)."""
-
-
 class Scone(Benchmark):
     name = "scone"
     splits = ("train", "test")
     labels = nli.NLI2
-    reported_metrics = ("accuracy", *(f"accuracy/{c}" for c in CONDITIONS), "consistency", "groups_scored", "n")
+    reported_metrics = (*scores(["accuracy", *(f"accuracy/{c}" for c in CONDITIONS), "consistency"]), count("groups_scored"), count("n"))
     citation = (
         "She, Potts, Bowman, Geiger (2023). ScoNe: Benchmarking Negation Reasoning in Language "
         "Models With Fine-Tuning and In-Context Learning. ACL 2023."
@@ -65,6 +64,8 @@ class Scone(Benchmark):
         return examples
 
     def metric(self, examples: Sequence[Example]) -> SconeMetric:
+        from negtrain.metrics.scone import SconeMetric  # torch: imported when scoring, not when listing
+
         return SconeMetric(
             labels=[self.labels.index(e.label) for e in examples],
             subsets=[e.subset for e in examples],

@@ -20,11 +20,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     import yaml
 
-    from negtrain.errors import NegtrainError
-    from negtrain.recipes import apply_overrides, load_recipe, parse_overrides
     from negtrain.config import load_yaml
+    from negtrain.errors import NegtrainError
+    from negtrain.io.atomic import write_text
+    from negtrain.recipes import apply_overrides, load_recipe, parse_overrides
     from negtrain.sweeps import agent_command, sweep_config
-    from negtrain.training.atomic import write_text
     from negtrain.training.tracking import wandb_mode
 
     if args.local is None and (args.seed is not None or args.output_dir is not None):

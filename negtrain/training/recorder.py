@@ -21,26 +21,28 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
 import sys
+import textwrap
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
+from tqdm import tqdm
 
 from negtrain.data.module import NegtrainData
+from negtrain.io.atomic import append_lines, write_text
 from negtrain.models.base import EvalResult
-from negtrain.training.atomic import append_lines, write_text
 
 
 def _json_number(value: float) -> float | None:
     # NaN and ±inf have no JSON spelling (json.dumps would write the invalid NaN/Infinity).
     return round(value, 6) if math.isfinite(value) else None
-
-
-COUNTS = frozenset({"n", "groups_scored", "groups_lacking_cell", "n_negated", "n_affirmative", "n_masked", "n_cues"})
 
 
 def epoch_label(epoch: int, max_epochs: int | None) -> str:
@@ -51,24 +53,23 @@ def epoch_label(epoch: int, max_epochs: int | None) -> str:
 
 def table_width() -> int:
     """The width the per-epoch table is laid out for: the terminal's (``COLUMNS``), else 100."""
-    import shutil
-
     return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
 
 
-def _cell(key: str, value: float) -> str:
-    return str(int(value)) if key in COUNTS else f"{value:.4f}"
-
-
-def format_block(result: EvalResult, width: int, unscored_reason: str | None = None) -> list[str]:
+def format_block(result: EvalResult, is_count: Callable[[str], bool], width: int, unscored_reason: str | None = None) -> list[str]:
     """One eval set: its name, then ``metric value`` cells in aligned columns that fit ``width``.
 
-    Values are rounded (4 decimals, counts as integers). A metric that is NaN had nothing to
-    score; it is left out of the grid and named on a line of its own, with ``unscored_reason``.
+    Values are rounded (4 decimals; counts, by the benchmark's declaration, as integers). A metric
+    that is NaN had nothing to score; it is left out of the grid and named on a line of its own,
+    with ``unscored_reason``.
     """
+
+    def _cell(key: str, value: float) -> str:
+        return str(int(value)) if is_count(key) else f"{value:.4f}"
+
     finite = [(k, v) for k, v in result.metrics.items() if not math.isnan(v)]
     # Scores first, in the metric's order; the counts (n, groups_scored, ...) after them.
-    shown = dict([kv for kv in finite if kv[0] not in COUNTS] + [kv for kv in finite if kv[0] in COUNTS])
+    shown = dict([kv for kv in finite if not is_count(kv[0])] + [kv for kv in finite if is_count(kv[0])])
     unscored = [k for k, v in result.metrics.items() if math.isnan(v)]
     lines = [f"  {result.name}"]
     if shown:
@@ -89,17 +90,19 @@ def format_block(result: EvalResult, width: int, unscored_reason: str | None = N
 
 def wrapped(text: str, width: int, indent: str = "    ") -> list[str]:
     """``text`` broken between words to fit ``width``, continuation lines indented two more."""
-    import textwrap
-
     return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False) or [indent]
 
 
-def format_table(title: str, results: list[EvalResult], width: int | None = None, unscored_reason: str | None = None) -> str:
-    """The evaluation table printed once per epoch (``fit``) or once (``validate``, ``test``)."""
+def format_table(
+    title: str, results: list[EvalResult], is_count: Sequence[Callable[[str], bool]], width: int | None = None,
+    unscored_reason: str | None = None,
+) -> str:
+    """The evaluation table printed once per epoch (``fit``) or once (``validate``, ``test``);
+    ``is_count``: per result, which of its metrics are counts (the benchmark's ``is_count``)."""
     width = width or table_width()
     lines = [title]
-    for r in results:
-        lines += format_block(r, width, unscored_reason)
+    for r, count in zip(results, is_count):
+        lines += format_block(r, count, width, unscored_reason)
     return "\n".join(lines)
 
 
@@ -204,15 +207,15 @@ class RunRecorder(pl.Callback):
         data = trainer.datamodule
         epoch = trainer.current_epoch
         lines = []
-        for i, (result, eval_set, metric) in enumerate(zip(results, data.eval_sets, pl_module.metrics)):
+        for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
             record = {
                 "epoch": epoch,
                 "stage": self.stage,
                 "benchmark": eval_set.benchmark.name,
                 "split": eval_set.split,
                 "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
-                # The metric's declared direction, so a reader (report, a plot) needs no registry.
-                "lower_is_better": [k for k in result.metrics if not metric.is_higher_better(k)],
+                # The benchmark's declared directions, so a reader (report, a plot) needs no registry.
+                "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
                 "eval_seconds": round(self._span(i, seconds), 3),
             }
             if result.note:
@@ -224,7 +227,7 @@ class RunRecorder(pl.Callback):
             title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"
             limit = trainer.limit_test_batches if self.stage == "test" else trainer.limit_val_batches
             setting = "trainer.limit_val_batches"  # the one recipe setting behind both Lightning limits
-            _print_above_progress_bar(trainer, format_table(title, results, unscored_reason=limit_reason(limit, setting)))
+            _print_above_progress_bar(trainer, format_table(title, results, [s.benchmark.is_count for s in data.eval_sets], unscored_reason=limit_reason(limit, setting)))
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)
@@ -250,11 +253,7 @@ class RunRecorder(pl.Callback):
 def _print_above_progress_bar(trainer: pl.Trainer, text: str) -> None:
     """Print without cutting into a progress bar: tqdm's bar is cleared and redrawn around the
     text (``tqdm.write``); Rich's live display already moves printed lines above itself."""
-    from lightning.pytorch.callbacks import TQDMProgressBar
-
     if isinstance(trainer.progress_bar_callback, TQDMProgressBar):
-        from tqdm import tqdm
-
         tqdm.write(text)
         sys.stdout.flush()
     else:
