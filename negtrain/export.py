@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
@@ -36,6 +37,7 @@ from negtrain.errors import NegtrainError
 from negtrain.io.atomic import atomic_dir
 from negtrain.io.checkpoints import read_checkpoint
 from negtrain.models.sources import hub_id, resolve_model_name
+from negtrain.paths import check_output_dir
 from negtrain.runs import RunDir, is_count
 from negtrain.secrets import redact_text
 from negtrain.training.build import build, reload_weights
@@ -67,6 +69,7 @@ def load_model(run: RunDir, checkpoint: Path):
     if run.recipe.model.family != "nli":
         raise NegtrainError(f"export supports the 'nli' family (sequence classification); this run is '{run.recipe.model.family}'")
     ckpt = read_checkpoint(checkpoint, what="checkpoint", require_recipe=False)  # the run dir was checked
+    check_finite({k: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}, checkpoint)
     if ckpt.get("negtrain_adapter_only"):
         return _adapter_run_model(run, checkpoint).eval(), int(ckpt.get("epoch", -1))
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
@@ -91,6 +94,24 @@ def load_model(run: RunDir, checkpoint: Path):
     return model.eval(), int(ckpt.get("epoch", -1))
 
 
+def check_finite(state: dict[str, Any], checkpoint: Path) -> None:
+    """Refuse weights holding NaN or infinity: a diverged run's checkpoint exports and loads
+    without complaint and then predicts one label for every input."""
+    bad = [
+        (name, int((~torch.isfinite(t)).sum()), t.numel())
+        for name, t in state.items()
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())
+    ]
+    if bad:
+        total = sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor) and t.is_floating_point())
+        shown = ", ".join(f"{name} ({k:,} of {n:,})" for name, k, n in bad[:3]) + (", ..." if len(bad) > 3 else "")
+        raise NegtrainError(
+            f"{checkpoint}: {len(bad)} of {len(state)} weight tensors hold NaN or infinite values "
+            f"({sum(k for _, k, _ in bad):,} of {total:,} values: {shown}); the run diverged, so "
+            "this checkpoint is not exported (choose another with --checkpoint best|last)"
+        )
+
+
 def _adapter_run_model(run: RunDir, checkpoint: Path):
     """The peft model of an adapter run whose checkpoint holds only the adapter and the head (see
     :mod:`negtrain.models.adapters`): the recipe's model is rebuilt, in full precision (a QLoRA
@@ -107,6 +128,8 @@ def _adapter_run_model(run: RunDir, checkpoint: Path):
 def _prepare_out(out: Path, overwrite: bool) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise NegtrainError(f"--out {out} already exists and is not empty (pass --overwrite to replace it)")
+    # The folder is built beside --out and renamed into place: its parent must be writable.
+    check_output_dir(out.parent if out.exists() else out, "--out")
 
 
 def export(

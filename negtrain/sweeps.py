@@ -19,7 +19,7 @@ from typing import Any
 
 from negtrain.config import Recipe, SweepParameter, load_yaml, validate_recipe
 from negtrain.errors import ConfigError, did_you_mean
-from negtrain.recipes import LoadedRecipe, apply_overrides
+from negtrain.recipes import LoadedRecipe, apply_overrides, override_pairs
 
 
 @dataclass(frozen=True)
@@ -114,13 +114,18 @@ def sweep_config(loaded: LoadedRecipe, recipe_arg: str, fixed_args: list[str], r
         raw = load_yaml(loaded.path)
     check_parameters(raw, recipe, f"{loaded.path} (sweep)")
     metric = resolve_metric(recipe)
-    args = list(fixed_args)
+    forced = {}
     if recipe.logger.backend != "wandb":
         # Trials report to the sweep through W&B, whatever the recipe says for single runs.
-        args.append("--logger.backend=wandb")
+        forced["logger.backend"] = "wandb"
     if metric.name != recipe.selection.metric:
         # Trials keep (and report as their summary value) the best epoch by the swept metric.
-        args.append(f"--selection.metric={metric.name}")
+        forced["selection.metric"] = metric.name
+    # A trial gets each key once (an override given twice is an error): a fixed override of a key
+    # the sweep varies gives way to the agent's value, as the sweep means, and one of a key set
+    # above to the sweep's setting.
+    args = [f"--{k}={v}" for k, v in override_pairs(fixed_args) if k not in recipe.sweep.parameters and k not in forced]
+    args += [f"--{k}={v}" for k, v in forced.items()]
     config: dict[str, Any] = {
         "name": f"{loaded.name}-sweep",
         # The agent reads `program` even though the command below does not use ${program}.

@@ -27,6 +27,14 @@ def normalize_answer(text: str) -> str:
     return str(text).strip().lower()
 
 
+def _id(row, name: str) -> int | str:
+    """An identifier field: an integer or a string as upstream (SampleID 5294, QuestionID "q10")."""
+    value = row.get(name)
+    if type(value) is not int and not isinstance(value, str):
+        raise row.error(name, f"expected an integer or a string id, got {type(value).__name__} {value!r}")
+    return value
+
+
 class Condaqa(Benchmark):
     name = "condaqa"
     splits = ("train", "dev", "test")
@@ -54,17 +62,19 @@ class Condaqa(Benchmark):
     def read(self, split: str) -> list[Example]:
         examples = []
         for row in read_jsonl(local(self.files(split)[0])):
+            # Types are checked, never coerced: 1.0 and true compare equal to 1 in Python, and a
+            # numeric label would be scored against the string of a number.
             edit = row.get("PassageEditID")
-            if edit not in (0, 1, 2, 3):
-                raise row.error("PassageEditID", f"expected 0, 1, 2 or 3, got {edit!r}")
-            sample = row.get("SampleID")
+            if type(edit) is not int or edit not in (0, 1, 2, 3):
+                raise row.error("PassageEditID", f"expected the integer 0, 1, 2 or 3, got {type(edit).__name__} {edit!r}")
+            sample = _id(row, "SampleID")
             examples.append(
                 Example(
                     id=f"condaqa/{split}/{sample}",
-                    inputs=(str(row.get("sentence1")), str(row.get("sentence2"))),
-                    label=str(row.get("label")),
+                    inputs=(row.text("sentence1"), row.text("sentence2")),
+                    label=row.text("label"),
                     subset=EDITS[edit],
-                    group=f"{row.get('PassageID')}/{row.get('QuestionID')}",
+                    group=f"{_id(row, 'PassageID')}/{_id(row, 'QuestionID')}",
                     meta={"passage_edit": edit, "sample_id": sample},
                 )
             )

@@ -2,7 +2,9 @@
 
 Rows with the same position in the six condition files of a split form one contrast set.
 ``one_scoped.csv`` holds the pair in ``sentence1``/``sentence2``/``gold_label``; the other five
-files hold it in the ``*_edited`` columns (upstream README).
+files hold it in the ``*_edited`` columns (upstream README). Every contrast set must be complete:
+condition files of different lengths (one cut short, one with an extra row) are an error, not
+sets of five scored as if they were sets of six.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import TYPE_CHECKING
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
+from negtrain.errors import DataError
 from negtrain.metrics.declared import count, scores
 
 if TYPE_CHECKING:
@@ -27,6 +30,21 @@ CONDITIONS = (
     "two_not_scoped",
 )
 REPO = "selenashe/ScoNe"
+
+
+def _check_complete(split: str, rows: dict[str, int], paths: dict) -> None:
+    """Every contrast set has all six conditions: the six files have the same number of rows."""
+    full = max(rows.values())
+    short = [c for c in CONDITIONS if rows[c] < full]
+    if short:
+        c = short[0]
+        longest = max(CONDITIONS, key=lambda k: rows[k])
+        missing = f"scone/{split}/{rows[c]}" + (f" to scone/{split}/{full - 1}" if full - rows[c] > 1 else "")
+        raise DataError(
+            f"{paths[c]}: {rows[c]} rows, but {paths[longest].name} has {full}: contrast set(s) {missing} "
+            f"lack the {c} member ({len(short)} of the 6 condition files are short: {', '.join(short)}); "
+            "every contrast set needs all six conditions"
+        )
 
 
 class Scone(Benchmark):
@@ -44,6 +62,8 @@ class Scone(Benchmark):
 
     def read(self, split: str) -> list[Example]:
         examples = []
+        rows_per_file: dict[str, int] = {}
+        paths = {}
         for condition, file in zip(CONDITIONS, self.files(split)):
             suffix = "" if condition == "one_scoped" else "_edited"
             cols = (f"sentence1{suffix}", f"sentence2{suffix}", f"gold_label{suffix}")
@@ -61,6 +81,9 @@ class Scone(Benchmark):
                         group=f"scone/{split}/{row.index}",
                     )
                 )
+                rows_per_file[condition] = row.index + 1
+            paths[condition] = row.path
+        _check_complete(split, rows_per_file, paths)
         return examples
 
     def metric(self, examples: Sequence[Example]) -> SconeMetric:

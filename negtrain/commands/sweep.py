@@ -23,6 +23,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.config import load_yaml
     from negtrain.errors import NegtrainError
     from negtrain.io.atomic import write_text
+    from negtrain.paths import check_output_dir
     from negtrain.recipes import apply_overrides, load_recipe, parse_overrides
     from negtrain.sweeps import agent_command, sweep_config
     from negtrain.training.tracking import wandb_mode
@@ -33,6 +34,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError(f"--local {args.local}: give the number of trials, at least 1")
     overrides = parse_overrides(extra)
     loaded = load_recipe(args.recipe, overrides)
+    out = args.out or Path("checkpoints") / "sweeps" / f"{loaded.name}.yaml"
+    if out.is_dir():
+        raise NegtrainError(f"--out {out}: is a directory; name the YAML file to write")
+    check_output_dir(out.parent, "--out")  # before the data is read for the metric names
     raw = apply_overrides(load_yaml(loaded.path), overrides)
     config = sweep_config(loaded, args.recipe, extra, raw=raw)  # validates every swept value and the metric
     if args.local is not None:
@@ -44,7 +49,6 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         metric = SweepMetric(config["metric"]["name"], config["metric"]["goal"])
         run_local_sweep(loaded, args.recipe, extra, overrides, metric, args.local, seed=args.seed, parent=args.output_dir)
         return 0
-    out = args.out or Path("checkpoints") / "sweeps" / f"{loaded.name}.yaml"
     write_text(out, yaml.safe_dump(config, sort_keys=False))
     print(f"sweep configuration: {out}")
     print(f"  method {config['method']}, metric {config['metric']['name']} ({config['metric']['goal']}), "

@@ -27,9 +27,12 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 def _loaded(args: argparse.Namespace, extra: list[str]):
     """The validated recipe. It is read before torch, Lightning and transformers are imported (by
     ``negtrain.training``), so a mistake in it is reported in a fraction of a second."""
+    from negtrain.paths import check_output_dir
     from negtrain.recipes import load_recipe, parse_overrides
 
     loaded = load_recipe(args.recipe, parse_overrides(extra))
+    if args.output_dir is not None:
+        check_output_dir(args.output_dir)  # before the model is built, not after
     check_benchmarks(loaded)
     from negtrain.training.run import quiet_third_party_logs
 

@@ -15,6 +15,7 @@ import numpy as np
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe
+from negtrain.data.mixing import epoch_counts
 from negtrain.data.module import EvalSet
 from negtrain.errors import ConfigError, did_you_mean
 from negtrain.hub_access import check_hub_model
@@ -92,6 +93,9 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
     if not recipe.model.init_from:  # with init_from, weights and tokenizer come from that run
         check_hub_model(recipe.model.name)
     loaded = load_data(recipe, stage)
+    if stage == "fit" and loaded.train:
+        # The epoch the weights make (data.mix), sized now: an impossible one fails before the model loads.
+        epoch_counts([len(ex) for _, _, ex in loaded.train], [s.weight for s in recipe.data.train], recipe.data.mix)
     try:
         built = builder(recipe, loaded)
     except OSError as exc:  # from_pretrained: no such Hub id or folder, or no weights in it
