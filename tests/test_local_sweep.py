@@ -92,8 +92,8 @@ def test_local_sweep_runs_two_real_trials_and_writes_the_leaderboard(tmp_path, c
     recipe.write_text(yaml.safe_dump(raw))
     parent = tmp_path / "sweep"
     # FAST sets data.batch_size=8, which is swept too: the trial's value wins, and is given once.
-    code = cli.main(["sweep", "--recipe", str(recipe), "--local", "2", "--output-dir", str(parent),
-                     *FAST, "--trainer.limit_train_batches=1"])
+    fast = [a if not a.startswith("--trainer.limit_train_batches") else "--trainer.limit_train_batches=1" for a in FAST]
+    code = cli.main(["sweep", "--recipe", str(recipe), "--local", "2", "--output-dir", str(parent), *fast])
     out = capsys.readouterr().out
     assert code == 0
     board = json.loads((parent / "leaderboard.json").read_text())
