@@ -34,6 +34,9 @@ class Loaded:
 
     train: list[tuple[Benchmark, str, list[Example]]]
     eval: list[tuple[Benchmark, str, list[Example]]]
+    #: The recipe entries they came from (prompt, verbalizer, shots), in the same order.
+    train_specs: list[Any] = field(default_factory=list)
+    eval_specs: list[Any] = field(default_factory=list)
 
 
 @dataclass
