@@ -213,7 +213,13 @@ class DataConfig(_Section):
         default_factory=list, description="Benchmarks evaluated at the end of every epoch (and by `validate`)."
     )
     test: list[EvalConfig] | None = Field(None, description="Benchmarks for `negtrain test`; defaults to `eval`.")
-    batch_size: int = Field(32, gt=0, description="Training examples per device per step.")
+    batch_size: int = Field(
+        32,
+        gt=0,
+        description="Training examples per device per step. Under DDP a step takes one batch per rank, "
+        "so W ranks at batch_size b train exactly as one device at W*b (with bucket_by_length off): the "
+        "loss is the mean over the step's examples (tokens for token-level losses) on all ranks.",
+    )
     eval_batch_size: int = Field(
         128,
         gt=0,
@@ -254,8 +260,18 @@ class TrainerConfig(_Section):
         "adapter and the machine before any model is loaded.",
     )
     num_nodes: int = Field(1, gt=0)
-    limit_train_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of training batches per epoch.")
-    limit_val_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of evaluation batches.")
+    limit_train_batches: int | float = Field(
+        1.0,
+        description="Fraction (float) or number (int) of training batches per epoch, counted in batches of "
+        "data.batch_size as one device takes them: the same examples on any number of devices (under DDP "
+        "they are dealt out to the ranks; Lightning's own limit would count per rank). 0 skips training.",
+    )
+    limit_val_batches: int | float = Field(
+        1.0,
+        description="Fraction (float) or number (int) of each evaluation set's batches (of data.eval_batch_size, "
+        "longest inputs first), counted as one device takes them: the same examples on any number of devices. "
+        "Also limits `test`. 0 skips evaluation.",
+    )
     log_every_n_steps: int = Field(50, gt=0)
     deterministic: bool | Literal["warn"] = False
     torch_threads: int | None = Field(None, gt=0, description="torch.set_num_threads; unset leaves torch's default.")

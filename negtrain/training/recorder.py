@@ -9,7 +9,8 @@ and, for training, one line per epoch with ``"benchmark": "train"`` carrying the
 ``train_examples``, ``train_seconds``, ``train_examples_per_second`` and ``sources``: per training
 source ``"<benchmark>/<split>"``, its ``size``, its configured ``share`` of an epoch (see
 ``data.mix``) and ``examples``, how many of its examples were trained on in that epoch (summed
-over ranks, repeats included)::
+over ranks; a source oversampled by ``data.mix`` counts its repeats, a DDP padding batch counts
+nothing)::
 
     "sources": {"mnli/train": {"size": 392702, "share": 0.93, "examples": 392702}, ...}
 
@@ -81,9 +82,11 @@ class RunRecorder(pl.Callback):
             self._source_ends = np.cumsum(data.train.source_sizes)
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._train_examples += len(batch["index"])
+        # Real examples only: a DDP padding batch (a repeat that keeps a rank in step) trains on nothing.
+        index = batch["index"][batch["real"]] if "real" in batch else batch["index"]
+        self._train_examples += len(index)
         if self._source_counts is not None:
-            source = np.searchsorted(self._source_ends, batch["index"].cpu().numpy(), side="right")
+            source = np.searchsorted(self._source_ends, index.cpu().numpy(), side="right")
             self._source_counts += np.bincount(source, minlength=len(self._source_counts))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
