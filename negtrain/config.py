@@ -241,7 +241,9 @@ class TrainerConfig(_Section):
     """A typed subset of Lightning's Trainer arguments: what a recipe may set."""
 
     max_epochs: int = Field(3, gt=0)
-    max_steps: int = Field(-1, ge=-1, description="Stop after this many optimizer steps (-1: no limit).")
+    max_steps: int = Field(
+        -1, ge=-1, description="Stop after this many optimizer steps (-1: no limit). Under DDP a step takes one batch on every rank."
+    )
     accumulate_grad_batches: int = Field(1, gt=0)
     gradient_clip_val: float | None = Field(None, ge=0)
     precision: Literal["auto", "32", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = Field(
