@@ -129,6 +129,8 @@ def test_causal_prompt_loss_weight_changes_the_loss(lm_env, tmp_path):
     logits = b0.module.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     ce = torch.nn.functional.cross_entropy(logits[:, -2].float(), batch["input_ids"][:, -1])
     assert answer_only == pytest.approx(float(ce), rel=1e-4)
+    # What the loss averages over (DDP weights each rank's share of a step by it): the answer tokens.
+    assert int(b0.module.loss_units(batch)) == int(batch["answer_len"].sum()) == len(batch["index"])
     assert float(b1.module.training_loss(batch)) != pytest.approx(answer_only, rel=1e-3)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import lightning.pytorch as pl
 import numpy as np
+import pytest
 import torch
 from torch.utils.data import DataLoader
 
@@ -127,3 +128,24 @@ def test_the_real_trainer_draws_a_new_order_every_epoch():
         expected = BatchSampler(LENGTHS[:200], 16, shuffle=True, bucket=True, seed=7)
         expected.set_epoch(epoch)
         assert batches == list(expected)
+
+
+def test_a_fraction_that_keeps_no_batch_is_an_error():
+    from negtrain.config import DataConfig
+    from negtrain.data.encoded import EncodedSplit
+    from negtrain.data.module import NegtrainData, TrainSet
+    from negtrain.errors import DataError
+
+    encoded = EncodedSplit.from_lists([[1, 2, 3]] * 40, None)
+    train = TrainSet(encoded, extras={}, sources=["monli/train"], source_sizes=[40])
+    data = NegtrainData(DataConfig(train=[{"benchmark": "monli", "split": "train"}], batch_size=8), 0, 0, train, [])
+    data.set_limits(0.1, None)  # int(5 batches * 0.1) = 0
+    with pytest.raises(DataError, match=r"limit_train_batches=0.1 keeps none of the training set's 5 batches"):
+        data.train_dataloader()
+    data.set_limits(0.2, None)
+    batches = list(data.train_dataloader())
+    assert [len(b["index"]) for b in batches] == [8] and batches[0]["real"].all()
+    data.set_limits(1, None)  # the int 1 is one batch, not "all"
+    assert len(data.train_dataloader()) == 1
+    data.set_limits(1.0, None)
+    assert len(data.train_dataloader()) == 5
