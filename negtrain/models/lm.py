@@ -32,13 +32,17 @@ from typing import Any
 import torch
 
 from negtrain.benchmarks.base import Benchmark, Example
-from negtrain.config import ModelConfig
+from negtrain.config import ModelConfig, to_dict
+from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint
+from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
+from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule
-
-IGNORE = -100
+from negtrain.models.contract import Built
+from negtrain.models.freezing import freeze
+from negtrain.models.sources import attention_kwargs, resolve_model_name
 
 
 def normalize_unifiedqa(text: str) -> str:
@@ -310,13 +314,6 @@ class CausalLMModule(LMModule):
 
 def _build_lm(recipe, loaded, family: str):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from negtrain.config import to_dict
-    from negtrain.data.module import EvalSet, NegtrainData, TrainSet
-    from negtrain.models.adapters import add_adapter, load_base
-    from negtrain.models.freezing import freeze
-    from negtrain.models.sources import attention_kwargs, resolve_model_name
-    from negtrain.training.build import Built
 
     cfg = recipe.model
     causal = family == "causal_lm"

@@ -25,12 +25,16 @@ from typing import Any
 import torch
 
 from negtrain.benchmarks.base import Example
-from negtrain.benchmarks.negated_probes import NegatedProbes
-from negtrain.config import ModelConfig
+from negtrain.benchmarks.negated_probes import NEGATED, NegatedProbes
+from negtrain.config import ModelConfig, SourceConfig, to_dict
 from negtrain.data.module import EvalSet, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
+from negtrain.metrics.probes import ProbeMetric
 from negtrain.models.base import NegtrainModule
+from negtrain.models.contract import Built
+from negtrain.models.freezing import freeze
+from negtrain.models.init_from import load_into, resolve_init
 from negtrain.models.mlm_inputs import (
     CueCorpus,
     MLMData,
@@ -46,6 +50,7 @@ from negtrain.models.mlm_inputs import (
     token_space,
     with_mask_token,
 )
+from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.negation.cues import CueDetector
 from negtrain.objectives import losses
 from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec
@@ -215,9 +220,6 @@ def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
     """(tokenizer, model, init report) for the recipe's model or ``model.init_from`` run."""
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
-    from negtrain.models.init_from import load_into, resolve_init
-    from negtrain.models.sources import attention_kwargs, resolve_model_name
-
     if cfg.init_from:
         source = resolve_init(cfg.init_from)
         tokenizer = AutoTokenizer.from_pretrained(source.model_dir)
@@ -232,10 +234,6 @@ def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
 
 def build_mlm(recipe, loaded):
     """The MLM family's builder (see :mod:`negtrain.models.families`)."""
-    from negtrain.config import to_dict
-    from negtrain.models.freezing import freeze
-    from negtrain.training.build import Built
-
     cfg, objective_cfg = recipe.model, recipe.objective
     ul_cfg, cm_cfg = objective_cfg.unlikelihood, objective_cfg.cue_masking
     for b, split, _ in loaded.eval:
@@ -267,10 +265,9 @@ def build_mlm(recipe, loaded):
         check_one_mask(encoded, tokenizer.mask_token_id, examples, "probe", cfg.max_length)
         eval_sets.append(EvalSet(b, split, list(examples), encoded, predicted_labels=space))
         evaluators.append(ProbeEvaluator(vocab_to_space))
-        from negtrain.benchmarks.negated_probes import ProbeMetric
 
         note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
-        metrics.append(ProbeMetric(gold, [e.subset for e in examples], note=note))
+        metrics.append(ProbeMetric(gold, [e.subset == NEGATED for e in examples], note=note))
         transforms.append(None)
 
     reference = None
@@ -328,8 +325,6 @@ def build_mlm(recipe, loaded):
     data_config = recipe.data
     if cm_cfg is not None:
         # The corpus is one training source, whatever benchmarks it was built from.
-        from negtrain.config import SourceConfig
-
         data_config = data_config.model_copy(update={"train": [SourceConfig(benchmark="cue_corpus", split="train")]})
     data = MLMData(data_config, recipe.seed, pad_id, train, eval_sets, train_transform=train_transform, eval_transforms=transforms)
     return Built(module, data, tokenizer)
