@@ -94,8 +94,12 @@ class RunDir:
     def epochs(self) -> list[EpochResults]:
         """The ``fit`` records per epoch, in epoch order."""
         by_epoch: dict[int, EpochResults] = {}
+        # A report card (or a validate/test directory) has no fit epochs: its one evaluation is
+        # read as epoch 0, so `report` compares cards with cards and runs alike.
+        stages = {r.get("stage", "fit") for r in self.records}
+        wanted = "fit" if "fit" in stages else ("validate" if "validate" in stages else "test")
         for r in self.records:
-            if r.get("stage", "fit") != "fit":
+            if r.get("stage", "fit") != wanted:
                 continue
             ep = by_epoch.setdefault(int(r["epoch"]), EpochResults(int(r["epoch"])))
             if r["benchmark"] == "train":

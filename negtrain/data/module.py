@@ -28,6 +28,8 @@ class EvalSet:
     encoded: EncodedSplit
     #: The label space prediction ids index (one of the benchmark's ``spaces()``); None: its labels.
     predicted_labels: tuple[str, ...] | None = None
+    #: Few-shot prompts: per example, the ids of the solved examples shown before it.
+    shot_ids: list[list[str]] | None = None
 
     def __post_init__(self) -> None:
         if self.predicted_labels is None:

@@ -65,6 +65,17 @@ def optimizer_kwargs(impl: str, params: list[torch.Tensor], clip_under_amp: bool
     return {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}[impl]
 
 
+def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | None:
+    """Indices of rows whose top two logits are within ``margin``, when autocast to a lower
+    precision is on (else None: nothing to recheck). Families rescore those rows in fp32, so
+    mixed-precision evaluation reports fp32's predictions (``model.fp32_recheck_margin``)."""
+    if margin is None or logits.shape[-1] < 2 or not torch.is_autocast_enabled(logits.device.type):
+        return None
+    top2 = logits.topk(2, dim=-1).values
+    close = ((top2[:, 0] - top2[:, 1]) < margin).nonzero().squeeze(-1)
+    return close if close.numel() else None
+
+
 class NegtrainModule(pl.LightningModule):
     def __init__(self, config: ModelConfig, eval_names: Sequence[str], metrics: Sequence[ExampleMetric], recipe: dict[str, Any]) -> None:
         super().__init__()

@@ -19,7 +19,7 @@ from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
 from negtrain.models.adapters import add_adapter, load_base
-from negtrain.models.base import NegtrainModule
+from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.contract import Built
 from negtrain.models.first_token import first_position_only
 from negtrain.models.freezing import freeze
@@ -98,16 +98,6 @@ class NLIModule(NegtrainModule):
         return getattr(self, f"head_map_{eval_index}")[logits.argmax(-1)]
 
 
-def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | None:
-    """Indices of rows whose top two logits are within ``margin``, when autocast to a lower
-    precision is on (else None: nothing to recheck)."""
-    if margin is None or logits.shape[-1] < 2 or not torch.is_autocast_enabled(logits.device.type):
-        return None
-    top2 = logits.topk(2, dim=-1).values
-    close = ((top2[:, 0] - top2[:, 1]) < margin).nonzero().squeeze(-1)
-    return close if close.numel() else None
-
-
 def _head(recipe, loaded):
     """(init_from source or None, model path, its HF config, the checkpoint's NLI head labels or
     None, the head's labels): everything about the head that is known before weights load."""
@@ -119,7 +109,10 @@ def _head(recipe, loaded):
     path = str(init.model_dir) if init else resolve_model_name(cfg.name)
     hf_config = AutoConfig.from_pretrained(path)
     ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
-    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in loaded.train])
+    # A fresh head is sized to the training data; with none (evaluation only, e.g. a report card),
+    # to the eval sets, so a 3-way benchmark among them can still be scored.
+    sized_by = loaded.train or loaded.eval
+    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in sized_by])
     if ckpt_labels and cfg.head_labels and head != ckpt_labels and len(head) == len(ckpt_labels):
         raise ConfigError(
             f"model.head_labels {head} disagrees with the checkpoint's head {ckpt_labels}; "

@@ -13,8 +13,9 @@ import math
 import numpy as np
 
 from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.matrix import resolve_benchmarks
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import EvalConfig, Recipe
+from negtrain.config import EvalConfig, Recipe, SourceConfig
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.module import EvalSet
 from negtrain.errors import ConfigError, did_you_mean
@@ -64,6 +65,9 @@ def _benchmark_split(name: str, split: str) -> Benchmark:
 
 
 def load_data(recipe: Recipe, stage: str) -> Loaded:
+    # Before any data file or model is read: `all` expanded, unsupported (family, benchmark)
+    # pairs rejected, prompts and verbalizers filled in, in place (so recipe.yaml records them).
+    resolve_benchmarks(recipe)
     cue_corpus = recipe.objective is not None and recipe.objective.cue_masking is not None
     # A cue-masking corpus is built from data.train texts, so its held-out part needs them in every stage.
     train_specs = recipe.data.train if stage == "fit" or cue_corpus else []
@@ -83,6 +87,8 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
     return Loaded(
         train=[(b, split, b.load(split)) for b, split in train],
         eval=[(b, split, b.load(split)) for b, split in evals],
+        train_specs=list(train_specs),
+        eval_specs=list(eval_specs),
     )
 
 

@@ -175,8 +175,9 @@ class RunRecorder(pl.Callback):
         if not trainer.is_global_zero or result.predictions is None:
             return
         # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
+        shots = dict(zip((e.id for e in eval_set.examples), eval_set.shot_ids)) if eval_set.shot_ids else None
         rows = [
-            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label})
+            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label, **({"shots": shots[ex.id]} if shots else {})})
             for ex, prediction, _ in result.predicted(eval_set.examples, eval_set.predicted_labels)
         ]
         suffix = f"epoch{epoch}" if self.stage == "fit" else self.stage

@@ -199,8 +199,10 @@ def resume(run_dir: Path) -> Path:
     return fit(plan.loaded, plan.run_dir, resume_from=plan.checkpoint, resuming=True)
 
 
-def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_dir: Path | None) -> Path:
-    """``validate`` / ``test``: score a checkpoint (or the recipe's starting model) on its benchmarks."""
+def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_dir: Path | None, write_recipe: bool = False) -> Path:
+    """``validate`` / ``test``: score a checkpoint (or the recipe's starting model) on its benchmarks.
+
+    ``write_recipe``: also write the resolved recipe.yaml into the output directory (report cards)."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
@@ -212,6 +214,8 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     run_dir = output_dir or default_run_dir(loaded.name).with_name(default_run_dir(loaded.name).name + f"-{stage}")
     trainer = _trainer(loaded, built, run_dir, stage)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if write_recipe and trainer.is_global_zero:
+        write_text(run_dir / "recipe.yaml", resolved_recipe_yaml(loaded))
     run = trainer.validate if stage == "validate" else trainer.test
     run(built.module, datamodule=built.data)
     if trainer.is_global_zero:
