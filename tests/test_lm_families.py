@@ -97,6 +97,7 @@ def test_loss_goes_down_on_easy_fixture(lm_env, tmp_path, key, family):
         first = built.data.train.encoded.input_ids[: built.data.train.encoded.offsets[1]].tolist()
         assert "[INST]" in built.tokenizer.decode(first) and "[/INST]" in built.tokenizer.decode(first)
     built.data.trainer = None
+    built.data.set_limits(1.0, 1.0)  # every batch (the loaders apply the recipe's trainer limits)
     loader = built.data.train_dataloader()
     batches = list(loader)
     opt = torch.optim.AdamW(module.parameters(), lr=3e-3)
