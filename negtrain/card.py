@@ -36,6 +36,7 @@ from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import load_yaml, validate_recipe
 from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
+from negtrain.metrics.uncertainty import format_interval
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
 from negtrain.training.run import evaluate, quiet_third_party_logs
 
@@ -184,6 +185,12 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4f}"
 
 
+def _with_ci(value: float | None, spread: dict | None) -> str:
+    """The value with its ci95 when one was computed: ``0.8500 [0.8150, 0.9000]``."""
+    interval = format_interval(spread)
+    return _fmt(value) + (f" {interval}" if interval and _fmt(value) != "-" else "")
+
+
 def card_markdown(records: list[dict], model: str, family: str, skipped) -> str:
     evals = [r for r in records if r["benchmark"] != "train"]
     columns: list[str] = []
@@ -193,14 +200,18 @@ def card_markdown(records: list[dict], model: str, family: str, skipped) -> str:
     lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s |")
     lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|")
     notes = []
+    units: list[str] = []
     for r in evals:
         m = r["metrics"]
+        spread = r.get("uncertainty") or {}
         acc = headline_accuracy(m)
-        acc_cell = "-" if acc is None else _fmt(m[acc]) + ("" if acc == "accuracy" else f" ({acc})")
+        acc_cell = "-" if acc is None else _with_ci(m[acc], spread.get(acc)) + ("" if acc == "accuracy" else f" ({acc})")
         n = m.get("n")
         seconds = r.get("eval_seconds")
         rate = f"{n / seconds:.1f}" if n and seconds else "-"
-        cells = [_fmt(m.get(k)) if k in m else "" for k in columns]
+        cells = [_with_ci(m.get(k), spread.get(k)) if k in m else "" for k in columns]
+        if r.get("bootstrap"):
+            units.append(f"- {r['benchmark']}/{r['split']}: {r['bootstrap']['units']} × {r['bootstrap']['unit']}")
         lines.append(
             f"| {r['benchmark']} | {r['split']} | {acc_cell} | " + " | ".join(cells) + (" | " if columns else "")
             + f"{int(n) if n is not None else '-'} | {seconds if seconds is not None else '-'} | {rate} |"
@@ -209,6 +220,14 @@ def card_markdown(records: list[dict], model: str, family: str, skipped) -> str:
             notes.append(f"- {r['benchmark']}/{r['split']}: {r['note']}")
     lines.append("")
     lines.append("`-`: undefined on what was scored (e.g. no complete contrast group); empty: the benchmark has no such metric.")
+    if units:
+        lines += [
+            "",
+            "Brackets: the 95% percentile-bootstrap interval, resampling each benchmark's independent unit "
+            "(a contrast group is resampled whole, so consistency intervals are honest):",
+            "",
+            *units,
+        ]
     if skipped:
         lines += ["", "## Skipped", ""]
         lines += [f"- {s.benchmark}/{s.split}: {s.reason}" for s in skipped]

@@ -33,6 +33,7 @@ import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import NegtrainError
+from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import atomic_dir
 from negtrain.io.checkpoints import read_checkpoint
 from negtrain.models.sources import resolve_model_name
@@ -287,6 +288,8 @@ def model_card(
 ) -> str:
     recipe = run.recipe
     results = run.epoch(epoch).evals if epoch >= 0 else {}
+    spread = run.epoch(epoch).uncertainty if epoch >= 0 else {}
+    bootstrap = run.epoch(epoch).bootstrap if epoch >= 0 else {}
     inherited = base_model_license(recipe.model.name) if license is None else None
     chosen_license = license or inherited or "other"
     meta = card_metadata(run, results, model_name, adapter_only, license=chosen_license)
@@ -315,13 +318,20 @@ def model_card(
         lines += ["", "The run's LoRA adapter is merged into the base weights: this is a plain transformers model."]
     if labels:
         lines += ["", "Labels: " + ", ".join(f"{k} = `{v}`" for k, v in sorted(labels.items(), key=lambda kv: int(kv[0]))) + "."]
-    lines += ["", f"## Results (epoch {epoch})", "", "| benchmark | split | metric | value |", "|---|---|---|---|"]
+    lines += ["", f"## Results (epoch {epoch})", "", "| benchmark | split | metric | value | ± stderr | 95% CI |", "|---|---|---|---|---|---|"]
     for name, metrics in results.items():
         bench_name, _, split = name.partition("/")
         for key, value in metrics.items():
-            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key, name)} |")
+            entry = spread.get(name, {}).get(key)
+            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key, name)} | {format_stderr(entry) or '-'} | {format_interval(entry) or '-'} |")
     lines += ["", "Metrics are scored as each benchmark's paper defines them; `-` marks a metric that was undefined "
               "(e.g. no complete contrast set was evaluated)."]
+    if bootstrap:
+        units = "; ".join(f"{name}: {b['units']} {b['unit']}s" for name, b in bootstrap.items())
+        lines += ["", "The standard error of a per-item mean is lm-evaluation-harness's (sample standard deviation / √n); "
+                  "other metrics' come from the bootstrap. The 95% CI is a percentile bootstrap "
+                  f"({next(iter(bootstrap.values()))['resamples']} resamples) that draws each benchmark's independent "
+                  f"units, so the members of a contrast set are resampled together ({units})."]
     lines += ["", "## Usage", "", "```python"]
     if adapter_only:
         lines += [

@@ -44,6 +44,11 @@ class EpochResults:
     #: "<benchmark>/<split>" -> metric name -> value (None where the metric was undefined)
     evals: dict[str, dict[str, float | None]] = field(default_factory=dict)
     train: dict[str, Any] | None = None
+    #: "<benchmark>/<split>" -> metric name -> {"stderr": ..., "ci95": [lo, hi]} (runs before
+    #: uncertainty was recorded have none)
+    uncertainty: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: "<benchmark>/<split>" -> {"unit", "units", "resamples", "seed"} of the bootstrap
+    bootstrap: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class RunDir:
@@ -105,7 +110,11 @@ class RunDir:
             if r["benchmark"] == "train":
                 ep.train = r
             else:
-                ep.evals[f"{r['benchmark']}/{r['split']}"] = r["metrics"]
+                name = f"{r['benchmark']}/{r['split']}"
+                ep.evals[name] = r["metrics"]
+                ep.uncertainty[name] = r.get("uncertainty") or {}
+                if r.get("bootstrap"):
+                    ep.bootstrap[name] = r["bootstrap"]
         return [by_epoch[e] for e in sorted(by_epoch)]
 
     @cached_property

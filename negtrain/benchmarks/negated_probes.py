@@ -122,7 +122,8 @@ class NegatedProbes(Benchmark):
         lookup = {token: i for i, token in enumerate(space)}
         from negtrain.metrics.probes import ProbeMetric  # torch: imported when scoring, not when listing
 
-        return ProbeMetric([lookup.get(e.label, -2) for e in examples], [e.subset == NEGATED for e in examples])
+        return ProbeMetric([lookup.get(e.label, -2) for e in examples], [e.subset == NEGATED for e in examples],
+                           groups=[e.group for e in examples])  # a probe's two sentences: one bootstrap unit
 
     def scorer(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None) -> ProbeMetric:
         # Any token space is valid here: the vocabulary of whichever model made the predictions.

@@ -16,6 +16,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--predictions", type=Path, help='JSONL, one {"id": ..., "prediction": "<label>"} per line')
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--allow-missing", action="store_true", help="score only the predicted examples (the output says so)")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+                   help="bootstrap resamples for each metric's 95%% CI (0: none; default 1000)")
+    p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap draws (default 0)")
     p.add_argument("--list", action="store_true", help="list the scoring matrix and the benchmarks, their splits, labels and metric names")
     card = p.add_argument_group("report card (any model, no recipe): --model NAME --family F")
     card.add_argument("--model", help="a Hub id, local folder, pkg:<package>/<dir>, or a negtrain run directory / .ckpt")
@@ -52,7 +55,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError(f"evaluate needs {', '.join(absent)} (or --list)")
     from negtrain.evaluation import format_scored, score_file
 
-    scored = score_file(args.benchmark, args.split, args.predictions, allow_missing=args.allow_missing)
+    if args.bootstrap < 0 or not 0 <= args.bootstrap_seed <= 2**32 - 1:
+        raise NegtrainError("--bootstrap must be >= 0 and --bootstrap-seed between 0 and 2**32-1")
+    scored = score_file(args.benchmark, args.split, args.predictions, allow_missing=args.allow_missing,
+                        bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
     print(json.dumps(scored.as_json()) if args.json else format_scored(scored))
     return 0
 

@@ -14,6 +14,7 @@ from negtrain.config import DataConfig
 from negtrain.data.collate import BatchIndices, PadCollator
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
+from negtrain.data.resumable import ResumableLoader
 from negtrain.data.sampler import BatchSampler
 from negtrain.errors import DataError
 
@@ -121,7 +122,9 @@ class NegtrainData(pl.LightningDataModule):
                 f"trainer.{setting}={limit} keeps none of {name}'s {sampler.num_global_batches()} batches; "
                 "give a larger fraction or a number of batches"
             )
-        return DataLoader(
+        # Training: the loader's position in the epoch goes into checkpoints (mid-epoch resume).
+        loader_class = ResumableLoader if shuffle else DataLoader
+        return loader_class(
             BatchIndices(len(encoded)),
             batch_sampler=sampler,
             collate_fn=PadCollator(encoded, self.pad_id, extras, pad_left=self.pad_left),

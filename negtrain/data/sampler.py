@@ -16,6 +16,11 @@ the last step get a *padding* batch: a repeat of real examples, marked ``padding
 rank still runs the step (DDP's gradient all-reduce needs all of them) while the training loss
 gives it zero weight and the run counts only real examples. Evaluation metrics collapse repeated
 example indices onto one slot, so padding never counts twice there either.
+
+The sampler's position (its epoch and how many of that epoch's batches were trained on) is part
+of a training checkpoint (:meth:`BatchSampler.state_dict`, through
+:class:`negtrain.data.resumable.ResumableLoader`), so a run resumed from a mid-epoch checkpoint
+continues with the very next batch.
 """
 
 from __future__ import annotations
@@ -68,6 +73,10 @@ class BatchSampler(Sampler[list[int]]):
         #: many batches, a float that fraction of them (rounded down); None keeps all.
         self.limit = limit
         self.epoch = 0
+        #: Batches of ``epoch`` this rank has handed to training (kept by the loader that consumes
+        #: them; the sampler itself can run ahead of training when dataloader workers prefetch).
+        self.batches_done = 0
+        self._resume_at = 0  # batches the next pass skips: set by load_state_dict, used once
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -112,21 +121,46 @@ class BatchSampler(Sampler[list[int]]):
             return int(n_batches * self.limit)
         return min(n_batches, int(self.limit))
 
+    def state_dict(self) -> dict[str, int]:
+        """Where training stands in the batch order: the seed, the epoch and this rank's batches done."""
+        return {"seed": self.seed, "epoch": self.epoch, "batches_done": self.batches_done}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue after ``state["batches_done"]`` batches of ``state["epoch"]`` (on the next pass)."""
+        if state.get("seed") != self.seed:
+            raise ValueError(f"the checkpoint's batch order was drawn with seed {state.get('seed')}, not {self.seed}")
+        done = int(state["batches_done"])
+        if not 0 <= done <= len(self):
+            raise ValueError(f"the checkpoint is {done} batches into an epoch of {len(self)} batches")
+        self.epoch = int(state["epoch"])
+        self.batches_done = self._resume_at = done
+
+    @property
+    def resume_at(self) -> int:
+        """Batches the next pass skips: non-zero only for the first pass after a mid-epoch resume."""
+        return self._resume_at
+
     def __iter__(self) -> Iterator[SampledBatch]:
+        skip, self._resume_at = self._resume_at, 0
         batches = self.global_batches()
         batches = batches[: self.kept_batches(len(batches))]
+        for batch, padding in self._dealt(batches)[skip:]:
+            yield SampledBatch(batch.tolist(), self.epoch, padding=padding)
+
+    def _dealt(self, batches: list[np.ndarray]) -> list[tuple[np.ndarray, bool]]:
+        """This rank's batches of the epoch, in order, each with whether it is padding."""
         if self.num_replicas == 1:
-            for batch in batches:
-                yield SampledBatch(batch.tolist(), self.epoch)
-            return
+            return [(batch, False) for batch in batches]
+        mine = []
         for step in range(0, len(batches), self.num_replicas):
             position = step + self.rank
             if position < len(batches):
-                yield SampledBatch(batches[position].tolist(), self.epoch)
+                mine.append((batches[position], False))
             else:
                 # This rank has no batch left in the last step: repeat one (cyclically, in case
                 # there are fewer batches than ranks) as zero-weight padding.
-                yield SampledBatch(batches[position % len(batches)].tolist(), self.epoch, padding=True)
+                mine.append((batches[position % len(batches)], True))
+        return mine
 
     def __len__(self) -> int:
         return -(-self.kept_batches(self.num_global_batches()) // self.num_replicas)

@@ -16,6 +16,7 @@ from torch import nn
 from negtrain.config import ModelConfig
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.uncertainty import Uncertainty
 from negtrain.models.adapters import trainable_state
 
 
@@ -26,6 +27,9 @@ class EvalResult:
     predictions: np.ndarray | None  # per example: a label id (generative: 1 right / 0 wrong), or MISSING; None: nothing to write
     note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
     texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
+    #: stderr and ci95 per metric, filled in by the run recorder on rank zero (None elsewhere, or
+    #: for a metric that cannot be bootstrapped)
+    uncertainty: Uncertainty | None = None
 
     def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
         """(example, prediction, correct) for every example with a prediction.
@@ -90,6 +94,10 @@ class NegtrainModule(pl.LightningModule):
         #: Adapter runs checkpoint only their trainable weights (adapter + head).
         self.adapter_only = recipe.get("adapter", {}).get("type", "none") != "none"
         self.strict_loading = not self.adapter_only
+        evaluation = recipe.get("evaluation") or {}
+        #: Bootstrap resamples (0: none) and seed for every metric's ci95 (recipe `evaluation`).
+        self.bootstrap_resamples: int = int(evaluation.get("bootstrap", 1000))
+        self.bootstrap_seed: int = int(evaluation.get("bootstrap_seed", 0))
 
     @abstractmethod
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -105,7 +113,7 @@ class NegtrainModule(pl.LightningModule):
     def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
         """Predicted label ids (in the eval set's benchmark label space) for a batch."""
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor | dict[str, torch.Tensor]:
         mean = self.training_loss(batch)
         world = self.trainer.world_size if self._trainer is not None else 1
         if world == 1:
@@ -114,7 +122,7 @@ class NegtrainModule(pl.LightningModule):
             return mean
         return self._global_mean(mean, batch, world)
 
-    def _global_mean(self, mean: torch.Tensor, batch: dict[str, torch.Tensor], world: int) -> torch.Tensor:
+    def _global_mean(self, mean: torch.Tensor, batch: dict[str, torch.Tensor], world: int) -> dict[str, torch.Tensor]:
         """The step's loss under DDP: the mean over every rank's examples (or tokens) of the step.
 
         DDP averages gradients over ranks, so a rank's mean over its own batch would make a short
@@ -132,8 +140,11 @@ class NegtrainModule(pl.LightningModule):
         loss = mean * (count * world / global_count).to(mean.dtype)
         # Every rank logs the same step mean, weighted by the step's real examples over the epoch,
         # as one process logs its batch mean.
-        self.log("train/loss", (total / global_count).float(), on_step=True, on_epoch=True, batch_size=int(global_examples.item()), sync_dist=True)
-        return loss
+        step_mean = (total / global_count).float()
+        self.log("train/loss", step_mean, on_step=True, on_epoch=True, batch_size=int(global_examples.item()), sync_dist=True)
+        # step_mean: what the run recorder averages into the epoch's loss (the returned loss is
+        # this rank's scaled share, not a mean).
+        return {"loss": loss, "step_mean": step_mean}
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         self.metrics[dataloader_idx].update(batch["index"], self.predict(batch, dataloader_idx))

@@ -14,8 +14,20 @@ nothing)::
 
     "sources": {"mnli/train": {"size": 392702, "share": 0.93, "examples": 392702}, ...}
 
+An evaluation line also carries ``"uncertainty"``: per metric (counts excepted) its ``stderr`` and,
+with ``evaluation.bootstrap`` > 0, its ``ci95`` from the cluster bootstrap; and ``"bootstrap"``: the
+unit resampled, how many units there were, the resamples and the seed::
+
+    "uncertainty": {"consistency": {"stderr": 0.021, "ci95": [0.815, 0.9]}, ...},
+    "bootstrap": {"unit": "contrast set", "units": 200, "resamples": 1000, "seed": 0}
+
 An evaluation line carries a ``note`` when the metric qualifies how it scored (e.g. a 2-way model
 scored on the binary view of a 3-way benchmark).
+
+The epoch's loss is the mean of the training loss over the epoch's examples on every rank, kept
+by this callback (in float64) rather than read from Lightning's logged ``train/loss_epoch``: the
+running sums and counts of the epoch so far are part of every checkpoint (:meth:`RunRecorder.state_dict`),
+so an epoch resumed from a mid-epoch checkpoint gets the line an uninterrupted one would have.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.data.module import NegtrainData
+from negtrain.metrics.uncertainty import estimate, format_stderr
 from negtrain.io.atomic import append_lines, write_text
 from negtrain.models.base import EvalResult
 
@@ -41,10 +54,12 @@ def _json_number(value: float) -> float | None:
 
 
 def format_table(epoch: int, results: list[EvalResult], eval_sets: list) -> str:
-    lines = [f"epoch {epoch} evaluation"]
+    """One line per eval set: ``metric=value±stderr`` (counts as integers, as the benchmark declares)."""
+    lines = [f"epoch {epoch} evaluation (± standard error)"]
     width = max((len(r.name) for r in results), default=10)
     for r, eval_set in zip(results, eval_sets):
-        cells = [f"{k}={int(v)}" if eval_set.benchmark.is_count(k) else f"{k}={v:.4f}"
+        spread = r.uncertainty.metrics if r.uncertainty is not None else {}
+        cells = [f"{k}={int(v)}" if eval_set.benchmark.is_count(k) else f"{k}={v:.4f}{format_stderr(spread.get(k))}"
                  for k, v in r.metrics.items() if not math.isnan(v)]
         lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
         if r.note:
@@ -61,6 +76,13 @@ class RunRecorder(pl.Callback):
         self._train_seconds: float | None = None
         self._train_examples = 0
         self._source_counts: np.ndarray | None = None
+        # The epoch's loss as sum(loss * batch size) and sum(batch size), this rank's share.
+        self._loss_sum = 0.0
+        self._loss_weight = 0
+        #: Counts of an epoch cut short, from a mid-epoch checkpoint: continued instead of zeroed.
+        self._restored: list[dict] | None = None
+        self._continued_epoch: int | None = None
+        self._epoch = 0
         self._eval_start = 0.0
         self._eval_spans: dict[int, list[float]] = {}
 
@@ -69,19 +91,74 @@ class RunRecorder(pl.Callback):
         return self.run_dir / "metrics.jsonl"
 
     # ---- training throughput ------------------------------------------------------------
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # A run resumed from a mid-epoch checkpoint continues that epoch without Lightning calling
+        # on_train_epoch_start again: its counts so far come from the checkpoint, here.
+        ranks, self._restored = self._restored, None
+        restored = ranks[trainer.global_rank] if ranks and trainer.global_rank < len(ranks) else None
+        if restored is not None and restored["epoch"] == trainer.current_epoch:
+            self._start_epoch(trainer)
+            self._train_examples = restored["examples"]
+            self._loss_sum, self._loss_weight = restored["loss_sum"], restored["loss_weight"]
+            if self._source_counts is not None and len(restored["sources"]) == len(self._source_counts):
+                self._source_counts[:] = restored["sources"]
+            # Training time so far, so examples per second stay per second of training.
+            self._train_start -= restored.get("seconds", 0.0)
+            self._continued_epoch = trainer.current_epoch
+
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._continued_epoch == trainer.current_epoch:
+            self._continued_epoch = None  # already started from the checkpoint's counts
+            return
+        self._start_epoch(trainer)
+
+    def _start_epoch(self, trainer: pl.Trainer) -> None:
         self._train_start = time.perf_counter()
         self._train_seconds = None
         self._train_examples = 0
+        self._loss_sum, self._loss_weight = 0.0, 0
+        self._epoch = trainer.current_epoch
         data = trainer.datamodule
         if isinstance(data, NegtrainData) and data.train is not None:
             self._source_counts = np.zeros(len(data.train.source_sizes), dtype=np.int64)
             self._source_ends = np.cumsum(data.train.source_sizes)
 
+    # ---- the epoch so far, in checkpoints (every rank's own counts) --------------------------
+    def state_dict(self) -> dict:
+        from negtrain.training.resume import gather
+
+        # Every rank runs this while a checkpoint is written, so gathering is a safe collective.
+        mine = {
+            "epoch": self._epoch,
+            "examples": self._train_examples,
+            "loss_sum": float(self._loss_sum),
+            "loss_weight": self._loss_weight,
+            "sources": self._source_counts.tolist() if self._source_counts is not None else [],
+            "seconds": time.perf_counter() - self._train_start,
+        }
+        return {"ranks": gather(mine)}
+
+    def load_state_dict(self, state: dict) -> None:
+        # Applied when training starts, if the checkpoint was written inside the resumed epoch.
+        self._restored = list(state.get("ranks") or [])
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
         # Real examples only: a DDP padding batch (a repeat that keeps a rank in step) trains on nothing.
         index = batch["index"][batch["real"]] if "real" in batch else batch["index"]
-        self._train_examples += len(index)
+        size = len(index)
+        self._train_examples += size
+        if isinstance(outputs, dict) and "step_mean" in outputs:
+            # DDP: the step's mean over every rank's examples (NegtrainModule._global_mean); each
+            # rank weighs it by its own real examples, so the sum over ranks weighs it by the step's.
+            step_mean = outputs["step_mean"].to(torch.float64)
+        else:
+            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+            # Lightning hands back the loss divided by the accumulation factor it backpropagated.
+            step_mean = None if loss is None else loss.detach().to(torch.float64) * trainer.accumulate_grad_batches
+        if step_mean is not None:
+            # A float64 tensor on the loss's device: no host sync per step.
+            self._loss_sum = self._loss_sum + step_mean * size
+            self._loss_weight += size
         if self._source_counts is not None:
             source = np.searchsorted(self._source_ends, index.cpu().numpy(), side="right")
             self._source_counts += np.bincount(source, minlength=len(self._source_counts))
@@ -113,7 +190,11 @@ class RunRecorder(pl.Callback):
         local = [self._train_examples] + (self._source_counts.tolist() if self._source_counts is not None else [])
         summed = trainer.strategy.reduce(torch.tensor(local, dtype=torch.long, device=pl_module.device), reduce_op="sum")
         examples, counts = int(summed[0]), summed[1:].tolist()
-        loss = trainer.callback_metrics.get("train/loss_epoch")
+        # The epoch's loss, the mean over every rank's examples. Kept here rather than read from
+        # Lightning's logged `train/loss_epoch`, whose running sums a mid-epoch checkpoint lacks.
+        loss_parts = torch.tensor([float(self._loss_sum), float(self._loss_weight)], dtype=torch.float64, device=pl_module.device)
+        loss_sum, loss_weight = trainer.strategy.reduce(loss_parts, reduce_op="sum").tolist()
+        loss = loss_sum / loss_weight if loss_weight else None
         record = {
             "epoch": trainer.current_epoch,
             "stage": self.stage,
@@ -149,6 +230,11 @@ class RunRecorder(pl.Callback):
         epoch = trainer.current_epoch
         lines = []
         for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
+            metric = pl_module.metrics[i]
+            if trainer.is_global_zero and metric.last_outcomes is not None and metric.supports_uncertainty:
+                # last_outcomes: the state compute() just scored, gathered from every rank.
+                result.uncertainty = estimate(metric, metric.last_outcomes, pl_module.bootstrap_resamples,
+                                              pl_module.bootstrap_seed, eval_set.benchmark.is_count)
             record = {
                 "epoch": epoch,
                 "stage": self.stage,
@@ -159,6 +245,9 @@ class RunRecorder(pl.Callback):
                 "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
                 "eval_seconds": round(self._span(i, seconds), 3),
             }
+            if result.uncertainty is not None:
+                record["uncertainty"] = result.uncertainty.as_json()
+                record["bootstrap"] = result.uncertainty.described()
             if result.note:
                 record["note"] = result.note
             lines.append(json.dumps(record))

@@ -5,17 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shlex
+import signal
 from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
 import yaml
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import to_dict
-from negtrain.errors import ConfigError
+from negtrain.errors import ConfigError, Preempted
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
 from negtrain.models.adapters import save_adapter_config
@@ -23,7 +24,9 @@ from negtrain.recipes import LoadedRecipe
 from negtrain.secrets import redact_text
 from negtrain.training import tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
+from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import trainer_precision
+from negtrain.training.preemption import MidEpochCheckpoint
 from negtrain.training.recorder import RunRecorder
 from negtrain.training.resume import ResumeState, plan_resume
 from negtrain.training.tracking import WandbTracker
@@ -89,7 +92,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     if stage == "fit":
         sel = built.selection
         callbacks.append(
-            ModelCheckpoint(
+            RelocatableModelCheckpoint(
                 dirpath=run_dir / "checkpoints",
                 filename="best-epoch{epoch}",
                 auto_insert_metric_name=False,
@@ -101,8 +104,10 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         # last.ckpt: every epoch. (ModelCheckpoint(save_last=True) only refreshes it when the top-k
         # checkpoint changed, so after an epoch without improvement it was not the last epoch.)
         callbacks.append(
-            ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
+            RelocatableModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
         )
+        # Mid-epoch last.ckpt: every trainer.checkpoint_every_n_steps steps, and on SIGTERM/SIGUSR1.
+        callbacks.append(MidEpochCheckpoint(run_dir / "checkpoints" / "last.ckpt", t.checkpoint_every_n_steps, run_dir))
     precision, note = trainer_precision(t)
     if note:
         # Once, not once per DDP rank: a launched rank knows its rank from the environment already.
@@ -175,6 +180,9 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
             save_adapter_config(built.module.model, tmp)  # LoRA runs: what `export` needs
     try:
         trainer.fit(built.module, datamodule=built.data, ckpt_path=resume_from, weights_only=True)
+    except SIGTERMException:
+        # Lightning's own SIGTERM exit (a SystemExit with code 0), before our handler took over.
+        raise Preempted(signal.SIGTERM, f"stopped by SIGTERM while starting; continue with: python -m negtrain fit --resume {run_dir}") from None
     finally:
         tracking.finish(logger, trainer, built.selection, run_dir)
     if trainer.is_global_zero:
