@@ -34,7 +34,7 @@ COMMANDS: dict[str, Command] = {
     "export": Command("write a run's checkpoint as a from_pretrained folder with a model card", export.add_export_arguments, export.run_export),
     "push": Command("export a run and upload it to the Hugging Face Hub", export.add_push_arguments, export.run_push),
     "report": Command("plot a run's metrics per epoch and summarise it in Markdown (a second --run overlays)", report.add_arguments, report.run),
-    "sweep": Command("write a recipe's W&B sweep configuration (and create the sweep when online)", sweep.add_arguments, sweep.run),
+    "sweep": Command("write a recipe's W&B sweep configuration (and create the sweep when online), or run N trials here with --local N", sweep.add_arguments, sweep.run),
 }
 
 

@@ -21,6 +21,7 @@ import json
 import math
 from pathlib import Path
 
+from negtrain.config import selection_bias_note
 from negtrain.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import write_text
@@ -89,12 +90,45 @@ def _metric_keys(runs: list[RunDir], eval_name: str) -> list[str]:
     return _ordered(keys)
 
 
+def epoch_axis(ax, epochs: list[int]) -> None:
+    """Whole epochs on the x-axis, with half an epoch of room each side: a 1-epoch run gets one
+    tick at its epoch instead of matplotlib's -0.045 ... 0.045 around a single point."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("epoch")
+    if epochs:
+        ax.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+
+
+def marker_size(runs: list[RunDir]) -> float:
+    """Bigger markers when there are few epochs: one point per line must still be seen."""
+    return 7.0 if max((len(r.epochs) for r in runs), default=0) <= 2 else 3.0
+
+
+def all_epochs(runs: list[RunDir]) -> list[int]:
+    return sorted({ep.epoch for r in runs for ep in r.epochs})
+
+
+def _png_metadata(fig, panels: list[str]) -> dict[str, str]:
+    """What was drawn, as PNG text chunks: the panel titles and the first panel's epoch axis
+    (its limits and ticks, after drawing), so tools and tests need not read pixels."""
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    return {
+        "negtrain:panels": ",".join(panels),
+        "negtrain:xlim": f"{lo:g},{hi:g}",
+        "negtrain:xticks": ",".join(f"{t:g}" for t in ticks),
+    }
+
+
 def plot_metrics(runs: list[RunDir], path: Path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     names: list[str] = []
     for run in runs:
@@ -115,14 +149,13 @@ def plot_metrics(runs: list[RunDir], path: Path):
                 if not xs:
                     continue
                 label = key if len(runs) == 1 else f"{key} [{run.name}]"
-                ax.plot(xs, ys, STYLES[r % len(STYLES)], marker="o", markersize=3, color=colors[i % len(colors)],
+                ax.plot(xs, ys, STYLES[r % len(STYLES)], marker="o", markersize=marker_size(runs), color=colors[i % len(colors)],
                         linewidth=2.2 if key in BOLD else 0.9, label=label)
                 bx, lo, hi = _band(run, name, key)
                 if key in BOLD and bx:
                     ax.fill_between(bx, lo, hi, color=colors[i % len(colors)], alpha=0.12, linewidth=0)
         ax.set_title(name)
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        epoch_axis(ax, all_epochs(runs))
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, loc="lower right")
@@ -131,7 +164,7 @@ def plot_metrics(runs: list[RunDir], path: Path):
     fig.suptitle(title)
     fig.tight_layout()
     panels = [ax.get_title() for ax in fig.axes]
-    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
+    fig.savefig(path, dpi=110, metadata=_png_metadata(fig, panels))
     plt.close(fig)
     return panels
 
@@ -141,24 +174,22 @@ def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r, run in enumerate(runs):
         points = [(ep.epoch, ep.train["metrics"].get("loss")) for ep in run.epochs if ep.train]
         points = [(x, y) for x, y in points if y is not None]
         if points:
-            ax.plot(*zip(*points), STYLES[r % len(STYLES)], marker="o", label=run.name)
+            ax.plot(*zip(*points), STYLES[r % len(STYLES)], marker="o", markersize=marker_size(runs), label=run.name)
     ax.set_title("training loss")
-    ax.set_xlabel("epoch")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    epoch_axis(ax, all_epochs(runs))
     ax.set_ylabel("loss (epoch mean)")
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=7)
     fig.tight_layout()
     panels = [a.get_title() for a in fig.axes]
-    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
+    fig.savefig(path, dpi=110, metadata=_png_metadata(fig, panels))
     plt.close(fig)
     return panels
 
@@ -209,6 +240,13 @@ def summary_markdown(runs: list[RunDir]) -> str:
     for run in runs:
         sel = run.recipe.selection.metric
         lines.append(f"- `{run.name}`: recipe `{run.recipe_name}`, {len(run.epochs)} epoch(s), selection `{sel or 'first eval metric'}`")
+    for run in runs:
+        sel = run.recipe.selection.metric
+        if sel and run.selection_split in run.eval_names and len(run.epochs) > 1:
+            lines.append(f"- `{run.name}`: {selection_bias_note(sel, len(run.epochs))} (The best-epoch table below "
+                         f"is a best-of-{len(run.epochs)} for every metric.)")
+        if run.unfinished:
+            lines.append(f"- `{run.name}` is unfinished: it {run.unfinished}.")
     lines += ["", "Plots: `metrics.png` (one panel per benchmark), `loss.png` (training loss).", ""]
     for run in runs:
         lines += [f"## Best epoch per metric: {run.name}", "",

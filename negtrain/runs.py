@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import Recipe, load_yaml, validate_recipe
+from negtrain.config import Recipe, load_yaml, selection_split, validate_recipe
 from negtrain.errors import ConfigError, NegtrainError
 from negtrain.metrics.declared import find
 from negtrain.paths import contained
@@ -139,6 +139,29 @@ class RunDir:
             names += [n for n in ep.evals if n not in names]
         return names
 
+    @property
+    def model_name(self) -> str:
+        """The name the run's exported model goes by: the recipe, then the run directory's name
+        (once when the directory is already named after the recipe)."""
+        name = self.name
+        return name if name.startswith(self.recipe_name) else f"{self.recipe_name}-{name}"
+
+    @property
+    def unfinished(self) -> str | None:
+        """None for a run that trained to its end (``trainer.max_epochs`` or ``max_steps``); else
+        how far it got, e.g. ``"trained 2 of 5 epochs"`` (killed, or still running)."""
+        t = self.recipe.trainer
+        trained = [ep.train for ep in self.epochs if ep.train]
+        steps = max((int(r.get("global_step") or 0) for r in trained), default=0)
+        if len(trained) >= t.max_epochs or (t.max_steps and t.max_steps > 0 and steps >= t.max_steps):
+            return None
+        return f"trained {len(trained)} of {t.max_epochs} epochs"
+
+    @property
+    def selection_split(self) -> str | None:
+        """``<benchmark>/<split>`` that ``selection.metric`` is computed on (None: not set)."""
+        return selection_split(self.recipe.selection.metric)
+
     def checkpoint(self, which: str) -> Path:
         folder = self.path / "checkpoints"
         if which == "last":
@@ -152,3 +175,4 @@ class RunDir:
         if not found:
             raise NegtrainError(f"--run {self.path}: no checkpoints/best-epoch*.ckpt (did the run evaluate?)")
         return contained(found[-1], folder, "checkpoint")
+

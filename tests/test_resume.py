@@ -192,13 +192,13 @@ def test_checkpoint_every_n_steps_writes_mid_epoch_checkpoints(runs):
 
 
 RESUMED = {
-    "mid-epoch": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1 of 3",
-    "mid-save": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1 of 3",
-    "sigterm": "from last.ckpt: epoch 1 after 6 of 16 batches, step 22; continuing epoch 1 of 3 with batch 7",
-    "sigusr1": "from last.ckpt: epoch 0 after 4 of 16 batches, step 4; continuing epoch 0 of 3 with batch 5",
-    "every-n": "from last.ckpt: epoch 1 after 4 of 16 batches, step 20; continuing epoch 1 of 3 with batch 5",
-    "every-n-mid-save": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1 of 3",
-    "sigterm-in-eval": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1 of 3",
+    "mid-epoch": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1/2",
+    "mid-save": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1/2",
+    "sigterm": "from last.ckpt: epoch 1 after 6 of 16 batches, step 22; continuing epoch 1/2 with batch 7",
+    "sigusr1": "from last.ckpt: epoch 0 after 4 of 16 batches, step 4; continuing epoch 0/2 with batch 5",
+    "every-n": "from last.ckpt: epoch 1 after 4 of 16 batches, step 20; continuing epoch 1/2 with batch 5",
+    "every-n-mid-save": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1/2",
+    "sigterm-in-eval": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1/2",
 }
 
 

@@ -45,3 +45,6 @@ class Built:
     data: NegtrainData
     tokenizer: Any
     selection: Selection | None = None
+    #: The head's modules that the starting weights did not provide (randomly initialised):
+    #: scoring the starting model then measures chance, which ``validate`` says.
+    fresh_head: list[str] = field(default_factory=list)

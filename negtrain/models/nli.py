@@ -165,7 +165,9 @@ def build_nli(recipe, loaded):
         model = AutoModelForSequenceClassification.from_config(
             AutoConfig.from_pretrained(path, **head_args), **attention_kwargs(cfg)
         )
-        print(load_into(model, init).summary(init), flush=True)
+        report = load_into(model, init)
+        print(report.summary(init), flush=True)
+        fresh = head_parts(report.fresh)
     else:
         model, info = load_base(
             AutoModelForSequenceClassification,
@@ -177,10 +179,17 @@ def build_nli(recipe, loaded):
             ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
             output_loading_info=True,
         )
+        fresh = head_parts([*info["missing_keys"], *(k for k, *_ in info.get("mismatched_keys", []))])
         if ckpt_labels is None and (reset := reset_loaded_head(model, info["missing_keys"])):
             print(f"model: {path}'s classification head has no NLI label names; a fresh {len(head)}-way head replaces {reset}", flush=True)
+            fresh = sorted(set(fresh) | set(reset))
     model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
     freeze(model, cfg)
     module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
-    return Built(module, data, tokenizer)
+    return Built(module, data, tokenizer, fresh_head=fresh)
+
+
+def head_parts(weight_names) -> list[str]:
+    """The head modules (``classifier``, ``classifier.out_proj``) among weight names, sorted."""
+    return sorted({name.rsplit(".", 1)[0] for name in weight_names if name.split(".")[0] in HEAD_MODULES})

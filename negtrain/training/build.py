@@ -19,6 +19,7 @@ from negtrain.config import EvalConfig, Recipe, SourceConfig
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.module import EvalSet
 from negtrain.errors import ConfigError, did_you_mean
+from negtrain.hub_access import check_hub_model
 from negtrain.io.checkpoints import read_checkpoint
 from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.models.adapters import load_adapter_state
@@ -95,6 +96,8 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
 def build(recipe: Recipe, stage: str = "fit") -> Built:
     builder = get_family(recipe.model.family)
     check_run(recipe)
+    if not recipe.model.init_from:  # with init_from, weights and tokenizer come from that run
+        check_hub_model(recipe.model.name)
     loaded = load_data(recipe, stage)
     if stage == "fit" and loaded.train:
         # The epoch the weights make (data.mix), sized now: an impossible one fails before the model loads.

@@ -34,18 +34,25 @@ from __future__ import annotations
 
 import json
 import math
+import shutil
+import sys
+import textwrap
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
+from tqdm import tqdm
 
 from negtrain.data.module import NegtrainData
 from negtrain.metrics.uncertainty import estimate, format_stderr
 from negtrain.io.atomic import append_lines, write_text
 from negtrain.models.base import EvalResult
+from negtrain.training.epochs import epoch_label
 
 
 def _json_number(value: float) -> float | None:
@@ -53,18 +60,69 @@ def _json_number(value: float) -> float | None:
     return round(value, 6) if math.isfinite(value) else None
 
 
-def format_table(epoch: int, results: list[EvalResult], eval_sets: list) -> str:
-    """One line per eval set: ``metric=value±stderr`` (counts as integers, as the benchmark declares)."""
-    lines = [f"epoch {epoch} evaluation (± standard error)"]
-    width = max((len(r.name) for r in results), default=10)
-    for r, eval_set in zip(results, eval_sets):
-        spread = r.uncertainty.metrics if r.uncertainty is not None else {}
-        cells = [f"{k}={int(v)}" if eval_set.benchmark.is_count(k) else f"{k}={v:.4f}{format_stderr(spread.get(k))}"
-                 for k, v in r.metrics.items() if not math.isnan(v)]
-        lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
-        if r.note:
-            lines.append(f"  {'':<{width}}  note: {r.note}")
+def table_width() -> int:
+    """The width the per-epoch table is laid out for: the terminal's (``COLUMNS``), else 100."""
+    return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+
+
+def format_block(result: EvalResult, is_count: Callable[[str], bool], width: int, unscored_reason: str | None = None) -> list[str]:
+    """One eval set: its name, then ``metric value`` cells in aligned columns that fit ``width``.
+
+    Values are rounded (4 decimals; counts, by the benchmark's declaration, as integers). A metric
+    that is NaN had nothing to score; it is left out of the grid and named on a line of its own,
+    with ``unscored_reason``.
+    """
+
+    spread = result.uncertainty.metrics if result.uncertainty is not None else {}
+
+    def _cell(key: str, value: float) -> str:
+        # A score carries its standard error (counts have none): ``0.9717±0.0048``.
+        return str(int(value)) if is_count(key) else f"{value:.4f}{format_stderr(spread.get(key))}"
+
+    finite = [(k, v) for k, v in result.metrics.items() if not math.isnan(v)]
+    # Scores first, in the metric's order; the counts (n, groups_scored, ...) after them.
+    shown = dict([kv for kv in finite if not is_count(kv[0])] + [kv for kv in finite if is_count(kv[0])])
+    unscored = [k for k, v in result.metrics.items() if math.isnan(v)]
+    lines = [f"  {result.name}"]
+    if shown:
+        key_w = max(len(k) for k in shown)
+        val_w = max(len(_cell(k, v)) for k, v in shown.items())
+        cell_w = key_w + 2 + val_w
+        per_row = max(1, (width - 4 + 3) // (cell_w + 3))
+        cells = [f"{k:<{key_w}}  {_cell(k, v):>{val_w}}" for k, v in shown.items()]
+        for i in range(0, len(cells), per_row):
+            lines.append("    " + "   ".join(cells[i : i + per_row]).rstrip())
+    if unscored:
+        why = f" ({unscored_reason})" if unscored_reason else ""
+        lines += wrapped(f"not scored{why}: " + ", ".join(unscored), width)
+    if result.note:
+        lines += wrapped(f"note: {result.note}", width)
+    return lines
+
+
+def wrapped(text: str, width: int, indent: str = "    ") -> list[str]:
+    """``text`` broken between words to fit ``width``, continuation lines indented two more."""
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False) or [indent]
+
+
+def format_table(
+    title: str, results: list[EvalResult], is_count: Sequence[Callable[[str], bool]], width: int | None = None,
+    unscored_reason: str | None = None,
+) -> str:
+    """The evaluation table printed once per epoch (``fit``) or once (``validate``, ``test``);
+    ``is_count``: per result, which of its metrics are counts (the benchmark's ``is_count``)."""
+    width = width or table_width()
+    lines = [title]
+    for r, count in zip(results, is_count):
+        lines += format_block(r, count, width, unscored_reason)
     return "\n".join(lines)
+
+
+def limit_reason(limit: int | float, setting: str) -> str | None:
+    """Why a metric may have had no example: an evaluation limit, named, or None when unlimited."""
+    if isinstance(limit, float) and limit >= 1.0:
+        return None
+    return f"{setting}={limit} left no example for them"
 
 
 class RunRecorder(pl.Callback):
@@ -254,7 +312,10 @@ class RunRecorder(pl.Callback):
             self._write_predictions(trainer, eval_set, result, epoch)
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
-            print(format_table(epoch, results, data.eval_sets), flush=True)
+            title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"
+            limit = trainer.limit_test_batches if self.stage == "test" else trainer.limit_val_batches
+            setting = "trainer.limit_val_batches"  # the one recipe setting behind both Lightning limits
+            _print_above_progress_bar(trainer, format_table(title, results, [s.benchmark.is_count for s in data.eval_sets], unscored_reason=limit_reason(limit, setting)))
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)
@@ -276,3 +337,13 @@ class RunRecorder(pl.Callback):
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, lines: list[str]) -> None:
         append_lines(self.metrics_path, lines)
+
+
+def _print_above_progress_bar(trainer: pl.Trainer, text: str) -> None:
+    """Print without cutting into a progress bar: tqdm's bar is cleared and redrawn around the
+    text (``tqdm.write``); Rich's live display already moves printed lines above itself."""
+    if isinstance(trainer.progress_bar_callback, TQDMProgressBar):
+        tqdm.write(text)
+        sys.stdout.flush()
+    else:
+        print(text, flush=True)

@@ -60,6 +60,7 @@ from negtrain.errors import NegtrainError
 from negtrain.io.atomic import PART_SUFFIX, write_text
 from negtrain.paths import is_inside
 from negtrain.recipes import LoadedRecipe, load_recipe
+from negtrain.training.epochs import epoch_label
 
 RESUME_KEY = "negtrain_resume"
 FORMAT = 1
@@ -364,7 +365,7 @@ def plan_resume(run_dir: Path) -> ResumePlan | None:
     if candidate is not None and is_complete(candidate, t.max_epochs, t.max_steps):
         print(
             f"run {run_dir} is already complete: {candidate.path.name} is the {candidate.describe()} "
-            f"(of {t.max_epochs} epochs); nothing to do",
+            f"(of {t.max_epochs} epochs, counted from 0); nothing to do",
             flush=True,
         )
         return None
@@ -373,9 +374,9 @@ def plan_resume(run_dir: Path) -> ResumePlan | None:
         print(f"resume: {run_dir} has no complete checkpoint yet; training it from the start", flush=True)
     else:
         then = (
-            f"continuing epoch {candidate.epoch} of {t.max_epochs} with batch {candidate.batches_done + 1}"
+            f"continuing {epoch_label(candidate.epoch, t.max_epochs)} with batch {candidate.batches_done + 1}"
             if candidate.batches_done is not None
-            else f"continuing with epoch {candidate.epoch + 1} of {t.max_epochs}"
+            else f"continuing with {epoch_label(candidate.epoch + 1, t.max_epochs)}"
         )
         print(f"resuming {run_dir} from {candidate.path.name}: {candidate.describe()}; {then}", flush=True)
     return ResumePlan(loaded, run_dir, candidate.path if candidate else None)

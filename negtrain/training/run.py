@@ -15,7 +15,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
-from negtrain.config import to_dict
+from negtrain.config import selection_bias_note, to_dict
 from negtrain.errors import ConfigError, Preempted
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
@@ -27,7 +27,7 @@ from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import trainer_precision
 from negtrain.training.preemption import MidEpochCheckpoint
-from negtrain.training.recorder import RunRecorder
+from negtrain.training.recorder import RunRecorder, table_width, wrapped
 from negtrain.training.resume import ResumeState, plan_resume
 from negtrain.training.tracking import WandbTracker
 
@@ -192,6 +192,8 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
             score = best_score(trainer.checkpoint_callback)
             if score is not None:
                 print(f"best {sel.monitor} = {score:.4f}: {best}")
+                if trainer.current_epoch > 1:  # a choice among several epochs, on a reported split
+                    print("\n".join(wrapped(selection_bias_note(sel.monitor, trainer.current_epoch), table_width(), indent="  ")))
             else:
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
         print(f"run directory: {run_dir}")
@@ -225,10 +227,24 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     if write_recipe and trainer.is_global_zero:
         write_text(run_dir / "recipe.yaml", resolved_recipe_yaml(loaded))
     run = trainer.validate if stage == "validate" else trainer.test
-    run(built.module, datamodule=built.data)
+    # verbose=False: Lightning's own table prints once per dataloader, unrounded and with NaN rows;
+    # RunRecorder prints ours, once.
+    run(built.module, datamodule=built.data, verbose=False)
     if trainer.is_global_zero:
+        if checkpoint is None and built.fresh_head:
+            print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
         print(f"run directory: {run_dir}")
     return run_dir
+
+
+def zero_shot_note(fresh: list[str]) -> str:
+    """What a score of the starting model means when part of its head was never trained."""
+    shown = ", ".join(fresh[:4]) + (f" and {len(fresh) - 4} more" if len(fresh) > 4 else "")
+    return (
+        f"note: the starting model's {shown} {'is' if len(fresh) == 1 else 'are'} freshly initialised (random), so these "
+        "numbers are chance level, not what the model can do zero-shot; score a trained checkpoint "
+        "with --checkpoint, or start from a model with a trained head"
+    )
 
 
 def quiet_third_party_logs() -> None:
