@@ -99,6 +99,9 @@ class MaskedLMModule(NegtrainModule):
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.objective.loss(self, batch)
 
+    def loss_units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        return self.objective.units(batch)
+
     def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
         return eval_set.evaluator(self, batch)
 

@@ -28,6 +28,11 @@ class Loss(ABC):
     @abstractmethod
     def loss(self, module: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
 
+    def units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """What the loss is a mean over, counted in the batch (weights ranks' losses under DDP);
+        None: the batch's examples."""
+        return None
+
 
 @dataclass
 class Prepared:

@@ -37,6 +37,9 @@ class MLMObjective(Loss):
         logits = module.logits(batch["input_ids"], batch["attention_mask"])
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten(), ignore_index=IGNORE)
 
+    def units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return (batch["labels"] != IGNORE).sum()  # the loss is a mean over masked tokens
+
 
 def heldout_mlm(module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """The held-out sentences' evaluator. (N, 4): summed CE over masked tokens, masked tokens,

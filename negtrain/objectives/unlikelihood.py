@@ -40,6 +40,10 @@ class UnlikelihoodObjective(Loss):
         self.retention_weight = retention_weight
         self.retention_loss = retention_loss
 
+    def units(self, batch: dict[str, torch.Tensor]) -> None:
+        # A mean over the batch's probes (the retention term's side batch has a fixed size).
+        return None
+
     def loss(self, module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         obj = batch["obj"]
         n = len(obj)
