@@ -145,6 +145,24 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
             f"{len(missing)} had no prediction, so these numbers are not comparable with full-split results"
         )
 
+    if bench.answer_type == "choice":
+        chosen = []
+        for lineno, id_, pred, label in rows:
+            choice = bench.choice_label(label, examples[position[id_]])
+            if choice is None:
+                options = list(bench.choices(examples[position[id_]]))
+                raise PredictionError(
+                    f"{path}:{lineno}: prediction {pred!r} for {id_!r} is neither a choice index "
+                    f"{list(bench.labels)} nor one of its choices {options}"
+                )
+            chosen.append(int(choice))
+        metric = bench.metric(examples)
+        metric.update(torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long), torch.tensor(chosen, dtype=torch.long))
+        values = {k: float(v) for k, v in metric.compute().items()}
+        if metric.note:
+            notes.append(metric.note)
+        return Scored(benchmark, split, str(path), len(examples), len(rows), tuple(bench.labels), values, notes)
+
     if bench.generative:
         metric = bench.metric(examples)
         metric.update(

@@ -50,6 +50,9 @@ class Benchmark(ABC):
 
     #: "label": a prediction is one of ``labels`` (its id). "text": a prediction is a generated
     #: answer, scored by :meth:`is_correct`; the metric then receives 1 (right) or 0 (wrong).
+    #: "choice": multiple choice by log-likelihood; the benchmark provides ``context(example)``,
+    #: ``choices(example)``, ``target_delimiter`` and ``choice_label(prediction, example)``, and
+    #: ``labels`` are the choice indices (see :mod:`negtrain.benchmarks.neqa`).
     answer_type: ClassVar[str] = "label"
     #: Names of ``Example.inputs`` as placeholders of a prompt template, e.g. "{premise}".
     input_names: ClassVar[tuple[str, ...]] = ("premise", "hypothesis")

@@ -7,6 +7,7 @@ from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.benchmarks.monli import Monli
 from negtrain.benchmarks.negated_probes import NegatedProbes
+from negtrain.benchmarks.neqa import Neqa, NeqaLettered
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
@@ -24,6 +25,8 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "condaqa": Condaqa,
     "tinad": Tinad,
     "negated_probes": NegatedProbes,
+    "neqa": Neqa,
+    "neqa-lettered": NeqaLettered,
 }
 
 

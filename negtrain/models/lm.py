@@ -9,6 +9,12 @@ trained and predicted:
   answer tokens (+ EOS). Prediction: greedy ``generate`` (no sampling, one beam), batched; the
   text is compared with the gold answer by the benchmark (:meth:`Benchmark.is_correct`), the
   metric receives 1/0, and the prediction files hold the generated text.
+- **Multiple-choice benchmarks** (``answer_type: choice``, e.g. NeQA). Every choice is scored by
+  the summed log-likelihood of its tokens as the continuation of the benchmark's context
+  (:func:`negtrain.models.continuation.continuation_logprobs`, token ids split as
+  lm-evaluation-harness splits them, :mod:`negtrain.models.choice_inputs`); the prediction is the
+  best choice, both raw and per character (``accuracy`` / ``accuracy_norm``). Evaluation only;
+  the context is the benchmark's own (``model.prompt`` and chat templates do not apply).
 - **Label benchmarks** (e.g. TINAD's True/False). Each label is verbalised by the first sub-token
   of ``" " + label`` as it is split after other text (" True" -> "▁True" / "ĠTrue", see
   :func:`answer_token_id`). Prediction is
@@ -179,6 +185,22 @@ def seq2seq_targets(tokenizer, bench, examples, cfg) -> list[list[int]]:
     return tokenizer(text_target=[target_text(e, cfg) for e in examples], truncation=True, max_length=cfg.max_target_length)["input_ids"]
 
 
+def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, causal: bool):
+    """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice split."""
+    from negtrain.models.choice_inputs import encode_choices
+
+    contexts = [bench.context(e) for e in examples]
+    options = [bench.choices(e) for e in examples]
+    ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
+    chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
+    return ctx, conts, chars
+
+
+def encode_choice_contexts(tokenizer, bench, examples, cfg, causal: bool) -> EncodedSplit:
+    ctx, _, _ = choice_inputs(tokenizer, bench, examples, cfg, causal)
+    return EncodedSplit.from_lists(ctx, None)
+
+
 def padded(rows: Sequence[Sequence[int]], value: int = IGNORE) -> torch.Tensor:
     width = max((len(r) for r in rows), default=1)
     out = torch.full((len(rows), width), value, dtype=torch.long)
@@ -209,8 +231,12 @@ class LMModule(NegtrainModule):
         self.eos_id = tokenizer.eos_token_id
         self._decode = tokenizer.batch_decode  # generated ids -> answer text
         self.eval_benchmarks = [(s.benchmark, s.examples) for s in eval_sets]
+        #: Multiple-choice eval sets: index -> (context ids, choice ids, choice lengths in characters).
+        self.choice_inputs: dict[int, tuple[list[list[int]], list[list[list[int]]], torch.Tensor]] = {}
         for i, s in enumerate(eval_sets):
-            if not s.benchmark.generative:
+            if s.benchmark.answer_type == "choice":
+                self.choice_inputs[i] = choice_inputs(tokenizer, s.benchmark, s.examples, config, self.causal)
+            elif not s.benchmark.generative:
                 self.register_buffer(f"verbalizers_{i}", verbalizer_ids(tokenizer, s.benchmark), persistent=False)
 
     def label_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -220,8 +246,12 @@ class LMModule(NegtrainModule):
     def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
         raise NotImplementedError
 
+    causal: bool = False
+
     def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
         bench, examples = self.eval_benchmarks[eval_index]
+        if eval_index in self.choice_inputs:
+            return self.predict_choices(batch["index"], eval_index)
         if not bench.generative:
             words = getattr(self, f"verbalizers_{eval_index}")
             return self.label_logits(batch)[:, words].argmax(-1)  # verbalizers are in label order
@@ -232,6 +262,19 @@ class LMModule(NegtrainModule):
             store[idx] = text
             right.append(int(bench.is_correct(text, examples[idx])))
         return torch.tensor(right, dtype=torch.long, device=batch["index"].device)
+
+    def predict_choices(self, index: torch.Tensor, eval_index: int) -> torch.Tensor:
+        """(B, 2): the acc choice and the acc_norm choice of each question in the batch."""
+        from negtrain.metrics.multiple_choice import choose
+        from negtrain.models.continuation import continuation_logprobs
+
+        contexts, choices, chars = self.choice_inputs[eval_index]
+        rows = index.tolist()
+        scores = continuation_logprobs(
+            self.model, [contexts[i] for i in rows], [choices[i] for i in rows],
+            encoder_decoder=not self.causal, pad_id=self.pad_id,
+        )
+        return choose(scores.logprob, chars[rows]).to(index.device)
 
     def _generate_kwargs(self) -> dict[str, Any]:
         return dict(
@@ -268,6 +311,8 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
 
 
 class CausalLMModule(LMModule):
+    causal = True
+
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         ids, mask = batch["input_ids"], batch["attention_mask"]
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask)).logits
@@ -318,7 +363,16 @@ def _build_lm(recipe, loaded, family: str):
         encode_eval = encode_causal_eval
     else:
         encode_eval = encode_seq2seq_eval
-    eval_sets = [EvalSet(b, split, ex, encode_eval(tokenizer, b, ex, cfg)) for b, split, ex in loaded.eval]
+    for b, split, _ in loaded.train:
+        if b.answer_type == "choice" or b.open_vocabulary:
+            raise ConfigError(f"data.train: {b.name}/{split} is an evaluation probe; a {family} model cannot train on it")
+    for b, split, _ in loaded.eval:
+        if b.open_vocabulary:
+            raise ConfigError(f"data.eval: {b.name}/{split} is a masked-LM probe; score it with model.family mlm")
+    eval_sets = [
+        EvalSet(b, split, ex, encode_choice_contexts(tokenizer, b, ex, cfg, causal) if b.answer_type == "choice" else encode_eval(tokenizer, b, ex, cfg))
+        for b, split, ex in loaded.eval
+    ]
     metrics = [s.benchmark.metric(s.examples) for s in eval_sets]
 
     train = None

@@ -113,6 +113,11 @@ def build_nli(recipe, loaded):
                 f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
                 "give; use model.family seq2seq or causal_lm"
             )
+        if bench.answer_type == "choice" or bench.open_vocabulary:
+            raise ConfigError(
+                f"benchmark '{bench.name}' is scored by a language model's likelihoods, not an NLI head; "
+                "use model.family seq2seq or causal_lm (or mlm for cloze probes)"
+            )
     # model.init_from: tokenizer (with any added [CUE]), config and weights of a previous run.
     init = resolve_init(cfg.init_from) if cfg.init_from else None
     path = str(init.model_dir) if init else resolve_model_name(cfg.name)
