@@ -6,6 +6,7 @@ from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.benchmarks.monli import Monli
+from negtrain.benchmarks.negated_lama import NegatedLama, NegatedLamaHighRanked, NegatedLamaLowRanked
 from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.benchmarks.neqa import Neqa, NeqaLettered
 from negtrain.benchmarks.nannli import NanNli
@@ -25,6 +26,9 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "condaqa": Condaqa,
     "tinad": Tinad,
     "negated_probes": NegatedProbes,
+    "negated_lama": NegatedLama,
+    "negated_lama-high_ranked": NegatedLamaHighRanked,
+    "negated_lama-low_ranked": NegatedLamaLowRanked,
     "neqa": Neqa,
     "neqa-lettered": NeqaLettered,
 }

@@ -6,13 +6,15 @@ One LightningModule (:class:`MaskedLMModule`) serves every MLM objective; an obj
 prepared in :mod:`negtrain.models.mlm_inputs`). The recipe's ``objective:`` section
 picks one:
 
-- ``unlikelihood`` (Hosseini et al. 2021): negated-LAMA probes from the ``negated_probes``
-  benchmark's training split; see :class:`negtrain.config.UnlikelihoodConfig` for the loss.
+- ``unlikelihood`` (Hosseini et al. 2021): negated-LAMA probes from a ``negated_lama`` or
+  ``negated_probes`` training split; see :class:`negtrain.config.UnlikelihoodConfig` for the loss.
 - ``cue_masking`` (CueNB, Truong et al. 2022): MLM on a negation-focused corpus where every cue is
   masked (see :mod:`negtrain.objectives.masking`).
 
 Evaluation, every epoch: ``negated_probes`` splits in ``data.eval`` report ``negated_top1_error``
-and ``affirmative_top1_accuracy``; a cue-masking run also scores its held-out corpus sentences
+and ``affirmative_top1_accuracy``; ``negated_lama`` splits report the metrics of
+:mod:`negtrain.metrics.cloze` (P@1, negated top-1 error, rank correlation, top-1 overlap,
+mispriming) per source and overall; a cue-masking run also scores its held-out corpus sentences
 (``cue_corpus/heldout``: ``mlm_loss``, ``cue_recovery_accuracy``).
 """
 
@@ -25,6 +27,7 @@ from typing import Any
 import torch
 
 from negtrain.benchmarks.base import Example
+from negtrain.benchmarks.negated_lama import NegatedLama
 from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.config import ModelConfig
 from negtrain.data.module import EvalSet, TrainSet
@@ -32,6 +35,7 @@ from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
 from negtrain.models.base import NegtrainModule
 from negtrain.models.mlm_inputs import (
+    ClozeTransform,
     CueCorpus,
     MLMData,
     ProbeTransform,
@@ -40,8 +44,9 @@ from negtrain.models.mlm_inputs import (
     encode_cue_texts,
     encode_texts,
     object_token,
+    prime_token_ids,
     probe_location,
-    probe_pairs,
+    training_probes,
     read_text_lines,
     token_space,
     with_mask_token,
@@ -185,6 +190,25 @@ class ProbeEvaluator:
         return self.vocab_to_space.to(top.device)[top]
 
 
+class LamaEvaluator:
+    """Per negated-LAMA probe: top-1 space ids at the blank of the affirmative, negated and
+    misprimed cloze, and the Spearman correlation of the affirmative and negated vocabulary scores
+    (see :mod:`negtrain.metrics.cloze`)."""
+
+    def __init__(self, vocab_to_space: torch.Tensor) -> None:
+        self.vocab_to_space = vocab_to_space
+
+    def __call__(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        from negtrain.metrics.cloze import spearman
+
+        aff = module.mask_logits(batch["input_ids"], batch["attention_mask"]).float()
+        neg = module.mask_logits(batch["neg_input_ids"], batch["neg_attention_mask"]).float()
+        mis = module.mask_logits(batch["mis_input_ids"], batch["mis_attention_mask"]).float()
+        space = self.vocab_to_space.to(aff.device)
+        tops = torch.stack([space[x.argmax(-1)] for x in (aff, neg, mis)], dim=1).to(torch.float64)
+        return torch.cat([tops, spearman(aff, neg).unsqueeze(1)], dim=1)
+
+
 def heldout_mlm(module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """(N, 4): summed CE over masked tokens, masked tokens, cues right, cues masked."""
     logits = module.logits(batch["input_ids"], batch["attention_mask"]).float()
@@ -228,13 +252,14 @@ def build_mlm(recipe, loaded):
 
     cfg, objective_cfg = recipe.model, recipe.objective
     ul_cfg, cm_cfg = objective_cfg.unlikelihood, objective_cfg.cue_masking
+    probes = (NegatedProbes, NegatedLama)
     for b, split, _ in loaded.eval:
-        if not isinstance(b, NegatedProbes):
-            raise ConfigError(f"data.eval: the 'mlm' family scores negated_probes, not {b.name}/{split}")
+        if not isinstance(b, probes):
+            raise ConfigError(f"data.eval: the 'mlm' family scores negated_probes and negated_lama, not {b.name}/{split}")
     if ul_cfg is not None:
-        wrong = [f"{b.name}/{s}" for b, s, _ in loaded.train if not isinstance(b, NegatedProbes)]
+        wrong = [f"{b.name}/{s}" for b, s, _ in loaded.train if not isinstance(b, probes)]
         if wrong:
-            raise ConfigError(f"data.train: unlikelihood training reads negated_probes splits, not {', '.join(wrong)}")
+            raise ConfigError(f"data.train: unlikelihood training reads negated_probes or negated_lama splits, not {', '.join(wrong)}")
 
     tokenizer, model = load_mlm(cfg)
     if tokenizer.mask_token is None:
@@ -250,7 +275,23 @@ def build_mlm(recipe, loaded):
     # Per-epoch probe evaluation.
     eval_sets, evaluators, metrics, transforms = [], [], [], []
     space, vocab_to_space = token_space(tokenizer) if loaded.eval else ((), None)
+    note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
     for b, split, examples in loaded.eval:
+        if isinstance(b, NegatedLama):
+            encoded = []
+            for k, what in enumerate(("masked_sentences", "masked_negations", "masked_misprimed")):
+                enc = encode_texts(tokenizer, [with_mask_token(e.inputs[k], tokenizer) for e in examples], cfg.max_length)
+                check_one_mask(enc, tokenizer.mask_token_id, examples, what, cfg.max_length)
+                encoded.append(enc)
+            gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, probe_location(e))]) for e in examples]
+            primes = [[int(vocab_to_space[i]) for i in prime_token_ids(tokenizer, e.meta["prime"])] for e in examples]
+            from negtrain.metrics.cloze import NegatedLamaMetric
+
+            eval_sets.append(EvalSet(b, split, list(examples), encoded[0], predicted_labels=space))
+            evaluators.append(LamaEvaluator(vocab_to_space))
+            metrics.append(NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note))
+            transforms.append(ClozeTransform(encoded[1], encoded[2], pad_id))
+            continue
         texts = [with_mask_token(e.inputs[0], tokenizer) for e in examples]
         gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, probe_location(e))]) for e in examples]
         encoded = encode_texts(tokenizer, texts, cfg.max_length)
@@ -259,20 +300,21 @@ def build_mlm(recipe, loaded):
         evaluators.append(ProbeEvaluator(vocab_to_space))
         from negtrain.benchmarks.negated_probes import ProbeMetric
 
-        note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
         metrics.append(ProbeMetric(gold, [e.subset for e in examples], note=note))
         transforms.append(None)
 
     reference = None
     train_transform = None
     if ul_cfg is not None:
-        pairs = [p for _, _, ex in loaded.train for p in probe_pairs(ex)]
-        obj = torch.tensor([object_token(tokenizer, a.inputs[0], a.label, policy, probe_location(a)) for a, _ in pairs], dtype=torch.long)
-        aff = encode_texts(tokenizer, [with_mask_token(a.inputs[0], tokenizer) for a, _ in pairs], cfg.max_length)
-        neg = encode_texts(tokenizer, [with_mask_token(n.inputs[0], tokenizer) for _, n in pairs], cfg.max_length)
-        check_one_mask(aff, tokenizer.mask_token_id, [a for a, _ in pairs], "masked_sentences", cfg.max_length)
-        check_one_mask(neg, tokenizer.mask_token_id, [a for a, _ in pairs], "masked_negations", cfg.max_length)
-        sizes = [len(probe_pairs(ex)) for _, _, ex in loaded.train]
+        per_source = [training_probes(ex) for _, _, ex in loaded.train]
+        pairs = [p for part in per_source for p in part]
+        where = [e for *_, e in pairs]
+        obj = torch.tensor([object_token(tokenizer, a, o, policy, probe_location(e)) for a, _, o, e in pairs], dtype=torch.long)
+        aff = encode_texts(tokenizer, [with_mask_token(a, tokenizer) for a, *_ in pairs], cfg.max_length)
+        neg = encode_texts(tokenizer, [with_mask_token(n, tokenizer) for _, n, *_ in pairs], cfg.max_length)
+        check_one_mask(aff, tokenizer.mask_token_id, where, "masked_sentences", cfg.max_length)
+        check_one_mask(neg, tokenizer.mask_token_id, where, "masked_negations", cfg.max_length)
+        sizes = [len(part) for part in per_source]
         train = TrainSet(aff, {"obj": obj}, [f"{b.name}/{s}" for b, s, _ in loaded.train], sizes)
         retention, spec = None, None
         if ul_cfg.retention is not None:
