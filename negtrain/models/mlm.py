@@ -117,6 +117,23 @@ class UnlikelihoodObjective:
 # ---------------------------------------------------------------------------------------------
 # The module.
 
+#: Attribute names of the position-wise LM head of HF masked-LM classes whose ``base_model``
+#: returns the encoder's last hidden states first (BERT, RoBERTa, XLM-R, ALBERT).
+_LM_HEADS = ("cls", "lm_head", "predictions")
+
+
+def lm_head(model):
+    """The model's position-wise LM head module, or None when it has none we know to be one."""
+    model = getattr(model, "get_base_model", lambda: model)()  # a peft wrapper: the wrapped model
+    if getattr(model, "base_model", model) is model:
+        return None
+    for name in _LM_HEADS:
+        head = getattr(model, name, None)
+        if isinstance(head, torch.nn.Module):
+            return head
+    return None
+
+
 
 class MaskedLMModule(NegtrainModule):
     def __init__(
@@ -153,8 +170,17 @@ class MaskedLMModule(NegtrainModule):
         return logits[input_ids == self.mask_id]
 
     def mask_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """(N, V) logits at each row's single mask token."""
-        return self._at_mask(input_ids, self.logits(input_ids, attention_mask))
+        """(N, V) logits at each row's single mask token.
+
+        Where the model is an encoder plus a separate LM head (BERT's ``cls``, RoBERTa's
+        ``lm_head``, ALBERT's ``predictions``), the head runs on the mask positions only: it is a
+        position-wise function, so the logits are the same, and on MiniLM-L6 the vocabulary
+        projection over every position costs more than the encoder itself."""
+        head = lm_head(self.model)
+        if head is None:
+            return self._at_mask(input_ids, self.logits(input_ids, attention_mask))
+        hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+        return head(hidden[input_ids == self.mask_id])
 
     def reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if not self._reference:
@@ -166,6 +192,13 @@ class MaskedLMModule(NegtrainModule):
             return ref(input_ids=input_ids, attention_mask=attention_mask).logits
 
     def reference_mask_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self._reference and lm_head(self._reference[0]) is not None:
+            ref = self._reference[0]
+            if next(ref.parameters()).device != input_ids.device:
+                ref.to(input_ids.device)
+            with torch.no_grad():
+                hidden = ref.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+                return lm_head(ref)(hidden[input_ids == self.mask_id])
         return self._at_mask(input_ids, self.reference_logits(input_ids, attention_mask))
 
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
