@@ -12,6 +12,7 @@ import torch
 
 from negtrain.benchmarks.negated_lama import GOOGLE_RE, NegatedLama, NegatedLamaHighRanked, NegatedLamaLowRanked
 from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric, spearman
+from tiny_models import one_thread, save_tiny_llama  # noqa: F401  (fixture)
 
 
 @pytest.fixture(scope="module")
@@ -155,3 +156,46 @@ def test_unlikelihood_minilm_recipe_runs_on_the_real_mirror(data_dir, tmp_path):
     (train,) = [r for r in lines if r["benchmark"] == "train"]
     assert train["train_examples"] == 16 and train["sources"]["negated_lama/train"]["size"] == 8_941
     assert train["metrics"]["loss"] > 0
+
+
+# ------------------------------------------------------------------------------------------------
+# Causal LMs: only blanks that end the sentence, as the next token after the prefix.
+
+
+def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, one_thread):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from negtrain.benchmarks.base import Example
+    from negtrain.config import ModelConfig
+    from negtrain.data.module import EvalSet
+    from negtrain.metrics.cloze import SKIPPED
+    from negtrain.models.choice_inputs import split_pair
+    from negtrain.models.lm import CausalLMModule, cloze_metric, cloze_prefix, encode_cloze_prefixes
+
+    assert cloze_prefix("Birds can [MASK] .") == "Birds can"
+    assert cloze_prefix("Quran is a [MASK] text.") is None
+    path = save_tiny_llama(tmp_path / "m", None)
+    tok = AutoTokenizer.from_pretrained(path)
+    tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    examples = [
+        Example("negated_lama/test/TREx/P17/0", ("True is [MASK] .", "True is not [MASK] .", "Yes? True is [MASK] ."), "False",
+                subset="TREx", group="TREx/P17", meta={"prime": "Yes"}),
+        Example("negated_lama/test/SQUAD/squad/0", ("A [MASK] text.", "A not [MASK] text.", "No? A [MASK] text."), "True",
+                subset="SQUAD", group="SQUAD/squad", meta={"prime": "No"}),
+    ]
+    bench = NegatedLama()
+    eval_set = EvalSet(bench, "test", examples, encode_cloze_prefixes(tok, examples))
+    metric = cloze_metric(tok, examples)
+    module = CausalLMModule(model, tok, ModelConfig(name=str(path), family="causal_lm"), [eval_set], [metric], recipe={})
+    rows = module.predict({"index": torch.tensor([0, 1])}, 0)
+    assert rows[1, 0].item() == SKIPPED  # the SQUAD blank is mid-sentence
+    with torch.no_grad():
+        for k, prefix in enumerate(("True is", "True is not", "Yes? True is")):
+            logits = model(input_ids=torch.tensor([tok(prefix)["input_ids"]])).logits[0, -1]
+            assert rows[0, k].item() == logits.argmax().item()
+    assert metric.gold[0] == split_pair(tok, "True is", " False", causal=True)[1][0]
+    metric.update(torch.tensor([0, 1]), rows)
+    v = {k: float(x) for k, x in metric.compute().items()}
+    assert v["n_probes"] == 1 and v["n_skipped"] == 1
+    assert -1 <= v["rank_correlation"] <= 1

@@ -15,6 +15,12 @@ trained and predicted:
   lm-evaluation-harness splits them, :mod:`negtrain.models.choice_inputs`); the prediction is the
   best choice, both raw and per character (``accuracy`` / ``accuracy_norm``). Evaluation only;
   the context is the benchmark's own (``model.prompt`` and chat templates do not apply).
+- **Cloze probes** (``answer_type: cloze``: negated LAMA). A causal LM can only fill a blank that
+  ends the sentence (nothing but ``.``, ``!`` or ``?`` after ``[MASK]``, in the affirmative, negated
+  and misprimed cloze alike): its prediction is the next token after the text before the blank,
+  and the gold object is the first token of " " + object there (split as
+  :mod:`negtrain.models.choice_inputs` does). Other probes are reported as skipped
+  (``n_skipped``), not scored. Evaluation only.
 - **Label benchmarks** (e.g. TINAD's True/False). Each label is verbalised by the first sub-token
   of ``" " + label`` as it is split after other text (" True" -> "▁True" / "ĠTrue", see
   :func:`answer_token_id`). Prediction is
@@ -196,6 +202,50 @@ def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg:
     return ctx, conts, chars
 
 
+CLOZE_ENDINGS = ("", ".", "!", "?")
+
+
+def cloze_prefix(text: str) -> str | None:
+    """The text before a cloze's blank when the blank ends the sentence, else None."""
+    from negtrain.benchmarks.negated_probes import MASK
+
+    before, after = text.split(MASK, 1)
+    return before.rstrip() if after.strip() in CLOZE_ENDINGS and before.strip() else None
+
+
+def cloze_prefixes(tokenizer, examples: Sequence[Example]) -> list[list[list[int]] | None]:
+    out = []
+    for e in examples:
+        texts = [cloze_prefix(t) for t in e.inputs]
+        out.append(None if any(t is None for t in texts) else [tokenizer(t)["input_ids"] for t in texts])
+    return out
+
+
+def cloze_metric(tokenizer, examples: Sequence[Example]):
+    """The negated-LAMA metric with gold objects and primes as next-token vocabulary ids."""
+    from negtrain.metrics.cloze import NOT_IN_SPACE, NegatedLamaMetric
+    from negtrain.models.choice_inputs import split_pair
+
+    gold, primes = [], []
+    for e in examples:
+        aff, mis = cloze_prefix(e.inputs[0]), cloze_prefix(e.inputs[2])
+        if aff is None or mis is None:
+            gold.append(NOT_IN_SPACE)
+            primes.append([])
+            continue
+        gold.append(split_pair(tokenizer, aff, " " + e.label, causal=True)[1][0])
+        words = {e.meta["prime"], e.meta["prime"].lower()} - {""}
+        conts = [split_pair(tokenizer, mis, " " + w, causal=True)[1] for w in words]
+        primes.append(sorted({c[0] for c in conts if len(c) == 1}))
+    note = "causal LM: only probes whose blank ends the sentence are scored (next token); multi-token objects by their first token"
+    return NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note)
+
+
+def encode_cloze_prefixes(tokenizer, examples: Sequence[Example]) -> EncodedSplit:
+    fallback = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
+    return EncodedSplit.from_lists([p[0] if p is not None else fallback for p in cloze_prefixes(tokenizer, examples)], None)
+
+
 def encode_choice_contexts(tokenizer, bench, examples, cfg, causal: bool) -> EncodedSplit:
     ctx, _, _ = choice_inputs(tokenizer, bench, examples, cfg, causal)
     return EncodedSplit.from_lists(ctx, None)
@@ -233,8 +283,12 @@ class LMModule(NegtrainModule):
         self.eval_benchmarks = [(s.benchmark, s.examples) for s in eval_sets]
         #: Multiple-choice eval sets: index -> (context ids, choice ids, choice lengths in characters).
         self.choice_inputs: dict[int, tuple[list[list[int]], list[list[list[int]]], torch.Tensor]] = {}
+        #: Cloze eval sets (causal only): index -> per example (three prefixes or None if skipped).
+        self.cloze_prefixes: dict[int, list[list[list[int]] | None]] = {}
         for i, s in enumerate(eval_sets):
-            if s.benchmark.answer_type == "choice":
+            if s.benchmark.answer_type == "cloze":
+                self.cloze_prefixes[i] = cloze_prefixes(tokenizer, s.examples)
+            elif s.benchmark.answer_type == "choice":
                 self.choice_inputs[i] = choice_inputs(tokenizer, s.benchmark, s.examples, config, self.causal)
             elif not s.benchmark.generative:
                 self.register_buffer(f"verbalizers_{i}", verbalizer_ids(tokenizer, s.benchmark), persistent=False)
@@ -252,6 +306,8 @@ class LMModule(NegtrainModule):
         bench, examples = self.eval_benchmarks[eval_index]
         if eval_index in self.choice_inputs:
             return self.predict_choices(batch["index"], eval_index)
+        if eval_index in self.cloze_prefixes:
+            return self.predict_cloze(batch["index"], eval_index)
         if not bench.generative:
             words = getattr(self, f"verbalizers_{eval_index}")
             return self.label_logits(batch)[:, words].argmax(-1)  # verbalizers are in label order
@@ -275,6 +331,29 @@ class LMModule(NegtrainModule):
             encoder_decoder=not self.causal, pad_id=self.pad_id,
         )
         return choose(scores.logprob, chars[rows]).to(index.device)
+
+    @torch.no_grad()
+    def predict_cloze(self, index: torch.Tensor, eval_index: int) -> torch.Tensor:
+        """(B, 4) rows of :class:`negtrain.metrics.cloze.NegatedLamaMetric`: next-token top-1 after
+        the affirmative, negated and misprimed prefix, and the Spearman correlation of the
+        affirmative and negated next-token scores; SKIPPED rows where the blank is not final."""
+        from negtrain.metrics.cloze import SKIPPED, spearman
+
+        prefixes = self.cloze_prefixes[eval_index]
+        rows = index.tolist()
+        out = torch.full((len(rows), 4), float(SKIPPED), dtype=torch.float64)
+        out[:, 3] = float("nan")
+        scored = [r for r, i in enumerate(rows) if prefixes[i] is not None]
+        if scored:
+            seqs = [p for r in scored for p in prefixes[rows[r]]]
+            ids = padded(seqs, self.pad_id).to(index.device)
+            mask = padded([[1] * len(x) for x in seqs], 0).to(index.device)
+            logits = self.model(input_ids=ids, attention_mask=mask).logits
+            last = logits[torch.arange(len(seqs), device=ids.device), mask.sum(1) - 1].float().view(len(scored), 3, -1)
+            tops = last.argmax(-1).to(torch.float64).cpu()
+            rho = spearman(last[:, 0], last[:, 1]).cpu()
+            out[scored] = torch.cat([tops, rho.unsqueeze(1)], dim=1)
+        return out.to(index.device)
 
     def _generate_kwargs(self) -> dict[str, Any]:
         return dict(
@@ -367,13 +446,21 @@ def _build_lm(recipe, loaded, family: str):
         if b.answer_type == "choice" or b.open_vocabulary:
             raise ConfigError(f"data.train: {b.name}/{split} is an evaluation probe; a {family} model cannot train on it")
     for b, split, _ in loaded.eval:
-        if b.open_vocabulary:
-            raise ConfigError(f"data.eval: {b.name}/{split} is a masked-LM probe; score it with model.family mlm")
-    eval_sets = [
-        EvalSet(b, split, ex, encode_choice_contexts(tokenizer, b, ex, cfg, causal) if b.answer_type == "choice" else encode_eval(tokenizer, b, ex, cfg))
-        for b, split, ex in loaded.eval
-    ]
-    metrics = [s.benchmark.metric(s.examples) for s in eval_sets]
+        if b.open_vocabulary and not (causal and b.answer_type == "cloze"):
+            raise ConfigError(
+                f"data.eval: {b.name}/{split} is a masked-LM probe; score it with model.family mlm"
+                + (" (or causal_lm for negated_lama)" if b.answer_type == "cloze" else "")
+            )
+
+    def encode(b, ex):
+        if b.answer_type == "cloze":
+            return encode_cloze_prefixes(tokenizer, ex)
+        if b.answer_type == "choice":
+            return encode_choice_contexts(tokenizer, b, ex, cfg, causal)
+        return encode_eval(tokenizer, b, ex, cfg)
+
+    eval_sets = [EvalSet(b, split, ex, encode(b, ex)) for b, split, ex in loaded.eval]
+    metrics = [cloze_metric(tokenizer, s.examples) if s.benchmark.answer_type == "cloze" else s.benchmark.metric(s.examples) for s in eval_sets]
 
     train = None
     if loaded.train:
