@@ -111,6 +111,12 @@ def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:
 def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = False) -> Scored:
     bench = get_benchmark(benchmark)
     bench.check_split(split)
+    if bench.answer_type == "cloze":
+        raise PredictionError(
+            f"{benchmark} cannot be scored from a predictions file: its metrics (rank correlation over the "
+            "vocabulary, top-1 of three clozes per probe) need the model itself; run `negtrain validate` "
+            "with a recipe that evaluates it"
+        )
     rows = read_predictions(path, bench)  # malformed input is reported before any data is read
     examples = bench.load(split)
     position = {e.id: i for i, e in enumerate(examples)}

@@ -199,3 +199,12 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, one
     v = {k: float(x) for k, x in metric.compute().items()}
     assert v["n_probes"] == 1 and v["n_skipped"] == 1
     assert -1 <= v["rank_correlation"] <= 1
+
+
+def test_evaluate_explains_that_a_predictions_file_cannot_score_negated_lama(tmp_path):
+    from negtrain.evaluation import PredictionError, score_file
+
+    preds = tmp_path / "p.jsonl"
+    preds.write_text('{"id": "negated_lama/test/TREx/P17/0", "prediction": "Germany"}\n')
+    with pytest.raises(PredictionError, match="negated_lama cannot be scored from a predictions file"):
+        score_file("negated_lama", "test", preds)

@@ -27,7 +27,11 @@ Splits (this project's; the paper has none, it only probes):
   test cloze appears in training. The same subject can appear on both sides with different
   relations, and relations are on both sides: the split tests new facts, not new relations.
 
-Scoring and metrics: :class:`negtrain.metrics.cloze.NegatedLamaMetric`.
+Scoring and metrics: :class:`negtrain.metrics.cloze.NegatedLamaMetric`. Families: ``mlm`` (the
+blank is the mask token; multi-token objects follow ``objective.unlikelihood.multi_token_objects``,
+else are an error) and ``causal_lm`` (blanks that end the sentence only, see
+:mod:`negtrain.models.lm`). ``negtrain evaluate --predictions`` cannot score it: the rank
+correlation needs the model's scores over the vocabulary.
 """
 
 from __future__ import annotations
@@ -104,7 +108,7 @@ class NegatedLama(Benchmark):
         "rank_correlation", "top1_overlap", "mispriming_rate", "misprime_top1_rate",
         "<metric>/<source>", "n_probes", "n_skipped",
     )
-    prediction_help = "not supported: the metrics need the model's scores over the vocabulary"
+    prediction_help = "(predictions files are not supported: the metrics need the model's scores)"
     citation = (
         "Kassner, Schütze (2020). Negated and Misprimed Probes for Pretrained Language Models: Birds Can "
         "Talk, But Cannot Fly. ACL 2020. Petroni et al. (2019). Language Models as Knowledge Bases? "
