@@ -264,3 +264,29 @@ def test_mask_logits_through_the_head_alone_equal_the_full_forward(tiny_mlm):
     full = logits_at_mask_by_hand(module, batch["neg_input_ids"], batch["neg_attention_mask"])
     assert torch.allclose(fast, full, atol=1e-5)
     assert torch.allclose(ref_fast, logits_at_mask_by_hand(module, batch["input_ids"], batch["attention_mask"]), atol=1e-5)
+
+
+def test_validate_an_unlikelihood_recipe_scores_without_training_data(tiny_mlm, tmp_path, monkeypatch):
+    """`validate` reads no training split: the recipe's data.train must not be required then."""
+    from conftest import FIXTURES
+
+    from negtrain.config import validate_recipe
+    from negtrain.recipes import LoadedRecipe
+    from negtrain.training.run import evaluate
+
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(FIXTURES / "data"))
+    recipe = validate_recipe(
+        {
+            "description": "tiny UL validate",
+            "model": {"name": tiny_mlm, "family": "mlm", "max_length": 32},
+            "objective": {"unlikelihood": {"gamma": 0.5, "likelihood": "kl"}},
+            "data": {"train": [{"benchmark": "negated_probes", "split": "train"}],
+                     "eval": [{"benchmark": "negated_probes", "split": "test"}]},
+            "trainer": {"enable_progress_bar": False},
+            "logger": "none",
+        },
+        "test",
+    )
+    run = evaluate(LoadedRecipe("tiny_ul", tmp_path / "r.yaml", recipe), "validate", None, tmp_path / "run")
+    (line,) = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert line["metrics"]["n_negated"] == 20

@@ -338,7 +338,11 @@ def build_mlm(recipe, loaded):
 
     reference = None
     train_transform = None
-    if ul_cfg is not None:
+    train = None
+    if ul_cfg is not None and not loaded.train:
+        # validate / test: score the model; no training set, no frozen reference.
+        objective = UnlikelihoodObjective(ul_cfg.gamma, ul_cfg.likelihood)
+    elif ul_cfg is not None:
         per_source = [training_probes(ex) for _, _, ex in loaded.train]
         pairs = [p for part in per_source for p in part]
         where = [e for *_, e in pairs]
