@@ -54,6 +54,8 @@ class Benchmark(ABC):
     #: ``choices(example)``, ``target_delimiter`` and ``choice_label(prediction, example)``, and
     #: ``labels`` are the choice indices (see :mod:`negtrain.benchmarks.neqa`).
     answer_type: ClassVar[str] = "label"
+    #: The model families that can score this benchmark (``model.family`` names); None: not declared.
+    scoring_families: ClassVar[tuple[str, ...] | None] = None
     #: Names of ``Example.inputs`` as placeholders of a prompt template, e.g. "{premise}".
     input_names: ClassVar[tuple[str, ...]] = ("premise", "hypothesis")
     #: The input a language-model family builds when the recipe sets no ``model.prompt``.

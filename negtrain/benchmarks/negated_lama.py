@@ -102,6 +102,7 @@ class NegatedLama(Benchmark):
     labels = ()  # open vocabulary: the label is the object string
     open_vocabulary = True
     answer_type = "cloze"
+    scoring_families = ("mlm", "causal_lm")
     input_names = INPUTS
     reported_metrics = (
         "affirmative_top1_accuracy", "affirmative_top1_accuracy_macro", "negated_top1_error",

@@ -50,6 +50,7 @@ class Neqa(Benchmark):
     splits = ("test",)
     labels = ("0", "1")  # the index of the chosen answer
     answer_type = "choice"
+    scoring_families = ("causal_lm", "seq2seq")
     input_names = ("question",)
     #: What separates the context from a choice when it is scored (lm-eval's target_delimiter).
     target_delimiter = " "

@@ -47,6 +47,7 @@ def listing() -> list[dict]:
                 "labels": list(cls.labels),
                 "prediction_labels": [list(s) for s in spaces],
                 "metrics": list(cls.reported_metrics),
+                **({"families": list(cls.scoring_families)} if cls.scoring_families else {}),
             }
         )
     return out
@@ -61,4 +62,6 @@ def format_listing() -> str:
         if len(b["prediction_labels"]) > 1:
             lines.append("  also scores: " + "; ".join(", ".join(s) for s in b["prediction_labels"][1:]) + " predictions")
         lines.append(f"  metrics: {', '.join(b['metrics']) or '(see the benchmark module)'}")
+        if b.get("families"):
+            lines.append(f"  scored by: {', '.join(b['families'])}")
     return "\n".join(lines)
