@@ -44,6 +44,7 @@ from typing import ClassVar
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.data.files import RemoteFile
+from negtrain.metrics.cloze import NegatedLamaMetric
 
 REPO = "norakassner/LAMA_primed_negated"
 SOURCES = ("ConceptNet", "GoogleRE", "SQUAD", "TREx")
@@ -142,9 +143,7 @@ class NegatedLama(Benchmark):
                 )
         return examples
 
-    def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None):
-        from negtrain.metrics.cloze import NegatedLamaMetric
-
+    def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None) -> NegatedLamaMetric:
         return NegatedLamaMetric.for_examples(examples, predicted_labels or ())
 
     def scorer(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None):

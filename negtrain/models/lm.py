@@ -44,11 +44,16 @@ from typing import Any
 import torch
 
 from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.negated_probes import MASK
 from negtrain.config import ModelConfig
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
+from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
+from negtrain.metrics.multiple_choice import choose
 from negtrain.models.base import NegtrainModule
+from negtrain.models.choice_inputs import encode_choices, split_pair
+from negtrain.models.continuation import continuation_logprobs
 
 IGNORE = -100
 
@@ -193,8 +198,6 @@ def seq2seq_targets(tokenizer, bench, examples, cfg) -> list[list[int]]:
 
 def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, causal: bool):
     """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice split."""
-    from negtrain.models.choice_inputs import encode_choices
-
     contexts = [bench.context(e) for e in examples]
     options = [bench.choices(e) for e in examples]
     ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
@@ -207,8 +210,6 @@ CLOZE_ENDINGS = ("", ".", "!", "?")
 
 def cloze_prefix(text: str) -> str | None:
     """The text before a cloze's blank when the blank ends the sentence, else None."""
-    from negtrain.benchmarks.negated_probes import MASK
-
     before, after = text.split(MASK, 1)
     return before.rstrip() if after.strip() in CLOZE_ENDINGS and before.strip() else None
 
@@ -223,9 +224,6 @@ def cloze_prefixes(tokenizer, examples: Sequence[Example]) -> list[list[list[int
 
 def cloze_metric(tokenizer, examples: Sequence[Example]):
     """The negated-LAMA metric with gold objects and primes as next-token vocabulary ids."""
-    from negtrain.metrics.cloze import NOT_IN_SPACE, NegatedLamaMetric
-    from negtrain.models.choice_inputs import split_pair
-
     gold, primes = [], []
     for e in examples:
         aff, mis = cloze_prefix(e.inputs[0]), cloze_prefix(e.inputs[2])
@@ -321,9 +319,6 @@ class LMModule(NegtrainModule):
 
     def predict_choices(self, index: torch.Tensor, eval_index: int) -> torch.Tensor:
         """(B, 2): the acc choice and the acc_norm choice of each question in the batch."""
-        from negtrain.metrics.multiple_choice import choose
-        from negtrain.models.continuation import continuation_logprobs
-
         contexts, choices, chars = self.choice_inputs[eval_index]
         rows = index.tolist()
         scores = continuation_logprobs(
@@ -337,8 +332,6 @@ class LMModule(NegtrainModule):
         """(B, 4) rows of :class:`negtrain.metrics.cloze.NegatedLamaMetric`: next-token top-1 after
         the affirmative, negated and misprimed prefix, and the Spearman correlation of the
         affirmative and negated next-token scores; SKIPPED rows where the blank is not final."""
-        from negtrain.metrics.cloze import SKIPPED, spearman
-
         prefixes = self.cloze_prefixes[eval_index]
         rows = index.tolist()
         out = torch.full((len(rows), 4), float(SKIPPED), dtype=torch.float64)
