@@ -12,8 +12,8 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from negtrain.benchmarks.files import pin_data_dirs
 from negtrain.commands import evaluate, export, recipes, report, sweep, train
-from negtrain.data.files import pin_data_dirs
 from negtrain.errors import NegtrainError
 
 
@@ -68,5 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     except NegtrainError as exc:
         if debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+
+
+def one_line(message: str) -> str:
+    """``message`` with line breaks and other control characters escaped as in a Python literal
+    (``\\n``, ``\\x1b``): an error may quote user text (a recipe name, a label, a data field), and
+    must stay one line that a terminal prints as it is."""
+    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in message)

@@ -7,6 +7,7 @@ work starts, so a typo never silently falls back to a default.
 
 from __future__ import annotations
 
+import difflib
 import typing
 from pathlib import Path
 from typing import Any, Literal
@@ -15,10 +16,20 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from negtrain.errors import ConfigError, did_you_mean
+from negtrain.secrets import redact
 
 
 class _Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    # allow_inf_nan=False: `1e999` is YAML for inf, which passes `gt=0`; no setting means inf or nan.
+    model_config = ConfigDict(extra="forbid", validate_assignment=True, allow_inf_nan=False)
+
+
+#: Upper bounds on settings whose size turns into memory or threads: past them a run does not
+#: fail, it exhausts the machine (an epoch of 10^13 examples is an index array of 80 TB).
+MAX_SOURCE_WEIGHT = 1e6
+MIN_TEMPERATURE, MAX_TEMPERATURE = 0.01, 1000.0
+MAX_EPOCH_EXAMPLES = 100_000_000
+MAX_TORCH_THREADS = 1024
 
 
 class ModelConfig(_Section):
@@ -94,23 +105,23 @@ class ModelConfig(_Section):
         None,
         description="transformers' attention kernel (from_pretrained's attn_implementation); unset: "
         "transformers' default (sdpa where the model supports it). On a CPU with short inputs, "
-        "'eager' measured faster under bf16 (MiniLM on ScoNe test: 816 vs 765 examples/s).",
+        "'eager' measured faster under bf16 (perf/results/settings.md).",
     )
     fp32_recheck_margin: float | None = Field(
         1.0,
         ge=0,
         description="NLI family under bf16/fp16 autocast: examples whose top two logits are closer "
-        "than this are scored again in fp32, so mixed-precision evaluation reports fp32's predictions. "
-        "On trained MiniLM/ScoNe checkpoints bf16 moved the logit gap by at most 0.45 and flipped up to "
-        "2 of 1,200 predictions; at 1.0 about 2% of examples are rescored. null: never recheck.",
+        "than this are scored again in fp32, so mixed-precision evaluation reports fp32's predictions "
+        "(how far bf16 moves the gap, and how many examples 1.0 rescores: perf/results/settings.md). "
+        "null: never recheck.",
     )
     first_token_only: bool = Field(
         True,
         description="NLI family, evaluation: the last encoder layer computes only the position the "
         "classification head reads ([CLS] / <s>), with keys and values over every token, so the "
         "logits are the same up to float rounding. BERT/RoBERTa/XLM-R classifiers; other models run "
-        "in full. MiniLM on ScoNe test: about 13% faster evaluation. Training always runs the full "
-        "layer: there it measured only about 5% faster, and would change the dropout draws.",
+        "in full. Training always runs the full layer: there it gains little (perf/results/settings.md) "
+        "and would change the dropout draws.",
     )
     optimizer_impl: Literal["auto", "foreach", "fused", "for-loop"] = Field(
         "auto", description="AdamW implementation; 'auto' = 'fused' (by far the fastest on CPU) where torch supports it, else 'foreach'."
@@ -144,8 +155,10 @@ class SourceConfig(_Section):
     weight: float = Field(
         1.0,
         gt=0,
+        le=MAX_SOURCE_WEIGHT,
         description="Relative sampling weight w_i: the source's share of an epoch is proportional to "
-        "w_i * n_i (proportional mixing) or w_i * n_i^(1/T) (temperature mixing); see data.mix.",
+        "w_i * n_i (proportional mixing) or w_i * n_i^(1/T) (temperature mixing); see data.mix. "
+        "At most 1e6 (only ratios of weights matter).",
     )
 
 
@@ -179,12 +192,17 @@ class MixConfig(_Section):
         "proportional", description="'proportional': p_i ∝ w_i·n_i; 'temperature': p_i ∝ w_i·n_i^(1/T)."
     )
     temperature: float | None = Field(
-        None, gt=0, description="T for sampling: temperature (required there, rejected otherwise)."
+        None,
+        ge=MIN_TEMPERATURE,
+        le=MAX_TEMPERATURE,
+        description="T for sampling: temperature (required there, rejected otherwise); 0.01 to 1000 "
+        "(T = 0.01 already gives a source 10x the size of another 10^100 times its share; T = 1000 "
+        "is uniform to within 1%).",
     )
     epoch: Literal["all", "largest"] | int = Field(
         "all",
         description="Examples per epoch: 'all' (sum of the sources' sizes), 'largest' (one pass over "
-        "the largest source) or a positive integer.",
+        "the largest source) or a positive integer up to 100,000,000.",
     )
 
     @model_validator(mode="after")
@@ -193,8 +211,10 @@ class MixConfig(_Section):
             raise ValueError("mix.sampling 'temperature' needs mix.temperature (T in p_i ∝ n_i^(1/T))")
         if self.sampling != "temperature" and self.temperature is not None:
             raise ValueError("mix.temperature is only used with mix.sampling: temperature")
-        if isinstance(self.epoch, int) and self.epoch <= 0:
-            raise ValueError("mix.epoch must be 'all', 'largest' or a positive number of examples")
+        if isinstance(self.epoch, int) and not 0 < self.epoch <= MAX_EPOCH_EXAMPLES:
+            raise ValueError(
+                f"mix.epoch must be 'all', 'largest' or a positive number of examples, at most {MAX_EPOCH_EXAMPLES:,}"
+            )
         return self
 
 
@@ -218,12 +238,11 @@ class DataConfig(_Section):
         128,
         gt=0,
         description="Evaluation examples per device per batch. Evaluation batches are always sorted by "
-        "length; on a CPU, 64 was faster than 256 for MiniLM on ScoNe (757 vs 603 examples/s).",
+        "length; on a CPU a smaller batch can be faster (perf/results/settings.md).",
     )
     bucket_by_length: bool = Field(
         True,
-        description="Group examples of similar length into batches so padding is small (1.3x faster "
-        "on ScoNe). Batches are still shuffled; examples within a pool of 50 batches are sorted by "
+        description="Group examples of similar length into batches so padding is small. Batches are still shuffled; examples within a pool of 50 batches are sorted by "
         "length. (Evaluation is always length-sorted.) Caveat: where length correlates with a subset "
         "(ScoNe's conditions), batches become nearly single-subset, which changes the training "
         "trajectory; turn it off to compare.",
@@ -245,20 +264,33 @@ class TrainerConfig(_Section):
         "bf16 units it is emulated and far slower than fp32. 'auto': bf16-mixed where bf16 is native, "
         "32-true elsewhere; the run prints which.",
     )
-    accelerator: str = "auto"
-    devices: int | str = Field(1, description="Number of devices (processes), or 'auto'.")
+    accelerator: str = Field(
+        "auto",
+        description="Lightning accelerator: auto, cpu, gpu/cuda, mps, ... ; checked against the installed "
+        "Lightning and this machine before any model is loaded.",
+    )
+    devices: int | Literal["auto"] = Field(1, description="Number of devices (processes, at least 1) per node, or 'auto'.")
     strategy: str = Field(
         "auto",
         description="Lightning strategy: auto, ddp, ddp_spawn, fsdp, deepspeed_stage_2, "
         "deepspeed_stage_3, ... (any name the installed Lightning registers). Checked against the "
         "adapter and the machine before any model is loaded.",
     )
-    num_nodes: int = Field(1, gt=0)
+    num_nodes: int = Field(
+        1,
+        gt=0,
+        description="Machines taking part. More than 1 needs a multi-node launcher (torchrun, SLURM's "
+        "srun, ...) or MASTER_ADDR, MASTER_PORT, NODE_RANK and WORLD_SIZE set on every node; "
+        "without one a run would wait forever for the other nodes, so it is refused. Under a launcher "
+        "each node prints where it waits and for how many nodes.",
+    )
     limit_train_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of training batches per epoch.")
     limit_val_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of evaluation batches.")
     log_every_n_steps: int = Field(50, gt=0)
     deterministic: bool | Literal["warn"] = False
-    torch_threads: int | None = Field(None, gt=0, description="torch.set_num_threads; unset leaves torch's default.")
+    torch_threads: int | None = Field(
+        None, gt=0, le=MAX_TORCH_THREADS, description="torch.set_num_threads (1 to 1024); unset leaves torch's default."
+    )
     enable_progress_bar: bool = True
     ema_decay: float | None = Field(
         None,
@@ -268,6 +300,13 @@ class TrainerConfig(_Section):
         "torch's multi-tensor EMA, updated every optimizer step): evaluation, checkpoints and the final model use the average, "
         "and resume restores both. About 1/(1-decay) steps are averaged. Unset: no averaging.",
     )
+
+    @field_validator("devices", mode="before")
+    @classmethod
+    def _devices(cls, v: Any) -> Any:
+        if isinstance(v, bool) or not (v == "auto" or (isinstance(v, int) and v >= 1)):
+            raise ValueError("must be a number of devices (1 or more) or 'auto'")
+        return v
 
     @field_validator("limit_train_batches", "limit_val_batches")
     @classmethod
@@ -513,6 +552,41 @@ def _is_mapping_of_models(annotation: Any) -> bool:
     return any(_is_mapping_of_models(a) for a in typing.get_args(annotation))
 
 
+def _field_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every dotted key of ``model``'s sections, e.g. ``model.learning_rate`` (lists and free-form
+    mappings are not entered: their items have no fixed path)."""
+    paths = []
+    for name, field in model.model_fields.items():
+        dotted = f"{prefix}.{name}" if prefix else name
+        paths.append(dotted)
+        sub = _model_class(field.annotation)
+        origin = typing.get_origin(field.annotation)
+        inner = [typing.get_origin(a) for a in typing.get_args(field.annotation)]
+        if sub is not None and not _is_mapping_of_models(field.annotation) and list not in (origin, *inner):
+            paths += _field_paths(sub, dotted)
+    return paths
+
+
+def _suggestion(key: str, fields: typing.Iterable[str]) -> str:
+    """A "did you mean" for an unknown key: the closest field of its own section, or a key of the
+    same name in another section when that is closer (``--lerning_rate`` means
+    ``model.learning_rate``)."""
+
+    def best(word: str, choices: list[str], cutoff: float) -> tuple[float, str | None]:
+        close = difflib.get_close_matches(word, choices, n=1, cutoff=cutoff)
+        return (difflib.SequenceMatcher(None, word, close[0]).ratio(), close[0]) if close else (0.0, None)
+
+    own_score, own = best(key, list(fields), 0.5)
+    by_leaf: dict[str, str] = {}
+    for path in _field_paths(Recipe):
+        if "." in path:
+            by_leaf.setdefault(path.rsplit(".", 1)[-1], path)
+    leaf_score, leaf = best(key, list(by_leaf), 0.75)
+    if leaf is not None and leaf_score > own_score:
+        return f" (did you mean '{by_leaf[leaf]}'?)"
+    return f" (did you mean '{own}'?)" if own is not None else ""
+
+
 def check_keys(raw: Any, model: type[BaseModel], where: str, prefix: str = "") -> None:
     if isinstance(raw, list):
         for i, item in enumerate(raw):
@@ -524,7 +598,7 @@ def check_keys(raw: Any, model: type[BaseModel], where: str, prefix: str = "") -
     for key, value in raw.items():
         dotted = f"{prefix}.{key}" if prefix else str(key)
         if key not in fields:
-            raise ConfigError(f"{where}: unknown key '{dotted}'{did_you_mean(str(key), fields)}")
+            raise ConfigError(f"{where}: unknown key '{dotted}'{_suggestion(str(key), fields)}")
         annotation = fields[key].annotation
         sub = _model_class(annotation)
         if sub is not None and _is_mapping_of_models(annotation):
@@ -550,9 +624,40 @@ def validate_recipe(raw: Any, where: str) -> Recipe:
         raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from None
 
 
+#: Limits on a YAML document's shape. A recipe is a few levels deep and a few hundred values;
+#: past these, a document is a mistake or an attack: 20,000 nested ``[`` overflow the parser's
+#: recursion, and nine aliases of nine aliases ("billion laughs") expand to 10^9 values that any
+#: walk over the recipe (validation, saving, logging) takes forever to visit.
+MAX_YAML_DEPTH = 100
+MAX_YAML_VALUES = 100_000
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """safe_load that refuses duplicate mapping keys: plain YAML keeps the last one silently, so a
-    recipe with ``learning_rate`` twice would train with whichever came second."""
+    """safe_load that refuses duplicate mapping keys (plain YAML keeps the last one silently, so a
+    recipe with ``learning_rate`` twice would train with whichever came second), documents nested
+    deeper than :data:`MAX_YAML_DEPTH` and documents whose aliases expand to more than
+    :data:`MAX_YAML_VALUES` values."""
+
+    def __init__(self, stream) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent, index):
+        self._depth += 1
+        try:
+            if self._depth > MAX_YAML_DEPTH:
+                raise yaml.composer.ComposerError(
+                    None, None, f"nested more than {MAX_YAML_DEPTH} levels deep", self.peek_event().start_mark
+                )
+            return super().compose_node(parent, index)
+        finally:
+            self._depth -= 1
+
+    def get_single_node(self):
+        node = super().get_single_node()
+        if node is not None:
+            _check_expanded_size(node)
+        return node
 
     def construct_mapping(self, node, deep=False):
         seen: dict[Any, int] = {}
@@ -566,6 +671,58 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+def _check_expanded_size(root: yaml.Node) -> None:
+    """Refuse a document whose aliases expand to more than MAX_YAML_VALUES values, or that
+    contains itself (``&a [*a]``).
+
+    A node reached through several aliases is one object in memory but is visited once per path
+    by everything that walks the recipe, so what counts is the expanded size. Sizes are memoised
+    per node and computed bottom-up without recursion (the depth may be up to MAX_YAML_DEPTH)."""
+    size: dict[int, int] = {}
+    open_: set[int] = set()  # nodes whose children are being sized: meeting one again is a cycle
+    stack: list[yaml.Node] = [root]
+    while stack:
+        node = stack[-1]
+        if id(node) in size:
+            stack.pop()
+            continue
+        if isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        else:
+            size[id(node)] = 1
+            stack.pop()
+            continue
+        pending = [c for c in children if id(c) not in size]
+        if pending and id(node) not in open_:
+            open_.add(id(node))
+            for child in pending:
+                if id(child) in open_:
+                    raise yaml.composer.ComposerError(
+                        None, None, "an alias refers to a collection that contains it (a cycle)", child.start_mark
+                    )
+            stack.extend(pending)
+            continue
+        if pending:  # a child still unsized after its turn: it is an ancestor, reached again
+            raise yaml.composer.ComposerError(
+                None, None, "an alias refers to a collection that contains it (a cycle)", node.start_mark
+            )
+        open_.discard(id(node))
+        stack.pop()
+        size[id(node)] = 1 + sum(size[id(c)] for c in children)
+        if size[id(node)] > MAX_YAML_VALUES:
+            raise yaml.composer.ComposerError(
+                None, None, f"expands to more than {MAX_YAML_VALUES:,} values through aliases (&anchor / *alias)",
+                node.start_mark,
+            )
+
+
+def parse_yaml(text: str) -> Any:
+    """YAML text as data, with :class:`_StrictLoader`'s limits (raises yaml.YAMLError)."""
+    return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+
+
 def load_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
@@ -576,7 +733,7 @@ def load_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the recipe ({exc.strerror or exc})") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 (a SafeLoader subclass)
+        return parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
@@ -589,8 +746,6 @@ def to_dict(recipe: Recipe) -> dict[str, Any]:
     Secrets found in the environment (API keys, tokens) are masked, so they reach neither
     ``recipe.yaml`` nor the W&B config nor a model card.
     """
-    from negtrain.secrets import redact
-
     # Values only: every key is a schema field, none of them a secret, and masking by name would
     # turn e.g. cue_token: cue into '***' in the recipe.yaml that resume reads back.
     return redact(recipe.model_dump(mode="json"), by_key=False)

@@ -13,7 +13,9 @@ not_entailment), and 2-way predictions on NaN-NLI are scored on its binary view.
 
 from __future__ import annotations
 
+import itertools
 import math
+import stat
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +29,11 @@ from negtrain.errors import DataError
 
 #: At most this many ids are named in an error message.
 SHOW = 10
+#: Bounds on a predictions file, so that a device or an endless pipe given by mistake
+#: (``--predictions /dev/zero``) is an error, not a read that never ends. A prediction line is
+#: an id and a label or a short answer; the largest split (MNLI train, 393k examples) is ~40 MB.
+MAX_LINE_BYTES = 1024 * 1024
+MAX_FILE_BYTES = 4 * 1024**3
 
 
 class PredictionError(DataError):
@@ -67,12 +74,7 @@ def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, 
     """(line, id, raw prediction, canonical label) per line; rejects malformed lines.
 
     For a generative benchmark the canonical label is the answer text itself."""
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise PredictionError(f"predictions file not found: {path}") from None
-    except OSError as exc:
-        raise PredictionError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from None
+    raw = _read_bounded(path)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
@@ -93,6 +95,37 @@ def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, 
     if not rows:
         raise PredictionError(f"{path}: no predictions")
     return rows
+
+
+def _read_bounded(path: Path) -> bytes:
+    """The file's bytes. A regular file or a pipe (``<(...)``); no line over MAX_LINE_BYTES and no
+    more than MAX_FILE_BYTES in all."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise PredictionError(f"predictions file not found: {path}") from None
+    except OSError as exc:
+        raise PredictionError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from None
+    kinds = {stat.S_ISDIR: "a directory", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}
+    for test, kind in kinds.items():
+        if test(mode):
+            raise PredictionError(f"{path}: is {kind}, not a predictions file")
+    chunks, total = [], 0
+    try:
+        with path.open("rb") as f:
+            for lineno in itertools.count(1):
+                line = f.readline(MAX_LINE_BYTES + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE_BYTES:
+                    raise PredictionError(f"{path}:{lineno}: line longer than {MAX_LINE_BYTES:,} bytes; not a predictions file?")
+                total += len(line)
+                if total > MAX_FILE_BYTES:
+                    raise PredictionError(f"{path}: more than {MAX_FILE_BYTES:,} bytes; not a predictions file?")
+                chunks.append(line)
+    except OSError as exc:
+        raise PredictionError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from None
+    return b"".join(chunks)
 
 
 def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:
@@ -204,12 +237,11 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
 
 
 def format_scored(s: Scored) -> str:
-    from negtrain.training.recorder import COUNTS
-
+    bench = get_benchmark(s.benchmark)
     lines = [f"{s.benchmark}/{s.split}: {s.scored} of {s.examples} examples scored, predictions {s.predictions_file}"]
     width = max((len(k) for k in s.metrics), default=0)
     for k, v in s.metrics.items():
-        shown = "-" if math.isnan(v) else str(int(v)) if k in COUNTS else f"{v:.4f}"
+        shown = "-" if math.isnan(v) else str(int(v)) if bench.is_count(k) else f"{v:.4f}"
         lines.append(f"  {k:<{width}}  {shown}")
     lines += [f"note: {n}" for n in s.notes]
     return "\n".join(lines)

@@ -14,26 +14,32 @@ The folder holds:
 The weights are rebuilt from the Lightning checkpoint alone (``model.*`` keys of its state dict)
 and the HF config saved in the run's ``model/`` folder, so exporting needs neither the Hub nor the
 base model. A LoRA run is recognised by ``model/adapter_config.json`` (a ``peft`` config saved by
-``fit``) or by adapter weights in the checkpoint. The folder is built in a temporary directory
-next to ``out`` and renamed into place, so ``out`` is never half-written.
+``fit``) or by adapter weights in the checkpoint. A checkpoint that holds only the adapter and the
+head (what an adapter run saves) is loaded onto the recipe's base model, rebuilt unquantized: the
+one case that needs the base model. The folder is built in a temporary directory next to ``out``
+and renamed into place, so ``out`` is never half-written.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import torch
 import yaml
 
+from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import NegtrainError
-from negtrain.runs import COUNT_METRICS, RunDir
+from negtrain.io.atomic import atomic_dir
+from negtrain.io.checkpoints import read_checkpoint
+from negtrain.models.sources import resolve_model_name
+from negtrain.paths import check_output_dir
+from negtrain.runs import RunDir, is_count
 from negtrain.secrets import redact_text
+from negtrain.training.build import build, reload_weights
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -45,18 +51,6 @@ class Exported:
     epoch: int
     adapter: bool  # adapter-only (peft) folder
     merged: bool
-
-
-def save_adapter_config(model, folder: Path) -> None:
-    """If ``model`` is a peft model, save its adapter config next to the run's HF config.
-
-    ``fit`` calls this so that ``export`` can rebuild the adapter from the checkpoint.
-    """
-    peft_config = getattr(model, "peft_config", None)
-    if isinstance(peft_config, dict) and peft_config:
-        for name, cfg in peft_config.items():
-            if name == "default":
-                cfg.save_pretrained(str(folder))
 
 
 def _is_adapter_state(state: dict[str, Any]) -> bool:
@@ -73,9 +67,10 @@ def load_model(run: RunDir, checkpoint: Path):
         raise NegtrainError(f"--run {run.path}: no model/config.json (the run's HF config)")
     if run.recipe.model.family != "nli":
         raise NegtrainError(f"export supports the 'nli' family (sequence classification); this run is '{run.recipe.model.family}'")
-    from negtrain.training.checkpoint_io import read_checkpoint
-
     ckpt = read_checkpoint(checkpoint, what="checkpoint", require_recipe=False)  # the run dir was checked
+    check_finite({k: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}, checkpoint)
+    if ckpt.get("negtrain_adapter_only"):
+        return _adapter_run_model(run, checkpoint).eval(), int(ckpt.get("epoch", -1))
     state = {k[len("model.") :]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
     if not state:
         raise NegtrainError(f"{checkpoint}: no model.* weights in the checkpoint's state_dict")
@@ -98,19 +93,42 @@ def load_model(run: RunDir, checkpoint: Path):
     return model.eval(), int(ckpt.get("epoch", -1))
 
 
+def check_finite(state: dict[str, Any], checkpoint: Path) -> None:
+    """Refuse weights holding NaN or infinity: a diverged run's checkpoint exports and loads
+    without complaint and then predicts one label for every input."""
+    bad = [
+        (name, int((~torch.isfinite(t)).sum()), t.numel())
+        for name, t in state.items()
+        if isinstance(t, torch.Tensor) and t.is_floating_point() and not bool(torch.isfinite(t).all())
+    ]
+    if bad:
+        total = sum(t.numel() for t in state.values() if isinstance(t, torch.Tensor) and t.is_floating_point())
+        shown = ", ".join(f"{name} ({k:,} of {n:,})" for name, k, n in bad[:3]) + (", ..." if len(bad) > 3 else "")
+        raise NegtrainError(
+            f"{checkpoint}: {len(bad)} of {len(state)} weight tensors hold NaN or infinite values "
+            f"({sum(k for _, k, _ in bad):,} of {total:,} values: {shown}); the run diverged, so "
+            "this checkpoint is not exported (choose another with --checkpoint best|last)"
+        )
+
+
+def _adapter_run_model(run: RunDir, checkpoint: Path):
+    """The peft model of an adapter run whose checkpoint holds only the adapter and the head (see
+    :mod:`negtrain.models.adapters`): the recipe's model is rebuilt, in full precision (a QLoRA
+    adapter goes onto the unquantized base), and the checkpoint loaded onto it. This is the one
+    case where exporting needs the base model (``model.name``)."""
+    recipe = run.recipe.model_copy(deep=True)
+    if recipe.adapter.type == "qlora":
+        recipe.adapter = recipe.adapter.model_copy(update={"type": "lora"})
+    built = build(recipe, stage="validate" if recipe.data.eval else "fit")
+    reload_weights(built.module, str(checkpoint))
+    return built.module.model
+
+
 def _prepare_out(out: Path, overwrite: bool) -> None:
     if out.exists() and (not out.is_dir() or any(out.iterdir())) and not overwrite:
         raise NegtrainError(f"--out {out} already exists and is not empty (pass --overwrite to replace it)")
-
-
-def _move_into_place(tmp: Path, out: Path) -> None:
-    old = None
-    if out.exists():
-        old = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.old-"))
-        os.replace(out, old / "x")
-    os.replace(tmp, out)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+    # The folder is built beside --out and renamed into place: its parent must be writable.
+    check_output_dir(out.parent if out.exists() else out, "--out")
 
 
 def export(
@@ -141,9 +159,8 @@ def export(
         model = model.merge_and_unload()
     adapter_only = is_peft and not merge_adapter
 
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=out.parent, prefix=f".{out.name}.tmp-"))
-    try:
+    # Built in a temporary sibling, fsync'd and renamed into place: `out` is never half-written.
+    with atomic_dir(out, replace=True) as tmp:
         model.save_pretrained(str(tmp))
         tokenizer = AutoTokenizer.from_pretrained(run.path / "model")
         tokenizer.save_pretrained(str(tmp))
@@ -167,10 +184,6 @@ def export(
             run, epoch, checkpoint, repo_id or out.name, adapter_only=adapter_only, merged=is_peft and merge_adapter, license=license
         )
         (tmp / "README.md").write_text(card, encoding="utf-8")
-        _move_into_place(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return Exported(out, ckpt_path, epoch, adapter=adapter_only, merged=is_peft and merge_adapter)
 
 
@@ -178,15 +191,13 @@ def export(
 # The model card.
 
 
-def _fmt(value: float | None, key: str = "") -> str:
+def _fmt(value: float | None, key: str, eval_name: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return str(int(value)) if key in COUNT_METRICS else f"{value:.4f}"
+    return str(int(value)) if is_count(eval_name, key) else f"{value:.4f}"
 
 
 def _benchmark(name: str):
-    from negtrain.benchmarks.registry import get_benchmark
-
     try:
         return get_benchmark(name)
     except NegtrainError:
@@ -208,8 +219,6 @@ def _metric_entry(name: str, value: float) -> dict[str, Any]:
 def base_model_license(name: str) -> str | None:
     """The ``license`` in the front matter of the base model's card, when the card is on disk
     (a local or packaged model, or one already in the Hugging Face cache); None otherwise."""
-    from negtrain.models.sources import resolve_model_name
-
     try:
         path = Path(resolve_model_name(name))
     except NegtrainError:
@@ -251,7 +260,7 @@ def card_metadata(
             benches.append(dataset)
         values = [
             _metric_entry(k, v) for k, v in metrics.items()
-            if k not in COUNT_METRICS and v is not None and not math.isnan(v)
+            if not is_count(name, k) and v is not None and not math.isnan(v)
         ]
         if values:
             entries.append({
@@ -310,7 +319,7 @@ def model_card(
     for name, metrics in results.items():
         bench_name, _, split = name.partition("/")
         for key, value in metrics.items():
-            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key)} |")
+            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key, name)} |")
     lines += ["", "Metrics are scored as each benchmark's paper defines them; `-` marks a metric that was undefined "
               "(e.g. no complete contrast set was evaluated)."]
     lines += ["", "## Usage", "", "```python"]

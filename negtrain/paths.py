@@ -8,6 +8,9 @@ an unrelated file. A path the user names directly is taken as it is.
 
 from __future__ import annotations
 
+import errno
+import os
+import tempfile
 from pathlib import Path
 
 from negtrain.errors import ConfigError
@@ -27,3 +30,26 @@ def contained(path: Path, folder: Path, what: str) -> Path:
     if not is_inside(path, folder):
         raise ConfigError(f"{what} {path}: leads outside {folder} (via '..' or a symbolic link); refused")
     return Path(path)
+
+
+def check_output_dir(path: Path, what: str = "--output-dir") -> None:
+    """Refuse, before any work, an output directory that cannot be created or written: an
+    existing file, a path through a file, or a place without write access. Nothing is created:
+    writability is probed with a temporary folder in the nearest existing ancestor, removed at once."""
+    path = Path(path)
+    try:
+        exists = path.exists()
+        ancestor = path.absolute()
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+    except OSError as exc:  # a name too long, a loop of links, ...
+        raise ConfigError(f"{what} {path}: not a usable path ({exc.strerror or exc})") from None
+    if exists and not path.is_dir():
+        raise ConfigError(f"{what} {path}: exists and is not a directory")
+    if not ancestor.is_dir():
+        raise ConfigError(f"{what} {path}: cannot be created, {ancestor} is a file, not a directory")
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".negtrain-write-test-", dir=ancestor))
+    except OSError as exc:
+        reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
+        raise ConfigError(f"{what} {path}: cannot write in {ancestor} ({reason})") from None

@@ -10,16 +10,22 @@ from typing import Any
 
 import yaml
 
-from negtrain.config import SHORTHAND_SECTIONS, Recipe, is_text_field, load_yaml, validate_recipe
+from negtrain.config import SHORTHAND_SECTIONS, Recipe, is_text_field, load_yaml, parse_yaml, validate_recipe
 from negtrain.errors import ConfigError, unknown_name
 
 
 def recipes_dir() -> Path:
-    """The recipe folder: ``NEGTRAIN_RECIPES_DIR``, else ``recipes/`` of a source checkout."""
+    """The recipe folder: ``NEGTRAIN_RECIPES_DIR``; else ``recipes/`` of the source checkout this
+    package sits in; else the recipes installed with the package (the wheel ships the top-level
+    ``recipes/`` as ``negtrain/recipe_files/``)."""
     env = os.environ.get("NEGTRAIN_RECIPES_DIR")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parent.parent / "recipes"
+    package = Path(__file__).resolve().parent
+    checkout = package.parent / "recipes"
+    if checkout.is_dir() and (package.parent / "pyproject.toml").is_file():
+        return checkout
+    return package / "recipe_files"
 
 
 def available_recipes() -> dict[str, Path]:
@@ -31,6 +37,8 @@ def find_recipe(name_or_path: str) -> tuple[str, Path]:
     """Resolve a recipe name (a file in recipes/) or a path to a YAML file."""
     path = Path(name_or_path)
     if path.suffix in {".yaml", ".yml"} or path.exists():
+        if path.exists() and not path.is_file():
+            raise ConfigError(f"--recipe {path}: not a regular file (a directory or a device)")
         if not path.is_file():
             raise ConfigError(f"recipe file not found: {path}")
         return path.stem, path
@@ -44,14 +52,9 @@ def find_recipe(name_or_path: str) -> tuple[str, Path]:
 NULL_WORDS = {"null", "Null", "NULL", "~"}
 
 
-def parse_overrides(args: list[str]) -> dict[str, Any]:
-    """``["--trainer.max_epochs=1", "--model.learning_rate", "3e-5"]`` -> ``{"trainer.max_epochs": 1, ...}``.
-
-    Values are parsed as YAML scalars, so numbers, booleans and lists keep their types; a string
-    field's value is taken verbatim (``null`` still unsets an optional one). Both the
-    ``--key=value`` form (what a W&B sweep agent passes) and ``--key value`` are accepted.
-    """
-    overrides: dict[str, Any] = {}
+def override_pairs(args: list[str]) -> list[tuple[str, str]]:
+    """``["--a.b=1", "--c", "x"]`` -> ``[("a.b", "1"), ("c", "x")]``: the keys and unparsed values."""
+    pairs = []
     i = 0
     while i < len(args):
         arg = args[i]
@@ -63,14 +66,32 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
                 raise ConfigError(f"override --{key} needs a value: --{key}=VALUE")
             value = args[i + 1]
             i += 1
+        pairs.append((key, value))
+        i += 1
+    return pairs
+
+
+def parse_overrides(args: list[str]) -> dict[str, Any]:
+    """``["--trainer.max_epochs=1", "--model.learning_rate", "3e-5"]`` -> ``{"trainer.max_epochs": 1, ...}``.
+
+    Values are parsed as YAML scalars, so numbers, booleans and lists keep their types; a string
+    field's value is taken verbatim (``null`` still unsets an optional one). Both the
+    ``--key=value`` form (what a W&B sweep agent passes) and ``--key value`` are accepted. A key
+    given twice is an error, as a key written twice in a recipe is: which one would win is a guess.
+    """
+    overrides: dict[str, Any] = {}
+    for key, value in override_pairs(args):
+        if key in overrides:
+            raise ConfigError(f"override --{key} is given twice; give it once")
         if is_text_field(key) and value not in NULL_WORDS:
             overrides[key] = value
         else:
             try:
-                overrides[key] = yaml.safe_load(value) if value != "" else ""
+                overrides[key] = parse_yaml(value) if value != "" else ""
+            except yaml.composer.ComposerError as exc:  # too deep, an alias bomb: not a plain string either
+                raise ConfigError(f"override --{key}: {exc.problem}") from None
             except yaml.YAMLError:
                 overrides[key] = value
-        i += 1
     return overrides
 
 

@@ -18,9 +18,9 @@ import math
 from pathlib import Path
 
 from negtrain.errors import NegtrainError
-from negtrain.runs import COUNT_METRICS, RunDir
+from negtrain.io.atomic import write_text
+from negtrain.runs import RunDir, is_count
 from negtrain.secrets import redact_text
-from negtrain.training.atomic import write_text
 
 STYLES = ("-", "--", ":", "-.")
 BOLD = ("accuracy", "consistency")
@@ -44,7 +44,7 @@ def higher_is_better(run: RunDir, eval_name: str, metric: str) -> bool:
             f"{run.path / 'metrics.jsonl'}: '{eval_name}' records no metric directions and is not a registered "
             "benchmark; rerun its evaluation with this version of negtrain to report it"
         ) from None
-    return bench.metric([]).is_higher_better(metric)
+    return bench.is_higher_better(metric)
 
 
 def _ordered(keys: list[str]) -> list[str]:
@@ -67,7 +67,7 @@ def _metric_keys(runs: list[RunDir], eval_name: str) -> list[str]:
     keys: list[str] = []
     for run in runs:
         for ep in run.epochs:
-            keys += [k for k in ep.evals.get(eval_name, {}) if k not in keys and k not in COUNT_METRICS]
+            keys += [k for k in ep.evals.get(eval_name, {}) if k not in keys and not is_count(eval_name, k)]
     return _ordered(keys)
 
 
@@ -142,10 +142,10 @@ def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
     return panels
 
 
-def _fmt(value: float | None, key: str) -> str:
+def _fmt(value: float | None, key: str, eval_name: str) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
-    return str(int(value)) if key in COUNT_METRICS else f"{value:.4f}"
+    return str(int(value)) if is_count(eval_name, key) else f"{value:.4f}"
 
 
 def best_epochs(run: RunDir) -> list[tuple[str, str, float, int, bool]]:
@@ -172,7 +172,7 @@ def summary_markdown(runs: list[RunDir]) -> str:
     for run in runs:
         lines += [f"## Best epoch per metric: {run.name}", "", "| benchmark | metric | best | epoch | better |", "|---|---|---|---|---|"]
         for name, key, value, epoch, higher in best_epochs(run):
-            lines.append(f"| {name} | {key} | {_fmt(value, key)} | {epoch} | {'higher' if higher else 'lower'} |")
+            lines.append(f"| {name} | {key} | {_fmt(value, key, name)} | {epoch} | {'higher' if higher else 'lower'} |")
         lines.append("")
     lines += ["## Final epoch", ""]
     header = "| benchmark | metric | " + " | ".join(f"{r.name} (epoch {r.epochs[-1].epoch})" if r.epochs else r.name for r in runs) + " |"
@@ -186,11 +186,11 @@ def summary_markdown(runs: list[RunDir]) -> str:
             if run.epochs:
                 keys += [k for k in run.epochs[-1].evals.get(name, {}) if k not in keys]
         for key in _ordered(keys):
-            cells = [_fmt(r.epochs[-1].evals.get(name, {}).get(key), key) if r.epochs else "-" for r in runs]
+            cells = [_fmt(r.epochs[-1].evals.get(name, {}).get(key), key, name) if r.epochs else "-" for r in runs]
             lines.append(f"| {name} | {key} | " + " | ".join(cells) + " |")
     losses = [(r.name, r.epochs[-1].train["metrics"].get("loss")) for r in runs if r.epochs and r.epochs[-1].train]
     if losses:
-        lines += ["", "Final training loss: " + ", ".join(f"{n} {_fmt(v, 'loss')}" for n, v in losses)]
+        lines += ["", "Final training loss: " + ", ".join(f"{n} {_fmt(v, 'loss', 'train')}" for n, v in losses)]
     for run in runs:
         lines += ["", f"## Recipe: {run.name}", ""]
         if run.command:

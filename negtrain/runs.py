@@ -12,10 +12,30 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
+from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import Recipe, load_yaml, validate_recipe
 from negtrain.errors import ConfigError, NegtrainError
+from negtrain.metrics.declared import find
+from negtrain.paths import contained
 
-COUNT_METRICS = frozenset({"n", "groups_scored"})
+
+
+def is_count(eval_name: str, key: str) -> bool:
+    """Whether metric ``key`` of the eval set ``<benchmark>/<split>`` counts examples or groups (printed
+    as an integer, never plotted or ranked), as its benchmark declares. A name no benchmark
+    declares (an eval set of an older or foreign run) is read as a score."""
+    bench_name = eval_name.split("/")[0]
+    try:
+        bench = get_benchmark(bench_name)
+    except NegtrainError:
+        # The cue-masking corpus is evaluated like a benchmark but is not registered.
+        from negtrain.models.mlm_inputs import CueCorpus
+
+        if bench_name != CueCorpus.name:
+            return False
+        bench = CueCorpus
+    found = find(bench.reported_metrics, key)
+    return found is not None and found.kind == "count"
 
 
 @dataclass
@@ -107,8 +127,6 @@ class RunDir:
         return names
 
     def checkpoint(self, which: str) -> Path:
-        from negtrain.paths import contained
-
         folder = self.path / "checkpoints"
         if which == "last":
             path = folder / "last.ckpt"

@@ -19,7 +19,7 @@ from typing import Any
 
 from negtrain.config import Recipe, SweepParameter, load_yaml, validate_recipe
 from negtrain.errors import ConfigError, did_you_mean
-from negtrain.recipes import LoadedRecipe, apply_overrides
+from negtrain.recipes import LoadedRecipe, apply_overrides, override_pairs
 
 
 @dataclass(frozen=True)
@@ -29,18 +29,28 @@ class SweepMetric:
 
 
 def available_metrics(recipe: Recipe) -> dict[str, bool]:
-    """Every ``<benchmark>/<split>/<metric>`` the recipe's eval benchmarks report -> higher is better.
+    """Every ``<benchmark>/<split>/<metric>`` a run of the recipe reports -> higher is better.
 
-    Reads the benchmark files (to size the metrics) but loads no model.
+    Reads the benchmark files (to size the metrics) and, for an NLI model, its config (the head's
+    labels decide which label space a benchmark is scored in, as in training: a 2-way model gets
+    NaN-NLI's binary metrics only), but loads no weights.
     """
     from negtrain.training.build import load_data, metric_names
 
     loaded = load_data(recipe, "fit")
+    spaces = [None] * len(loaded.eval)
+    if recipe.model.family == "nli":
+        from negtrain.models.nli import prediction_spaces
+
+        try:
+            spaces = prediction_spaces(recipe, loaded)
+        except OSError:  # the model's config cannot be read here (a Hub id, offline): every space
+            pass
     available: dict[str, bool] = {}
-    for bench, split, examples in loaded.eval:
-        metric = bench.metric(examples)
+    for (bench, split, examples), space in zip(loaded.eval, spaces):
+        metric = bench.scorer(examples, space) if space is not None else bench.metric(examples)
         for key in metric_names(metric):
-            available[f"{bench.name}/{split}/{key}"] = metric.is_higher_better(key)
+            available[f"{bench.name}/{split}/{key}"] = bench.is_higher_better(key)
     return available
 
 
@@ -104,13 +114,18 @@ def sweep_config(loaded: LoadedRecipe, recipe_arg: str, fixed_args: list[str], r
         raw = load_yaml(loaded.path)
     check_parameters(raw, recipe, f"{loaded.path} (sweep)")
     metric = resolve_metric(recipe)
-    args = list(fixed_args)
+    forced = {}
     if recipe.logger.backend != "wandb":
         # Trials report to the sweep through W&B, whatever the recipe says for single runs.
-        args.append("--logger.backend=wandb")
+        forced["logger.backend"] = "wandb"
     if metric.name != recipe.selection.metric:
         # Trials keep (and report as their summary value) the best epoch by the swept metric.
-        args.append(f"--selection.metric={metric.name}")
+        forced["selection.metric"] = metric.name
+    # A trial gets each key once (an override given twice is an error): a fixed override of a key
+    # the sweep varies gives way to the agent's value, as the sweep means, and one of a key set
+    # above to the sweep's setting.
+    args = [f"--{k}={v}" for k, v in override_pairs(fixed_args) if k not in recipe.sweep.parameters and k not in forced]
+    args += [f"--{k}={v}" for k, v in forced.items()]
     config: dict[str, Any] = {
         "name": f"{loaded.name}-sweep",
         # The agent reads `program` even though the command below does not use ${program}.

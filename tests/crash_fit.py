@@ -65,7 +65,7 @@ def main() -> int:
 
         import torch
 
-        from negtrain.training import checkpoint_io
+        from negtrain.io import checkpoints as checkpoint_io
 
         (epoch,) = map(int, where)
         save = checkpoint_io.AtomicCheckpointIO.save_checkpoint

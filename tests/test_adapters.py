@@ -100,18 +100,28 @@ def test_adapter_training_checkpoint_and_merge(tiny_nli, tmp_path, monkeypatch, 
         assert torch.allclose(_logits(fresh.module, fresh.data), before_merge, atol=1e-5)
         assert _eval_predictions(fresh.module, fresh.data) == preds
 
-        # The documented export path: a plain from_pretrained folder with the adapters merged in.
+        # `export --merge-adapter` of the adapter-only checkpoint: a plain from_pretrained folder
+        # with the adapters merged into the base model, which the recipe names.
         from transformers import AutoModelForSequenceClassification
 
-        from negtrain.models.adapters import export_merged
+        from negtrain.export import export
+        from negtrain.models.adapters import save_adapter_config
 
-        out = export_merged(loaded, run_dir / "checkpoints" / "last.ckpt", tmp_path / "merged")
-        plain = AutoModelForSequenceClassification.from_pretrained(out).eval()
+        built.tokenizer.save_pretrained(run_dir / "model")  # what `fit` writes before training
+        module.model.config.save_pretrained(run_dir / "model")
+        save_adapter_config(module.model, run_dir / "model")
+        done = export(run_dir, tmp_path / "merged", checkpoint="last", merge_adapter=True)
+        assert done.merged and not done.adapter
+        plain = AutoModelForSequenceClassification.from_pretrained(done.path).eval()
         fresh.data.trainer = None
         batch = next(iter(fresh.data.val_dataloader()[0]))
         with torch.no_grad():
             exported = plain(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], token_type_ids=batch["token_type_ids"]).logits
         assert torch.allclose(exported, before_merge, atol=1e-5)
+        # Without --merge-adapter the export is the adapter alone, loadable with peft.
+        adapter_only = export(run_dir, tmp_path / "adapter", checkpoint="last")
+        assert adapter_only.adapter and (adapter_only.path / "adapter_config.json").is_file()
+        assert not (adapter_only.path / "model.safetensors").exists()
 
 
 def test_adapter_checkpoint_from_another_model_is_refused(tiny_nli, tmp_path, monkeypatch):

@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.data.files import RemoteFile, resolve
+from negtrain.benchmarks.files import RemoteFile, resolve
 from negtrain.errors import DataError
 
 

@@ -138,7 +138,8 @@ def lora_run(fake_run, tmp_path):
 
     run = tmp_path / "lora-run"
     shutil.copytree(fake_run, run)
-    from negtrain.export import load_model, save_adapter_config
+    from negtrain.export import load_model
+    from negtrain.models.adapters import save_adapter_config
     from negtrain.runs import RunDir
 
     plain, _ = load_model(RunDir(run), run / "checkpoints" / "best-epoch1.ckpt")

@@ -103,9 +103,9 @@ def test_cloze_metrics_by_hand():
     assert v["misprime_top1_rate/ConceptNet"] == pytest.approx(1 / 2)
     # macro over relations: TREx/P36 = 1 (P1376 has no scored probe), ConceptNet/CapableOf = 1/2
     assert v["affirmative_top1_accuracy_macro"] == pytest.approx((1 + 0.5) / 2)
-    assert not NegatedLamaMetric.is_higher_better("negated_top1_error")
-    assert not NegatedLamaMetric.is_higher_better("mispriming_rate")
-    assert NegatedLamaMetric.is_higher_better("affirmative_top1_accuracy")
+    assert not NegatedLama.is_higher_better("negated_top1_error") and not NegatedLama.is_higher_better("negated_top1_error/TREx")
+    assert not NegatedLama.is_higher_better("mispriming_rate") and not NegatedLama.is_higher_better("rank_correlation")
+    assert NegatedLama.is_higher_better("affirmative_top1_accuracy_macro/GoogleRE") and NegatedLama.is_count("n_skipped")
 
 
 def test_unscored_probes_are_neither_right_nor_wrong():

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.data.files import HubSplit, resolve
+from negtrain.benchmarks.files import HubSplit, resolve
 from negtrain.errors import DataError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"

@@ -84,8 +84,9 @@ def test_nannli_three_way():
     assert math.isnan(out["error_rate/operation/Focus particle change"])  # no such example
     assert out["n"] == 7
     assert list(out)[:4] == ["f1", "f1/entailment", "f1/contradiction", "f1/neutral"]
-    assert not NanNli().metric(nannli_examples()).is_higher_better("error_rate/construction/A")
-    assert NanNli().metric(nannli_examples()).is_higher_better("strict")
+    assert not NanNli.is_higher_better("error_rate/construction/A")
+    assert NanNli.is_higher_better("strict")
+    assert NanNli.is_count("groups_scored") and not NanNli.is_count("strict")
 
 
 def test_nannli_two_way_predictions_get_the_binary_view_only():

@@ -19,5 +19,5 @@ def test_recipe_is_consistent(name):
     if recipe.selection.metric:
         bench, split, metric = recipe.selection.metric.split("/", 2)
         assert any(e.benchmark == bench and e.split == split for e in recipe.data.eval)
-        patterns = [p.split("<")[0] + "*" for p in get_benchmark(bench).reported_metrics]
+        patterns = [d.name.split("<")[0] + "*" for d in get_benchmark(bench).reported_metrics]
         assert any(fnmatch.fnmatchcase(metric, p) for p in patterns)

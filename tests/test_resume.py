@@ -163,7 +163,7 @@ def test_resume_refuses_an_edited_seed_and_touches_nothing(runs, tmp_path):
     import shutil
 
     from negtrain.errors import NegtrainError
-    from negtrain.training.resume import resume
+    from negtrain.training.run import resume
 
     _, reference = runs
     run = tmp_path / "run"

@@ -13,8 +13,8 @@ import torch
 from negtrain.errors import NegtrainError
 from negtrain.paths import contained, is_inside
 from negtrain.runs import RunDir
-from negtrain.training.atomic import atomic_dir, write_text, write_with
-from negtrain.training.checkpoint_io import AtomicCheckpointIO, read_checkpoint
+from negtrain.io.atomic import atomic_dir, write_text, write_with
+from negtrain.io.checkpoints import AtomicCheckpointIO, read_checkpoint
 from negtrain.training.resume import RESUME_KEY, Candidate, find_checkpoint, rewind
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from pathlib import Path
 
 import pytest
 import yaml
 
 from negtrain import cli
-from negtrain.benchmarks.scone import SconeMetric
+from negtrain.benchmarks.scone import Scone
 from negtrain.recipes import load_recipe
 from negtrain.sweeps import sweep_config
 
@@ -56,7 +58,8 @@ def test_goal_comes_from_the_metric_declaration(tmp_path, monkeypatch):
     assert config["metric"] == {"name": "scone/test/consistency", "goal": "maximize"}
     # Trials select (and summarise) their best epoch by the swept metric.
     assert "--selection.metric=scone/test/consistency" in config["command"]
-    monkeypatch.setattr(SconeMetric, "lower_is_better_names", frozenset({"consistency"}))
+    declared = tuple(replace(d, higher_is_better=False) if d.name == "consistency" else d for d in Scone.reported_metrics)
+    monkeypatch.setattr(Scone, "reported_metrics", declared)
     config = sweep_config(load_recipe(str(recipe)), str(recipe), [])
     assert config["metric"]["goal"] == "minimize"
 
@@ -113,3 +116,18 @@ def test_agent_argument_form():
     assert agent_args({"model.learning_rate": 0.0003, "data.batch_size": 8}) == [
         "--model.learning_rate=0.0003", "--data.batch_size=8"
     ]
+
+
+def test_a_sweep_offers_only_metrics_the_model_reports(tmp_path, capsys):
+    # The packaged MiniLM has no NLI head: it gets a 2-way head from its 2-way training data, and
+    # NaN-NLI scores 2-way predictions on the binary view only, so f1 is never logged.
+    recipe = tmp_path / "r.yaml"
+    raw = yaml.safe_load(Path(load_recipe("scone_minilm").path).read_text())
+    raw["data"]["eval"] = [{"benchmark": "scone", "split": "test"}, {"benchmark": "nannli", "split": "test"}]
+    raw["sweep"]["metric"] = "nannli/test/f1"
+    recipe.write_text(yaml.safe_dump(raw))
+    code, config, output = _sweep(tmp_path, capsys, "--recipe", str(recipe))
+    assert code == 2 and config is None
+    assert "sweep.metric: 'nannli/test/f1' is not reported by the eval benchmarks" in output
+    code, config, _ = _sweep(tmp_path, capsys, "--recipe", str(recipe), "--sweep.metric=nannli/test/binary_f1")
+    assert code == 0 and config["metric"] == {"name": "nannli/test/binary_f1", "goal": "maximize"}

@@ -172,10 +172,11 @@ def test_probes_read_and_score_with_evaluate(tmp_path, monkeypatch):
 
 
 def test_negated_top1_error_is_lower_is_better():
-    from negtrain.benchmarks.negated_probes import ProbeMetric
+    from negtrain.benchmarks.negated_probes import NegatedProbes
 
-    assert not ProbeMetric.is_higher_better("negated_top1_error")
-    assert ProbeMetric.is_higher_better("affirmative_top1_accuracy")
+    assert not NegatedProbes.is_higher_better("negated_top1_error")
+    assert NegatedProbes.is_higher_better("affirmative_top1_accuracy")
+    assert NegatedProbes.is_count("n_negated") and not NegatedProbes.is_count("negated_top1_error")
 
 
 def test_unlikelihood_run_end_to_end_and_evaluate_agrees(tiny_mlm, tmp_path, monkeypatch):

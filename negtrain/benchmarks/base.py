@@ -16,8 +16,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from negtrain.data.files import HubSplit, RemoteFile, resolve
-from negtrain.errors import ConfigError, DataError, unknown_name
+from negtrain import labels as nli
+from negtrain.benchmarks.files import HubSplit, RemoteFile, resolve
+from negtrain.errors import ConfigError, DataError, did_you_mean, unknown_name
+from negtrain.metrics.declared import Declared, find
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,9 +39,31 @@ class Benchmark(ABC):
     splits: ClassVar[tuple[str, ...]]
     labels: ClassVar[tuple[str, ...]]
     citation: ClassVar[str]
-    #: The metric names :meth:`metric` reports, for listings (``negtrain evaluate --list``);
-    #: ``<...>`` stands for a family of names that depends on the data.
-    reported_metrics: ClassVar[tuple[str, ...]] = ()
+    #: Every metric :meth:`metric` reports, with its direction and kind: the one declaration that
+    #: listings, selection, the recorder, reports, model cards and sweeps read (see
+    #: :mod:`negtrain.metrics.declared`).
+    reported_metrics: ClassVar[tuple[Declared, ...]] = ()
+
+    @classmethod
+    def declared(cls, key: str) -> Declared:
+        """The declaration of the reported metric ``key``; a name the benchmark does not declare is an error."""
+        found = find(cls.reported_metrics, key)
+        if found is None:
+            raise ConfigError(f"benchmark '{cls.name}' declares no metric '{key}'{did_you_mean(key, [d.name for d in cls.reported_metrics])}")
+        return found
+
+    @classmethod
+    def is_higher_better(cls, key: str) -> bool:
+        return cls.declared(key).higher_is_better
+
+    @classmethod
+    def is_count(cls, key: str) -> bool:
+        return cls.declared(key).kind == "count"
+
+    @classmethod
+    def declared_in(cls, space: Sequence[str]) -> tuple[Declared, ...]:
+        """The metrics reported for predictions in label space ``space``."""
+        return tuple(d for d in cls.reported_metrics if d.space is None or d.space == tuple(space))
     #: Label spaces predictions may be expressed in, finest first. ``None``: only ``labels``.
     #: A 3-way benchmark whose paper also scores merged, 2-way predictions lists both, so that a
     #: 2-way model is scored on that binary view (see :meth:`scorer`).
@@ -75,8 +99,6 @@ class Benchmark(ABC):
         Label benchmarks accept the common NLI spellings; generative benchmarks any string."""
         if self.generative:
             return value if isinstance(value, str) else None
-        from negtrain import labels as nli
-
         return nli.normalize(value) if isinstance(value, str) else None
 
     @property
@@ -182,6 +204,14 @@ def _read_text(path: Path, encodings: Sequence[str]) -> str:
     raise DataError(f"{path}: not readable as {' or '.join(encodings)} ({last.reason} at byte {last.start})")
 
 
+#: The longest field a delimited file may hold. Python's csv module stops at 131,072 characters
+#: by default, with an error that names neither the file nor the line. Benchmark fields are
+#: sentences and passages of at most a few thousand characters, so a field of up to 10 MiB is
+#: read whole, and a longer one is reported as what it almost surely is: a broken quote that
+#: swallowed the rest of the file.
+MAX_CSV_FIELD = 10 * 1024 * 1024
+
+
 def read_csv(
     path: Path,
     required: Sequence[str],
@@ -193,15 +223,55 @@ def read_csv(
     ``quoting=csv.QUOTE_NONE`` for files whose fields contain bare ``"`` (tab-separated text)."""
     text = _read_text(path, encodings)
     reader = csv.DictReader(io.StringIO(text, newline=""), delimiter=delimiter, quoting=quoting)
-    missing = [c for c in required if c not in (reader.fieldnames or [])]
+    # The limit is process-wide in the csv module: raise it for this file only.
+    previous = csv.field_size_limit(MAX_CSV_FIELD)
+    try:
+        yield from _csv_rows(path, reader, required, cut=bool(text) and not text.endswith(("\n", "\r")))
+    finally:
+        csv.field_size_limit(previous)
+
+
+def _csv_rows(path: Path, reader: csv.DictReader, required: Sequence[str], cut: bool) -> Iterator[Row]:
+    """``read_csv``'s rows; ``cut``: the file does not end with a line break (it may be cut short)."""
+
+    def rows() -> Iterator[tuple[int, dict]]:
+        while True:
+            try:
+                row = next(reader)
+            except StopIteration:
+                return
+            except csv.Error as exc:
+                at = reader.line_num + 1  # the line being read when the error struck
+                if "field larger than field limit" in str(exc):
+                    raise DataError(
+                        f"{path}:{at}: a field longer than {MAX_CSV_FIELD:,} characters (an unclosed quote?)"
+                    ) from None
+                raise DataError(f"{path}:{at}: malformed CSV ({exc})") from None
+            yield reader.line_num, row
+
+    read = rows()
+    try:
+        header = reader.fieldnames or []
+    except csv.Error as exc:
+        raise DataError(f"{path}:1: malformed CSV header ({exc})") from None
+    missing = [c for c in required if c not in header]
     if missing:
         raise DataError(f"{path}:1: missing column(s) {missing}; header has {reader.fieldnames}")
     index = 0
-    for row in reader:
+    previous = next(read, None)
+    while previous is not None:
+        line, row = previous
+        previous = next(read, None)
         # line_num is the line where the row ended; a quoted field may span several lines.
         if None in row:  # DictReader files surplus fields under the key None
-            raise DataError(f"{path}:{reader.line_num}: more fields than the header's {len(reader.fieldnames)}")
-        yield Row(path, reader.line_num, index, row)
+            raise DataError(f"{path}:{line}: more fields than the header's {len(header)}")
+        if previous is None and cut and None in row.values():
+            present = sum(v is not None for v in row.values())
+            raise DataError(
+                f"{path}:{line}: the file ends mid-row ({present} of {len(header)} fields and no final line "
+                "break): it looks cut short"
+            )
+        yield Row(path, line, index, row)
         index += 1
     if index == 0:
         raise DataError(f"{path}: no data rows")
@@ -216,16 +286,42 @@ def read_jsonl(path: Path) -> Iterator[Row]:
         raise DataError(f"{path}: no data rows")
 
 
+class _DuplicateKey(ValueError):
+    pass
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """json's object hook: a key given twice is an error (json keeps the last one silently, so
+    ``{"id": "a", ..., "id": "b"}`` would be scored as b), as in recipes."""
+    obj = dict(pairs)  # in C; the loop below runs only for a broken line
+    if len(obj) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _DuplicateKey(key)
+            seen.add(key)
+    return obj
+
+
+def parse_json_line(line: str, where: str, error: type[DataError] = DataError) -> Any:
+    """One JSON value, strictly: no duplicate keys, no nesting so deep it overflows the parser."""
+    try:
+        return json.loads(line, object_pairs_hook=_no_duplicate_keys)
+    except json.JSONDecodeError as exc:
+        raise error(f"{where}: invalid JSON ({exc.msg})") from None
+    except _DuplicateKey as exc:
+        raise error(f"{where}: key {str(exc)!r} appears twice in one object") from None
+    except RecursionError:
+        raise error(f"{where}: JSON nested too deeply to read") from None
+
+
 def jsonl_rows(path: Path, text: str, error: type[DataError] = DataError) -> Iterator[Row]:
     """One JSON object per non-blank line of ``text`` (read from ``path``), with its line number."""
     index = 0
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise error(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
+        obj = parse_json_line(line, f"{path}:{lineno}", error)
         if not isinstance(obj, dict):
             raise error(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
         yield Row(path, lineno, index, obj)

@@ -2,7 +2,7 @@
 
 Read from the Hub dataset ``nyu-mll/multi_nli`` in its own schema (``premise``, ``hypothesis``,
 ``label`` as a class id, ``pairID``, ``genre``, ...), stored as
-``<data dir>/nyu-mll/multi_nli/<split>.jsonl`` (see :mod:`negtrain.data.files`). The Hub's class ids
+``<data dir>/nyu-mll/multi_nli/<split>.jsonl`` (see :mod:`negtrain.benchmarks.files`). The Hub's class ids
 are 0 entailment, 1 neutral, 2 contradiction; a row without a gold label (id -1) is an error, never
 dropped.
 """
@@ -10,26 +10,26 @@ dropped.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
-from negtrain.data.files import HubSplit
-from negtrain.metrics.grouped import GroupedAccuracy
+from negtrain.benchmarks.files import HubSplit
+from negtrain.metrics.declared import count, score
+
+if TYPE_CHECKING:
+    from negtrain.metrics.mnli import MnliMetric
 
 DATASET = "nyu-mll/multi_nli"
 #: The Hub dataset's ClassLabel names, by id.
 HUB_LABELS = ("entailment", "neutral", "contradiction")
 
 
-class MnliMetric(GroupedAccuracy):
-    """MNLI: ``accuracy`` (matched or mismatched, by split)."""
-
-
 class Mnli(Benchmark):
     name = "mnli"
     splits = ("train", "validation_matched", "validation_mismatched")
     labels = nli.NLI3
-    reported_metrics = ("accuracy", "n")
+    reported_metrics = (score("accuracy"), count("n"))
     citation = (
         "Williams, Nangia, Bowman (2018). A Broad-Coverage Challenge Corpus for Sentence "
         "Understanding through Inference. NAACL 2018."
@@ -62,4 +62,6 @@ class Mnli(Benchmark):
         return examples
 
     def metric(self, examples: Sequence[Example]) -> MnliMetric:
+        from negtrain.metrics.mnli import MnliMetric  # torch: imported when scoring, not when listing
+
         return MnliMetric(labels=[self.labels.index(e.label) for e in examples])

@@ -7,25 +7,25 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
-from negtrain.data.files import RemoteFile
-from negtrain.metrics.grouped import GroupedAccuracy
+from negtrain.benchmarks.files import RemoteFile
+from negtrain.metrics.declared import count, score
+
+if TYPE_CHECKING:
+    from negtrain.metrics.monli import MonliMetric
 
 REPO = "atticusg/MoNLI"
 FILES = {"train": "nmonli_train.jsonl", "test": "nmonli_test.jsonl", "pmonli": "pmonli.jsonl"}
-
-
-class MonliMetric(GroupedAccuracy):
-    """MoNLI: ``accuracy`` (the paper's only metric)."""
 
 
 class Monli(Benchmark):
     name = "monli"
     splits = tuple(FILES)
     labels = nli.NLI2
-    reported_metrics = ("accuracy", "n")
+    reported_metrics = (score("accuracy"), count("n"))
     citation = (
         "Geiger, Richardson, Potts (2020). Neural Natural Language Inference Models Partially "
         "Embed Theories of Lexical Entailment and Negation. BlackboxNLP 2020."
@@ -51,4 +51,6 @@ class Monli(Benchmark):
         return examples
 
     def metric(self, examples: Sequence[Example]) -> MonliMetric:
+        from negtrain.metrics.monli import MonliMetric  # torch: imported when scoring, not when listing
+
         return MonliMetric(labels=[self.labels.index(e.label) for e in examples])

@@ -24,14 +24,15 @@ not_entailment head) get the binary view only, and the metric's note says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
-from negtrain.data.files import RemoteFile
-from negtrain.metrics.base import MISSING, ExampleMetric, ratio
-from negtrain.metrics.f1 import class_f1, weighted_f1
+from negtrain.benchmarks.files import RemoteFile
+from negtrain.metrics.declared import count, score, scores
+
+if TYPE_CHECKING:
+    from negtrain.metrics.nannli import NanNliMetric
 
 REPO = "joey234/nan-nli"
 #: The annotation columns that record the operations turning the premise into the hypothesis.
@@ -52,93 +53,20 @@ OPERATIONS = (
 F1_ORDER = ("entailment", "contradiction", "neutral")
 
 
-
-class NanNliMetric(ExampleMetric):
-    """NaN-NLI's metrics (see the module docstring). Gold labels are 3-way; predictions are ids in
-    ``predicted_labels``: NLI3 (everything is scored) or NLI2 (the binary view only)."""
-
-    def __init__(
-        self,
-        labels: Sequence[int],
-        premises: Sequence[int],
-        constructions: Sequence[str],
-        operations: Sequence[Sequence[str]],
-        predicted_labels: Sequence[str] = nli.NLI3,
-        **kwargs,
-    ) -> None:
-        super().__init__(num_examples=len(labels), **kwargs)
-        self.gold = np.asarray(labels, dtype=np.int64)
-        self.premises = np.asarray(premises, dtype=np.int64)
-        self.constructions = np.array(constructions, dtype=object)
-        self.construction_order = list(dict.fromkeys(constructions))
-        self.has_operation = {op: np.array([op in ops for ops in operations], dtype=bool) for op in OPERATIONS}
-        self.predicted_labels = tuple(predicted_labels)
-        if self.predicted_labels not in (nli.NLI3, nli.NLI2):
-            raise ValueError(f"NaN-NLI scores NLI3 or NLI2 predictions, not {self.predicted_labels}")
-        self.three_way = self.predicted_labels == nli.NLI3
-        if not self.three_way:
-            self.note = (
-                "2-way predictions: scored on the binary view only (contradiction and neutral "
-                "merged); f1, strict and the error rates need 3-way predictions"
-            )
-        # Binary view of the gold labels: ids in NLI2.
-        self.gold2 = np.array([nli.NLI2.index(nli.coarsen(nli.NLI3[g])) for g in self.gold], dtype=np.int64)
-        self._to2 = np.array([nli.NLI2.index(nli.coarsen(x)) for x in self.predicted_labels], dtype=np.int64)
-
-    @classmethod
-    def is_higher_better(cls, name: str) -> bool:
-        return not name.startswith("error_rate/")
-
-    def score(self, predictions: np.ndarray) -> dict[str, float]:
-        seen = predictions != MISSING
-        out: dict[str, float] = {}
-        if self.three_way:
-            f1, support = class_f1(self.gold[seen], predictions[seen], len(nli.NLI3))
-            out["f1"] = weighted_f1(f1, support)
-            for name in F1_ORDER:
-                out[f"f1/{name}"] = float(f1[nli.NLI3.index(name)])
-        pred2 = np.where(seen, self._to2[np.where(seen, predictions, 0)], MISSING)
-        f1, support = class_f1(self.gold2[seen], pred2[seen], len(nli.NLI2))
-        out["binary_f1"] = weighted_f1(f1, support)
-        for i, name in enumerate(nli.NLI2):
-            out[f"binary_f1/{name}"] = float(f1[i])
-        if self.three_way:
-            correct = seen & (predictions == self.gold)
-            out.update(self._strict(seen, correct))
-            wrong = seen & ~correct
-            for c in self.construction_order:
-                member = self.constructions == c
-                out[f"error_rate/construction/{c}"] = ratio((wrong & member).sum(), (seen & member).sum())
-            for op, member in self.has_operation.items():
-                out[f"error_rate/operation/{op}"] = ratio((wrong & member).sum(), (seen & member).sum())
-        out["n"] = float(seen.sum())
-        return out
-
-    def _strict(self, seen: np.ndarray, correct: np.ndarray) -> dict[str, float]:
-        """Over premises all of whose hypotheses have a prediction: the fraction all right."""
-        n = int(self.premises.max()) + 1 if self.premises.size else 0
-        size = np.bincount(self.premises, minlength=n)
-        n_seen = np.bincount(self.premises, weights=seen, minlength=n)
-        n_right = np.bincount(self.premises, weights=correct, minlength=n)
-        eligible = (size > 0) & (n_seen == size)
-        return {"strict": ratio((eligible & (n_right == size)).sum(), eligible.sum()), "groups_scored": float(eligible.sum())}
-
-
 class NanNli(Benchmark):
     name = "nannli"
     splits = ("test",)
     labels = nli.NLI3
     prediction_spaces = (nli.NLI3, nli.NLI2)
+    # 2-way predictions are scored on the binary view only: the rest needs 3-way predictions.
     reported_metrics = (
-        "f1",
-        *(f"f1/{c}" for c in F1_ORDER),
-        "binary_f1",
-        *(f"binary_f1/{c}" for c in nli.NLI2),
-        "strict",
-        "groups_scored",
-        "error_rate/construction/<Construction>",
-        *(f"error_rate/operation/{op}" for op in OPERATIONS),
-        "n",
+        *scores(["f1", *(f"f1/{c}" for c in F1_ORDER)], space=nli.NLI3),
+        *scores(["binary_f1", *(f"binary_f1/{c}" for c in nli.NLI2)]),
+        score("strict", space=nli.NLI3),
+        count("groups_scored", space=nli.NLI3),
+        score("error_rate/construction/<Construction>", lower_is_better=True, space=nli.NLI3),
+        *(score(f"error_rate/operation/{op}", lower_is_better=True, space=nli.NLI3) for op in OPERATIONS),
+        count("n"),
     )
     citation = (
         "Truong, Baldwin, Verspoor, Cohn (2022). Not another Negation Benchmark: The NaN-NLI Test "
@@ -184,10 +112,14 @@ class NanNli(Benchmark):
 
     def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] = nli.NLI3) -> NanNliMetric:
         groups = {g: i for i, g in enumerate(dict.fromkeys(e.group for e in examples))}
+        from negtrain.metrics.nannli import NanNliMetric  # torch: imported when scoring, not when listing
+
         return NanNliMetric(
             labels=[self.labels.index(e.label) for e in examples],
             premises=[groups[e.group] for e in examples],
             constructions=[e.subset for e in examples],
             operations=[e.meta["operations"] for e in examples],
             predicted_labels=predicted_labels,
+            operation_names=OPERATIONS,
+            f1_order=F1_ORDER,
         )

@@ -43,8 +43,9 @@ from typing import ClassVar
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.negated_probes import MASK
-from negtrain.data.files import RemoteFile
-from negtrain.metrics.cloze import NegatedLamaMetric
+from negtrain.benchmarks.files import RemoteFile
+from negtrain.metrics.cloze import LOWER_IS_BETTER, NegatedLamaMetric
+from negtrain.metrics.declared import count, score
 
 REPO = "norakassner/LAMA_primed_negated"
 SOURCES = ("ConceptNet", "GoogleRE", "SQUAD", "TREx")
@@ -106,9 +107,13 @@ class NegatedLama(Benchmark):
     scoring_families = ("mlm", "causal_lm")
     input_names = INPUTS
     reported_metrics = (
-        "affirmative_top1_accuracy", "affirmative_top1_accuracy_macro", "negated_top1_error",
-        "rank_correlation", "top1_overlap", "mispriming_rate", "misprime_top1_rate",
-        "<metric>/<source>", "n_probes", "n_skipped",
+        score("affirmative_top1_accuracy"),
+        score("affirmative_top1_accuracy/<source>"),
+        score("affirmative_top1_accuracy_macro"),
+        score("affirmative_top1_accuracy_macro/<source>"),
+        *(d for name in LOWER_IS_BETTER for d in (score(name, lower_is_better=True), score(f"{name}/<source>", lower_is_better=True))),
+        count("n_probes"),
+        count("n_skipped"),
     )
     prediction_help = "(predictions files are not supported: the metrics need the model's scores)"
     citation = (

@@ -29,12 +29,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.errors import DataError
-from negtrain.metrics.base import MISSING, ExampleMetric, ratio
+from negtrain.metrics.declared import count, score
+
+if TYPE_CHECKING:
+    from negtrain.metrics.probes import ProbeMetric
 
 MASK = "[MASK]"
 AFFIRMATIVE, NEGATED = "affirmative", "negated"
@@ -55,34 +57,6 @@ class LocalDataFile:
         raise OSError("no public download for this file")
 
 
-class ProbeMetric(ExampleMetric):
-    """``negated_top1_error`` (lower is better), ``affirmative_top1_accuracy`` and their counts.
-
-    Predictions are ids into a token space; ``gold`` holds each example's ``obj_label`` id in that
-    space, or -2 when the space cannot express it (then no prediction is right).
-    """
-
-    lower_is_better_names = frozenset({"negated_top1_error"})
-
-    def __init__(self, gold: Sequence[int], subsets: Sequence[str], note: str | None = None, **kwargs) -> None:
-        super().__init__(num_examples=len(gold), **kwargs)
-        self.gold = np.asarray(gold, dtype=np.int64)
-        self.negated = np.asarray([s == NEGATED for s in subsets])
-        self.note = note
-
-    def score(self, predictions: np.ndarray) -> dict[str, float]:
-        seen = predictions != MISSING
-        hit = (predictions == self.gold) & seen
-        neg, aff = seen & self.negated, seen & ~self.negated
-        return {
-            "negated_top1_error": ratio(hit[neg].sum(), neg.sum()),
-            "affirmative_top1_accuracy": ratio(hit[aff].sum(), aff.sum()),
-            "n_negated": float(neg.sum()),
-            "n_affirmative": float(aff.sum()),
-        }
-
-
-
 def _sentences(row, name: str) -> list[str]:
     value = row.get(name)
     items = [value] if isinstance(value, str) else value
@@ -98,7 +72,12 @@ class NegatedProbes(Benchmark):
     name = "negated_probes"
     splits = ("train", "test")
     labels = ()  # open vocabulary: the label is the object string
-    reported_metrics = ("negated_top1_error", "affirmative_top1_accuracy", "n_negated", "n_affirmative")
+    reported_metrics = (
+        score("negated_top1_error", lower_is_better=True),
+        score("affirmative_top1_accuracy"),
+        count("n_negated"),
+        count("n_affirmative"),
+    )
     #: Predictions are free token strings, not labels of a closed set.
     open_vocabulary = True
     prediction_help = "a token string"
@@ -135,7 +114,9 @@ class NegatedProbes(Benchmark):
     def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None) -> ProbeMetric:
         space = list(predicted_labels or sorted({e.label for e in examples}))
         lookup = {token: i for i, token in enumerate(space)}
-        return ProbeMetric([lookup.get(e.label, -2) for e in examples], [e.subset for e in examples])
+        from negtrain.metrics.probes import ProbeMetric  # torch: imported when scoring, not when listing
+
+        return ProbeMetric([lookup.get(e.label, -2) for e in examples], [e.subset == NEGATED for e in examples])
 
     def scorer(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None) -> ProbeMetric:
         # Any token space is valid here: the vocabulary of whichever model made the predictions.

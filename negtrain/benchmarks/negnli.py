@@ -29,12 +29,16 @@ from __future__ import annotations
 import csv
 import hashlib
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
-from negtrain.data.files import RemoteFile
+from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
-from negtrain.metrics.grouped import GroupedAccuracy
+from negtrain.metrics.declared import count, scores
+
+if TYPE_CHECKING:
+    from negtrain.metrics.negnli import NegnliMetric
 
 REPO = "mosharafhossain/negation-and-nli"
 PAIR_TYPES = ("Tneg-H", "T-Hneg", "Tneg-Hneg")
@@ -43,15 +47,10 @@ GROUPS = 500
 SPLITS = {"all": (0.0, 1.0), "train": (0.0, 0.7), "test": (0.7, 1.0), "train85": (0.0, 0.85), "val15": (0.85, 1.0)}
 
 
-class NegnliMetric(GroupedAccuracy):
-    """NegNLI: ``accuracy``, ``accuracy/<pair type>`` for Tneg-H, T-Hneg and Tneg-Hneg (the paper's
-    tables), and ``consistency``: the fraction of groups whose three rows are all right."""
-
-
 class _Negnli(Benchmark):
     source: str  # upstream file stem: RTE, SNLI or MNLI
     splits = tuple(SPLITS)
-    reported_metrics = ("accuracy", *(f"accuracy/{t}" for t in PAIR_TYPES), "consistency", "groups_scored", "n")
+    reported_metrics = (*scores(["accuracy", *(f"accuracy/{t}" for t in PAIR_TYPES), "consistency"]), count("groups_scored"), count("n"))
     citation = (
         "Hossain, Kovatchev, Dutta, Kao, Wei, Blanco (2020). An Analysis of Natural Language "
         "Inference Benchmarks through the Lens of Negation. EMNLP 2020."
@@ -96,6 +95,8 @@ class _Negnli(Benchmark):
         return examples
 
     def metric(self, examples: Sequence[Example]) -> NegnliMetric:
+        from negtrain.metrics.negnli import NegnliMetric  # torch: imported when scoring, not when listing
+
         return NegnliMetric(
             labels=[self.labels.index(e.label) for e in examples],
             subsets=[e.subset for e in examples],

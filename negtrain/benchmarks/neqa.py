@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
-from negtrain.data.files import RemoteFile
+from negtrain.benchmarks.files import RemoteFile
+from negtrain.metrics.declared import count, score
 from negtrain.metrics.multiple_choice import MultipleChoiceMetric
 
 REPO = "yuhui-zh15/NeQA"
@@ -54,7 +55,13 @@ class Neqa(Benchmark):
     input_names = ("question",)
     #: What separates the context from a choice when it is scored (lm-eval's target_delimiter).
     target_delimiter = " "
-    reported_metrics = ("accuracy", "accuracy_norm", "accuracy/source/<dataset>", "accuracy/negation_rule/<rule>", "n")
+    reported_metrics = (
+        score("accuracy"),
+        score("accuracy_norm"),
+        score("accuracy/source/<dataset>"),
+        score("accuracy/negation_rule/<rule>"),
+        count("n"),
+    )
     prediction_help = "a choice index (0 or 1) or the text of one of the question's choices"
     citation = (
         "Zhang, Yuhui; Yasunaga, Michihiro; Zhou, Zhengping; HaoChen, Jeff Z.; Zou, James; Liang, Percy; "

@@ -2,17 +2,24 @@
 
 Rows with the same position in the six condition files of a split form one contrast set.
 ``one_scoped.csv`` holds the pair in ``sentence1``/``sentence2``/``gold_label``; the other five
-files hold it in the ``*_edited`` columns (upstream README).
+files hold it in the ``*_edited`` columns (upstream README). Every contrast set must be complete:
+condition files of different lengths (one cut short, one with an extra row) are an error, not
+sets of five scored as if they were sets of six.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
-from negtrain.data.files import RemoteFile
-from negtrain.metrics.grouped import GroupedAccuracy
+from negtrain.benchmarks.files import RemoteFile
+from negtrain.errors import DataError
+from negtrain.metrics.declared import count, scores
+
+if TYPE_CHECKING:
+    from negtrain.metrics.scone import SconeMetric
 
 CONDITIONS = (
     "no_negation",
@@ -25,16 +32,26 @@ CONDITIONS = (
 REPO = "selenashe/ScoNe"
 
 
-class SconeMetric(GroupedAccuracy):
-    """ScoNe: ``accuracy``, ``accuracy/<condition>`` (the paper's table), and ``consistency``:
-    the fraction of contrast sets whose six examples are all right (not reported in the paper)."""
+def _check_complete(split: str, rows: dict[str, int], paths: dict) -> None:
+    """Every contrast set has all six conditions: the six files have the same number of rows."""
+    full = max(rows.values())
+    short = [c for c in CONDITIONS if rows[c] < full]
+    if short:
+        c = short[0]
+        longest = max(CONDITIONS, key=lambda k: rows[k])
+        missing = f"scone/{split}/{rows[c]}" + (f" to scone/{split}/{full - 1}" if full - rows[c] > 1 else "")
+        raise DataError(
+            f"{paths[c]}: {rows[c]} rows, but {paths[longest].name} has {full}: contrast set(s) {missing} "
+            f"lack the {c} member ({len(short)} of the 6 condition files are short: {', '.join(short)}); "
+            "every contrast set needs all six conditions"
+        )
 
 
 class Scone(Benchmark):
     name = "scone"
     splits = ("train", "test")
     labels = nli.NLI2
-    reported_metrics = ("accuracy", *(f"accuracy/{c}" for c in CONDITIONS), "consistency", "groups_scored", "n")
+    reported_metrics = (*scores(["accuracy", *(f"accuracy/{c}" for c in CONDITIONS), "consistency"]), count("groups_scored"), count("n"))
     citation = (
         "She, Potts, Bowman, Geiger (2023). ScoNe: Benchmarking Negation Reasoning in Language "
         "Models With Fine-Tuning and In-Context Learning. ACL 2023."
@@ -45,6 +62,8 @@ class Scone(Benchmark):
 
     def read(self, split: str) -> list[Example]:
         examples = []
+        rows_per_file: dict[str, int] = {}
+        paths = {}
         for condition, file in zip(CONDITIONS, self.files(split)):
             suffix = "" if condition == "one_scoped" else "_edited"
             cols = (f"sentence1{suffix}", f"sentence2{suffix}", f"gold_label{suffix}")
@@ -62,9 +81,14 @@ class Scone(Benchmark):
                         group=f"scone/{split}/{row.index}",
                     )
                 )
+                rows_per_file[condition] = row.index + 1
+            paths[condition] = row.path
+        _check_complete(split, rows_per_file, paths)
         return examples
 
     def metric(self, examples: Sequence[Example]) -> SconeMetric:
+        from negtrain.metrics.scone import SconeMetric  # torch: imported when scoring, not when listing
+
         return SconeMetric(
             labels=[self.labels.index(e.label) for e in examples],
             subsets=[e.subset for e in examples],

@@ -46,7 +46,9 @@ def listing() -> list[dict]:
                 "splits": list(cls.splits),
                 "labels": list(cls.labels),
                 "prediction_labels": [list(s) for s in spaces],
-                "metrics": list(cls.reported_metrics),
+                "metrics": [d.name for d in cls.reported_metrics],
+                "lower_is_better": [d.name for d in cls.reported_metrics if not d.higher_is_better],
+                "counts": [d.name for d in cls.reported_metrics if d.kind == "count"],
                 **({"families": list(cls.scoring_families)} if cls.scoring_families else {}),
             }
         )
@@ -62,6 +64,8 @@ def format_listing() -> str:
         if len(b["prediction_labels"]) > 1:
             lines.append("  also scores: " + "; ".join(", ".join(s) for s in b["prediction_labels"][1:]) + " predictions")
         lines.append(f"  metrics: {', '.join(b['metrics']) or '(see the benchmark module)'}")
+        if b["lower_is_better"]:
+            lines.append(f"  lower is better: {', '.join(b['lower_is_better'])}")
         if b.get("families"):
             lines.append(f"  scored by: {', '.join(b['families'])}")
     return "\n".join(lines)

@@ -15,18 +15,22 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     import yaml
 
-    from negtrain.errors import NegtrainError
-    from negtrain.recipes import apply_overrides, load_recipe, parse_overrides
     from negtrain.config import load_yaml
+    from negtrain.errors import NegtrainError
+    from negtrain.io.atomic import write_text
+    from negtrain.paths import check_output_dir
+    from negtrain.recipes import apply_overrides, load_recipe, parse_overrides
     from negtrain.sweeps import agent_command, sweep_config
-    from negtrain.training.atomic import write_text
     from negtrain.training.tracking import wandb_mode
 
     overrides = parse_overrides(extra)
     loaded = load_recipe(args.recipe, overrides)
+    out = args.out or Path("checkpoints") / "sweeps" / f"{loaded.name}.yaml"
+    if out.is_dir():
+        raise NegtrainError(f"--out {out}: is a directory; name the YAML file to write")
+    check_output_dir(out.parent, "--out")  # before the data is read for the metric names
     raw = apply_overrides(load_yaml(loaded.path), overrides)
     config = sweep_config(loaded, args.recipe, extra, raw=raw)
-    out = args.out or Path("checkpoints") / "sweeps" / f"{loaded.name}.yaml"
     write_text(out, yaml.safe_dump(config, sort_keys=False))
     print(f"sweep configuration: {out}")
     print(f"  method {config['method']}, metric {config['metric']['name']} ({config['metric']['goal']}), "

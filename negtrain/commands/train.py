@@ -25,24 +25,43 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _loaded(args: argparse.Namespace, extra: list[str]):
+    """The validated recipe. It is read before torch, Lightning and transformers are imported (by
+    ``negtrain.training``), so a mistake in it is reported in a fraction of a second."""
+    from negtrain.paths import check_output_dir
     from negtrain.recipes import load_recipe, parse_overrides
-    from negtrain.training.run import quiet_third_party_logs
 
     loaded = load_recipe(args.recipe, parse_overrides(extra))
+    if args.output_dir is not None:
+        check_output_dir(args.output_dir)  # before the model is built, not after
+    check_benchmarks(loaded)
+    from negtrain.training.run import quiet_third_party_logs
+
     quiet_third_party_logs()
     return loaded
 
 
+def check_benchmarks(loaded) -> None:
+    """Every benchmark and split the recipe names exists (the registry imports no torch)."""
+    from negtrain.benchmarks.registry import get_benchmark
+    from negtrain.errors import ConfigError
+
+    data = loaded.recipe.data
+    for section, specs in (("data.train", data.train), ("data.eval", data.eval), ("data.test", data.test or [])):
+        for spec in specs:
+            try:
+                get_benchmark(spec.benchmark).check_split(spec.split)
+            except ConfigError as exc:
+                raise ConfigError(f"{loaded.path}: {section}: {exc}") from None
+
+
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.errors import NegtrainError
-    from negtrain.training.run import fit
 
     if args.resume is not None:
         if args.recipe is not None or args.output_dir is not None or extra:
             given = " ".join([*(["--recipe"] if args.recipe else []), *(["--output-dir"] if args.output_dir else []), *extra])
             raise NegtrainError(f"fit --resume takes the run's own recipe.yaml and directory; drop {given}")
-        from negtrain.training.resume import resume
-        from negtrain.training.run import quiet_third_party_logs
+        from negtrain.training.run import quiet_third_party_logs, resume
 
         quiet_third_party_logs()
         resume(args.resume)
@@ -50,12 +69,16 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     if args.recipe is None:
         raise NegtrainError("fit needs --recipe NAME_OR_PATH (or --resume RUN_DIR)")
     argv = getattr(args, "argv", None)
-    fit(_loaded(args, extra), args.output_dir, command=["python", "-m", "negtrain", *argv] if argv else None)
+    loaded = _loaded(args, extra)
+    from negtrain.training.run import fit
+
+    fit(loaded, args.output_dir, command=["python", "-m", "negtrain", *argv] if argv else None)
     return 0
 
 
 def run_eval(args: argparse.Namespace, extra: list[str]) -> int:
+    loaded = _loaded(args, extra)
     from negtrain.training.run import evaluate
 
-    evaluate(_loaded(args, extra), args.command, args.checkpoint, args.output_dir)
+    evaluate(loaded, args.command, args.checkpoint, args.output_dir)
     return 0

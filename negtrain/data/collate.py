@@ -9,6 +9,10 @@ from torch.utils.data import Dataset
 
 from negtrain.data.encoded import EncodedSplit
 
+#: The label value a loss skips (PyTorch's and transformers' ``ignore_index``): padding of label
+#: rows, and every token of a masked-LM batch that is not a prediction target.
+IGNORE = -100
+
 
 class BatchIndices(Dataset):
     """The dataset of a loader whose collator does the fetching: item ``i`` is ``i``.

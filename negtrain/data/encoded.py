@@ -16,7 +16,7 @@ from dataclasses import dataclass, fields
 
 import torch
 
-from negtrain.data.files import cache_dir
+from negtrain.benchmarks.files import cache_dir
 
 CACHE_VERSION = "1"
 #: Texts per tokenizer call. The tokenizer returns Python lists, ~30x the size of the flat tensors

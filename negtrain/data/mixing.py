@@ -10,7 +10,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from negtrain.config import MixConfig
+from negtrain.config import MAX_EPOCH_EXAMPLES, MixConfig
+from negtrain.errors import ConfigError
 from negtrain.data.sampler import BatchSampler
 
 
@@ -19,7 +20,10 @@ def shares(sizes: Sequence[int], weights: Sequence[float], mix: MixConfig) -> np
     n = np.asarray(sizes, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
     power = 1.0 / mix.temperature if mix.sampling == "temperature" else 1.0
-    mass = w * n**power
+    # In logs: at T = 0.01, n**(1/T) overflows float64 for any source over 1,200 examples.
+    with np.errstate(divide="ignore"):
+        log_mass = np.log(w) + power * np.log(n)
+    mass = np.exp(log_mass - log_mass.max())
     return mass / mass.sum()
 
 
@@ -42,7 +46,14 @@ def epoch_counts(sizes: Sequence[int], weights: Sequence[float], mix: MixConfig)
         return apportion(int(sum(sizes)), p)
     if mix.epoch == "largest":
         big = int(np.argmax(sizes))
-        counts = np.rint(sizes[big] * p / p[big]).astype(np.int64)
+        exact = sizes[big] * p / p[big]
+        if not exact.sum() <= MAX_EPOCH_EXAMPLES:  # also catches inf and nan
+            raise ConfigError(
+                f"data.mix.epoch 'largest': one pass over the largest source at these weights makes an epoch "
+                f"of {exact.sum():.3g} examples, more than {MAX_EPOCH_EXAMPLES:,}; give the sources closer "
+                "weights, or a number of examples as data.mix.epoch"
+            )
+        counts = np.rint(exact).astype(np.int64)
         counts[big] = sizes[big]
         return counts
     return apportion(int(mix.epoch), p)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import lightning.pytorch as pl
@@ -55,7 +55,6 @@ class NegtrainData(pl.LightningDataModule):
         train: TrainSet | None,
         eval_sets: Sequence[EvalSet],
         pad_left: bool = False,
-        eval_extras: Callable[[EvalSet], dict[str, torch.Tensor]] | None = None,
     ) -> None:
         super().__init__()
         self.config = config
@@ -64,7 +63,6 @@ class NegtrainData(pl.LightningDataModule):
         self.train = train
         self.eval_sets = list(eval_sets)
         self.pad_left = pad_left
-        self.eval_extras = eval_extras
         #: Per training source: its configured share of an epoch and its examples per epoch.
         self.train_shares: list[float] = []
         self.train_counts: list[int] = []
@@ -118,7 +116,7 @@ class NegtrainData(pl.LightningDataModule):
 
     def val_dataloader(self) -> list[DataLoader]:
         return [
-            self._loader(s.encoded, self.eval_extras(s) if self.eval_extras else None, self.config.eval_batch_size, shuffle=False)
+            self._loader(s.encoded, None, self.config.eval_batch_size, shuffle=False)
             for s in self.eval_sets
         ]
 

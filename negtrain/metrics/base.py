@@ -28,9 +28,8 @@ class ExampleMetric(Metric):
     """Scores a whole split from per-example predictions; subclasses define ``score``."""
 
     full_state_update: ClassVar[bool] = False
-    higher_is_better: ClassVar[bool] = True
-    #: Metric names (as returned by ``score``) for which lower is better; everything else is higher.
-    lower_is_better_names: ClassVar[frozenset[str]] = frozenset()
+    # Which way each reported name is better, and which names are counts, is declared by the
+    # benchmark (Benchmark.reported_metrics), not here.
     #: A remark on how the predictions are scored (e.g. only a binary view of a 3-way benchmark),
     #: shown next to the numbers wherever they are reported.
     note: str | None = None
@@ -60,7 +59,3 @@ class ExampleMetric(Metric):
     @abstractmethod
     def score(self, predictions: np.ndarray) -> dict[str, float]:
         """Metric values from the full prediction array (MISSING where not predicted)."""
-
-    @classmethod
-    def is_higher_better(cls, name: str) -> bool:
-        return name not in cls.lower_is_better_names

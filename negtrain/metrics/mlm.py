@@ -21,7 +21,7 @@ FIELDS = 4  # loss sum, masked tokens, cues right, cues masked
 
 
 class HeldOutMLMMetric(ExampleMetric):
-    lower_is_better_names = frozenset({"mlm_loss"})
+    """``mlm_loss``, ``cue_recovery_accuracy`` and their counts (declared by the cue corpus)."""
 
     def update(self, indices: torch.Tensor, values: torch.Tensor) -> None:
         self.indices.append(indices.detach().to(torch.long).flatten())

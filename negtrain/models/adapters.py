@@ -8,14 +8,8 @@
 - Checkpoints of an adapter run hold only the trainable weights: adapters and head
   (:func:`trainable_state`), not the base model, which the recipe names.
 
-Merging and exporting the full model: :func:`export_merged` rebuilds the recipe's model in full
-precision (a QLoRA adapter is merged into the unquantized base), loads the adapter checkpoint,
-merges the adapters into the base weights (peft ``merge_and_unload``) and writes a plain
-``from_pretrained`` folder with the tokenizer::
-
-    from negtrain.recipes import load_recipe
-    from negtrain.models.adapters import export_merged
-    export_merged(load_recipe("tinad_llama_qlora"), "run/checkpoints/best-epoch2.ckpt", "merged/")
+- ``fit`` saves the peft config next to the run's HF config (:func:`save_adapter_config`), so that
+  ``export`` can rebuild the adapter from a checkpoint (see :mod:`negtrain.export`).
 """
 
 from __future__ import annotations
@@ -27,6 +21,7 @@ from typing import Any
 import torch
 
 from negtrain.config import AdapterConfig
+from negtrain.errors import ConfigError
 
 
 def quantization_config(adapter: AdapterConfig, keep_full: list[str] | None = None):
@@ -83,8 +78,6 @@ def trainable_state(module: torch.nn.Module, state_dict: dict[str, torch.Tensor]
 
 
 def load_adapter_state(module: torch.nn.Module, state_dict: dict[str, torch.Tensor], where: str) -> None:
-    from negtrain.errors import ConfigError
-
     missing, unexpected = module.load_state_dict(state_dict, strict=False)
     trainable = {n for n, p in module.named_parameters() if p.requires_grad}
     lacking = sorted(trainable - set(state_dict))
@@ -103,18 +96,13 @@ def merge(module) -> None:
         module.model = module.model.merge_and_unload()
 
 
-def export_merged(loaded, checkpoint: str | Path, out_dir: str | Path) -> Path:
-    """Rebuild the recipe's model unquantized, load an adapter checkpoint, merge, save_pretrained."""
-    from negtrain.training.build import build, reload_weights
+def save_adapter_config(model, folder: Path) -> None:
+    """If ``model`` is a peft model, save its adapter config next to the run's HF config.
 
-    recipe = loaded.recipe.model_copy(deep=True)
-    if recipe.adapter.type == "qlora":
-        recipe.adapter = recipe.adapter.model_copy(update={"type": "lora"})
-    stage = "validate" if recipe.data.eval else "fit"
-    built = build(recipe, stage=stage)
-    reload_weights(built.module, str(checkpoint))
-    merge(built.module)
-    out = Path(out_dir)
-    built.module.model.save_pretrained(out)
-    built.tokenizer.save_pretrained(out)
-    return out
+    ``fit`` calls this so that ``export`` can rebuild the adapter from the checkpoint.
+    """
+    peft_config = getattr(model, "peft_config", None)
+    if isinstance(peft_config, dict) and peft_config:
+        for name, cfg in peft_config.items():
+            if name == "default":
+                cfg.save_pretrained(str(folder))

@@ -16,6 +16,7 @@ from torch import nn
 from negtrain.config import ModelConfig
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.models.adapters import trainable_state
 
 
 @dataclass
@@ -160,7 +161,5 @@ class NegtrainModule(pl.LightningModule):
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["negtrain_recipe"] = self.recipe
         if self.adapter_only:
-            from negtrain.models.adapters import trainable_state
-
             checkpoint["state_dict"] = trainable_state(self, checkpoint["state_dict"])
             checkpoint["negtrain_adapter_only"] = True

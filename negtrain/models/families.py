@@ -1,7 +1,7 @@
 """The one explicit table of model families: ``model.family`` in a recipe names a builder here.
 
 A builder takes the validated recipe and its loaded benchmark data and returns the family's
-LightningModule and DataModule (:class:`negtrain.training.build.Built`).
+LightningModule and DataModule (:class:`negtrain.models.contract.Built`).
 """
 
 from __future__ import annotations

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 
 from negtrain.errors import ConfigError
+from negtrain.io.checkpoints import read_checkpoint
 
 MODULE_PREFIX = "model."
 
@@ -70,8 +71,6 @@ def resolve_init(value: str) -> InitSource:
 
 
 def checkpoint_weights(checkpoint: Path) -> dict[str, torch.Tensor]:
-    from negtrain.training.checkpoint_io import read_checkpoint
-
     # One clear error for a truncated, foreign or pickled file, as for --checkpoint.
     state = read_checkpoint(checkpoint, "model.init_from", require_recipe=False)
     weights = {k[len(MODULE_PREFIX) :]: v for k, v in state.get("state_dict", {}).items() if k.startswith(MODULE_PREFIX)}

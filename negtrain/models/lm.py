@@ -45,17 +45,21 @@ import torch
 
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.benchmarks.negated_probes import MASK
-from negtrain.config import ModelConfig
+from negtrain.config import ModelConfig, to_dict
+from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint
+from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
 from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
 from negtrain.metrics.multiple_choice import choose
+from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule
 from negtrain.models.choice_inputs import encode_choices, split_pair
+from negtrain.models.contract import Built
 from negtrain.models.continuation import continuation_logprobs
-
-IGNORE = -100
+from negtrain.models.freezing import freeze
+from negtrain.models.sources import attention_kwargs, resolve_model_name
 
 
 def normalize_unifiedqa(text: str) -> str:
@@ -415,13 +419,6 @@ class CausalLMModule(LMModule):
 
 def _build_lm(recipe, loaded, family: str):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from negtrain.config import to_dict
-    from negtrain.data.module import EvalSet, NegtrainData, TrainSet
-    from negtrain.models.adapters import add_adapter, load_base
-    from negtrain.models.freezing import freeze
-    from negtrain.models.sources import attention_kwargs, resolve_model_name
-    from negtrain.training.build import Built
 
     cfg = recipe.model
     causal = family == "causal_lm"

@@ -28,12 +28,17 @@ import torch
 
 from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.negated_lama import NegatedLama
-from negtrain.benchmarks.negated_probes import NegatedProbes
-from negtrain.config import ModelConfig
+from negtrain.benchmarks.negated_probes import NEGATED, NegatedProbes
+from negtrain.config import ModelConfig, SourceConfig, to_dict
 from negtrain.data.module import EvalSet, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
+from negtrain.metrics.cloze import NegatedLamaMetric, spearman
+from negtrain.metrics.probes import ProbeMetric
 from negtrain.models.base import NegtrainModule
+from negtrain.models.contract import Built
+from negtrain.models.freezing import freeze
+from negtrain.models.init_from import load_into, resolve_init
 from negtrain.models.mlm_inputs import (
     ClozeTransform,
     CueCorpus,
@@ -51,6 +56,7 @@ from negtrain.models.mlm_inputs import (
     token_space,
     with_mask_token,
 )
+from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.negation.cues import CueDetector
 from negtrain.objectives import losses
 from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec
@@ -232,8 +238,6 @@ class LamaEvaluator:
         self.vocab_to_space = vocab_to_space
 
     def __call__(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        from negtrain.metrics.cloze import spearman
-
         aff = module.mask_logits(batch["input_ids"], batch["attention_mask"]).float()
         neg = module.mask_logits(batch["neg_input_ids"], batch["neg_attention_mask"]).float()
         mis = module.mask_logits(batch["mis_input_ids"], batch["mis_attention_mask"]).float()
@@ -262,9 +266,6 @@ def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
     """(tokenizer, model, init report) for the recipe's model or ``model.init_from`` run."""
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
-    from negtrain.models.init_from import load_into, resolve_init
-    from negtrain.models.sources import attention_kwargs, resolve_model_name
-
     if cfg.init_from:
         source = resolve_init(cfg.init_from)
         tokenizer = AutoTokenizer.from_pretrained(source.model_dir)
@@ -279,10 +280,6 @@ def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
 
 def build_mlm(recipe, loaded):
     """The MLM family's builder (see :mod:`negtrain.models.families`)."""
-    from negtrain.config import to_dict
-    from negtrain.models.freezing import freeze
-    from negtrain.training.build import Built
-
     cfg, objective_cfg = recipe.model, recipe.objective
     ul_cfg, cm_cfg = objective_cfg.unlikelihood, objective_cfg.cue_masking
     probes = (NegatedProbes, NegatedLama)
@@ -318,8 +315,6 @@ def build_mlm(recipe, loaded):
                 encoded.append(enc)
             gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, probe_location(e))]) for e in examples]
             primes = [[int(vocab_to_space[i]) for i in prime_token_ids(tokenizer, e.meta["prime"])] for e in examples]
-            from negtrain.metrics.cloze import NegatedLamaMetric
-
             eval_sets.append(EvalSet(b, split, list(examples), encoded[0], predicted_labels=space))
             evaluators.append(LamaEvaluator(vocab_to_space))
             metrics.append(NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note))
@@ -331,9 +326,8 @@ def build_mlm(recipe, loaded):
         check_one_mask(encoded, tokenizer.mask_token_id, examples, "probe", cfg.max_length)
         eval_sets.append(EvalSet(b, split, list(examples), encoded, predicted_labels=space))
         evaluators.append(ProbeEvaluator(vocab_to_space))
-        from negtrain.benchmarks.negated_probes import ProbeMetric
 
-        metrics.append(ProbeMetric(gold, [e.subset for e in examples], note=note))
+        metrics.append(ProbeMetric(gold, [e.subset == NEGATED for e in examples], note=note))
         transforms.append(None)
 
     reference = None
@@ -397,8 +391,6 @@ def build_mlm(recipe, loaded):
     data_config = recipe.data
     if cm_cfg is not None:
         # The corpus is one training source, whatever benchmarks it was built from.
-        from negtrain.config import SourceConfig
-
         data_config = data_config.model_copy(update={"train": [SourceConfig(benchmark="cue_corpus", split="train")]})
     data = MLMData(data_config, recipe.seed, pad_id, train, eval_sets, train_transform=train_transform, eval_transforms=transforms)
     return Built(module, data, tokenizer)

@@ -19,9 +19,10 @@ from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
 from negtrain.data.module import NegtrainData
 from negtrain.data.sampler import SampledBatch
 from negtrain.errors import DataError
-from negtrain.negation.cues import CueDetector
+from negtrain.metrics.declared import count, score
+from negtrain.metrics.mlm import HeldOutMLMMetric
+from negtrain.negation.cues import CueDetector, split_sentences
 from negtrain.objectives.masking import MaskingSpec, batch_generator, mask_tokens
-
 
 # ---------------------------------------------------------------------------------------------
 # Data: batch transforms on top of the padding collator.
@@ -221,6 +222,7 @@ class CueCorpus(Benchmark):
     name = "cue_corpus"
     splits = ("heldout",)
     labels = ()
+    reported_metrics = (score("mlm_loss", lower_is_better=True), score("cue_recovery_accuracy"), count("n_masked"), count("n_cues"))
     citation = "Truong, Baldwin, Cohn, Verspoor (2022). Improving negation detection with negation-focused pre-training. NAACL 2022."
 
     def __init__(self, examples: Sequence[Example] = ()) -> None:
@@ -233,8 +235,6 @@ class CueCorpus(Benchmark):
         return self.examples
 
     def metric(self, examples: Sequence[Example]):
-        from negtrain.metrics.mlm import HeldOutMLMMetric
-
         return HeldOutMLMMetric(num_examples=len(examples))
 
 
@@ -256,8 +256,6 @@ def read_text_lines(path: str) -> list[str]:
 
 def build_corpus(cfg, loaded, detector, seed: int) -> tuple[list[str], list[str]]:
     """(training sentences, held-out sentences) for cue masking; see CorpusConfig."""
-    from negtrain.negation.cues import split_sentences
-
     texts: list[str] = []
     for path in cfg.text_files:
         texts.extend(read_text_lines(path))

@@ -13,12 +13,28 @@ from typing import Any
 import torch
 
 from negtrain.benchmarks.base import Example
-from negtrain.config import ModelConfig
+from negtrain.config import ModelConfig, to_dict
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
+from negtrain.data.module import EvalSet, NegtrainData, TrainSet
+from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
+from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule
+from negtrain.models.contract import Built
 from negtrain.models.first_token import first_position_only
-from negtrain.models.heads import HEAD_MODULES, reset_loaded_head, set_loss
+from negtrain.models.freezing import freeze
+from negtrain.models.heads import (
+    HEAD_MODULES,
+    checkpoint_labels,
+    choose_head_labels,
+    head_to_benchmark,
+    prediction_space,
+    reset_loaded_head,
+    set_loss,
+    target_mask,
+)
+from negtrain.models.init_from import load_into, resolve_init
+from negtrain.models.sources import attention_kwargs, resolve_model_name
 
 
 def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> EncodedSplit:
@@ -92,36 +108,15 @@ def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | No
     return close if close.numel() else None
 
 
-def build_nli(recipe, loaded):
-    """The NLI family's builder (see :mod:`negtrain.models.families`)."""
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
-
-    from negtrain.config import to_dict
-    from negtrain.data.encoded import EncodedSplit
-    from negtrain.data.module import EvalSet, NegtrainData, TrainSet
-    from negtrain.errors import ConfigError
-    from negtrain.models.heads import checkpoint_labels, choose_head_labels, head_to_benchmark, prediction_space, target_mask
-    from negtrain.models.sources import attention_kwargs, resolve_model_name
-    from negtrain.training.build import Built
-
-    from negtrain.models.init_from import load_into, resolve_init
+def _head(recipe, loaded):
+    """(init_from source or None, model path, its HF config, the checkpoint's NLI head labels or
+    None, the head's labels): everything about the head that is known before weights load."""
+    from transformers import AutoConfig
 
     cfg = recipe.model
-    for bench, split, _ in loaded.train + loaded.eval:
-        if bench.generative:
-            raise ConfigError(
-                f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
-                "give; use model.family seq2seq or causal_lm"
-            )
-        if bench.answer_type == "choice" or bench.open_vocabulary:
-            raise ConfigError(
-                f"benchmark '{bench.name}' is scored by a language model's likelihoods, not an NLI head; "
-                "use model.family seq2seq or causal_lm (or mlm for cloze probes)"
-            )
     # model.init_from: tokenizer (with any added [CUE]), config and weights of a previous run.
     init = resolve_init(cfg.init_from) if cfg.init_from else None
     path = str(init.model_dir) if init else resolve_model_name(cfg.name)
-    tokenizer = AutoTokenizer.from_pretrained(path)
     hf_config = AutoConfig.from_pretrained(path)
     ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
     head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in loaded.train])
@@ -130,6 +125,34 @@ def build_nli(recipe, loaded):
             f"model.head_labels {head} disagrees with the checkpoint's head {ckpt_labels}; "
             "drop model.head_labels to use the checkpoint's head as it is"
         )
+    return init, path, hf_config, ckpt_labels, head
+
+
+def prediction_spaces(recipe, loaded) -> list[tuple[str, ...]]:
+    """The label space each eval set's predictions will be in (what its metric scores), read from
+    the model's config without loading weights. Sweeps use it to offer only metrics a run logs."""
+    head = _head(recipe, loaded)[-1]
+    return [prediction_space(head, b.spaces(), b.name) for b, _, _ in loaded.eval]
+
+
+def build_nli(recipe, loaded):
+    """The NLI family's builder (see :mod:`negtrain.models.families`)."""
+    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+
+    cfg = recipe.model
+    for bench, split, _ in loaded.train + loaded.eval:
+        if bench.generative:
+            raise ConfigError(
+                f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
+                "give; use model.family seq2seq or causal_lm"
+            )
+        if bench.answer_type in ("choice", "cloze") or bench.open_vocabulary:
+            raise ConfigError(
+                f"benchmark '{bench.name}' is scored by a language model's likelihoods, not an NLI head; "
+                f"use model.family {' or '.join(bench.scoring_families or ('seq2seq', 'causal_lm'))}"
+            )
+    init, path, hf_config, ckpt_labels, head = _head(recipe, loaded)
+    tokenizer = AutoTokenizer.from_pretrained(path)
     eval_sets = []
     for b, split, ex in loaded.eval:
         space = prediction_space(head, b.spaces(), b.name)
@@ -146,9 +169,6 @@ def build_nli(recipe, loaded):
             sources=[f"{b.name}/{split}" for b, split, _ in loaded.train],
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
-
-    from negtrain.models.adapters import add_adapter, load_base
-    from negtrain.models.freezing import freeze
 
     head_args = dict(num_labels=len(head), id2label=dict(enumerate(head)), label2id={label: i for i, label in enumerate(head)})
     if init is not None:

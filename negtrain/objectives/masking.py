@@ -20,9 +20,8 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit
-
-IGNORE = -100
 
 
 @dataclass

@@ -9,31 +9,22 @@ the model is loaded, so a mistake costs seconds, not a model download.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
-import torch
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe
-from negtrain.data.module import EvalSet, NegtrainData
+from negtrain.data.mixing import epoch_counts
+from negtrain.data.module import EvalSet
 from negtrain.errors import ConfigError, did_you_mean
+from negtrain.io.checkpoints import read_checkpoint
 from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.models.adapters import load_adapter_state
 from negtrain.models.base import NegtrainModule
-
-
-@dataclass
-class Selection:
-    """The checkpoint-selection metric and its direction, from the metric's declaration."""
-
-    monitor: str
-    higher_is_better: bool
-
-    @property
-    def mode(self) -> str:
-        return "max" if self.higher_is_better else "min"
+from negtrain.models.contract import Built, Loaded, Selection
+from negtrain.models.families import get_family
+from negtrain.training.checks import check_run
 
 
 def best_score(checkpoint_callback) -> float | None:
@@ -48,22 +39,6 @@ def best_score(checkpoint_callback) -> float | None:
     return float(score)
 
 
-@dataclass
-class Loaded:
-    """Benchmark data a recipe asks for, read and validated, before any model is loaded."""
-
-    train: list[tuple[Benchmark, str, list[Example]]]
-    eval: list[tuple[Benchmark, str, list[Example]]]
-
-
-@dataclass
-class Built:
-    module: NegtrainModule
-    data: NegtrainData
-    tokenizer: Any
-    selection: Selection | None = None
-
-
 def metric_names(metric: ExampleMetric) -> list[str]:
     """The names a metric reports, read off a scoring of no predictions."""
     return list(metric.score(np.full(metric.num_examples, MISSING)))
@@ -75,7 +50,7 @@ def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet], metrics: list[Ex
     available = {}
     for s, m in zip(eval_sets, metrics):
         for key in metric_names(m):
-            available[f"{s.name}/{key}"] = m.is_higher_better(key)
+            available[f"{s.name}/{key}"] = s.benchmark.is_higher_better(key)
     wanted = recipe.selection.metric or f"{eval_sets[0].name}/{metric_names(metrics[0])[0]}"
     if wanted not in available:
         raise ConfigError(f"selection.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, available)}")
@@ -112,13 +87,12 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
 
 
 def build(recipe: Recipe, stage: str = "fit") -> Built:
-    from negtrain.models.families import get_family
-
-    from negtrain.training.checks import check_run
-
     builder = get_family(recipe.model.family)
     check_run(recipe)
     loaded = load_data(recipe, stage)
+    if stage == "fit" and loaded.train:
+        # The epoch the weights make (data.mix), sized now: an impossible one fails before the model loads.
+        epoch_counts([len(ex) for _, _, ex in loaded.train], [s.weight for s in recipe.data.train], recipe.data.mix)
     try:
         built = builder(recipe, loaded)
     except OSError as exc:  # from_pretrained: no such Hub id or folder, or no weights in it
@@ -129,12 +103,8 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
 
 
 def reload_weights(module: NegtrainModule, checkpoint: str) -> None:
-    from negtrain.training.checkpoint_io import read_checkpoint
-
     state = read_checkpoint(checkpoint)
     if state.get("negtrain_adapter_only"):
-        from negtrain.models.adapters import load_adapter_state
-
         load_adapter_state(module, state["state_dict"], checkpoint)
         return
     try:

@@ -8,9 +8,12 @@ this machine support, so a run never fails (or silently changes precision) hours
 from __future__ import annotations
 
 import importlib.util
+import os
 
 from negtrain.config import Recipe
-from negtrain.errors import ConfigError, unknown_name
+from negtrain.errors import ConfigError, NegtrainError, unknown_name
+from negtrain.models.init_from import resolve_init
+from negtrain.models.sources import resolve_model_name
 
 
 def cuda_available() -> bool:
@@ -97,8 +100,112 @@ def bnb_supports(bits: int, device: str) -> str | None:
     return None
 
 
+def _bnb_packs_for_cpu() -> bool:
+    """Whether bitsandbytes repacks 4-bit weights for its CPU kernel on this machine (AVX512-BF16)."""
+    try:
+        from bitsandbytes.functional import has_avx512bf16
+    except ImportError:
+        return False
+    return bool(has_avx512bf16())
+
+
+def check_accelerator(name: str) -> None:
+    """``trainer.accelerator`` must be one the installed Lightning knows and this machine has:
+    Lightning itself fails with a traceback (a ModuleNotFoundError for 'tpu' without torch_xla)."""
+    from lightning.pytorch.accelerators import AcceleratorRegistry
+
+    if name == "auto":
+        return
+    known = sorted({"auto", "gpu", *AcceleratorRegistry.available_accelerators()})
+    if name not in known:
+        raise unknown_name("trainer.accelerator", name, known)
+    if name == "gpu":
+        available = any(AcceleratorRegistry[n]["accelerator"].is_available() for n in ("cuda", "mps") if n in known)
+    else:
+        available = AcceleratorRegistry[name]["accelerator"].is_available()
+    if not available:
+        raise ConfigError(f"trainer.accelerator '{name}' is not available on this machine; use 'auto' or 'cpu'")
+
+
+#: What a multi-node launcher sets, by launcher; Lightning reads the same variables.
+_LAUNCHER_VARIABLES = {
+    "SLURM (srun)": ("SLURM_NTASKS",),
+    "torchrun": ("TORCHELASTIC_RUN_ID",),
+    "Kubeflow": ("KUBERNETES_PORT", "MASTER_ADDR", "RANK"),
+    "LSF": ("LSB_JOBID", "JSM_NAMESPACE_RANK"),
+    "MPI": ("OMPI_COMM_WORLD_SIZE",),
+    "manual (one command per node)": ("MASTER_ADDR", "NODE_RANK"),
+}
+
+
+def multi_node_launcher(environ=None) -> str | None:
+    """The launcher this process was started by, when it can take part in a multi-node run."""
+    environ = os.environ if environ is None else environ
+    for launcher, names in _LAUNCHER_VARIABLES.items():
+        if all(environ.get(n) for n in names):
+            return launcher
+    return None
+
+
+def check_num_nodes(num_nodes: int, environ=None) -> str | None:
+    """``trainer.num_nodes`` > 1 without a launcher waits forever for nodes nobody starts: an error.
+    Under a launcher, the line to print: what this node will wait for."""
+    environ = os.environ if environ is None else environ
+    if num_nodes <= 1:
+        return None
+    launcher = multi_node_launcher(environ)
+    if launcher is not None:
+        where = f"{environ.get('MASTER_ADDR', '?')}:{environ.get('MASTER_PORT', '?')}"
+        node = environ.get("NODE_RANK") or environ.get("GROUP_RANK") or environ.get("SLURM_NODEID") or "?"
+        return (
+            f"trainer.num_nodes {num_nodes} ({launcher}): node {node} waits at {where} until all {num_nodes} "
+            "nodes have joined (Lightning gives up after 30 minutes)"
+        )
+    raise ConfigError(
+        f"trainer.num_nodes {num_nodes}: no multi-node launcher found, so this process would wait forever "
+        f"for {num_nodes - 1} other node(s) to join it; start the command on every node with torchrun "
+        f"(--nnodes {num_nodes} --node_rank N --master_addr HOST) or SLURM's srun, or set MASTER_ADDR, "
+        "MASTER_PORT, NODE_RANK and WORLD_SIZE on each node; on one machine use trainer.num_nodes 1"
+    )
+
+
+#: bitsandbytes' CPU kernel for 4-bit layers (used for evaluation on CPUs with AVX512-BF16)
+#: repacks each weight in blocks of 64 inputs by 32 outputs: a layer of another size fails with a
+#: reshape error at the first evaluation, after a whole epoch of training.
+CPU_4BIT_BLOCKS = (64, 32)
+
+
+def narrow_4bit_layers(recipe: Recipe) -> list[str]:
+    """The base model's linear layers that bitsandbytes' CPU 4-bit kernel cannot pack, as
+    ``name (in x out)``. Read from the model's config on the meta device (no weights loaded);
+    a model whose config cannot be read here is left to the loader to report."""
+    import torch
+    from transformers import AutoConfig, AutoModel
+
+    try:
+        if recipe.model.init_from:
+            path = str(resolve_init(recipe.model.init_from).model_dir)
+        else:
+            path = resolve_model_name(recipe.model.name)
+        config = AutoConfig.from_pretrained(path)
+        with torch.device("meta"):
+            base = AutoModel.from_config(config)  # the body only: heads stay unquantized
+    except (NegtrainError, OSError, ValueError, KeyError):
+        return []
+    k_block, n_block = CPU_4BIT_BLOCKS
+    return [
+        f"{name} ({m.in_features} x {m.out_features})"
+        for name, m in base.named_modules()
+        if isinstance(m, torch.nn.Linear) and (m.in_features % k_block or m.out_features % n_block)
+    ]
+
+
 def check_run(recipe: Recipe) -> None:
     t, adapter = recipe.trainer, recipe.adapter
+    check_accelerator(t.accelerator)
+    waiting = check_num_nodes(t.num_nodes)
+    if waiting and os.environ.get("LOCAL_RANK", "0") == "0":
+        print(waiting, flush=True)  # once per node: each node's log says what it waits for
     strategies = known_strategies()
     if t.strategy not in strategies:
         raise unknown_name("trainer.strategy (for the installed Lightning)", t.strategy, strategies)
@@ -126,5 +233,15 @@ def check_run(recipe: Recipe) -> None:
                 f"adapter.bits {adapter.bits}: bitsandbytes cannot run {adapter.bits}-bit layers on {device} "
                 f"on this machine ({why})"
             )
+        if adapter.bits == 4 and device == "cpu" and _bnb_packs_for_cpu():
+            narrow = narrow_4bit_layers(recipe)
+            if narrow:
+                k_block, n_block = CPU_4BIT_BLOCKS
+                raise ConfigError(
+                    f"adapter.type 'qlora' (4-bit): model '{recipe.model.name}' has {len(narrow)} linear layer(s) "
+                    f"that bitsandbytes' 4-bit CPU kernel cannot pack (it needs inputs in multiples of {k_block} "
+                    f"and outputs in multiples of {n_block}): {', '.join(narrow[:3])}"
+                    f"{', ...' if len(narrow) > 3 else ''}; use adapter.bits 8, adapter.type lora, or a wider model"
+                )
     if adapter.type != "none" and recipe.model.family == "nli" and adapter.target_modules != "all-linear" and not adapter.target_modules:
         raise ConfigError("adapter.target_modules: name at least one module, or 'all-linear'")

@@ -30,8 +30,8 @@ import torch
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.data.module import NegtrainData
+from negtrain.io.atomic import append_lines, write_text
 from negtrain.models.base import EvalResult
-from negtrain.training.atomic import append_lines, write_text
 
 
 def _json_number(value: float) -> float | None:
@@ -39,14 +39,11 @@ def _json_number(value: float) -> float | None:
     return round(value, 6) if math.isfinite(value) else None
 
 
-COUNTS = frozenset({"n", "groups_scored", "groups_lacking_cell", "n_negated", "n_affirmative", "n_masked", "n_cues"})
-
-
-def format_table(epoch: int, results: list[EvalResult]) -> str:
+def format_table(epoch: int, results: list[EvalResult], eval_sets: list) -> str:
     lines = [f"epoch {epoch} evaluation"]
     width = max((len(r.name) for r in results), default=10)
-    for r in results:
-        cells = [f"{k}={v:.4f}" if k not in COUNTS else f"{k}={int(v)}"
+    for r, eval_set in zip(results, eval_sets):
+        cells = [f"{k}={int(v)}" if eval_set.benchmark.is_count(k) else f"{k}={v:.4f}"
                  for k, v in r.metrics.items() if not math.isnan(v)]
         lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
         if r.note:
@@ -148,15 +145,15 @@ class RunRecorder(pl.Callback):
         data = trainer.datamodule
         epoch = trainer.current_epoch
         lines = []
-        for i, (result, eval_set, metric) in enumerate(zip(results, data.eval_sets, pl_module.metrics)):
+        for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
             record = {
                 "epoch": epoch,
                 "stage": self.stage,
                 "benchmark": eval_set.benchmark.name,
                 "split": eval_set.split,
                 "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
-                # The metric's declared direction, so a reader (report, a plot) needs no registry.
-                "lower_is_better": [k for k in result.metrics if not metric.is_higher_better(k)],
+                # The benchmark's declared directions, so a reader (report, a plot) needs no registry.
+                "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
                 "eval_seconds": round(self._span(i, seconds), 3),
             }
             if result.note:
@@ -165,7 +162,7 @@ class RunRecorder(pl.Callback):
             self._write_predictions(trainer, eval_set, result, epoch)
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
-            print(format_table(epoch, results), flush=True)
+            print(format_table(epoch, results, data.eval_sets), flush=True)
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)

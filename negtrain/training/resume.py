@@ -1,4 +1,4 @@
-"""Resuming a killed ``fit``: ``python -m negtrain fit --resume RUN_DIR``.
+"""Resuming a killed ``fit``: ``python -m negtrain fit --resume RUN_DIR`` (:func:`negtrain.training.run.resume`).
 
 What a checkpoint holds, so that a resumed run finishes with exactly the numbers of an
 uninterrupted one (same seed, same machine, deterministic kernels):
@@ -26,7 +26,7 @@ epoch ``e + 1``'s batches exactly; an epoch that was cut short is redone from it
 The newest complete checkpoint is chosen: every ``checkpoints/*.ckpt`` is opened (with
 ``weights_only``), those that do not load or hold no ``negtrain_resume`` state are skipped, and the
 one with the highest global step wins (``last.ckpt`` on ties). Checkpoints are written atomically
-(:mod:`negtrain.training.checkpoint_io`), so a half-written one only ever exists as a ``*.part``
+(:mod:`negtrain.io.checkpoints`), so a half-written one only ever exists as a ``*.part``
 file, which is never considered.
 """
 
@@ -43,8 +43,9 @@ import numpy as np
 import torch
 
 from negtrain.errors import NegtrainError
+from negtrain.io.atomic import PART_SUFFIX, write_text
 from negtrain.paths import is_inside
-from negtrain.training.atomic import PART_SUFFIX, write_text
+from negtrain.recipes import LoadedRecipe, load_recipe
 
 RESUME_KEY = "negtrain_resume"
 FORMAT = 1
@@ -220,11 +221,18 @@ def check_run_dir(run_dir: Path) -> Path:
     return run_dir
 
 
-def resume(run_dir: Path) -> Path:
-    """Continue ``run_dir`` from its newest complete checkpoint (or say it is already complete)."""
-    from negtrain.recipes import load_recipe
-    from negtrain.training.run import fit
+@dataclass
+class ResumePlan:
+    """What :func:`negtrain.training.run.resume` continues: the run's recipe and checkpoint."""
 
+    loaded: LoadedRecipe
+    run_dir: Path
+    checkpoint: Path | None  # None: no complete checkpoint yet, so training starts from the beginning
+
+
+def plan_resume(run_dir: Path) -> ResumePlan | None:
+    """Check ``run_dir`` and rewind it to its newest complete checkpoint; None when the run is
+    already complete (said on stdout). ``run.resume`` then continues the training."""
     run_dir = check_run_dir(run_dir)
     loaded = load_recipe(str(run_dir / "recipe.yaml"))
     candidate, skipped = find_checkpoint(run_dir)
@@ -243,7 +251,7 @@ def resume(run_dir: Path) -> Path:
             f"of {t.max_epochs} (step {candidate.global_step}); nothing to do",
             flush=True,
         )
-        return run_dir
+        return None
     rewind(run_dir, candidate)
     if candidate is None:
         print(f"resume: {run_dir} has no complete checkpoint yet; training it from the start", flush=True)
@@ -253,4 +261,4 @@ def resume(run_dir: Path) -> Path:
             f"continuing with epoch {candidate.epoch + 1} of {t.max_epochs}",
             flush=True,
         )
-    return fit(loaded, run_dir, resume_from=candidate.path if candidate else None, resuming=True)
+    return ResumePlan(loaded, run_dir, candidate.path if candidate else None)

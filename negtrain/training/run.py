@@ -10,15 +10,23 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 import yaml
+from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import to_dict
 from negtrain.errors import ConfigError
+from negtrain.io.atomic import atomic_dir, write_text
+from negtrain.io.checkpoints import AtomicCheckpointIO
+from negtrain.models.adapters import save_adapter_config
 from negtrain.recipes import LoadedRecipe
-from negtrain.training.atomic import atomic_dir, write_text
+from negtrain.secrets import redact_text
+from negtrain.training import tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
+from negtrain.training.checks import trainer_precision
 from negtrain.training.recorder import RunRecorder
+from negtrain.training.resume import ResumeState, plan_resume
+from negtrain.training.tracking import WandbTracker
 
 
 def default_run_dir(recipe_name: str) -> Path:
@@ -74,12 +82,8 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         # for this multi-tensor (foreach) update, which turned a 4-minute run into 6.
         callbacks.insert(0, WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(t.ema_decay), use_buffers=False))
     if stage == "fit":
-        from negtrain.training.resume import ResumeState
-
         callbacks.append(ResumeState(run_dir, loaded.recipe.seed))
     if logger is not None:
-        from negtrain.training.tracking import WandbTracker
-
         names = [s.name for s in built.data.eval_sets]
         callbacks.append(WandbTracker(logger, run_dir, names, log_predictions=loaded.recipe.logger.log_predictions))
     if stage == "fit":
@@ -99,11 +103,6 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         callbacks.append(
             ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
         )
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
-
-    from negtrain.training.checkpoint_io import AtomicCheckpointIO
-    from negtrain.training.checks import trainer_precision
-
     precision, note = trainer_precision(t)
     if note:
         # Once, not once per DDP rank: a launched rank knows its rank from the environment already.
@@ -151,8 +150,6 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
     ``resuming``: continue the run in ``output_dir`` (see :mod:`negtrain.training.resume`), from
     the checkpoint ``resume_from`` (None: from the start).
     """
-    from negtrain.training import tracking
-
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     built = _build(loaded, "fit")
     if not resuming:
@@ -163,12 +160,8 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
     trainer = _trainer(loaded, built, output_dir, "fit", logger=logger)
     run_dir = output_dir if resuming else _prepare_run_dir(loaded, output_dir)
     if command and not resuming:
-        from negtrain.secrets import redact_text
-
         write_text(run_dir / "command.txt", redact_text(shlex.join(command)) + "\n")
     if not (resuming and (run_dir / "model" / "config.json").is_file()):
-        from negtrain.export import save_adapter_config
-
         with atomic_dir(run_dir / "model", replace=True) as tmp:
             built.tokenizer.save_pretrained(tmp)
             built.module.model.config.save_pretrained(tmp)
@@ -188,6 +181,15 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
         print(f"run directory: {run_dir}")
     return run_dir
+
+
+def resume(run_dir: Path) -> Path:
+    """``fit --resume``: continue ``run_dir`` from its newest complete checkpoint (see
+    :mod:`negtrain.training.resume`), or say that it is already complete."""
+    plan = plan_resume(run_dir)
+    if plan is None:
+        return Path(run_dir)
+    return fit(plan.loaded, plan.run_dir, resume_from=plan.checkpoint, resuming=True)
 
 
 def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_dir: Path | None) -> Path:

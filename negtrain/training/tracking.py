@@ -34,8 +34,8 @@ import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import Recipe, to_dict
+from negtrain.io.atomic import write_text
 from negtrain.secrets import redact_text
-from negtrain.training.atomic import write_text
 from negtrain.training.build import best_score
 
 DEFAULT_BASE_URL = "https://api.wandb.ai"

@@ -3,7 +3,7 @@
 Lightning's own ``TorchCheckpointIO`` streams the checkpoint through an fsspec transaction without
 an fsync, so a kill or power cut at the wrong moment can leave a truncated ``last.ckpt``. Here a
 checkpoint is written to ``.<name>.<random>.part`` in the same folder, fsync'd and renamed over
-the target (:func:`negtrain.training.atomic.write_with`): ``last.ckpt`` is always the previous or
+the target (:func:`negtrain.io.atomic.write_with`): ``last.ckpt`` is always the previous or
 the new complete checkpoint, and a ``*.part`` file is never a candidate for resuming.
 
 Checkpoints are loaded with ``torch.load(weights_only=True)``: they hold only tensors and plain
@@ -20,7 +20,7 @@ import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
 from negtrain.errors import NegtrainError
-from negtrain.training.atomic import write_with
+from negtrain.io.atomic import write_with
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

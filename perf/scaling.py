@@ -4,9 +4,9 @@ For 1k, 4k and 16k examples (ScoNe train, repeated with fresh ids), measures in 
 subprocess each: data preparation time per 1k examples (tokenize, flat storage, targets, sampler
 epoch), training throughput over a fixed number of steps, and resident memory after preparation.
 
-    NEGTRAIN_DATA_DIR=path/to/mirror python benchmarks/scaling.py
+    NEGTRAIN_DATA_DIR=path/to/mirror python perf/scaling.py
 
-Writes benchmarks/results/scaling.{json,md}.
+Writes perf/results/scaling.{json,md}.
 """
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def measure(n: int, steps: int) -> dict:
     from negtrain.models.heads import target_mask
     from negtrain.models.nli import encode_pairs
     from negtrain.recipes import load_recipe
-    from negtrain.training.build import Loaded
+    from negtrain.models.contract import Loaded
     from negtrain.models.nli import build_nli
     from negtrain.training.checks import trainer_precision
     from negtrain.training.run import quiet_third_party_logs

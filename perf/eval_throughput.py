@@ -5,9 +5,9 @@ length-sorted batches) in fp32 and bf16 autocast, with and without `model.first_
 a plain loop (tokenize per batch, pad, full fp32 forward) whose predictions are the reference every
 other path must agree with. Contenders are interleaved over repeats:
 
-    NEGTRAIN_DATA_DIR=path/to/mirror python benchmarks/eval_throughput.py --repeats 3
+    NEGTRAIN_DATA_DIR=path/to/mirror python perf/eval_throughput.py --repeats 3
 
-Writes benchmarks/results/eval_throughput.{json,md}.
+Writes perf/results/eval_throughput.{json,md}.
 """
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ settings, pointed at the local rows instead of the Hub data set):
 
 Needs the optional extra ``crosscheck`` (``pip install -e ".[crosscheck]"``: lm-eval). Offline:
 
-    NEGTRAIN_DATA_DIR=../shared/data python benchmarks/neqa_lm_eval_crosscheck.py --rows 200
+    NEGTRAIN_DATA_DIR=../shared/data python perf/neqa_lm_eval_crosscheck.py --rows 200
 
-Writes benchmarks/results/neqa_lm_eval_crosscheck.{json,md}. Exit code 1 if any number differs.
+Writes perf/results/neqa_lm_eval_crosscheck.{json,md}. Exit code 1 if any number differs.
 """
 
 from __future__ import annotations

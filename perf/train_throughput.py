@@ -4,9 +4,9 @@ Same model (the packaged MiniLM-L6), same data (ScoNe train), same batch size, s
 optimizer steps. Contenders run interleaved (A B C A B C ...) in fresh subprocesses so machine
 drift affects them alike; the report gives median examples/s, peak memory and the ratios.
 
-    NEGTRAIN_DATA_DIR=path/to/mirror python benchmarks/train_throughput.py --steps 60 --repeats 3
+    NEGTRAIN_DATA_DIR=path/to/mirror python perf/train_throughput.py --steps 60 --repeats 3
 
-Writes benchmarks/results/train_throughput.{json,md}.
+Writes perf/results/train_throughput.{json,md}.
 """
 
 from __future__ import annotations

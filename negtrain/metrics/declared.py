@@ -1,0 +1,59 @@
+"""What a benchmark declares about each metric it reports: the one place for a metric's name, the
+direction in which it is better, and whether it is a score or a count.
+
+Every reader takes these facts from here, through the benchmark: ``evaluate --list``, checkpoint
+selection, the run recorder (``lower_is_better`` in ``metrics.jsonl``), report, model cards and
+sweeps. ``tests/test_metric_declarations.py`` checks, for every benchmark and every label space its
+predictions may be in, that the declared names are exactly the names its metric computes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class Declared:
+    #: The metric's name; a name ending in ``<...>`` stands for a family whose members the data
+    #: names, e.g. ``error_rate/construction/<Construction>``.
+    name: str
+    higher_is_better: bool = True
+    #: "score": a value to compare and plot; "count": how many examples or groups were scored.
+    kind: Literal["score", "count"] = "score"
+    #: Reported only when predictions are in this label space (None: in every space).
+    space: tuple[str, ...] | None = None
+
+    @property
+    def family(self) -> bool:
+        return self.name.endswith(">") and "<" in self.name
+
+    def matches(self, key: str) -> bool:
+        if not self.family:
+            return key == self.name
+        prefix = self.name[: self.name.index("<")]
+        return key.startswith(prefix) and len(key) > len(prefix)
+
+
+def score(name: str, lower_is_better: bool = False, space: Sequence[str] | None = None) -> Declared:
+    return Declared(name, higher_is_better=not lower_is_better, space=tuple(space) if space is not None else None)
+
+
+def count(name: str, space: Sequence[str] | None = None) -> Declared:
+    return Declared(name, kind="count", space=tuple(space) if space is not None else None)
+
+
+def scores(names: Iterable[str], space: Sequence[str] | None = None) -> tuple[Declared, ...]:
+    return tuple(score(n, space=space) for n in names)
+
+
+def find(declared: Sequence[Declared], key: str) -> Declared | None:
+    """The declaration of the metric ``key``: an exact name first, else the family it belongs to."""
+    for d in declared:
+        if not d.family and d.name == key:
+            return d
+    for d in declared:
+        if d.family and d.matches(key):
+            return d
+    return None

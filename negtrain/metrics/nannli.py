@@ -1,0 +1,82 @@
+"""The metric of :mod:`negtrain.benchmarks.nannli` (its module docstring defines the metrics)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from negtrain import labels as nli
+from negtrain.metrics.base import MISSING, ExampleMetric, ratio
+from negtrain.metrics.f1 import class_f1, weighted_f1
+
+
+class NanNliMetric(ExampleMetric):
+    """NaN-NLI's metrics (defined in :mod:`negtrain.benchmarks.nannli`). Gold labels are 3-way; predictions are ids in
+    ``predicted_labels``: NLI3 (everything is scored) or NLI2 (the binary view only)."""
+
+    def __init__(
+        self,
+        labels: Sequence[int],
+        premises: Sequence[int],
+        constructions: Sequence[str],
+        operations: Sequence[Sequence[str]],
+        predicted_labels: Sequence[str] = nli.NLI3,
+        *,
+        operation_names: Sequence[str],
+        f1_order: Sequence[str],
+        **kwargs,
+    ) -> None:
+        super().__init__(num_examples=len(labels), **kwargs)
+        self.f1_order = tuple(f1_order)  # the order the paper's table lists the classes in
+        self.gold = np.asarray(labels, dtype=np.int64)
+        self.premises = np.asarray(premises, dtype=np.int64)
+        self.constructions = np.array(constructions, dtype=object)
+        self.construction_order = list(dict.fromkeys(constructions))
+        self.has_operation = {op: np.array([op in ops for ops in operations], dtype=bool) for op in operation_names}
+        self.predicted_labels = tuple(predicted_labels)
+        if self.predicted_labels not in (nli.NLI3, nli.NLI2):
+            raise ValueError(f"NaN-NLI scores NLI3 or NLI2 predictions, not {self.predicted_labels}")
+        self.three_way = self.predicted_labels == nli.NLI3
+        if not self.three_way:
+            self.note = (
+                "2-way predictions: scored on the binary view only (contradiction and neutral "
+                "merged); f1, strict and the error rates need 3-way predictions"
+            )
+        # Binary view of the gold labels: ids in NLI2.
+        self.gold2 = np.array([nli.NLI2.index(nli.coarsen(nli.NLI3[g])) for g in self.gold], dtype=np.int64)
+        self._to2 = np.array([nli.NLI2.index(nli.coarsen(x)) for x in self.predicted_labels], dtype=np.int64)
+
+    def score(self, predictions: np.ndarray) -> dict[str, float]:
+        seen = predictions != MISSING
+        out: dict[str, float] = {}
+        if self.three_way:
+            f1, support = class_f1(self.gold[seen], predictions[seen], len(nli.NLI3))
+            out["f1"] = weighted_f1(f1, support)
+            for name in self.f1_order:
+                out[f"f1/{name}"] = float(f1[nli.NLI3.index(name)])
+        pred2 = np.where(seen, self._to2[np.where(seen, predictions, 0)], MISSING)
+        f1, support = class_f1(self.gold2[seen], pred2[seen], len(nli.NLI2))
+        out["binary_f1"] = weighted_f1(f1, support)
+        for i, name in enumerate(nli.NLI2):
+            out[f"binary_f1/{name}"] = float(f1[i])
+        if self.three_way:
+            correct = seen & (predictions == self.gold)
+            out.update(self._strict(seen, correct))
+            wrong = seen & ~correct
+            for c in self.construction_order:
+                member = self.constructions == c
+                out[f"error_rate/construction/{c}"] = ratio((wrong & member).sum(), (seen & member).sum())
+            for op, member in self.has_operation.items():
+                out[f"error_rate/operation/{op}"] = ratio((wrong & member).sum(), (seen & member).sum())
+        out["n"] = float(seen.sum())
+        return out
+
+    def _strict(self, seen: np.ndarray, correct: np.ndarray) -> dict[str, float]:
+        """Over premises all of whose hypotheses have a prediction: the fraction all right."""
+        n = int(self.premises.max()) + 1 if self.premises.size else 0
+        size = np.bincount(self.premises, minlength=n)
+        n_seen = np.bincount(self.premises, weights=seen, minlength=n)
+        n_right = np.bincount(self.premises, weights=correct, minlength=n)
+        eligible = (size > 0) & (n_seen == size)
+        return {"strict": ratio((eligible & (n_right == size)).sum(), eligible.sum()), "groups_scored": float(eligible.sum())}

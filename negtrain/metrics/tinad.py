@@ -1,0 +1,138 @@
+"""The metric of :mod:`negtrain.benchmarks.tinad`: accuracy and coherence as the authors' scorer."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from negtrain.metrics.base import MISSING, ExampleMetric, ratio
+
+ANTONYMY_PATTERNS = frozenset({2, 4})
+# The negation types the authors' scorer breaks accuracy down by, in the paper's order.
+NEGATION_TYPES = ("verbal", "non-verbal", "analytic", "synthetic", "clausal", "subclausal")
+
+
+def reference_label(cell: str, pattern_id: int) -> bool:
+    """The label a sentence of this cell has when it takes part in the coherence checks."""
+    ref = {"input_affirmation": True, "input_negation": False, "distractor_affirmation": False, "distractor_negation": True}[cell]
+    if pattern_id in ANTONYMY_PATTERNS and cell.startswith("input"):
+        ref = not ref
+    return ref
+
+
+class TinadMetric(ExampleMetric):
+    """TINAD's accuracy and coherence, as defined by the paper and its authors' scorer
+    (``evaluate.py`` of hitz-zentroa/This-is-not-a-Dataset). Values are fractions, not percentages.
+
+    Accuracy (right / predicted):
+
+    - ``accuracy``; ``accuracy/affirmation`` and ``accuracy/negation`` (by ``negation_type``);
+    - ``accuracy/<cell>`` for the cells ``input_affirmation``, ``input_negation``,
+      ``distractor_affirmation``, ``distractor_negation`` (``isDistractor`` crossed with whether
+      ``negation_type`` is "affirmation");
+    - ``accuracy/<type>`` for every negation type found in ``negation_type``, ``semantic_type`` or
+      ``syntactic_scope`` (lower-cased; "affirmation" and "none" are not types): verbal,
+      non-verbal, analytic, synthetic, clausal, subclausal.
+
+    Coherence is computed per ``test_id`` group. Each cell has a reference label: for patterns other
+    than 2 and 4, input-affirmation True, input-negation False, distractor-affirmation False,
+    distractor-negation True; for the antonymy patterns 2 and 4 the two input references are
+    swapped. Only sentences whose gold label equals their cell's reference label take part in the
+    cell checks below (the others are skipped there, but still count in the all-right/all-wrong
+    condition of ``coherence``). With A, N, DA, DN the predictions of the taking-part sentences of
+    the four cells:
+
+    - ``coherence/input``: all of A agree, all of N agree, and A differs from N.
+    - ``coherence/distractor``: all of DA agree, all of DN agree, and DA differs from DN.
+    - ``coherence``: both of the above hold, *and* the predictions on every sentence of the group
+      (skipped ones included) are either all right or all wrong.
+    - ``coherence/affirmation``: all of A agree, all of DA agree, and A differs from DA; for
+      patterns 2 and 4, A must equal DA instead.
+    - ``coherence/negation``: the same for N and DN.
+
+    Each score is the fraction of scored groups that are coherent. A group is scored when all of
+    its sentences were predicted and each of its four cells holds at least one taking-part
+    sentence. The authors' scorer crashes on a group lacking a cell; here such a group is left
+    out of every coherence score and counted in ``groups_lacking_cell``. ``groups_scored`` is the
+    number of groups scored.
+    """
+
+    def __init__(
+        self,
+        gold: Sequence[bool],
+        cells: Sequence[str],
+        patterns: Sequence[int],
+        groups: Sequence[str],
+        types: Sequence[Sequence[str]],
+        *,
+        cell_names: Sequence[str],
+        label_names: Sequence[str],
+        **kwargs,
+    ) -> None:
+        super().__init__(num_examples=len(gold), **kwargs)
+        # cell_names: input/distractor x affirmation/negation, in this order; label_names: prediction ids.
+        self.cell_names = tuple(cell_names)
+        self.true_id = tuple(label_names).index("True")
+        self.gold = np.asarray(gold, dtype=bool)
+        self.cells = np.array([self.cell_names.index(c) for c in cells], dtype=np.int64)
+        patterns = np.asarray(patterns, dtype=np.int64)
+        order = {}
+        for i, g in enumerate(groups):
+            order.setdefault(g, []).append(i)
+        self.groups = [np.array(m, dtype=np.int64) for m in order.values()]
+        # The authors' scorer takes a group's pattern from its first sentence, for all its sentences.
+        group_pattern = np.empty(len(gold), dtype=np.int64)
+        for m in self.groups:
+            group_pattern[m] = patterns[m[0]]
+        self.group_antonymy = [int(patterns[m[0]]) in ANTONYMY_PATTERNS for m in self.groups]
+        refs = np.array([reference_label(c, int(p)) for c, p in zip(cells, group_pattern)], dtype=bool)
+        self.takes_part = refs == self.gold
+        found = {t.strip().lower() for ts in types for t in ts} - {"affirmation", "none", ""}
+        self.type_names = [t for t in NEGATION_TYPES if t in found] + sorted(found - set(NEGATION_TYPES))
+        self.type_members = {t: np.array([t in {x.strip().lower() for x in ts} for ts in types], dtype=bool) for t in self.type_names}
+
+    def score(self, predictions: np.ndarray) -> dict[str, float]:
+        seen = predictions != MISSING
+        pred_true = predictions == self.true_id
+        right = seen & (pred_true == self.gold)
+        out = {"accuracy": ratio(right.sum(), seen.sum())}
+        affirmation = (self.cells == 0) | (self.cells == 2)
+        out["accuracy/affirmation"] = ratio((right & affirmation).sum(), (seen & affirmation).sum())
+        out["accuracy/negation"] = ratio((right & ~affirmation).sum(), (seen & ~affirmation).sum())
+        for c, name in enumerate(self.cell_names):
+            member = self.cells == c
+            out[f"accuracy/{name}"] = ratio((right & member).sum(), (seen & member).sum())
+        for t in self.type_names:
+            member = self.type_members[t]
+            out[f"accuracy/{t}"] = ratio((right & member).sum(), (seen & member).sum())
+
+        keys = ("coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation")
+        coherent = dict.fromkeys(keys, 0)
+        scored = lacking = 0
+        for members, antonymy in zip(self.groups, self.group_antonymy):
+            if not seen[members].all():
+                continue
+            part = members[self.takes_part[members]]
+            cell_preds = [set(pred_true[part[self.cells[part] == c]].tolist()) for c in range(4)]
+            if any(not p for p in cell_preds):
+                lacking += 1
+                continue
+            scored += 1
+            a, n, da, dn = cell_preds
+            agree = [len(p) == 1 for p in cell_preds]
+            inp = agree[0] and agree[1] and a != n
+            dis = agree[2] and agree[3] and da != dn
+            same_or_differ = (lambda x, y: x == y) if antonymy else (lambda x, y: x != y)
+            all_right_or_wrong = right[members].all() or not right[members].any()
+            coherent["coherence/input"] += inp
+            coherent["coherence/distractor"] += dis
+            coherent["coherence"] += inp and dis and all_right_or_wrong
+            coherent["coherence/affirmation"] += agree[0] and agree[2] and same_or_differ(a, da)
+            coherent["coherence/negation"] += agree[1] and agree[3] and same_or_differ(n, dn)
+        for k in keys:
+            out[k] = ratio(coherent[k], scored)
+        out["groups_scored"] = float(scored)
+        out["groups_lacking_cell"] = float(lacking)
+        out["n"] = float(seen.sum())
+        return out

@@ -1,0 +1,44 @@
+"""What a model family's builder receives and returns: the contract between training and models.
+
+:func:`negtrain.training.build.build` reads a recipe's benchmark data (:class:`Loaded`), hands it
+to the family's builder (:data:`negtrain.models.families.FAMILIES`), and gets back the
+LightningModule and DataModule (:class:`Built`). These types live here, on the models floor, so
+that builders never import from ``training`` (see ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.data.module import NegtrainData
+from negtrain.models.base import NegtrainModule
+
+
+@dataclass
+class Selection:
+    """The checkpoint-selection metric and its direction, from the metric's declaration."""
+
+    monitor: str
+    higher_is_better: bool
+
+    @property
+    def mode(self) -> str:
+        return "max" if self.higher_is_better else "min"
+
+
+@dataclass
+class Loaded:
+    """Benchmark data a recipe asks for, read and validated, before any model is loaded."""
+
+    train: list[tuple[Benchmark, str, list[Example]]]
+    eval: list[tuple[Benchmark, str, list[Example]]]
+
+
+@dataclass
+class Built:
+    module: NegtrainModule
+    data: NegtrainData
+    tokenizer: Any
+    selection: Selection | None = None

@@ -1,0 +1,168 @@
+"""The floor rule of ARCHITECTURE.md: a module imports only from its own floor or below, and no
+modules import each other round a loop. Imports inside functions count as much as top-level ones.
+
+The floors are read from the table in ARCHITECTURE.md, so the document and the check cannot
+drift apart. A miniature package in tests/fixtures/layers breaks the rule on purpose, to show
+that each kind of mistake is caught.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from conftest import FIXTURES, REPO
+
+
+@dataclass(frozen=True)
+class Floor:
+    number: int
+    name: str
+    prefixes: tuple[str, ...]  # "negtrain.io/" (a package and all below it) or "negtrain.cli" (one module)
+
+
+def read_floors(markdown: Path) -> list[Floor]:
+    """The floor table: the fenced block after the ``<!-- floors: ... -->`` marker."""
+    text = markdown.read_text(encoding="utf-8")
+    block = re.search(r"<!-- floors:.*?-->\s*```\n(.*?)```", text, re.S)
+    assert block, f"{markdown}: no floor table (a fenced block after '<!-- floors: ... -->')"
+    floors = []
+    for line in block.group(1).splitlines():
+        m = re.match(r"\s*(\d+)\s{2,}(.+?)\s{2,}(negtrain.*)$", line)
+        if m:
+            floors.append(Floor(int(m.group(1)), m.group(2), tuple(m.group(3).split())))
+    return floors
+
+
+def module_name(root: Path, path: Path) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def floor_of(module: str, floors: list[Floor]) -> Floor | None:
+    """The floor whose most specific entry names ``module``."""
+    best, best_len = None, -1
+    for floor in floors:
+        for prefix in floor.prefixes:
+            package = prefix.endswith("/")
+            name = prefix.rstrip("/")
+            if module == name or (package and module.startswith(name + ".")):
+                if len(name) > best_len:
+                    best, best_len = floor, len(name)
+    return best
+
+
+def imports_of(root: Path, path: Path) -> list[tuple[int, str]]:
+    """(line, imported module) for every import of the package in ``path``, wherever it sits."""
+    modules = {module_name(root, p) for p in root.rglob("*.py")}
+    me = module_name(root, path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, alias.name) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                source = ".".join(base + ([node.module] if node.module else []))
+            else:
+                source = node.module or ""
+            for alias in node.names:
+                # `from negtrain import labels` imports the module negtrain.labels.
+                target = f"{source}.{alias.name}"
+                found.append((node.lineno, target if target in modules else source))
+    return [(line, m) for line, m in found if m == root.name or m.startswith(root.name + ".")]
+
+
+def check(root: Path, floors: list[Floor]) -> list[str]:
+    """Every breach of the floor rule in the package at ``root``, one line each."""
+    problems = []
+    graph: dict[str, set[str]] = {}
+    files = sorted(root.rglob("*.py"))
+    for path in files:
+        me = module_name(root, path)
+        mine = floor_of(me, floors)
+        where = path.relative_to(root.parent)
+        if mine is None:
+            problems.append(f"{where}: {me} is on no floor of ARCHITECTURE.md")
+            continue
+        graph[me] = set()
+        for line, target in imports_of(root, path):
+            graph[me].add(target)
+            theirs = floor_of(target, floors)
+            if theirs is not None and theirs.number > mine.number:
+                problems.append(
+                    f"{where}:{line}: {me} (floor {mine.number}, {mine.name}) imports {target} "
+                    f"(floor {theirs.number}, {theirs.name})"
+                )
+    problems += [f"import cycle among: {', '.join(group)}" for group in cycles(graph)]
+    return list(dict.fromkeys(problems))  # one line per breach, however many names it imports
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other round a loop (strongly connected components)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    groups: list[list[str]] = []
+
+    def visit(v: str) -> None:  # Tarjan's algorithm
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1 or v in graph.get(v, ()):
+                groups.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return groups
+
+
+FLOORS = read_floors(REPO / "ARCHITECTURE.md")
+
+
+def test_the_floor_table_is_read():
+    assert [f.number for f in FLOORS] == list(range(8, 0, -1))
+    assert floor_of("negtrain.io.atomic", FLOORS).name == "base"
+    assert floor_of("negtrain.models.contract", FLOORS).name == "objectives and models"
+    assert floor_of("negtrain.cli", FLOORS).name == "commands"
+    assert floor_of("negtrain.client", FLOORS) is None  # a module entry is not a prefix
+
+
+def test_negtrain_imports_only_downwards_and_has_no_cycles():
+    problems = check(REPO / "negtrain", FLOORS)
+    assert not problems, "\n".join(problems)
+
+
+def test_the_check_catches_each_kind_of_breach():
+    root = FIXTURES / "layers" / "negtrain"
+    assert check(root, FLOORS) == [
+        # floor 1 importing floor 6 inside a function
+        "negtrain/errors.py:5: negtrain.errors (floor 1, base) imports negtrain.training.run (floor 6, training)",
+        # floor 5 importing floor 6 with a relative import
+        "negtrain/models/nli.py:3: negtrain.models.nli (floor 5, objectives and models) imports negtrain.training.build (floor 6, training)",
+        "negtrain/stray.py: negtrain.stray is on no floor of ARCHITECTURE.md",
+        "import cycle among: negtrain.training.resume, negtrain.training.run",
+    ]
