@@ -14,8 +14,8 @@ Definitions (per probe, then averaged over the probes of a source, and over all 
   object. Table 2 of LAMA averages P@1 over the relations of a corpus; that figure is
   ``affirmative_top1_accuracy_macro`` (mean over relations of the per-relation P@1); the plain
   name is the mean over probes.
-- ``negated_top1_error``: Hosseini et al. 2021 ("Understanding by Understanding Not", Table 3,
-  negated LAMA): 1 if the top-1 prediction for the *negated* cloze is the affirmative's gold
+- ``negated_top1_error``: Hosseini et al. 2021 ("Understanding by Understanding Not", the
+  negated-LAMA table, Table 3 as we recall it): 1 if the top-1 prediction for the *negated* cloze is the affirmative's gold
   object. Lower is better.
 - ``rank_correlation``: Kassner & Schütze 2020 (Table 1, column ρ): Spearman's rank correlation
   between the model's scores over the vocabulary for the affirmative and for the negated cloze,
@@ -32,10 +32,16 @@ Definitions (per probe, then averaged over the probes of a source, and over all 
   is better. K&S discuss this outcome ("Talk? Birds can [MASK]" -> "talk") but tabulate the
   precision drop above.
 
-Unconfirmed here: the exact averaging of K&S's ρ and % (we average per probe, over all probes of a
-source) and their Table 3 restriction to correctly answered probes were taken from our reading
-of the paper and could not be checked against the authors' code, which is not public in their
-repository.
+What could and could not be confirmed (no access to the papers' full text or the authors' scoring
+code from here; the definitions follow the papers as we read them):
+
+- confirmed from the papers' abstracts: Hosseini et al. report "the mean top 1 error rate" on
+  negated LAMA (down to 4% for BERTNOT); Kassner & Schütze compare the predictions for the
+  affirmative and the negated cloze and find the predicted fillers overlap highly.
+- not confirmed: the table numbers cited above (Hosseini Table 3, K&S Tables 1 and 3, LAMA
+  Table 2); whether K&S average ρ and % per probe over all probes of a source (as here) or per
+  relation first; that K&S's ρ ranks their common vocabulary rather than the model's; and K&S's
+  restriction of the mispriming analysis to correctly answered probes.
 """
 
 from __future__ import annotations
