@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from negtrain.benchmarks.files import pin_data_dirs
-from negtrain.commands import evaluate, export, recipes, report, sweep, train
+from negtrain.commands import compare, evaluate, export, recipes, report, sweep, train
 from negtrain.errors import NegtrainError
 
 
@@ -29,11 +29,12 @@ COMMANDS: dict[str, Command] = {
     "validate": Command("score a checkpoint (or the starting model) on the recipe's eval benchmarks", train.add_eval_arguments, train.run_eval),
     "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval),
     "evaluate": Command("score a predictions file from any system on a benchmark split (--list: the benchmarks)", evaluate.add_arguments, evaluate.run),
+    "compare": Command("paired bootstrap comparison of two runs, report cards or predictions files (B - A per metric)", compare.add_arguments, compare.run),
     "recipes": Command("list the recipes with their purpose", recipes.add_arguments, recipes.run),
     "export": Command("write a run's checkpoint as a from_pretrained folder with a model card", export.add_export_arguments, export.run_export),
     "push": Command("export a run and upload it to the Hugging Face Hub", export.add_push_arguments, export.run_push),
     "report": Command("plot a run's metrics per epoch and summarise it in Markdown (a second --run overlays)", report.add_arguments, report.run),
-    "sweep": Command("write a recipe's W&B sweep configuration (and create the sweep when online)", sweep.add_arguments, sweep.run),
+    "sweep": Command("write a recipe's W&B sweep configuration (and create the sweep when online), or run N trials here with --local N", sweep.add_arguments, sweep.run),
 }
 
 
@@ -53,7 +54,9 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--debug", action="store_true", help="show tracebacks for input errors")
     sub = top.add_subparsers(dest="command", required=True)
     for name, command in COMMANDS.items():
-        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help))
+        # No abbreviations: parse_known_args would otherwise read a recipe override such as --seed=3
+        # as fit's --seeds, and --out... as --output-dir.
+        command.add_arguments(sub.add_parser(name, help=command.help, description=command.help, allow_abbrev=False))
     return top
 
 

@@ -65,8 +65,19 @@ class ModelConfig(_Section):
         description="seq2seq / causal_lm: the input template, with the benchmark's input names as "
         "placeholders ('{sentence}' for tinad, '{passage}' and '{question}' for condaqa, "
         "'{premise}' and '{hypothesis}' for NLI benchmarks). Unset: the benchmark's default "
-        "(tinad: 'Is the following statement True or False? {sentence}'; condaqa: UnifiedQA's "
-        "'{passage} \\n {question}', the separator being a literal backslash-n).",
+        "(see `negtrain evaluate --list`: NLI benchmarks ask 'Does this imply that \"{hypothesis}\"? "
+        "Yes or no?'; tinad: 'Is the following statement True or False? {sentence}'; condaqa: "
+        "UnifiedQA's '{passage} \\n {question}' for seq2seq, '{passage}\\nQuestion: {question}\\nAnswer:' "
+        "for causal_lm). Applies to every benchmark; a data.train / data.eval entry's own `prompt` "
+        "overrides it for that benchmark.",
+    )
+    verbalizer_score: Literal["sum", "mean"] = Field(
+        "sum",
+        description="seq2seq / causal_lm on label benchmarks: each label's score is the log-likelihood "
+        "of its verbalizer's full continuation (every token, given the prompt and the earlier tokens); "
+        "'sum' adds the token log-probabilities (the probability of the whole verbalizer), 'mean' "
+        "divides by its number of tokens (per-token mean, so a long verbalizer is not penalised for "
+        "its length). Equal for one-token verbalizers.",
     )
     normalize_input: Literal["none", "unifiedqa"] = Field(
         "none",
@@ -110,8 +121,9 @@ class ModelConfig(_Section):
     fp32_recheck_margin: float | None = Field(
         1.0,
         ge=0,
-        description="NLI family under bf16/fp16 autocast: examples whose top two logits are closer "
-        "than this are scored again in fp32, so mixed-precision evaluation reports fp32's predictions "
+        description="Evaluation under bf16/fp16 autocast: examples whose top two logits (NLI family) "
+        "or verbalizer log-likelihoods (seq2seq / causal_lm label benchmarks) are closer than this "
+        "are scored again in fp32, so mixed-precision evaluation reports fp32's predictions "
         "(how far bf16 moves the gap, and how many examples 1.0 rescores: perf/results/settings.md). "
         "null: never recheck.",
     )
@@ -147,11 +159,31 @@ class AdapterConfig(_Section):
         "layer except the output layer.",
     )
     bits: Literal[4, 8] = Field(4, description="qlora: quantize the base to 4-bit NF4 or to 8-bit.")
+    path: str | None = Field(
+        None,
+        description="A trained peft adapter folder (adapter_config.json + weights) loaded onto the base "
+        "instead of fresh LoRA weights, e.g. to evaluate it (`evaluate --model BASE --adapter DIR`). "
+        "r, alpha, dropout and target_modules then come from the folder.",
+    )
+
+
+_PROMPT_HELP = (
+    "seq2seq / causal_lm: this benchmark's input template (its input names as placeholders); "
+    "unset: model.prompt, else the benchmark's default for the family. The resolved value is "
+    "written to the run's recipe.yaml."
+)
+_VERBALIZER_HELP = (
+    "seq2seq / causal_lm on a label benchmark: label -> the text that stands for it (every label, "
+    "distinct texts), e.g. {entailment: yes, not_entailment: no}; unset: the benchmark's default. "
+    "Evaluation scores each label by its text's log-likelihood; training targets the gold label's text."
+)
 
 
 class SourceConfig(_Section):
     benchmark: str = Field(description="A registered benchmark name (see `negtrain evaluate --list`).")
     split: str = Field(description="One of the benchmark's splits.")
+    prompt: str | None = Field(None, description=_PROMPT_HELP)
+    verbalizer: dict[str, str] | None = Field(None, description=_VERBALIZER_HELP)
     weight: float = Field(
         1.0,
         gt=0,
@@ -219,8 +251,25 @@ class MixConfig(_Section):
 
 
 class EvalConfig(_Section):
-    benchmark: str
-    split: str
+    """One benchmark split to score, with its own prompt, verbalizer and few-shot examples."""
+
+    benchmark: str = Field(description="A registered benchmark name (see `negtrain evaluate --list`).")
+    split: str = Field(description="One of the benchmark's splits.")
+    prompt: str | None = Field(None, description=_PROMPT_HELP)
+    verbalizer: dict[str, str] | None = Field(None, description=_VERBALIZER_HELP)
+    shots: int = Field(
+        0,
+        ge=0,
+        description="seq2seq / causal_lm: solved examples put before each prompt (in-context learning). "
+        "Drawn per scored example, deterministically from the seed and the example's id, never from "
+        "the scored example's contrast group; their ids are written next to each prediction.",
+    )
+    shots_split: str | None = Field(
+        None,
+        description="The split shots are drawn from; unset: the benchmark's train split, else (a "
+        "benchmark with no train split, e.g. nannli) the scored split itself, minus the scored "
+        "example's contrast group.",
+    )
 
 
 class DataConfig(_Section):
@@ -229,10 +278,14 @@ class DataConfig(_Section):
         description="Training sources. With the default weights and data.mix every example is seen once per epoch.",
     )
     mix: MixConfig = Field(default_factory=MixConfig, description="How training sources are mixed (see MixConfig).")
-    eval: list[EvalConfig] = Field(
-        default_factory=list, description="Benchmarks evaluated at the end of every epoch (and by `validate`)."
+    eval: list[EvalConfig] | Literal["all"] = Field(
+        default_factory=list,
+        description="Benchmarks evaluated at the end of every epoch (and by `validate`). 'all': every "
+        "benchmark the model family can score, on its test split(s) (`negtrain evaluate --list`); a "
+        "benchmark whose data cannot be read is skipped and said so at the start; the resolved list "
+        "is written to the run's recipe.yaml.",
     )
-    test: list[EvalConfig] | None = Field(None, description="Benchmarks for `negtrain test`; defaults to `eval`.")
+    test: list[EvalConfig] | Literal["all"] | None = Field(None, description="Benchmarks for `negtrain test`; defaults to `eval`.")
     batch_size: int = Field(32, gt=0, description="Training examples per device per step.")
     eval_batch_size: int = Field(
         128,
@@ -292,6 +345,15 @@ class TrainerConfig(_Section):
         None, gt=0, le=MAX_TORCH_THREADS, description="torch.set_num_threads (1 to 1024); unset leaves torch's default."
     )
     enable_progress_bar: bool = True
+    checkpoint_every_n_steps: int | None = Field(
+        None,
+        gt=0,
+        description="Also write checkpoints/last.ckpt inside an epoch, every this many optimizer steps, so a "
+        "killed run loses at most that many steps: `fit --resume` continues mid-epoch with the next batch "
+        "and ends with the numbers of an uninterrupted run. Unset: at epoch ends only (and on SIGTERM/SIGUSR1, "
+        "which always write one). Each write is a full checkpoint (weights and optimizer state): on a large "
+        "model keep it to every few minutes.",
+    )
     ema_decay: float | None = Field(
         None,
         gt=0,
@@ -326,6 +388,22 @@ class SelectionConfig(_Section):
         None,
         description="'<benchmark>/<split>/<metric>' that picks the best checkpoint. Whether higher is "
         "better comes from the metric's declaration. Unset: the first eval benchmark's first metric.",
+    )
+
+
+def selection_split(monitor: str | None) -> str | None:
+    """``scone/test/accuracy/one_scoped`` -> ``scone/test``: the split a selection metric is computed on."""
+    return "/".join(monitor.split("/")[:2]) if monitor else None
+
+
+def selection_bias_note(monitor: str, epochs: int) -> str:
+    """Why the chosen epoch's numbers on the selection metric's own split flatter the model
+    (``fit`` prints it, and report and model cards write it, when that split is reported)."""
+    split = selection_split(monitor)
+    return (
+        f"The {split} numbers of the selected epoch are optimistic: {monitor} picked that epoch out of "
+        f"{epochs} on the very split it is reported on. The last epoch's numbers are not selected; "
+        f"select on a split you do not report for an unbiased figure."
     )
 
 
@@ -485,6 +563,24 @@ class ObjectiveConfig(_Section):
         return self
 
 
+class EvaluationConfig(_Section):
+    """How the numbers of every evaluation are qualified (see negtrain/metrics/uncertainty.py)."""
+
+    bootstrap: int = Field(
+        1000,
+        ge=0,
+        description="Resamples of the percentile bootstrap that gives every metric its ci95, drawing the "
+        "benchmark's independent units (ScoNe contrast sets, NaN-NLI premises, CondaQA question groups, "
+        "...) with replacement. 0 turns it off: no ci95, and stderr only for per-item means. 1,000 "
+        "resamples cost under 0.1 s on CondaQA test on 2 CPU cores.",
+    )
+    bootstrap_seed: int = Field(
+        0, ge=0, le=2**32 - 1,
+        description="Seed of the bootstrap draws; the same seed and outcomes give the same intervals. "
+        "Independent of the recipe's `seed`, so runs with different training seeds are scored on the same resamples.",
+    )
+
+
 class Recipe(_Section):
     description: str = Field(description="One line: what this recipe trains or reproduces.")
     seed: int = Field(42, ge=0, le=2**32 - 1, description="Seeds weights, data order and masks (numpy and torch accept 0 to 2**32-1).")
@@ -493,6 +589,9 @@ class Recipe(_Section):
     data: DataConfig = Field(default_factory=DataConfig)
     trainer: TrainerConfig = Field(default_factory=TrainerConfig)
     selection: SelectionConfig = Field(default_factory=SelectionConfig)
+    evaluation: EvaluationConfig = Field(
+        default_factory=EvaluationConfig, description="Standard errors and bootstrap intervals of every metric."
+    )
     logger: LoggerConfig = Field(default_factory=LoggerConfig, description="Experiment tracking (W&B); 'wandb' or 'none' for short.")
     sweep: SweepConfig | None = Field(None, description="A W&B hyperparameter sweep over this recipe (`negtrain sweep`).")
 

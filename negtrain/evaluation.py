@@ -26,6 +26,7 @@ from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import DataError
+from negtrain.metrics.uncertainty import Uncertainty, estimate, format_interval, format_stderr
 
 #: At most this many ids are named in an error message.
 SHOW = 10
@@ -50,6 +51,7 @@ class Scored:
     predicted_labels: tuple[str, ...]
     metrics: dict[str, float]
     notes: list[str] = field(default_factory=list)
+    uncertainty: Uncertainty | None = None
 
     def as_json(self) -> dict:
         return {
@@ -62,6 +64,8 @@ class Scored:
             "predicted_labels": list(self.predicted_labels),
             "notes": self.notes,
             "metrics": {k: (None if math.isnan(v) else v) for k, v in self.metrics.items()},
+            **({"uncertainty": self.uncertainty.as_json(), "bootstrap": self.uncertainty.described()}
+               if self.uncertainty is not None else {}),
         }
 
 
@@ -141,7 +145,20 @@ def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:
     )
 
 
-def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = False) -> Scored:
+def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = False,
+               bootstrap: int = 1000, bootstrap_seed: int = 0) -> Scored:
+    """Score a predictions file; ``bootstrap`` resamples (0: none) with ``bootstrap_seed`` give each
+    metric's ci95 (see negtrain/metrics/uncertainty.py)."""
+    scored, metric = scored_metric(benchmark, split, path, allow_missing)
+    if metric.supports_uncertainty:
+        bench = get_benchmark(benchmark)
+        scored.uncertainty = estimate(metric, metric.last_outcomes, bootstrap, bootstrap_seed, bench.is_count)
+    return scored
+
+
+def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = False):
+    """The :class:`Scored` result and the metric that scored it (its ``last_outcomes`` hold the
+    per-example state, for the bootstrap and for paired comparisons)."""
     bench = get_benchmark(benchmark)
     bench.check_split(split)
     if bench.answer_type == "cloze":
@@ -200,7 +217,7 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
         values = {k: float(v) for k, v in metric.compute().items()}
         if metric.note:
             notes.append(metric.note)
-        return Scored(benchmark, split, str(path), len(examples), len(rows), tuple(bench.labels), values, notes)
+        return Scored(benchmark, split, str(path), len(examples), len(rows), tuple(bench.labels), values, notes), metric
 
     if bench.generative:
         metric = bench.metric(examples)
@@ -209,7 +226,7 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
             torch.tensor([int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows], dtype=torch.long),
         )
         values = {k: float(v) for k, v in metric.compute().items()}
-        return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes)
+        return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes), metric
 
     if bench.open_vocabulary:
         space = tuple(sorted({label for *_, label in rows} | {e.label for e in examples}))
@@ -233,15 +250,22 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
         torch.tensor([label_id[as_label(label)] for *_, label in rows], dtype=torch.long),
     )
     values = {k: float(v) for k, v in metric.compute().items()}
-    return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes)
+    return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes), metric
 
 
 def format_scored(s: Scored) -> str:
     bench = get_benchmark(s.benchmark)
     lines = [f"{s.benchmark}/{s.split}: {s.scored} of {s.examples} examples scored, predictions {s.predictions_file}"]
+    spread = s.uncertainty.metrics if s.uncertainty is not None else {}
+    if s.uncertainty is not None:
+        how = s.uncertainty.described()
+        boot = (f"95% CI: percentile bootstrap over {how['units']} resampled {how['unit']}s "
+                f"({how['resamples']} resamples, seed {how['seed']})" if how["resamples"] else "no bootstrap")
+        lines.append(f"  (± standard error; {boot})")
     width = max((len(k) for k in s.metrics), default=0)
     for k, v in s.metrics.items():
         shown = "-" if math.isnan(v) else str(int(v)) if bench.is_count(k) else f"{v:.4f}"
-        lines.append(f"  {k:<{width}}  {shown}")
+        extra = f"{format_stderr(spread.get(k)):<8}  {format_interval(spread.get(k))}".rstrip() if k in spread and not math.isnan(v) else ""
+        lines.append(f"  {k:<{width}}  {shown}{('  ' + extra) if extra else ''}")
     lines += [f"note: {n}" for n in s.notes]
     return "\n".join(lines)

@@ -32,10 +32,12 @@ import torch
 import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
+from negtrain.config import selection_bias_note
 from negtrain.errors import NegtrainError
+from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import atomic_dir
 from negtrain.io.checkpoints import read_checkpoint
-from negtrain.models.sources import resolve_model_name
+from negtrain.models.sources import hub_id, resolve_model_name
 from negtrain.paths import check_output_dir
 from negtrain.runs import RunDir, is_count
 from negtrain.secrets import redact_text
@@ -178,10 +180,11 @@ def export(
             "adapter_only": adapter_only,
             "merged_adapter": is_peft and merge_adapter,
             "metrics": metrics,
+            "unfinished": run.unfinished,  # None for a run that trained to its end
         }
         (tmp / "negtrain_export.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         card = model_card(
-            run, epoch, checkpoint, repo_id or out.name, adapter_only=adapter_only, merged=is_peft and merge_adapter, license=license
+            run, epoch, checkpoint, repo_id or run.model_name, adapter_only=adapter_only, merged=is_peft and merge_adapter, license=license
         )
         (tmp / "README.md").write_text(card, encoding="utf-8")
     return Exported(out, ckpt_path, epoch, adapter=adapter_only, merged=is_peft and merge_adapter)
@@ -269,14 +272,15 @@ def card_metadata(
                 "metrics": values,
             })
     meta: dict[str, Any] = {}
-    if not base.startswith("pkg:") and not Path(base).exists():
-        meta["base_model"] = base  # a Hub id; local and packaged models have none
+    if hub_id(base):
+        meta["base_model"] = hub_id(base)  # a Hub id (a packaged model's where known); a local path has none
     meta.update({
         "library_name": "peft" if adapter_only else "transformers",
         "pipeline_tag": "text-classification",
         "license": license,
         "datasets": benches,
-        "tags": ["negtrain", "negation", "natural-language-inference", *[n.split("/")[0] for n in results]],
+        "tags": ["negtrain", "negation", "natural-language-inference", *[n.split("/")[0] for n in results],
+                 *(["unfinished-run"] if run.unfinished else [])],
         "model-index": [{"name": model_name, "results": entries}],
     })
     return meta
@@ -287,6 +291,8 @@ def model_card(
 ) -> str:
     recipe = run.recipe
     results = run.epoch(epoch).evals if epoch >= 0 else {}
+    spread = run.epoch(epoch).uncertainty if epoch >= 0 else {}
+    bootstrap = run.epoch(epoch).bootstrap if epoch >= 0 else {}
     inherited = base_model_license(recipe.model.name) if license is None else None
     chosen_license = license or inherited or "other"
     meta = card_metadata(run, results, model_name, adapter_only, license=chosen_license)
@@ -297,31 +303,48 @@ def model_card(
     except (OSError, json.JSONDecodeError):
         pass
     chosen = f"the best epoch by `{selection}`" if which == "best" and selection else ("the best epoch" if which == "best" else "the last epoch")
+
+    base = recipe.model.name
+    base_text = f"`{hub_id(base)}` (packaged as `{base}`)" if base.startswith("pkg:") and hub_id(base) else f"`{base}`"
+    unfinished = run.unfinished
     lines = [
         "---",
         yaml.safe_dump(meta, sort_keys=False, allow_unicode=True).rstrip(),
         "---",
         "",
-        f"# {model_name}",
+        f"# {model_name}" + (" (unfinished run)" if unfinished else ""),
         "",
         recipe.description,
         "",
-        f"Fine-tuned from `{recipe.model.name}` with negtrain recipe `{run.recipe_name}`. "
+        f"Fine-tuned from {base_text} with negtrain recipe `{run.recipe_name}`. "
         f"These weights are from epoch {epoch} ({chosen}) of run `{run.name}`.",
     ]
+    if unfinished:
+        lines += ["", f"**Unfinished run:** it {unfinished} (`trainer.max_epochs` is {recipe.trainer.max_epochs}) "
+                  "before it stopped; these weights are not those of the recipe's full schedule."]
     if adapter_only:
         lines += ["", "This repository holds a LoRA adapter (peft); the base model is loaded separately."]
     elif merged:
         lines += ["", "The run's LoRA adapter is merged into the base weights: this is a plain transformers model."]
     if labels:
         lines += ["", "Labels: " + ", ".join(f"{k} = `{v}`" for k, v in sorted(labels.items(), key=lambda kv: int(kv[0]))) + "."]
-    lines += ["", f"## Results (epoch {epoch})", "", "| benchmark | split | metric | value |", "|---|---|---|---|"]
+    lines += ["", f"## Results (epoch {epoch})", "", "| benchmark | split | metric | value | ± stderr | 95% CI |", "|---|---|---|---|---|---|"]
     for name, metrics in results.items():
         bench_name, _, split = name.partition("/")
         for key, value in metrics.items():
-            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key, name)} |")
+            entry = spread.get(name, {}).get(key)
+            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key, name)} | {format_stderr(entry) or '-'} | {format_interval(entry) or '-'} |")
     lines += ["", "Metrics are scored as each benchmark's paper defines them; `-` marks a metric that was undefined "
               "(e.g. no complete contrast set was evaluated)."]
+    if bootstrap:
+        units = "; ".join(f"{name}: {b['units']} {b['unit']}s" for name, b in bootstrap.items())
+        lines += ["", "The standard error of a per-item mean is lm-evaluation-harness's (sample standard deviation / √n); "
+                  "other metrics' come from the bootstrap. The 95% CI is a percentile bootstrap "
+                  f"({next(iter(bootstrap.values()))['resamples']} resamples) that draws each benchmark's independent "
+                  f"units, so the members of a contrast set are resampled together ({units})."]
+    evaluated = len([ep for ep in run.epochs if ep.evals])
+    if which == "best" and selection and run.selection_split in results and evaluated > 1:
+        lines += ["", f"**{selection_bias_note(selection, evaluated)}**"]
     lines += ["", "## Usage", "", "```python"]
     if adapter_only:
         lines += [
@@ -330,7 +353,7 @@ def model_card(
             "",
             f'repo = "{model_name}"',
             'config = AutoConfig.from_pretrained(repo, subfolder="base_config")  # the head\'s id2label',
-            f'base = AutoModelForSequenceClassification.from_pretrained("{recipe.model.name}", config=config)',
+            f'base = AutoModelForSequenceClassification.from_pretrained("{hub_id(base) or base}", config=config)',
             "model = PeftModel.from_pretrained(base, repo)",
             "tokenizer = AutoTokenizer.from_pretrained(repo)",
         ]

@@ -144,3 +144,33 @@ def first_comment_line(path: Path) -> str:
         elif line.strip():
             break
     return ""
+
+
+@dataclass(frozen=True)
+class Needs:
+    """What a recipe needs, from its header's ``# Needs: <network> | <device> | <time>`` line.
+
+    Kept as data in each recipe: ``network`` is ``offline`` or ``Hub`` (the model or data come
+    from the Hugging Face Hub), ``device`` what it runs on, ``time`` how long a run takes on a
+    2-core CPU, measured, or why it was not.
+    """
+
+    network: str
+    device: str
+    time: str
+
+
+NEEDS_PREFIX = "# Needs:"
+
+
+def recipe_needs(path: Path) -> Needs | None:
+    """The recipe's ``# Needs:`` header line, parsed; None when the header has none."""
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.startswith("#"):
+            break
+        if line.startswith(NEEDS_PREFIX):
+            parts = [p.strip() for p in line[len(NEEDS_PREFIX) :].split("|")]
+            if len(parts) != 3 or not all(parts):
+                raise ConfigError(f"{path}: '{line.strip()}' should read '# Needs: <offline|Hub> | <device> | <time on a 2-core CPU>'")
+            return Needs(*parts)
+    return None

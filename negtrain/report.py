@@ -5,8 +5,11 @@ Written into ``<run>/report/`` (or ``<run>/report-vs-<other run>/`` when compari
 - ``metrics.png``: one panel per benchmark/split, every metric per epoch; accuracy and the
   consistency metrics drawn bold, side by side, per-subset accuracies thin;
 - ``loss.png``: the training loss per epoch;
-- ``summary.md``: the best epoch per metric (direction from the metric's declaration), the final
-  epoch's table, and the recipe.
+- ``summary.md``: the best epoch per metric (direction from the metric's declaration) with its
+  standard error and 95% bootstrap interval, the final epoch's table, and the recipe.
+
+Where a run recorded intervals, the bold metrics (accuracy, consistency) are drawn with their
+95% interval as a shaded band.
 
 Each PNG carries its panel titles in a ``negtrain:panels`` text chunk, so tools (and tests) can
 tell what was drawn without looking at pixels. Only the run files are read: no data, no model.
@@ -14,12 +17,16 @@ tell what was drawn without looking at pixels. Only the run files are read: no d
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
+from negtrain.config import selection_bias_note
 from negtrain.errors import NegtrainError
+from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import write_text
 from negtrain.runs import RunDir, is_count
+from negtrain.seeds import SeedGroup, aggregate, is_seed_group
 from negtrain.secrets import redact_text
 
 STYLES = ("-", "--", ":", "-.")
@@ -63,6 +70,18 @@ def _series(run: RunDir, eval_name: str, metric: str) -> tuple[list[int], list[f
     return xs, ys
 
 
+def _band(run: RunDir, eval_name: str, metric: str) -> tuple[list[int], list[float], list[float]]:
+    """Epochs with a recorded ci95 for the metric, and its lower and upper ends."""
+    xs, lo, hi = [], [], []
+    for ep in run.epochs:
+        ci = ep.uncertainty.get(eval_name, {}).get(metric, {}).get("ci95")
+        if ci and ci[0] is not None and ci[1] is not None:
+            xs.append(ep.epoch)
+            lo.append(ci[0])
+            hi.append(ci[1])
+    return xs, lo, hi
+
+
 def _metric_keys(runs: list[RunDir], eval_name: str) -> list[str]:
     keys: list[str] = []
     for run in runs:
@@ -71,12 +90,45 @@ def _metric_keys(runs: list[RunDir], eval_name: str) -> list[str]:
     return _ordered(keys)
 
 
+def epoch_axis(ax, epochs: list[int]) -> None:
+    """Whole epochs on the x-axis, with half an epoch of room each side: a 1-epoch run gets one
+    tick at its epoch instead of matplotlib's -0.045 ... 0.045 around a single point."""
+    from matplotlib.ticker import MaxNLocator
+
+    ax.set_xlabel("epoch")
+    if epochs:
+        ax.set_xlim(min(epochs) - 0.5, max(epochs) + 0.5)
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
+
+
+def marker_size(runs: list[RunDir]) -> float:
+    """Bigger markers when there are few epochs: one point per line must still be seen."""
+    return 7.0 if max((len(r.epochs) for r in runs), default=0) <= 2 else 3.0
+
+
+def all_epochs(runs: list[RunDir]) -> list[int]:
+    return sorted({ep.epoch for r in runs for ep in r.epochs})
+
+
+def _png_metadata(fig, panels: list[str]) -> dict[str, str]:
+    """What was drawn, as PNG text chunks: the panel titles and the first panel's epoch axis
+    (its limits and ticks, after drawing), so tools and tests need not read pixels."""
+    fig.canvas.draw()
+    ax = fig.axes[0]
+    lo, hi = ax.get_xlim()
+    ticks = [t for t in ax.get_xticks() if lo <= t <= hi]
+    return {
+        "negtrain:panels": ",".join(panels),
+        "negtrain:xlim": f"{lo:g},{hi:g}",
+        "negtrain:xticks": ",".join(f"{t:g}" for t in ticks),
+    }
+
+
 def plot_metrics(runs: list[RunDir], path: Path):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     names: list[str] = []
     for run in runs:
@@ -97,11 +149,13 @@ def plot_metrics(runs: list[RunDir], path: Path):
                 if not xs:
                     continue
                 label = key if len(runs) == 1 else f"{key} [{run.name}]"
-                ax.plot(xs, ys, STYLES[r % len(STYLES)], marker="o", markersize=3, color=colors[i % len(colors)],
+                ax.plot(xs, ys, STYLES[r % len(STYLES)], marker="o", markersize=marker_size(runs), color=colors[i % len(colors)],
                         linewidth=2.2 if key in BOLD else 0.9, label=label)
+                bx, lo, hi = _band(run, name, key)
+                if key in BOLD and bx:
+                    ax.fill_between(bx, lo, hi, color=colors[i % len(colors)], alpha=0.12, linewidth=0)
         ax.set_title(name)
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        epoch_axis(ax, all_epochs(runs))
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, loc="lower right")
@@ -110,7 +164,7 @@ def plot_metrics(runs: list[RunDir], path: Path):
     fig.suptitle(title)
     fig.tight_layout()
     panels = [ax.get_title() for ax in fig.axes]
-    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
+    fig.savefig(path, dpi=110, metadata=_png_metadata(fig, panels))
     plt.close(fig)
     return panels
 
@@ -120,24 +174,22 @@ def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r, run in enumerate(runs):
         points = [(ep.epoch, ep.train["metrics"].get("loss")) for ep in run.epochs if ep.train]
         points = [(x, y) for x, y in points if y is not None]
         if points:
-            ax.plot(*zip(*points), STYLES[r % len(STYLES)], marker="o", label=run.name)
+            ax.plot(*zip(*points), STYLES[r % len(STYLES)], marker="o", markersize=marker_size(runs), label=run.name)
     ax.set_title("training loss")
-    ax.set_xlabel("epoch")
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    epoch_axis(ax, all_epochs(runs))
     ax.set_ylabel("loss (epoch mean)")
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=7)
     fig.tight_layout()
     panels = [a.get_title() for a in fig.axes]
-    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
+    fig.savefig(path, dpi=110, metadata=_png_metadata(fig, panels))
     plt.close(fig)
     return panels
 
@@ -162,18 +214,48 @@ def best_epochs(run: RunDir) -> list[tuple[str, str, float, int, bool]]:
     return out
 
 
+def _with_interval(run: RunDir, name: str, key: str) -> str:
+    last = run.epochs[-1]
+    value = _fmt(last.evals.get(name, {}).get(key), key, name)
+    interval = format_interval(last.uncertainty.get(name, {}).get(key))
+    return f"{value} {interval}" if interval and value != "-" else value
+
+
+def _interval_note(run: RunDir) -> list[str]:
+    """How the run's intervals were made: the unit resampled per benchmark."""
+    seen = {}
+    for ep in run.epochs:
+        seen.update(ep.bootstrap)
+    if not seen:
+        return ["No intervals recorded (a run from before they were, or `evaluation.bootstrap: 0`)."]
+    parts = [f"{name}: {b['units']} {b['unit']}s" for name, b in seen.items()]
+    resamples = {b["resamples"] for b in seen.values()}
+    return ["stderr: lm-evaluation-harness's for per-item means, else the bootstrap's; 95% CI: percentile "
+            f"bootstrap ({', '.join(map(str, sorted(resamples)))} resamples) over the independent units ({'; '.join(parts)})."]
+
+
 def summary_markdown(runs: list[RunDir]) -> str:
     main = runs[0]
     lines = [f"# Run report: {main.name}" + (f" vs {', '.join(r.name for r in runs[1:])}" if len(runs) > 1 else ""), ""]
     for run in runs:
         sel = run.recipe.selection.metric
         lines.append(f"- `{run.name}`: recipe `{run.recipe_name}`, {len(run.epochs)} epoch(s), selection `{sel or 'first eval metric'}`")
+    for run in runs:
+        sel = run.recipe.selection.metric
+        if sel and run.selection_split in run.eval_names and len(run.epochs) > 1:
+            lines.append(f"- `{run.name}`: {selection_bias_note(sel, len(run.epochs))} (The best-epoch table below "
+                         f"is a best-of-{len(run.epochs)} for every metric.)")
+        if run.unfinished:
+            lines.append(f"- `{run.name}` is unfinished: it {run.unfinished}.")
     lines += ["", "Plots: `metrics.png` (one panel per benchmark), `loss.png` (training loss).", ""]
     for run in runs:
-        lines += [f"## Best epoch per metric: {run.name}", "", "| benchmark | metric | best | epoch | better |", "|---|---|---|---|---|"]
+        lines += [f"## Best epoch per metric: {run.name}", "",
+                  "| benchmark | metric | best | ± stderr | 95% CI | epoch | better |", "|---|---|---|---|---|---|---|"]
         for name, key, value, epoch, higher in best_epochs(run):
-            lines.append(f"| {name} | {key} | {_fmt(value, key, name)} | {epoch} | {'higher' if higher else 'lower'} |")
-        lines.append("")
+            entry = run.epoch(epoch).uncertainty.get(name, {}).get(key)
+            lines.append(f"| {name} | {key} | {_fmt(value, key, name)} | {format_stderr(entry) or '-'} | "
+                         f"{format_interval(entry) or '-'} | {epoch} | {'higher' if higher else 'lower'} |")
+        lines += ["", *_interval_note(run), ""]
     lines += ["## Final epoch", ""]
     header = "| benchmark | metric | " + " | ".join(f"{r.name} (epoch {r.epochs[-1].epoch})" if r.epochs else r.name for r in runs) + " |"
     lines += [header, "|---|---|" + "---|" * len(runs)]
@@ -186,7 +268,7 @@ def summary_markdown(runs: list[RunDir]) -> str:
             if run.epochs:
                 keys += [k for k in run.epochs[-1].evals.get(name, {}) if k not in keys]
         for key in _ordered(keys):
-            cells = [_fmt(r.epochs[-1].evals.get(name, {}).get(key), key, name) if r.epochs else "-" for r in runs]
+            cells = [_with_interval(r, name, key) if r.epochs else "-" for r in runs]
             lines.append(f"| {name} | {key} | " + " | ".join(cells) + " |")
     losses = [(r.name, r.epochs[-1].train["metrics"].get("loss")) for r in runs if r.epochs and r.epochs[-1].train]
     if losses:
@@ -200,15 +282,147 @@ def summary_markdown(runs: list[RunDir]) -> str:
 
 
 def report(run_dir: Path, other: Path | None = None) -> Path:
+    if is_seed_group(run_dir):
+        if other is not None:
+            raise NegtrainError(f"--run {run_dir} is a seed group; report it alone (compare two groups' numbers from their summaries)")
+        return seed_report(run_dir)
     runs = [RunDir(run_dir)] + ([RunDir(other)] if other is not None else [])
     for run in runs:
         if not run.epochs:
-            from negtrain.errors import NegtrainError
-
             raise NegtrainError(f"--run {run.path}: metrics.jsonl holds no fit epochs to report")
     out = runs[0].path / ("report" if len(runs) == 1 else f"report-vs-{runs[1].name}")
     out.mkdir(parents=True, exist_ok=True)
     plot_metrics(runs, out / "metrics.png")
     plot_loss(runs, out / "loss.png")
     write_text(out / "summary.md", summary_markdown(runs))
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# A seed group (``fit --seeds``): mean, std and every seed per metric and epoch.
+
+
+def _plot_band(ax, rows: list[dict], color, bold: bool, label: str) -> None:
+    points = [r for r in rows if r["mean"] is not None]
+    if not points:
+        return
+    xs = [r["epoch"] for r in points]
+    ax.plot(xs, [r["mean"] for r in points], "-", marker="o", markersize=3, color=color, linewidth=2.2 if bold else 0.9, label=label)
+    banded = [r for r in points if r["std"] is not None]
+    if banded:
+        ax.fill_between([r["epoch"] for r in banded], [r["mean"] - r["std"] for r in banded],
+                        [r["mean"] + r["std"] for r in banded], color=color, alpha=0.18 if bold else 0.08, linewidth=0)
+
+
+def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
+    """One panel per eval set: each metric's mean across seeds, with a ±1 std band."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    names = [n for n in summary if n != "train"]
+    if not names:
+        raise NegtrainError(f"{group.path}: the seed runs recorded no evaluations")
+    cols = min(len(names), 3)
+    rows = math.ceil(len(names) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[len(names) :]:
+        fig.delaxes(ax)
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for ax, name in zip(axes.flat, names):
+        for i, key in enumerate(_ordered(list(summary[name]))):
+            _plot_band(ax, summary[name][key], colors[i % len(colors)], key in BOLD, key)
+        ax.set_title(name)
+        ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.set_ylim(-0.02, 1.02)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=6, loc="lower right")
+    fig.suptitle(f"{group.name}: mean ± std over seeds {', '.join(map(str, group.seeds))}")
+    fig.tight_layout()
+    panels = [ax.get_title() for ax in fig.axes]
+    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
+    plt.close(fig)
+    return panels
+
+
+def plot_seed_loss(group, summary: dict, path: Path) -> list[str]:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    rows = summary.get("train", {}).get("loss", [])
+    _plot_band(ax, rows, "C0", True, f"mean ± std over {len(group.seeds)} seeds")
+    ax.set_title("training loss")
+    ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylabel("loss (epoch mean)")
+    ax.grid(alpha=0.3)
+    if ax.lines:
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    panels = [a.get_title() for a in fig.axes]
+    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
+    plt.close(fig)
+    return panels
+
+
+def _cell(value, key: str = "") -> str:
+    return f"{value:.4f}" if value is not None and math.isfinite(value) else "-"
+
+
+def seed_summary_markdown(group, summary: dict) -> str:
+    seeds = [str(s) for s in group.seeds]
+    differ = group.recipe_differences()
+    lines = [
+        f"# Seed report: {group.name}",
+        "",
+        f"Recipe `{group.recipe_name}`, seeds {', '.join(seeds)} (runs {', '.join(f'`{r.name}`' for r in group.runs)}).",
+        "",
+        "The seed runs' resolved recipes differ only in `seed`." if not differ
+        else f"Warning: the seed runs' recipes differ in more than `seed`: {', '.join(differ)}.",
+        "",
+        "mean and std (sample standard deviation, n − 1) are over the seeds; they measure training noise. "
+        "Each seed run's own report gives its bootstrap interval (test-set sampling noise).",
+        "",
+        "Plots: `metrics.png` (mean per epoch with a ±1 std band per metric), `loss.png`.",
+    ]
+    last = max((r["epoch"] for rows in summary.get(next(iter(summary)), {}).values() for r in rows), default=0)
+    header = "| benchmark | metric | mean | std | " + " | ".join(f"seed {s}" for s in seeds) + " |"
+    rule = "|---|---|---|---|" + "---|" * len(seeds)
+    lines += ["", f"## Final epoch ({last})", "", header, rule]
+    for name, metrics in summary.items():
+        for key in _ordered(list(metrics)):
+            row = next((r for r in metrics[key] if r["epoch"] == last), None)
+            if row is None:
+                continue
+            lines.append(f"| {name} | {key} | {_cell(row['mean'])} | {_cell(row['std'])} | "
+                         + " | ".join(_cell(row["seeds"].get(s)) for s in seeds) + " |")
+    for name, metrics in summary.items():
+        lines += ["", f"## {name} per epoch", "", "| metric | epoch | mean | std | " + " | ".join(f"seed {s}" for s in seeds) + " |",
+                  "|---|---|---|---|" + "---|" * len(seeds)]
+        for key in _ordered(list(metrics)):
+            for row in metrics[key]:
+                lines.append(f"| {key} | {row['epoch']} | {_cell(row['mean'])} | {_cell(row['std'])} | "
+                             + " | ".join(_cell(row["seeds"].get(s)) for s in seeds) + " |")
+    return redact_text("\n".join(lines) + "\n")
+
+
+def seed_report(parent: Path) -> Path:
+    """``report`` on a ``fit --seeds`` parent: metrics.png and loss.png with seed bands, summary.md
+    and summary.json (per eval set, metric and epoch: mean, std and each seed's value)."""
+    group = SeedGroup.read(parent)
+    summary = aggregate(group)
+    out = group.path / "report"
+    out.mkdir(parents=True, exist_ok=True)
+    plot_seed_metrics(group, summary, out / "metrics.png")
+    plot_seed_loss(group, summary, out / "loss.png")
+    write_text(out / "summary.md", seed_summary_markdown(group, summary))
+    data = {"recipe": group.recipe_name, "seeds": group.seeds, "recipes_differ_in": group.recipe_differences(), "metrics": summary}
+    write_text(out / "summary.json", json.dumps(data, indent=1) + "\n")
     return out

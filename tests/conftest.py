@@ -110,7 +110,13 @@ def make_fake_run(run_dir: Path, epochs: int = 3, best_epoch: int = 1) -> Path:
         acc = [0.61, 0.7731, 0.70][e % 3]
         lines.append({"epoch": e, "stage": "fit", "benchmark": "scone", "split": "test", "eval_seconds": 1.0,
                       "metrics": {"accuracy": acc, "accuracy/no_negation": acc + 0.1, "accuracy/one_scoped": None,
-                                  "consistency": acc - 0.3, "groups_scored": 200.0, "n": 1200.0}})
+                                  "consistency": acc - 0.3, "groups_scored": 200.0, "n": 1200.0},
+                      "uncertainty": {"accuracy": {"stderr": 0.0121, "ci95": [round(acc - 0.03, 4), round(acc + 0.025, 4)]},
+                                      "accuracy/no_negation": {"stderr": 0.03, "ci95": [round(acc + 0.05, 4), round(acc + 0.15, 4)]},
+                                      "accuracy/one_scoped": {"stderr": None, "ci95": None},
+                                      "consistency": {"stderr": 0.034, "ci95": [round(acc - 0.37, 4), round(acc - 0.23, 4)]}},
+                      "bootstrap": {"unit": "contrast set", "units": 200, "resamples": 1000, "seed": 0}})
+        # (monli's lines are as a run wrote them before uncertainty was recorded)
         lines.append({"epoch": e, "stage": "fit", "benchmark": "monli", "split": "test", "eval_seconds": 1.0,
                       "metrics": {"accuracy": 0.5 + 0.01 * e, "n": 200.0}})
         lines.append({"epoch": e, "stage": "fit", "benchmark": "train", "split": "train",

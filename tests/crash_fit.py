@@ -6,7 +6,11 @@ at a known moment:
 
 - ``train:E:B``: before training batch B of epoch E (the middle of an epoch);
 - ``save:E``: halfway through writing the epoch-E checkpoint (its first half is on disk, in the
-  checkpoint's temporary file), after that epoch's records were written.
+  checkpoint's temporary file), after that epoch's records were written;
+- ``signal:E:B``: inside training batch B of epoch E, until the process has received a stop
+  signal (SIGTERM, SIGUSR1), which the test sends; then the batch goes on and the run handles the
+  signal as it would anywhere else;
+- ``signal-eval:E:B``: the same inside evaluation batch B of epoch E's evaluation.
 
 Nothing else about the run is changed. :func:`tiny_model` writes the small model the test trains.
 """
@@ -60,6 +64,24 @@ def main() -> int:
             return step(self, b, batch_idx)
 
         NegtrainModule.training_step = training_step
+    elif kind in ("signal", "signal-eval"):
+        from negtrain.models.base import NegtrainModule
+        from negtrain.training.preemption import MidEpochCheckpoint
+
+        epoch, batch = map(int, where)
+        hook = "training_step" if kind == "signal" else "validation_step"
+        step = getattr(NegtrainModule, hook)
+
+        def wait_for_signal(self, b, batch_idx, *args):
+            if self.current_epoch == epoch and batch_idx == batch and not self.trainer.sanity_checking:
+                (callback,) = [c for c in self.trainer.callbacks if isinstance(c, MidEpochCheckpoint)]
+                Path(marker).write_text(point + "\n")
+                deadline = time.monotonic() + 600
+                while callback.received_signal is None and time.monotonic() < deadline:
+                    time.sleep(0.05)  # the handler runs in between
+            return step(self, b, batch_idx, *args)
+
+        setattr(NegtrainModule, hook, wait_for_signal)
     elif kind == "save":
         import io
 

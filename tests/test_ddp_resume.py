@@ -13,6 +13,11 @@ seed's, would change rank 1's gradients, hence the averaged update and every num
 The killed run goes through ``tests/crash_fit.py``; Lightning's launcher starts rank 1 by rerunning
 the same command, so both ranks stop at the kill point. The whole process group is killed with
 SIGKILL, as a scheduler or an OOM killer would.
+
+A fourth run is preempted: SIGTERM goes to rank 0 only, mid-epoch 1. Rank 0 forwards it to the
+rank it launched, the ranks agree on the step to stop after, write one mid-epoch checkpoint
+(holding each rank's RNG state and running counts) and exit with 143; resumed with 2 processes
+it continues mid-epoch and ends with the uninterrupted numbers too.
 """
 
 from __future__ import annotations
@@ -80,6 +85,39 @@ def crash(recipe: Path, run: Path, point: str, marker: Path, env: dict[str, str]
     assert proc.returncode == -signal.SIGKILL
 
 
+def preempt(recipe: Path, run: Path, point: str, marker: Path, env: dict[str, str], timeout: float = 600) -> str:
+    """Run a 2-process `fit` until a rank is inside ``point``, then SIGTERM rank 0 alone; its output."""
+    proc = subprocess.Popen(
+        [sys.executable, str(TESTS / "crash_fit.py"), str(marker), point, "fit", "--recipe", str(recipe), "--output-dir", str(run)],
+        env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + timeout
+        while not marker.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended (code {proc.returncode}) before reaching its stop point:\n{proc.stdout.read()[-5000:]}")
+            if time.monotonic() > deadline:
+                pytest.fail("the run did not reach its stop point in time")
+            time.sleep(0.1)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=300)
+        # Rank 1 stops on its own (the forwarded signal); wait for it before touching the run.
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            pytest.fail("rank 1 of the preempted run did not stop")
+    finally:
+        if proc.poll() is None:
+            _kill_group(proc)
+    assert proc.returncode == 128 + signal.SIGTERM, out[-5000:]
+    return out
+
+
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory, data_dir):
     base = tmp_path_factory.mktemp("ddp_resume")
@@ -93,11 +131,13 @@ def runs(tmp_path_factory, data_dir):
     _fit(["--recipe", str(recipe), "--output-dir", str(reference)], env)
     # Mid-epoch 1: a rank can only reach batch 4 once both ranks stepped past epoch 0's checkpoint.
     crash(recipe, killed, "train:1:4", base / "killed.marker", env)
-    return reference, killed, env
+    preempted = base / "preempted"
+    out = preempt(recipe, preempted, "signal:1:4", base / "preempted.marker", env)
+    return reference, killed, env, preempted, out
 
 
 def test_killed_run_stopped_after_epoch_0_with_rank_specific_rng(runs):
-    _, killed, _ = runs
+    _, killed, *_ = runs
     assert {r["epoch"] for r in records(killed)} == {0}
     last = torch.load(killed / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert last["epoch"] == 0 and last["global_step"] == STEPS_PER_EPOCH
@@ -111,7 +151,7 @@ def test_ddp_training_counts_are_summed_over_ranks(runs):
     # The short batch lands on one rank, so the ranks train on different numbers of examples:
     # the count is the sum over ranks (the same sum the per-source counts are), never one rank's
     # count times two. The padding batch repeats a batch of the epoch, so at least 132.
-    reference, _, _ = runs
+    reference, *_ = runs
     train = [r for r in records(reference) if r["benchmark"] == "train"]
     assert len(train) == EPOCHS
     for r in train:
@@ -120,9 +160,9 @@ def test_ddp_training_counts_are_summed_over_ranks(runs):
 
 
 def test_ddp_resume_finishes_with_the_uninterrupted_numbers(runs):
-    reference, killed, env = runs
+    reference, killed, env, *_ = runs
     out = _fit(["--resume", str(killed)], env)
-    assert f"from last.ckpt: end of epoch 0, step {STEPS_PER_EPOCH}; continuing with epoch 1 of {EPOCHS}" in out
+    assert f"from last.ckpt: end of epoch 0, step {STEPS_PER_EPOCH}; continuing with epoch 1/{EPOCHS - 1}" in out
     assert [r["epoch"] for r in records(killed)] == [e for e in range(EPOCHS) for _ in range(3)]
     assert records(killed) == records(reference)
     assert predictions(killed) == predictions(reference)
@@ -131,5 +171,25 @@ def test_ddp_resume_finishes_with_the_uninterrupted_numbers(runs):
     a = torch.load(killed / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     b = torch.load(reference / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     assert a["global_step"] == b["global_step"] == EPOCHS * STEPS_PER_EPOCH
+    for key, value in b["state_dict"].items():
+        assert torch.equal(a["state_dict"][key], value), key
+
+
+def test_ddp_preemption_stops_every_rank_at_one_step_and_resumes_mid_epoch(runs):
+    reference, _, env, preempted, out = runs
+    step = STEPS_PER_EPOCH + 5  # the signal came during batch 4 of epoch 1; that batch finished
+    assert f"stopped by SIGTERM: wrote checkpoints/last.ckpt (epoch 1, after 5 of {STEPS_PER_EPOCH} batches, step {step})" in out
+    last = torch.load(preempted / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert (last["epoch"], last["global_step"]) == (1, step)
+    assert len(last["negtrain_resume"]["rng"]) == 2
+    (recorder,) = [v for k, v in last["callbacks"].items() if k == "RunRecorder"]
+    assert [r["epoch"] for r in recorder["ranks"]] == [1, 1]  # each rank's running counts
+    assert 5 * 2 * 8 - 4 <= sum(r["examples"] for r in recorder["ranks"]) <= 5 * 2 * 8  # one batch may be the short one
+    resumed = _fit(["--resume", str(preempted)], env)
+    assert f"epoch 1 after 5 of {STEPS_PER_EPOCH} batches, step {step}; continuing epoch 1/{EPOCHS - 1} with batch 6" in resumed
+    assert records(preempted) == records(reference)
+    assert predictions(preempted) == predictions(reference)
+    a = torch.load(preempted / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    b = torch.load(reference / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     for key, value in b["state_dict"].items():
         assert torch.equal(a["state_dict"][key], value), key

@@ -53,7 +53,7 @@ def test_attention_kernels_agree(data_dir):
 
 
 def test_close_calls_are_the_rows_within_the_margin_under_autocast_only():
-    from negtrain.models.nli import close_calls
+    from negtrain.models.base import close_calls
 
     logits = torch.tensor([[1.0, 0.5], [3.0, 0.0], [0.2, 0.1], [-1.0, 2.5]])
     with torch.autocast("cpu", dtype=torch.bfloat16):

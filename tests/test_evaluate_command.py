@@ -141,3 +141,25 @@ def test_list(capsys):
     assert "strict" in listing["nannli"]["metrics"] and "accuracy/T-Hneg" in listing["negnli-mnli"]["metrics"]
     code, out, _ = evaluate(capsys, "--list")
     assert code == 0 and "negnli-snli" in out and "train85" in out
+
+
+def test_json_and_table_carry_stderr_and_the_cluster_interval(tmp_path, capsys, rte_test):
+    rows = [{"id": e.id, "prediction": e.label} for e in rte_test]
+    for r in rows[:30]:  # the first ten original pairs entirely wrong
+        r["prediction"] = "entailment" if r["prediction"] != "entailment" else "not_entailment"
+    path = write(tmp_path / "p.jsonl", rows)
+    code, out, _ = evaluate(capsys, "--benchmark", "negnli-rte", "--split", "test", "--predictions", path, "--json")
+    result = json.loads(out)
+    assert code == 0 and result["metrics"]["consistency"] == pytest.approx(140 / 150)
+    assert result["bootstrap"] == {"unit": "original pair", "units": 150, "resamples": 1000, "seed": 0}
+    entry = result["uncertainty"]["consistency"]
+    assert entry["stderr"] == pytest.approx((140 / 150 * 10 / 150 / 149) ** 0.5, abs=1e-6)
+    lo, hi = entry["ci95"]
+    assert lo < 140 / 150 < hi
+    assert "n" not in result["uncertainty"] and "groups_scored" not in result["uncertainty"]
+    code, out, _ = evaluate(capsys, "--benchmark", "negnli-rte", "--split", "test", "--predictions", path)
+    assert f"consistency" in out and f"[{lo:.4f}, {hi:.4f}]" in out and "150 resampled original pairs" in out
+    # --bootstrap 0: the stderr stays, the interval goes.
+    code, out, _ = evaluate(capsys, "--benchmark", "negnli-rte", "--split", "test", "--predictions", path, "--json", "--bootstrap", "0")
+    off = json.loads(out)["uncertainty"]
+    assert off["consistency"]["stderr"] == entry["stderr"] and "ci95" not in off["consistency"]

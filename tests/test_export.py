@@ -79,8 +79,11 @@ def test_model_card_holds_the_runs_numbers(fake_run, tmp_path):
     assert results["scone (test)"]["accuracy (no_negation)"] == pytest.approx(epoch1["scone"]["accuracy/no_negation"])
     assert "accuracy (one_scoped)" not in results["scone (test)"]  # undefined (null) metrics are left out
     assert results["monli (test)"]["accuracy"] == epoch1["monli"]["accuracy"]
-    assert "| scone | test | accuracy | 0.7731 |" in body
-    assert "| scone | test | n | 1200 |" in body
+    # Each number with its standard error and 95% interval (epoch 1's); counts get none.
+    assert "| scone | test | accuracy | 0.7731 | ±0.0121 | [0.7431, 0.7981] |" in body
+    assert "| scone | test | n | 1200 | - | - |" in body
+    assert "| monli | test | accuracy | 0.5100 | - | - |" in body  # recorded without intervals
+    assert "scone/test: 200 contrast sets" in body
     assert "0.6100" not in body  # epoch 0's accuracy
     assert "python -m negtrain fit --recipe scone_minilm --trainer.max_epochs=3" in body
     assert "ScoNe: Benchmarking Negation Reasoning" in body and "Geiger, Richardson, Potts (2020)" in body

@@ -6,8 +6,6 @@ Tiny T5 / Llama-style models with genuine tokenizers trained offline (see tiny_m
 from __future__ import annotations
 
 import json
-from types import SimpleNamespace
-
 import pytest
 import torch
 
@@ -59,36 +57,36 @@ def _module(lm_env, tmp_path, key, family, **extra):
 
 
 @pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
-def test_true_false_scorer_picks_the_higher_logit(lm_env, tmp_path, key, family):
+def test_true_false_scorer_picks_the_likelier_verbalizer(lm_env, tmp_path, key, family):
+    """Each label is scored by its verbalizer's full continuation; the likelier one wins."""
     built = _module(lm_env, tmp_path, key, family)
-    module, tok = built.module, built.tokenizer
-    true_id, false_id = module.verbalizers_0.tolist()
-    # The first sub-token of " True" / " False" (a tiny vocabulary may split the words).
-    assert tok.decode([true_id]).strip() and "True".startswith(tok.decode([true_id]).strip())
-    assert tok.decode([false_id]).strip() and "False".startswith(tok.decode([false_id]).strip())
-    seen = {}
+    module, tok = built.module.eval(), built.tokenizer
+    true_ids, false_ids = module.choices[0]
+    if family == "causal_lm":  # " True" as split after other text, no EOS
+        assert tok.decode(true_ids) == " True" and tok.decode(false_ids) == " False"
+    else:  # the decoder target, ending in EOS like the training targets
+        assert tok.decode(true_ids) == "True</s>" and tok.decode(false_ids) == "False</s>"
+    from negtrain.data.collate import PadCollator
 
-    class Fake(torch.nn.Module):
-        def forward(self, **inputs):
-            return fake(**inputs)
-
-    def fake(**inputs):
-        seen.update(inputs)
-        b = len(inputs["input_ids"])
-        logits = torch.zeros(b, 3, len(tok))
-        at = -1 if family == "causal_lm" else 0  # causal: answer position (left-padded); seq2seq: first decoder step
-        logits[0, at, true_id], logits[0, at, false_id] = 2.0, 1.9  # row 0: True by a hair
-        logits[1, at, true_id], logits[1, at, false_id] = -3.0, -2.0  # row 1: False
-        logits[:, at, 5] = 100.0  # a token that is neither is ignored
-        logits[:, 1, false_id] = 50.0  # other positions do not count
-        return SimpleNamespace(logits=logits)
-
-    module.model = Fake()
-    batch = {"input_ids": torch.ones(2, 4, dtype=torch.long), "attention_mask": torch.ones(2, 4, dtype=torch.long), "index": torch.tensor([0, 1])}
-    labels = get_benchmark("tinad").labels
-    assert [labels[i] for i in module.predict(batch, 0).tolist()] == ["True", "False"]
-    if family == "seq2seq":
-        assert seen["decoder_input_ids"].tolist() == [[0], [0]]
+    eval_set = built.data.eval_sets[0]
+    batch = PadCollator(eval_set.encoded, tok.pad_token_id, pad_left=built.data.pad_left)(list(range(6)))
+    with torch.no_grad():
+        predicted = module.predict(batch, 0).tolist()
+        by_hand = []
+        for row, mask in zip(batch["input_ids"], batch["attention_mask"]):
+            prompt = row[mask.bool()].tolist()
+            scores = []
+            for cont in (true_ids, false_ids):  # one full sequence per label, no sharing
+                if family == "causal_lm":
+                    logits = module.model(input_ids=torch.tensor([prompt + cont])).logits[0]
+                    lp = torch.log_softmax(logits.float(), -1)[torch.arange(len(prompt) - 1, len(prompt) + len(cont) - 1), cont]
+                else:
+                    dec = torch.tensor([[module.decoder_start_token_id, *cont[:-1]]])
+                    logits = module.model(input_ids=torch.tensor([prompt]), decoder_input_ids=dec).logits[0]
+                    lp = torch.log_softmax(logits.float(), -1)[torch.arange(len(cont)), cont]
+                scores.append(float(lp.sum()))
+            by_hand.append(int(scores[1] > scores[0]))
+    assert predicted == by_hand
 
 
 @pytest.mark.parametrize("key,family", [("llama_chat", "causal_lm"), ("t5", "seq2seq")])
@@ -125,10 +123,15 @@ def test_causal_prompt_loss_weight_changes_the_loss(lm_env, tmp_path):
     b0.data.trainer = b1.data.trainer = None
     batch = next(iter(b0.data.train_dataloader()))
     answer_only = float(b0.module.training_loss(batch))
-    # By hand: the answer token is the last token of every row (left padding).
+    # By hand: the answer (the gold verbalizer's full continuation, " True" / " False") is the
+    # last answer_len tokens of every row (left padding); the loss is their mean cross-entropy.
     logits = b0.module.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
-    ce = torch.nn.functional.cross_entropy(logits[:, -2].float(), batch["input_ids"][:, -1])
-    assert answer_only == pytest.approx(float(ce), rel=1e-4)
+    losses = []
+    for row, n in enumerate(batch["answer_len"].tolist()):
+        width = batch["input_ids"].shape[1]
+        for pos in range(width - n, width):
+            losses.append(float(torch.nn.functional.cross_entropy(logits[row, pos - 1].float()[None], batch["input_ids"][row, pos][None])))
+    assert answer_only == pytest.approx(sum(losses) / len(losses), rel=1e-4)
     assert float(b1.module.training_loss(batch)) != pytest.approx(answer_only, rel=1e-3)
 
 
@@ -195,10 +198,52 @@ def test_padding_does_not_change_predictions(lm_env, tmp_path, key, family):
         assert len({int(lengths[j]) for j in idx}) > 1  # the batch really is padded
         with torch.no_grad():
             if i == 0:
-                batched = module.label_logits(collate(idx))
-                single = torch.cat([module.label_logits(collate([j])) for j in idx])
+                batched = module.label_scores(collate(idx), 0)
+                single = torch.cat([module.label_scores(collate([j]), 0) for j in idx])
                 assert torch.allclose(batched, single, atol=1e-4)
             else:
                 batched = module.generate_texts(collate(idx))
                 single = [module.generate_texts(collate([j]))[0] for j in idx]
                 assert batched == single
+
+
+@pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
+def test_training_on_a_label_benchmark_targets_its_verbalizer(lm_env, tmp_path, key, family):
+    """Training uses the entry's verbalizer (the same texts evaluation scores), in full."""
+    recipe = _recipe(lm_env[key], family)
+    verbalizer = {"entailment": "not sure", "not_entailment": "not at all"}
+    recipe["data"]["train"] = [{"benchmark": "scone", "split": "test", "verbalizer": verbalizer}]
+    recipe["data"]["eval"] = [{"benchmark": "scone", "split": "test", "verbalizer": verbalizer}]
+    recipe["selection"] = {"metric": "scone/test/accuracy"}
+    built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
+    tok, train = built.tokenizer, built.data.train
+    gold = [e.label for e in get_benchmark("scone").load("test")]
+    choices = built.module.choices[0]
+    for i in (0, 1, len(gold) - 1):
+        want = choices[get_benchmark("scone").labels.index(gold[i])]
+        if family == "causal_lm":
+            seq = train.encoded.input_ids[train.encoded.offsets[i] : train.encoded.offsets[i + 1]].tolist()
+            n = int(train.extras["answer_len"][i])
+            assert seq[-n:] == want and tok.decode(want) == " " + verbalizer[gold[i]]
+        else:
+            row = train.extras["labels"][i]
+            assert row[row != -100].tolist() == want and tok.decode(want) == verbalizer[gold[i]] + "</s>"
+
+
+@pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
+def test_bf16_near_ties_are_rescored_in_fp32(lm_env, tmp_path, key, family):
+    built = _module(lm_env, tmp_path, key, family)
+    module = built.module.eval()
+    from negtrain.data.collate import PadCollator
+
+    eval_set = built.data.eval_sets[0]
+    batch = PadCollator(eval_set.encoded, built.tokenizer.pad_token_id, pad_left=built.data.pad_left)(list(range(6)))
+    with torch.no_grad():
+        fp32 = module.label_scores(batch, 0)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            module.config.fp32_recheck_margin = None
+            bf16 = module.label_scores(batch, 0)
+            module.config.fp32_recheck_margin = 1e9  # every row is a near-tie: all rescored
+            rechecked = module.label_scores(batch, 0)
+    assert not torch.allclose(bf16, fp32, atol=1e-4)  # bf16 really rounds differently
+    assert torch.allclose(rechecked, fp32, atol=1e-5)

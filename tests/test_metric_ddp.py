@@ -15,7 +15,9 @@ import torch.multiprocessing as mp
 
 from negtrain.metrics.grouped import GroupedAccuracy
 from negtrain.metrics.mlm import HeldOutMLMMetric
+from negtrain.metrics.uncertainty import estimate
 
+COUNT = {"n", "groups_scored"}.__contains__
 GOLD = [0, 1, 0, 1, 1, 0, 1]
 SUBSETS = ["a", "b", "c", "a", "b", "c", "a"]
 GROUPS = ["g1", "g1", "g1", "g2", "g2", "g2", "g3"]
@@ -43,6 +45,8 @@ def _worker(rank: int, port: int, out) -> None:
         mlm.update(torch.tensor(idx), torch.tensor([MLM_VALUES[i] for i in idx]))
         out[rank] = {k: float(v) for k, v in m.compute().items()}
         out[f"mlm{rank}"] = {k: float(v) for k, v in mlm.compute().items()}
+        # The bootstrap runs on the state compute() scored: every rank's predictions, not this rank's.
+        out[f"uncertainty{rank}"] = estimate(m, m.last_outcomes, 200, 0, COUNT).metrics
     finally:
         dist.destroy_process_group()
 
@@ -63,3 +67,6 @@ def test_two_rank_sync_equals_single_process():
     mlm = {"mlm_loss": 16.0 / 16, "cue_recovery_accuracy": 6 / 10, "n_masked": 16.0, "n_cues": 10.0}
     assert dict(out["mlm0"]) == mlm
     assert dict(out["mlm1"]) == mlm
+    whole = estimate(single, single.last_outcomes, 200, 0, COUNT).metrics
+    assert out["uncertainty0"] == whole and out["uncertainty1"] == whole
+    assert whole["consistency"]["ci95"] is not None

@@ -6,6 +6,7 @@ import fnmatch
 
 import pytest
 
+from negtrain.benchmarks.matrix import scorable
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.recipes import available_recipes, first_comment_line, load_recipe
 
@@ -14,10 +15,13 @@ from negtrain.recipes import available_recipes, first_comment_line, load_recipe
 def test_recipe_is_consistent(name):
     recipe = load_recipe(name).recipe
     assert first_comment_line(available_recipes()[name])
-    for spec in [*recipe.data.train, *recipe.data.eval, *(recipe.data.test or [])]:
-        get_benchmark(spec.benchmark).check_split(spec.split)
+    evals = (
+        scorable(recipe.model.family) if recipe.data.eval == "all" else [(e.benchmark, e.split) for e in recipe.data.eval]
+    )
+    for bench, split in [*((s.benchmark, s.split) for s in recipe.data.train), *evals, *((s.benchmark, s.split) for s in recipe.data.test or [])]:
+        get_benchmark(bench).check_split(split)
     if recipe.selection.metric:
         bench, split, metric = recipe.selection.metric.split("/", 2)
-        assert any(e.benchmark == bench and e.split == split for e in recipe.data.eval)
+        assert (bench, split) in evals
         patterns = [d.name.split("<")[0] + "*" for d in get_benchmark(bench).reported_metrics]
         assert any(fnmatch.fnmatchcase(metric, p) for p in patterns)

@@ -27,11 +27,13 @@ def test_report_single_run(fake_run, tmp_path, capsys):
     assert _png(out / "loss.png") == ["training loss"]
     summary = (out / "summary.md").read_text()
     # Best epoch per metric: scone accuracy peaks at epoch 1, monli accuracy at epoch 2.
-    assert "| scone/test | accuracy | 0.7731 | 1 | higher |" in summary
-    assert "| monli/test | accuracy | 0.5200 | 2 | higher |" in summary
-    assert "| scone/test | consistency | 0.4731 | 1 | higher |" in summary
+    # With the best epoch's stderr and interval; monli's lines recorded none.
+    assert "| scone/test | accuracy | 0.7731 | ±0.0121 | [0.7431, 0.7981] | 1 | higher |" in summary
+    assert "| monli/test | accuracy | 0.5200 | - | - | 2 | higher |" in summary
+    assert "| scone/test | consistency | 0.4731 | ±0.0340 | [0.4031, 0.5431] | 1 | higher |" in summary
+    assert "scone/test: 200 contrast sets" in summary
     # Final table and recipe.
-    assert "| scone/test | accuracy | 0.7000 |" in summary
+    assert "| scone/test | accuracy | 0.7000 [0.6700, 0.7250] |" in summary
     assert "learning_rate: 5.0e-05" in summary
 
 
@@ -45,7 +47,7 @@ def test_report_overlays_two_runs(fake_run, tmp_path):
     out = a / "report-vs-b"
     assert _png(out / "metrics.png") == ["scone/test", "monli/test"]
     summary = (out / "summary.md").read_text()
-    assert "| scone/test | accuracy | 0.7000 | 0.9000 |" in summary
+    assert "| scone/test | accuracy | 0.7000 [0.6700, 0.7250] | 0.9000 [0.6700, 0.7250] |" in summary
     assert "## Best epoch per metric: a" in summary and "## Best epoch per metric: b" in summary
 
 
@@ -64,7 +66,15 @@ def test_report_on_a_non_run(tmp_path, capsys):
 
 
 def test_report_on_a_real_run(wandb_run):
+    import json
+
     assert cli.main(["report", "--run", str(wandb_run)]) == 0
+    summary = (wandb_run / "report" / "summary.md").read_text()
+    last = [json.loads(l) for l in (wandb_run / "metrics.jsonl").read_text().splitlines() if '"scone"' in l][-1]
+    entry = last["uncertainty"]["accuracy"]
+    value = f"{last['metrics']['accuracy']:.4f} [{entry['ci95'][0]:.4f}, {entry['ci95'][1]:.4f}]"
+    assert f"| scone/test | accuracy | {value} |" in summary  # the final-epoch table
+    assert "contrast sets" in summary
     assert _png(wandb_run / "report" / "metrics.png") == ["scone/test", "monli/test"]
     assert _png(wandb_run / "report" / "loss.png") == ["training loss"]
 
@@ -90,8 +100,8 @@ def test_best_epoch_follows_the_direction_the_run_recorded(fake_run, tmp_path):
     _add_heldout(run, record_directions=True)
     assert cli.main(["report", "--run", str(run)]) == 0
     summary = (run / "report" / "summary.md").read_text()
-    assert "| cue_corpus/heldout | mlm_loss | 2.0000 | 1 | lower |" in summary
-    assert "| cue_corpus/heldout | cue_recovery | 0.2000 | 2 | higher |" in summary
+    assert "| cue_corpus/heldout | mlm_loss | 2.0000 | - | - | 1 | lower |" in summary
+    assert "| cue_corpus/heldout | cue_recovery | 0.2000 | - | - | 2 | higher |" in summary
 
 
 def test_an_unknown_direction_is_an_error_not_a_guess(fake_run, tmp_path, capsys):

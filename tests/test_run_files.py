@@ -15,13 +15,15 @@ from negtrain.paths import contained, is_inside
 from negtrain.runs import RunDir
 from negtrain.io.atomic import atomic_dir, write_text, write_with
 from negtrain.io.checkpoints import AtomicCheckpointIO, read_checkpoint
-from negtrain.training.resume import RESUME_KEY, Candidate, find_checkpoint, rewind
+from negtrain.training.resume import RESUME_KEY, Candidate, find_checkpoint, is_complete, rewind
 
 
-def _ckpt(path: Path, epoch: int, step: int, lines: list[dict] | None = None) -> None:
+def _ckpt(path: Path, epoch: int, step: int, lines: list[dict] | None = None, position: dict | None = None) -> None:
+    state = {"format": 1, "rng": [], "metrics_lines": [json.dumps(x) for x in lines or []], "sampler": {}}
+    if position is not None:
+        state["position"] = position
     AtomicCheckpointIO().save_checkpoint(
-        {"epoch": epoch, "global_step": step, "state_dict": {"w": torch.ones(2)}, "negtrain_recipe": {"seed": 1},
-         RESUME_KEY: {"format": 1, "rng": [], "metrics_lines": [json.dumps(x) for x in lines or []], "sampler": {}}},
+        {"epoch": epoch, "global_step": step, "state_dict": {"w": torch.ones(2)}, "negtrain_recipe": {"seed": 1}, RESUME_KEY: state},
         path,
     )
 
@@ -57,13 +59,42 @@ def test_resume_takes_the_newest_complete_checkpoint(tmp_path):
     _ckpt(folder / "last.ckpt", 1, 20)
     chosen, skipped = find_checkpoint(tmp_path)
     assert chosen.path.name == "last.ckpt" and chosen.epoch == 1
-    # A truncated last.ckpt (e.g. copied in by hand) and a leftover temporary file are never used.
+    # A leftover temporary file is never used.
+    (folder / ".last.ckpt.abc.part").write_bytes(b"half a checkpoint")
+    chosen, _ = find_checkpoint(tmp_path)
+    assert chosen.path.name == "last.ckpt"
+    # A truncated last.ckpt (e.g. copied in by hand) is an error, not a silent fall back to
+    # best-epoch0.ckpt, whose resumed run would then overwrite the newer work.
     data = (folder / "last.ckpt").read_bytes()
     (folder / "last.ckpt").write_bytes(data[: len(data) // 2])
-    (folder / ".last.ckpt.abc.part").write_bytes(data)
-    chosen, skipped = find_checkpoint(tmp_path)
-    assert chosen.path.name == "best-epoch0.ckpt"
-    assert skipped == ["last.ckpt: unreadable (RuntimeError)"] or skipped[0].startswith("last.ckpt: unreadable")
+    with pytest.raises(NegtrainError, match=r"checkpoints/last.ckpt is truncated or damaged .*; move checkpoints/last.ckpt out"):
+        find_checkpoint(tmp_path)
+
+
+def test_a_mid_epoch_checkpoint_beats_the_epoch_end_before_it(tmp_path):
+    folder = tmp_path / "checkpoints"
+    _ckpt(folder / "best-epoch0.ckpt", 0, 16)
+    _ckpt(folder / "last.ckpt", 1, 22, position={"epoch": 1, "batches_done": 6, "epoch_batches": 16})
+    chosen, _ = find_checkpoint(tmp_path)
+    assert (chosen.path.name, chosen.batches_done, chosen.epochs_done) == ("last.ckpt", 6, 1)
+    assert chosen.describe() == "epoch 1 after 6 of 16 batches, step 22"
+    # Mid-way through the last epoch is not complete; its end is.
+    assert not is_complete(chosen, max_epochs=2, max_steps=-1)
+    _ckpt(folder / "last.ckpt", 1, 32, position={"epoch": 1, "batches_done": 16, "epoch_batches": 16})
+    chosen, _ = find_checkpoint(tmp_path)
+    assert (chosen.batches_done, chosen.epochs_done) == (None, 2) and is_complete(chosen, max_epochs=2, max_steps=-1)
+
+
+def test_rewind_to_a_mid_epoch_checkpoint_drops_the_cut_epochs_predictions(tmp_path):
+    lines = [{"epoch": 0, "benchmark": b} for b in ("monli", "train")]
+    (tmp_path / "predictions").mkdir()
+    for e in (0, 1):
+        (tmp_path / "predictions" / f"monli-test-epoch{e}.jsonl").write_text("{}\n")
+    _ckpt(tmp_path / "checkpoints" / "last.ckpt", 1, 20, lines, position={"epoch": 1, "batches_done": 4, "epoch_batches": 16})
+    chosen, _ = find_checkpoint(tmp_path)
+    rewind(tmp_path, chosen)
+    assert [json.loads(x) for x in (tmp_path / "metrics.jsonl").read_text().splitlines()] == lines
+    assert sorted(p.name for p in (tmp_path / "predictions").iterdir()) == ["monli-test-epoch0.jsonl"]
 
 
 def test_resume_refuses_a_checkpoint_linking_out_of_the_run(tmp_path):
@@ -72,8 +103,8 @@ def test_resume_refuses_a_checkpoint_linking_out_of_the_run(tmp_path):
     run = tmp_path / "run"
     (run / "checkpoints").mkdir(parents=True)
     (run / "checkpoints" / "last.ckpt").symlink_to(outside)
-    chosen, skipped = find_checkpoint(run)
-    assert chosen is None and "leads outside" in skipped[0]
+    with pytest.raises(NegtrainError, match="checkpoints/last.ckpt leads outside"):
+        find_checkpoint(run)
 
 
 def test_rewind_drops_the_records_of_epochs_after_the_checkpoint(tmp_path):
@@ -125,3 +156,31 @@ def test_export_refuses_a_checkpoint_linking_out_of_the_run(fake_run, tmp_path):
     (run / "checkpoints" / "last.ckpt").symlink_to(fake_run / "checkpoints" / "last.ckpt")
     with pytest.raises(NegtrainError, match="leads outside"):
         RunDir(run).checkpoint("last")
+
+
+def test_the_checkpoint_callback_follows_a_moved_run(tmp_path):
+    """Lightning drops the best score when its folder moved; ours re-bases the paths by file name."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    from negtrain.training.checkpointing import RelocatableModelCheckpoint
+
+    old, new = tmp_path / "old" / "checkpoints", tmp_path / "new" / "checkpoints"
+    kwargs = dict(filename="best-epoch{epoch}", monitor="scone/test/accuracy", mode="max", save_top_k=1)
+    before = ModelCheckpoint(dirpath=old, **kwargs)
+    after = RelocatableModelCheckpoint(dirpath=new, **kwargs)
+    # The same key as Lightning's own callback, so older runs' checkpoints restore into it.
+    assert after.state_key == before.state_key
+    best = str(old / "best-epoch0.ckpt")
+    before.best_model_path, before.best_model_score = best, torch.tensor(0.535)
+    before.best_k_models, before.kth_best_model_path, before.kth_value = {best: torch.tensor(0.535)}, best, torch.tensor(0.535)
+    state = before.state_dict()
+    after.load_state_dict(state)
+    here = str(new / "best-epoch0.ckpt")
+    assert (after.best_model_path, float(after.best_model_score)) == (here, pytest.approx(0.535))
+    assert list(after.best_k_models) == [here] and after.kth_best_model_path == here
+    assert state["best_model_path"] == best  # the checkpoint's own record is not changed
+    # Lightning's callback loses the score in the same situation (what the subclass fixes).
+    plain = ModelCheckpoint(dirpath=new, **kwargs)
+    with pytest.warns(UserWarning, match="dirpath has changed"):
+        plain.load_state_dict(state)
+    assert plain.best_model_score is None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import lightning.pytorch as pl
+import pytest
 import numpy as np
 import torch
 from torch.utils.data import DataLoader
@@ -93,3 +94,44 @@ def test_the_real_trainer_draws_a_new_order_every_epoch():
         expected = BatchSampler(LENGTHS[:200], 16, shuffle=True, bucket=True, seed=7)
         expected.set_epoch(epoch)
         assert batches == list(expected)
+
+
+def _loader(sampler: BatchSampler, workers: int = 0):
+    from negtrain.data.collate import BatchIndices
+    from negtrain.data.resumable import ResumableLoader
+
+    return ResumableLoader(BatchIndices(len(LENGTHS)), batch_sampler=sampler, collate_fn=list, num_workers=workers)
+
+
+def test_a_loaded_position_continues_with_the_next_batch():
+    full = BatchSampler(LENGTHS, 16, shuffle=True, bucket=True, seed=5, num_replicas=2, rank=1)
+    full.set_epoch(3)
+    expected = [list(b) for b in full]
+    resumed = BatchSampler(LENGTHS, 16, shuffle=True, bucket=True, seed=5, num_replicas=2, rank=1)
+    resumed.load_state_dict({"seed": 5, "epoch": 3, "batches_done": 7})
+    assert [list(b) for b in resumed] == expected[7:]
+    # Once: the next pass (the next epoch, or the same one again) is whole.
+    assert [list(b) for b in resumed] == expected
+    with pytest.raises(ValueError, match="seed 6, not 5"):
+        resumed.load_state_dict({"seed": 6, "epoch": 3, "batches_done": 7})
+    with pytest.raises(ValueError, match="100 batches into an epoch of 32 batches"):
+        resumed.load_state_dict({"seed": 5, "epoch": 3, "batches_done": 100})
+
+
+@pytest.mark.parametrize("workers", [0, 2])
+def test_the_loader_counts_batches_handed_out_not_prefetched(workers):
+    """With workers the sampler runs ahead; the position saved is what training received."""
+    sampler = BatchSampler(LENGTHS, 16, shuffle=True, bucket=True, seed=5)
+    sampler.set_epoch(2)
+    loader = _loader(sampler, workers)
+    it = iter(loader)
+    got = [next(it) for _ in range(5)]
+    state = loader.state_dict()
+    assert state == {"seed": 5, "epoch": 2, "batches_done": 5}
+    rest = list(it)
+    resumed = _loader(BatchSampler(LENGTHS, 16, shuffle=True, bucket=True, seed=5), workers)
+    resumed.load_state_dict(state)
+    again = list(resumed)
+    assert [list(b) for b in again] == [list(b) for b in rest]
+    assert resumed.state_dict() == {"seed": 5, "epoch": 2, "batches_done": len(sampler)}
+    assert [list(b) for b in got + rest] == [list(b) for b in sampler]

@@ -154,8 +154,14 @@ def lm_world(tmp_path_factory):
     data = root / "data"
     (data / "AbhilashaRavichander").mkdir(parents=True)
     (data / "AbhilashaRavichander/CondaQA").symlink_to(Path(mirror) / "AbhilashaRavichander/CondaQA")
+    # The NLI benchmarks' mirrored files (symlinked), so the LM families score them too.
+    for owner in ("selenashe", "atticusg", "joey234", "mosharafhossain"):
+        if (Path(mirror) / owner).is_dir():
+            (data / owner).symlink_to(Path(mirror) / owner)
     write_split(data, "train", easy_rows(12))
     write_split(data, "validation", easy_rows(6, offset=12))
+    write_split(data, "test", easy_rows(6, offset=18))
+    write_mnli_fixture(data)
     return {
         "root": root,
         "data": data,
@@ -171,6 +177,28 @@ def lm_env(lm_world, tmp_path, monkeypatch, one_thread):
     monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("NEGTRAIN_OFFLINE", "1")
     return lm_world
+
+
+MNLI_ROWS = [
+    ("A man is playing a guitar on stage.", "A man is performing music.", 0),
+    ("A man is playing a guitar on stage.", "The man is asleep at home.", 2),
+    ("A man is playing a guitar on stage.", "The man is famous.", 1),
+    ("Two dogs run through a field.", "Animals are outside.", 0),
+    ("Two dogs run through a field.", "No dogs are running.", 2),
+    ("Two dogs run through a field.", "The dogs are chasing a ball.", 1),
+]
+
+
+def write_mnli_fixture(data: Path) -> None:
+    """A few MNLI rows in the Hub schema (nyu-mll/multi_nli), written for the tests."""
+    folder = data / "nyu-mll" / "multi_nli"
+    folder.mkdir(parents=True, exist_ok=True)
+    for split in ("train", "validation_matched", "validation_mismatched"):
+        rows = [
+            {"premise": p, "hypothesis": h, "label": label, "pairID": f"{split}-{i}", "genre": "fiction"}
+            for i, (p, h, label) in enumerate(MNLI_ROWS)
+        ]
+        (folder / f"{split}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 def write_recipe(path: Path, recipe: dict) -> Path:

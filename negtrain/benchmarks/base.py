@@ -78,12 +78,34 @@ class Benchmark(ABC):
     #: ``choices(example)``, ``target_delimiter`` and ``choice_label(prediction, example)``, and
     #: ``labels`` are the choice indices (see :mod:`negtrain.benchmarks.neqa`).
     answer_type: ClassVar[str] = "label"
-    #: The model families that can score this benchmark (``model.family`` names); None: not declared.
-    scoring_families: ClassVar[tuple[str, ...] | None] = None
     #: Names of ``Example.inputs`` as placeholders of a prompt template, e.g. "{premise}".
     input_names: ClassVar[tuple[str, ...]] = ("premise", "hypothesis")
-    #: The input a language-model family builds when the recipe sets no ``model.prompt``.
+    #: The input a language-model family builds when the recipe sets no prompt.
     default_prompt: ClassVar[str | None] = None
+    #: Per family, a default prompt that replaces ``default_prompt`` for that family.
+    family_prompts: ClassVar[Mapping[str, str]] = {}
+    #: Label benchmarks scored by a language model: label -> the text that stands for it.
+    default_verbalizer: ClassVar[Mapping[str, str] | None] = None
+
+    # ---- the scoring matrix: which model family can score this benchmark, and how ---------
+    #: family -> how that family scores this benchmark (shown by ``negtrain evaluate --list``).
+    scoring: ClassVar[Mapping[str, str]] = {}
+    #: family -> why that family cannot score this benchmark. Every family is in exactly one of
+    #: ``scoring`` and ``unsupported`` (a test checks it).
+    unsupported: ClassVar[Mapping[str, str]] = {}
+    #: The splits ``data.eval: all`` and the report card score.
+    eval_splits: ClassVar[tuple[str, ...]] = ("test",)
+
+    def prompt_for(self, family: str) -> str | None:
+        return self.family_prompts.get(family, self.default_prompt)
+
+    def verbalizer(self) -> dict[str, str] | None:
+        return dict(self.default_verbalizer) if self.default_verbalizer is not None else None
+
+    #: Where few-shot examples come from by default: the train split, else the scored split itself
+    #: (never the scored example's contrast group).
+    def default_shots_split(self, split: str) -> str:
+        return "train" if "train" in self.splits else split
 
     #: True when a prediction is any token string (scored against the gold string), not one of ``labels``.
     open_vocabulary: ClassVar[bool] = False
@@ -161,6 +183,39 @@ class Benchmark(ABC):
             raise DataError(
                 f"{where}: label '{label}' is not in {self.name}'s label set {list(self.labels)}"
             ) from None
+
+
+# --------------------------------------------------------------------------------------------
+# NLI benchmarks: one scoring row and one prompt/verbalizer convention for all of them.
+
+#: How each family scores a premise/hypothesis benchmark.
+NLI_SCORING: Mapping[str, str] = {
+    "nli": "classification head (labels matched by name; a 3-way head is coarsened on 2-way data)",
+    "seq2seq": "log-likelihood of each label's verbalizer as the decoder output (encoder run once)",
+    "causal_lm": "log-likelihood of each label's verbalizer as the prompt's continuation (prompt run once)",
+}
+NLI_UNSUPPORTED: Mapping[str, str] = {
+    "mlm": "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)",
+}
+#: Default LM prompts: the pair as a question whose answer is the verbalizer.
+NLI2_PROMPT = '{premise}\nQuestion: Does this imply that "{hypothesis}"? Yes or no?\nAnswer:'
+NLI3_PROMPT = '{premise}\nQuestion: Does this imply that "{hypothesis}"? Yes, no, or maybe?\nAnswer:'
+NLI2_VERBALIZER: Mapping[str, str] = {"entailment": "yes", "not_entailment": "no"}
+NLI3_VERBALIZER: Mapping[str, str] = {"entailment": "yes", "neutral": "maybe", "contradiction": "no"}
+
+
+class NliBenchmark(Benchmark):
+    """A premise/hypothesis benchmark with NLI labels: scored by every family but ``mlm``, with the
+    2-way (yes/no) or 3-way (yes/maybe/no) question prompt and verbalizer for language models."""
+
+    scoring = NLI_SCORING
+    unsupported = NLI_UNSUPPORTED
+
+    def prompt_for(self, family: str) -> str | None:
+        return self.family_prompts.get(family, NLI2_PROMPT if len(self.labels) == 2 else NLI3_PROMPT)
+
+    def verbalizer(self) -> dict[str, str]:
+        return dict(NLI2_VERBALIZER if len(self.labels) == 2 else NLI3_VERBALIZER)
 
 
 # --------------------------------------------------------------------------------------------

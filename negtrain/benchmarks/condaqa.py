@@ -51,6 +51,17 @@ class Condaqa(Benchmark):
     # literal two characters backslash-n (UnifiedQA's separator), passage first as in CondaQA's
     # UnifiedQA baselines.
     default_prompt = "{passage} \\n {question}"
+    # A decoder-only model is asked for the answer after "Answer:"; generation stops at the first
+    # newline or EOS (or model.max_new_tokens), so it does not run on into another question.
+    family_prompts = {"causal_lm": "{passage}\nQuestion: {question}\nAnswer:"}
+    scoring = {
+        "seq2seq": "greedy generation, compared with the gold answer (lower-cased, stripped)",
+        "causal_lm": "greedy generation stopped at a newline or EOS (max_new_tokens cap), compared with the gold answer",
+    }
+    unsupported = {
+        "nli": "free-text answers: a classification head cannot produce them",
+        "mlm": "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)",
+    }
     citation = (
         "Ravichander, Gardner, Marasović (2022). CONDAQA: A Contrastive Reading Comprehension "
         "Dataset for Reasoning about Negation. EMNLP 2022."

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from negtrain.errors import DataError
+from negtrain.hub_access import check_hub_dataset
 
 DEFAULT_DOWNLOAD_URL = "https://raw.githubusercontent.com"
 
@@ -82,6 +83,9 @@ class HubSplit:
         return f"Hub dataset {self.dataset} (split {self.split}{config})"
 
     def download(self, target: Path) -> None:
+        problem = check_hub_dataset()
+        if problem:  # one clear reason now, not a minute of retries first
+            raise OSError(problem)
         from datasets import load_dataset  # heavy; only needed on this path
 
         try:

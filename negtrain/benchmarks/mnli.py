@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
 from negtrain.metrics.declared import count, score
 
@@ -25,11 +25,12 @@ DATASET = "nyu-mll/multi_nli"
 HUB_LABELS = ("entailment", "neutral", "contradiction")
 
 
-class Mnli(Benchmark):
+class Mnli(NliBenchmark):
     name = "mnli"
     splits = ("train", "validation_matched", "validation_mismatched")
     labels = nli.NLI3
     reported_metrics = (score("accuracy"), count("n"))
+    eval_splits = ("validation_matched", "validation_mismatched")  # MNLI's test labels are not public
     citation = (
         "Williams, Nangia, Bowman (2018). A Broad-Coverage Challenge Corpus for Sentence "
         "Understanding through Inference. NAACL 2018."

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, score
 
@@ -21,7 +21,7 @@ REPO = "atticusg/MoNLI"
 FILES = {"train": "nmonli_train.jsonl", "test": "nmonli_test.jsonl", "pmonli": "pmonli.jsonl"}
 
 
-class Monli(Benchmark):
+class Monli(NliBenchmark):
     name = "monli"
     splits = tuple(FILES)
     labels = nli.NLI2

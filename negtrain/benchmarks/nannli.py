@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, score, scores
 
@@ -53,7 +53,7 @@ OPERATIONS = (
 F1_ORDER = ("entailment", "contradiction", "neutral")
 
 
-class NanNli(Benchmark):
+class NanNli(NliBenchmark):
     name = "nannli"
     splits = ("test",)
     labels = nli.NLI3

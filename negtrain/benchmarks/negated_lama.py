@@ -44,8 +44,11 @@ from typing import ClassVar
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.benchmarks.files import RemoteFile
-from negtrain.metrics.cloze import LOWER_IS_BETTER, NegatedLamaMetric
 from negtrain.metrics.declared import count, score
+
+#: The negated-LAMA scores where lower is better (NegatedLamaMetric reports them; the declaration
+#: lives here so that listing benchmarks does not import torch).
+LOWER_IS_BETTER = ("negated_top1_error", "rank_correlation", "top1_overlap", "mispriming_rate", "misprime_top1_rate")
 
 REPO = "norakassner/LAMA_primed_negated"
 SOURCES = ("ConceptNet", "GoogleRE", "SQUAD", "TREx")
@@ -104,7 +107,14 @@ class NegatedLama(Benchmark):
     labels = ()  # open vocabulary: the label is the object string
     open_vocabulary = True
     answer_type = "cloze"
-    scoring_families = ("mlm", "causal_lm")
+    scoring = {
+        "mlm": "top-1 token at the [MASK] of the affirmative, negated and misprimed cloze",
+        "causal_lm": "next token after the text before the blank, for probes whose blank ends the sentence (the rest: n_skipped)",
+    }
+    unsupported = {
+        "nli": "cloze probes with open-vocabulary answers, not premise/hypothesis pairs",
+        "seq2seq": "a blank mid-sentence needs a masked LM, and T5's sentinel infilling is not the probe's definition",
+    }
     input_names = INPUTS
     reported_metrics = (
         score("affirmative_top1_accuracy"),
@@ -148,7 +158,9 @@ class NegatedLama(Benchmark):
                 )
         return examples
 
-    def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None) -> NegatedLamaMetric:
+    def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None):
+        from negtrain.metrics.cloze import NegatedLamaMetric  # torch: imported when scoring, not when listing
+
         return NegatedLamaMetric.for_examples(examples, predicted_labels or ())
 
     def scorer(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None):

@@ -81,6 +81,12 @@ class NegatedProbes(Benchmark):
     #: Predictions are free token strings, not labels of a closed set.
     open_vocabulary = True
     prediction_help = "a token string"
+    scoring = {"mlm": "top-1 token at the [MASK] of the affirmative and the negated cloze"}
+    unsupported = {
+        "nli": "cloze probes with open-vocabulary answers, not premise/hypothesis pairs",
+        "seq2seq": "a [MASK] cloze needs a masked language model's prediction at the mask",
+        "causal_lm": "a [MASK] cloze needs a masked language model's prediction at the mask",
+    }
 
     def normalize_prediction(self, value) -> str | None:
         return value.strip() if isinstance(value, str) else None
@@ -116,7 +122,8 @@ class NegatedProbes(Benchmark):
         lookup = {token: i for i, token in enumerate(space)}
         from negtrain.metrics.probes import ProbeMetric  # torch: imported when scoring, not when listing
 
-        return ProbeMetric([lookup.get(e.label, -2) for e in examples], [e.subset == NEGATED for e in examples])
+        return ProbeMetric([lookup.get(e.label, -2) for e in examples], [e.subset == NEGATED for e in examples],
+                           groups=[e.group for e in examples])  # a probe's two sentences: one bootstrap unit
 
     def scorer(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None) -> ProbeMetric:
         # Any token space is valid here: the vocabulary of whichever model made the predictions.

@@ -32,7 +32,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
 from negtrain.metrics.declared import count, scores
@@ -47,7 +47,7 @@ GROUPS = 500
 SPLITS = {"all": (0.0, 1.0), "train": (0.0, 0.7), "test": (0.7, 1.0), "train85": (0.0, 0.85), "val15": (0.85, 1.0)}
 
 
-class _Negnli(Benchmark):
+class _Negnli(NliBenchmark):
     source: str  # upstream file stem: RTE, SNLI or MNLI
     splits = tuple(SPLITS)
     reported_metrics = (*scores(["accuracy", *(f"accuracy/{t}" for t in PAIR_TYPES), "consistency"]), count("groups_scored"), count("n"))

@@ -36,7 +36,6 @@ from typing import Any
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, score
-from negtrain.metrics.multiple_choice import MultipleChoiceMetric
 
 REPO = "yuhui-zh15/NeQA"
 PATH = "data_pipeline/neqa.jsonl"
@@ -51,7 +50,14 @@ class Neqa(Benchmark):
     splits = ("test",)
     labels = ("0", "1")  # the index of the chosen answer
     answer_type = "choice"
-    scoring_families = ("causal_lm", "seq2seq")
+    scoring = {
+        "seq2seq": "each choice's summed log-likelihood as the decoder output for the question (acc, and acc_norm per character)",
+        "causal_lm": "each choice's summed log-likelihood as the question's continuation (acc, and acc_norm per character)",
+    }
+    unsupported = {
+        "nli": "two-way multiple choice scored by likelihoods, not premise/hypothesis pairs",
+        "mlm": "the mlm family scores only the [MASK] cloze probes (negated_probes, negated_lama)",
+    }
     input_names = ("question",)
     #: What separates the context from a choice when it is scored (lm-eval's target_delimiter).
     target_delimiter = " "
@@ -106,7 +112,9 @@ class Neqa(Benchmark):
 
     # -- metric and predictions files ---------------------------------------------------------
 
-    def metric(self, examples: Sequence[Example]) -> MultipleChoiceMetric:
+    def metric(self, examples: Sequence[Example]):
+        from negtrain.metrics.multiple_choice import MultipleChoiceMetric  # torch: imported when scoring, not when listing
+
         return MultipleChoiceMetric([int(e.label) for e in examples], [e.meta["tags"] for e in examples])
 
     def normalize_prediction(self, value: Any) -> str | None:

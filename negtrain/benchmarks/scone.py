@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
 from negtrain.metrics.declared import count, scores
@@ -47,7 +47,7 @@ def _check_complete(split: str, rows: dict[str, int], paths: dict) -> None:
         )
 
 
-class Scone(Benchmark):
+class Scone(NliBenchmark):
     name = "scone"
     splits = ("train", "test")
     labels = nli.NLI2

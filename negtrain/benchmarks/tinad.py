@@ -50,6 +50,15 @@ class Tinad(Benchmark):
     )
     input_names = ("sentence",)
     default_prompt = "Is the following statement True or False? {sentence}"
+    default_verbalizer = {"True": "True", "False": "False"}
+    scoring = {
+        "seq2seq": "log-likelihood of the verbalizers True / False as the decoder output",
+        "causal_lm": "log-likelihood of the verbalizers True / False as the prompt's continuation",
+    }
+    unsupported = {
+        "nli": "single sentences judged True/False, not premise/hypothesis pairs",
+        "mlm": "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)",
+    }
     citation = (
         "García-Ferrero, Altuna, Álvez, Gonzalez-Dios, Rigau (2023). This is not a Dataset: A Large "
         "Negation Benchmark to Challenge Large Language Models. EMNLP 2023."

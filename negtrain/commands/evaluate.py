@@ -1,4 +1,5 @@
-"""``evaluate``: score a predictions file from any system on a benchmark split, or list benchmarks."""
+"""``evaluate``: score a predictions file from any system on a benchmark split, list the benchmarks
+and the scoring matrix, or (``--model``) write a model's negation report card (negtrain.card)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,35 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--predictions", type=Path, help='JSONL, one {"id": ..., "prediction": "<label>"} per line')
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--allow-missing", action="store_true", help="score only the predicted examples (the output says so)")
-    p.add_argument("--list", action="store_true", help="list the benchmarks, their splits, labels and metric names")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+                   help="bootstrap resamples for each metric's 95%% CI (0: none; default 1000)")
+    p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap draws (default 0)")
+    p.add_argument("--list", action="store_true", help="list the scoring matrix and the benchmarks, their splits, labels and metric names")
+    card = p.add_argument_group("report card (any model, no recipe): --model NAME --family F")
+    card.add_argument("--model", help="a Hub id, local folder, pkg:<package>/<dir>, or a negtrain run directory / .ckpt")
+    card.add_argument("--family", choices=("nli", "seq2seq", "causal_lm", "mlm"), help="the model family (a run directory brings its own)")
+    card.add_argument("--adapter", help="a trained peft adapter folder to load onto --model")
+    card.add_argument("--benchmarks", default="all", help="'all' (default: every benchmark the family can score) or a,b,c")
+    card.add_argument("--shots", type=int, default=0, help="few-shot examples per prompt (seq2seq / causal_lm)")
+    card.add_argument("--out", type=Path, help="the card's directory (default: cards/<model>-<family>-<time>)")
+    card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    if args.model is not None:
+        from negtrain.card import make_card
+
+        if args.predictions is not None or args.list:
+            raise NegtrainError("--model makes a report card; it does not combine with --predictions or --list")
+        if args.shots < 0:
+            raise NegtrainError(f"--shots must be >= 0, got {args.shots}")
+        make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        return 0
+    card_only = [f"--{n}" for n in ("family", "adapter", "out") if getattr(args, n) is not None]
+    card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
+    card_only += ["--benchmarks"] if args.benchmarks != "all" else []
+    if card_only:
+        raise NegtrainError(f"{', '.join(card_only)} go with --model (a report card)")
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
     if args.list:
@@ -29,16 +55,20 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError(f"evaluate needs {', '.join(absent)} (or --list)")
     from negtrain.evaluation import format_scored, score_file
 
-    scored = score_file(args.benchmark, args.split, args.predictions, allow_missing=args.allow_missing)
+    if args.bootstrap < 0 or not 0 <= args.bootstrap_seed <= 2**32 - 1:
+        raise NegtrainError("--bootstrap must be >= 0 and --bootstrap-seed between 0 and 2**32-1")
+    scored = score_file(args.benchmark, args.split, args.predictions, allow_missing=args.allow_missing,
+                        bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
     print(json.dumps(scored.as_json()) if args.json else format_scored(scored))
     return 0
 
 
 def listing() -> list[dict]:
+    from negtrain.benchmarks.matrix import matrix
     from negtrain.benchmarks.registry import BENCHMARKS
 
     out = []
-    for name, cls in BENCHMARKS.items():
+    for (name, cls), scoring in zip(BENCHMARKS.items(), matrix()):
         spaces = cls.prediction_spaces or (tuple(cls.labels),)
         out.append(
             {
@@ -49,15 +79,31 @@ def listing() -> list[dict]:
                 "metrics": [d.name for d in cls.reported_metrics],
                 "lower_is_better": [d.name for d in cls.reported_metrics if not d.higher_is_better],
                 "counts": [d.name for d in cls.reported_metrics if d.kind == "count"],
-                **({"families": list(cls.scoring_families)} if cls.scoring_families else {}),
+                "eval_splits": scoring["eval_splits"],
+                "families": scoring["families"],
+                "prompts": scoring["prompts"],
+                "verbalizer": scoring["verbalizer"],
             }
         )
     return out
 
 
+def format_matrix(rows: list[dict]) -> str:
+    """The scoring matrix as a table: benchmarks x families, 'yes' or '-' (reasons below it)."""
+    families = list(rows[0]["families"]) if rows else []
+    width = max(len(r["benchmark"]) for r in rows)
+    lines = ["scoring matrix (yes: the family scores the benchmark; `all` uses the eval splits)", ""]
+    lines.append(f"  {'benchmark':<{width}}  " + "  ".join(f"{f:<9}" for f in families) + "  eval splits")
+    for r in rows:
+        cells = "  ".join(f"{'yes' if r['families'][f]['supported'] else '-':<9}" for f in families)
+        lines.append(f"  {r['benchmark']:<{width}}  {cells}  {', '.join(r['eval_splits'])}")
+    return "\n".join(lines)
+
+
 def format_listing() -> str:
-    lines = []
-    for b in listing():
+    rows = listing()
+    lines = [format_matrix(rows), ""]
+    for b in rows:
         lines.append(f"{b['benchmark']}")
         lines.append(f"  splits:  {', '.join(b['splits'])}")
         lines.append(f"  labels:  {', '.join(b['labels']) or '(open vocabulary: predictions are token strings)'}")
@@ -66,6 +112,10 @@ def format_listing() -> str:
         lines.append(f"  metrics: {', '.join(b['metrics']) or '(see the benchmark module)'}")
         if b["lower_is_better"]:
             lines.append(f"  lower is better: {', '.join(b['lower_is_better'])}")
-        if b.get("families"):
-            lines.append(f"  scored by: {', '.join(b['families'])}")
+        for family, cell in b["families"].items():
+            lines.append(f"  {family + ':':<10} {cell['how'] if cell['supported'] else 'unsupported: ' + cell['how']}")
+        for family, prompt in b["prompts"].items():
+            lines.append(f"  {family} prompt: {prompt!r}")
+        if b["verbalizer"]:
+            lines.append("  verbalizer: " + ", ".join(f"{k} -> {v!r}" for k, v in b["verbalizer"].items()))
     return "\n".join(lines)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", type=Path, action="append", required=True,
-                   help="a run directory; give --run twice to overlay a second run for comparison")
+                   help="a run directory, or the parent directory of `fit --seeds` (mean and std across seeds); "
+                   "give --run twice to overlay a second run for comparison")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -20,5 +21,5 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if len(args.run) > 2:
         raise NegtrainError("report compares at most two runs (--run DIR [--run DIR2])")
     out = report(args.run[0], args.run[1] if len(args.run) > 1 else None)
-    print(f"report written to {out}: metrics.png, loss.png, summary.md")
+    print(f"report written to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
     return 0

@@ -10,6 +10,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--recipe", required=True, help="a recipe with a sweep: section, by name or path")
     p.add_argument("--out", type=Path, default=None, help="where to write the sweep YAML (default: checkpoints/sweeps/<recipe>.yaml)")
     p.add_argument("--no-create", action="store_true", help="only write the configuration, even when W&B is online")
+    p.add_argument("--local", type=int, default=None, metavar="N",
+                   help="run N trials here, one after another, without W&B, and write a leaderboard")
+    p.add_argument("--seed", type=int, default=None, help="--local: the seed trials are drawn from (default: the recipe's seed)")
+    p.add_argument("--output-dir", type=Path, default=None,
+                   help="--local: the parent directory of the trials (default: checkpoints/sweeps/<recipe>-local-<timestamp>)")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -23,6 +28,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.sweeps import agent_command, sweep_config
     from negtrain.training.tracking import wandb_mode
 
+    if args.local is None and (args.seed is not None or args.output_dir is not None):
+        raise NegtrainError("--seed and --output-dir go with --local N (a W&B sweep draws its own trials)")
+    if args.local is not None and args.local < 1:
+        raise NegtrainError(f"--local {args.local}: give the number of trials, at least 1")
     overrides = parse_overrides(extra)
     loaded = load_recipe(args.recipe, overrides)
     out = args.out or Path("checkpoints") / "sweeps" / f"{loaded.name}.yaml"
@@ -30,7 +39,16 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError(f"--out {out}: is a directory; name the YAML file to write")
     check_output_dir(out.parent, "--out")  # before the data is read for the metric names
     raw = apply_overrides(load_yaml(loaded.path), overrides)
-    config = sweep_config(loaded, args.recipe, extra, raw=raw)
+    config = sweep_config(loaded, args.recipe, extra, raw=raw)  # validates every swept value and the metric
+    if args.local is not None:
+        from negtrain.local_sweep import run_local_sweep
+        from negtrain.sweeps import SweepMetric
+        from negtrain.training.run import quiet_third_party_logs
+
+        quiet_third_party_logs()
+        metric = SweepMetric(config["metric"]["name"], config["metric"]["goal"])
+        run_local_sweep(loaded, args.recipe, extra, overrides, metric, args.local, seed=args.seed, parent=args.output_dir)
+        return 0
     write_text(out, yaml.safe_dump(config, sort_keys=False))
     print(f"sweep configuration: {out}")
     print(f"  method {config['method']}, metric {config['metric']['name']} ({config['metric']['goal']}), "

@@ -17,6 +17,11 @@ def add_fit_arguments(p: argparse.ArgumentParser) -> None:
         "--resume", type=Path, default=None, metavar="RUN_DIR",
         help="continue a killed run from its newest complete checkpoint, with the run's own recipe.yaml",
     )
+    p.add_argument(
+        "--seeds", default=None, metavar="N,N,...",
+        help="train the recipe once per seed, in sequence, each run in <output-dir>/seed<N>; "
+        "`report --run <output-dir>` then gives the mean and std across seeds",
+    )
 
 
 def add_eval_arguments(p: argparse.ArgumentParser) -> None:
@@ -55,9 +60,21 @@ def check_benchmarks(loaded) -> None:
 
 
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
+    from negtrain.errors import Preempted
+
+    try:
+        return _run_fit(args, extra)
+    except Preempted as stopped:
+        # Not a success: a scheduler must not record a preempted run as finished.
+        return stopped.exit_code
+
+
+def _run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.errors import NegtrainError
 
     if args.resume is not None:
+        if args.seeds is not None:
+            raise NegtrainError("fit --resume continues one run; resume a seed run with fit --resume <parent>/seed<N>")
         if args.recipe is not None or args.output_dir is not None or extra:
             given = " ".join([*(["--recipe"] if args.recipe else []), *(["--output-dir"] if args.output_dir else []), *extra])
             raise NegtrainError(f"fit --resume takes the run's own recipe.yaml and directory; drop {given}")
@@ -69,7 +86,13 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     if args.recipe is None:
         raise NegtrainError("fit needs --recipe NAME_OR_PATH (or --resume RUN_DIR)")
     argv = getattr(args, "argv", None)
-    loaded = _loaded(args, extra)
+    loaded = _loaded(args, extra)  # recipe mistakes are answered before torch is imported
+    if args.seeds is not None:
+        from negtrain.recipes import parse_overrides
+        from negtrain.seeds import fit_seeds, parse_seeds
+
+        fit_seeds(args.recipe, parse_overrides(extra), parse_seeds(args.seeds), args.output_dir, argv)
+        return 0
     from negtrain.training.run import fit
 
     fit(loaded, args.output_dir, command=["python", "-m", "negtrain", *argv] if argv else None)

@@ -14,6 +14,7 @@ from negtrain.config import DataConfig
 from negtrain.data.collate import BatchIndices, PadCollator
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
+from negtrain.data.resumable import ResumableLoader
 from negtrain.data.sampler import BatchSampler
 from negtrain.errors import DataError
 
@@ -28,6 +29,8 @@ class EvalSet:
     encoded: EncodedSplit
     #: The label space prediction ids index (one of the benchmark's ``spaces()``); None: its labels.
     predicted_labels: tuple[str, ...] | None = None
+    #: Few-shot prompts: per example, the ids of the solved examples shown before it.
+    shot_ids: list[list[str]] | None = None
 
     def __post_init__(self) -> None:
         if self.predicted_labels is None:
@@ -97,7 +100,9 @@ class NegtrainData(pl.LightningDataModule):
         else:
             # Every example once per epoch: exactly the unmixed sampler.
             sampler = BatchSampler(encoded.lengths, batch_size, **common)
-        return DataLoader(
+        # Training: the loader's position in the epoch goes into checkpoints (mid-epoch resume).
+        loader_class = ResumableLoader if shuffle else DataLoader
+        return loader_class(
             BatchIndices(len(encoded)),
             batch_sampler=sampler,
             collate_fn=PadCollator(encoded, self.pad_id, extras, pad_left=self.pad_left),

@@ -5,6 +5,11 @@ dealt out to the ranks, so under DDP each rank gets disjoint whole batches and e
 the same number of times. With ``bucket`` on, examples are sorted by length inside pools of
 ``pool_batches`` batches, so a batch holds examples of similar length and padding stays small,
 while the order of batches is still shuffled.
+
+The sampler's position (its epoch and how many of that epoch's batches were trained on) is part
+of a training checkpoint (:meth:`BatchSampler.state_dict`, through
+:class:`negtrain.data.resumable.ResumableLoader`), so a run resumed from a mid-epoch checkpoint
+continues with the very next batch.
 """
 
 from __future__ import annotations
@@ -51,6 +56,10 @@ class BatchSampler(Sampler[list[int]]):
         self.rank = rank
         self.pool_batches = pool_batches
         self.epoch = 0
+        #: Batches of ``epoch`` this rank has handed to training (kept by the loader that consumes
+        #: them; the sampler itself can run ahead of training when dataloader workers prefetch).
+        self.batches_done = 0
+        self._resume_at = 0  # batches the next pass skips: set by load_state_dict, used once
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
@@ -83,7 +92,27 @@ class BatchSampler(Sampler[list[int]]):
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
 
+    def state_dict(self) -> dict[str, int]:
+        """Where training stands in the batch order: the seed, the epoch and this rank's batches done."""
+        return {"seed": self.seed, "epoch": self.epoch, "batches_done": self.batches_done}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """Continue after ``state["batches_done"]`` batches of ``state["epoch"]`` (on the next pass)."""
+        if state.get("seed") != self.seed:
+            raise ValueError(f"the checkpoint's batch order was drawn with seed {state.get('seed')}, not {self.seed}")
+        done = int(state["batches_done"])
+        if not 0 <= done <= len(self):
+            raise ValueError(f"the checkpoint is {done} batches into an epoch of {len(self)} batches")
+        self.epoch = int(state["epoch"])
+        self.batches_done = self._resume_at = done
+
+    @property
+    def resume_at(self) -> int:
+        """Batches the next pass skips: non-zero only for the first pass after a mid-epoch resume."""
+        return self._resume_at
+
     def __iter__(self) -> Iterator[SampledBatch]:
+        skip, self._resume_at = self._resume_at, 0
         batches = self.global_batches()
         if self.num_replicas > 1 and batches:
             # Pad with batches from the start so every rank steps equally often; evaluation
@@ -92,7 +121,7 @@ class BatchSampler(Sampler[list[int]]):
             # Cyclically: with fewer batches than ranks a single pass would not go round.
             batches = batches + [batches[i % len(batches)] for i in range(extra)]
             batches = batches[self.rank :: self.num_replicas]
-        for batch in batches:
+        for batch in batches[skip:]:
             yield SampledBatch(batch.tolist(), self.epoch)
 
     def __len__(self) -> int:

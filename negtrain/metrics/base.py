@@ -4,17 +4,25 @@ The state is the list of (example index, prediction id) pairs seen so far. Under
 gathers the lists from every rank before ``compute``, so a contrast set whose members were
 evaluated on different ranks is scored whole. Duplicates (a distributed sampler pads the last
 batch by repeating examples) collapse onto one slot, so padding never counts twice.
+
+A metric is defined in two steps, so that its uncertainty comes from the same definition as its
+value (see :mod:`negtrain.metrics.uncertainty`): ``unit_table`` sums per-example outcomes within
+each independent unit of the benchmark (``resampling_unit``), and ``from_totals`` computes the
+metrics from those sums. ``score`` is the two applied to every unit once; the bootstrap applies
+``from_totals`` to resampled units.
 """
 
 from __future__ import annotations
 
-from abc import abstractmethod
+from collections.abc import Mapping
 from typing import ClassVar
 
 import numpy as np
 import torch
 from torchmetrics import Metric
 from torchmetrics.utilities import dim_zero_cat
+
+from negtrain.metrics.uncertainty import Mean, UnitTable, point_values
 
 MISSING = -1
 
@@ -25,7 +33,8 @@ def ratio(num: float, den: float) -> float:
 
 
 class ExampleMetric(Metric):
-    """Scores a whole split from per-example predictions; subclasses define ``score``."""
+    """Scores a whole split from per-example predictions; subclasses define ``unit_table`` and
+    ``from_totals`` (or, without uncertainty, ``score`` alone)."""
 
     full_state_update: ClassVar[bool] = False
     # Which way each reported name is better, and which names are counts, is declared by the
@@ -33,6 +42,9 @@ class ExampleMetric(Metric):
     #: A remark on how the predictions are scored (e.g. only a binary view of a 3-way benchmark),
     #: shown next to the numbers wherever they are reported.
     note: str | None = None
+    #: What one independent unit of the benchmark is (the bootstrap resamples these): "example"
+    #: unless examples come in groups that are scored together (contrast sets).
+    resampling_unit: ClassVar[str] = "example"
 
     def __init__(self, num_examples: int, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -41,6 +53,9 @@ class ExampleMetric(Metric):
         self.add_state("predictions", default=[], dist_reduce_fx="cat")
         #: Predictions of the last ``compute`` over all ranks, MISSING where none was made.
         self.last_predictions: np.ndarray | None = None
+        #: The full per-example state the last ``compute`` scored (after the DDP sync): what the
+        #: bootstrap resamples.
+        self.last_outcomes: np.ndarray | None = None
 
     def update(self, indices: torch.Tensor, predictions: torch.Tensor) -> None:
         self.indices.append(indices.detach().to(torch.long).flatten())
@@ -54,8 +69,27 @@ class ExampleMetric(Metric):
             idx = dim_zero_cat(self.indices).cpu().numpy()
             full[idx] = dim_zero_cat(self.predictions).cpu().numpy()
         self.last_predictions = full
+        self.last_outcomes = full
         return {k: torch.tensor(float(v), dtype=torch.float64) for k, v in self.score(full).items()}
 
-    @abstractmethod
     def score(self, predictions: np.ndarray) -> dict[str, float]:
-        """Metric values from the full prediction array (MISSING where not predicted)."""
+        """Metric values from the full prediction array (MISSING where not predicted).
+
+        A metric may override this alone; it is then scored as before but gets no uncertainty
+        (see :attr:`supports_uncertainty`)."""
+        return point_values(self.from_totals(self.unit_table(predictions).totals()))
+
+    def unit_table(self, predictions: np.ndarray) -> UnitTable:
+        """Per independent unit, the sums ``from_totals`` needs."""
+        raise NotImplementedError(f"{type(self).__name__} defines no unit_table: it cannot be bootstrapped")
+
+    def from_totals(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
+        """The metrics from column totals (scalars, or arrays over bootstrap resamples)."""
+        raise NotImplementedError(f"{type(self).__name__} defines no from_totals: it cannot be bootstrapped")
+
+    @property
+    def supports_uncertainty(self) -> bool:
+        """Whether the metric is defined through ``unit_table`` and ``from_totals`` (every
+        benchmark here is); one that only overrides ``score`` gets no stderr or interval."""
+        cls = type(self)
+        return cls.unit_table is not ExampleMetric.unit_table and cls.from_totals is not ExampleMetric.from_totals

@@ -60,10 +60,6 @@ NOT_IN_SPACE = -2  # the gold object (or prime) has no id in the prediction spac
 AFF, NEG, MIS, RHO = range(4)
 
 
-#: The reported scores for which lower is better (the benchmark declares them).
-LOWER_IS_BETTER = ("negated_top1_error", "rank_correlation", "top1_overlap", "mispriming_rate", "misprime_top1_rate")
-
-
 class NegatedLamaMetric(ExampleMetric):
 
     def __init__(

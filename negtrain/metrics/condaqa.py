@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from negtrain.metrics.base import MISSING, ExampleMetric, ratio
+from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 
 
 class CondaqaMetric(ExampleMetric):
@@ -26,6 +27,9 @@ class CondaqaMetric(ExampleMetric):
       where the answer on the original passage *and* the answer on that edit are both right.
     """
 
+    #: The bootstrap resamples question groups: the four passage versions of a question together.
+    resampling_unit = "question group"
+
     def __init__(self, edits: Sequence[int], groups: Sequence[str], edit_names: Sequence[str], **kwargs) -> None:
         super().__init__(num_examples=len(edits), **kwargs)
         self.edit_names = tuple(edit_names)  # by PassageEditID; the first is the original passage
@@ -42,19 +46,31 @@ class CondaqaMetric(ExampleMetric):
             count[g, e] += 1
         self.complete = (count == 1).all(axis=1)
 
-    def score(self, predictions: np.ndarray) -> dict[str, float]:
+    def unit_table(self, predictions: np.ndarray) -> UnitTable:
         seen = predictions != MISSING
         right = (predictions == 1) & seen
-        out = {"accuracy": ratio(right.sum(), seen.sum())}
+        columns = {"seen": seen, "right": right}
         for e, name in enumerate(self.edit_names):
             member = self.edits == e
-            out[f"accuracy/{name}"] = ratio((right & member).sum(), (seen & member).sum())
-        full = self.members[self.complete]
-        scored = full[seen[full].all(axis=1)]
-        ok = right[scored]  # (groups, 4)
-        out["consistency"] = ratio(ok.all(axis=1).sum(), len(scored))
+            columns[f"seen/{name}"] = seen & member
+            columns[f"right/{name}"] = right & member
+        n_groups = len(self.members)
+        # A group is scored when it is complete and all four versions were predicted.
+        members = np.where(self.complete[:, None], self.members, 0)
+        scored = self.complete & seen[members].all(axis=1)
+        ok = right[members] & scored[:, None]  # (groups, 4)
+        per_unit = {"groups_scored": scored, "groups_right": ok.all(axis=1)}
         for e, name in enumerate(self.edit_names[1:], start=1):
-            out[f"consistency/{name}"] = ratio((ok[:, 0] & ok[:, e]).sum(), len(scored))
-        out["groups_scored"] = float(len(scored))
-        out["n"] = float(seen.sum())
+            per_unit[f"groups_right/{name}"] = ok[:, 0] & ok[:, e]
+        return unit_table(self.resampling_unit, self.group_codes, n_groups, columns, per_unit)
+
+    def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
+        out: dict[str, np.ndarray | Mean] = {"accuracy": Mean(t["right"], t["seen"])}
+        for name in self.edit_names:
+            out[f"accuracy/{name}"] = Mean(t[f"right/{name}"], t[f"seen/{name}"])
+        out["consistency"] = Mean(t["groups_right"], t["groups_scored"])
+        for name in self.edit_names[1:]:
+            out[f"consistency/{name}"] = Mean(t[f"groups_right/{name}"], t["groups_scored"])
+        out["groups_scored"] = t["groups_scored"]
+        out["n"] = t["seen"]
         return out

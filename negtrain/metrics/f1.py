@@ -1,31 +1,42 @@
-"""Per-class and support-weighted F1, as scikit-learn's ``classification_report`` computes them."""
+"""Per-class and support-weighted F1, as scikit-learn's ``classification_report`` computes them,
+from confusion counts (so a bootstrap recomputes F1 from resampled counts, never averages it)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 
-def class_f1(gold: np.ndarray, pred: np.ndarray, num_classes: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per-class F1 and support (gold count) over aligned arrays of class ids.
+def confusion_columns(gold: np.ndarray, pred: np.ndarray, seen: np.ndarray, num_classes: int, prefix: str) -> dict[str, np.ndarray]:
+    """Per-example indicators ``<prefix>/<g>/<p>``: seen, gold class g, predicted class p."""
+    return {
+        f"{prefix}/{g}/{p}": seen & (gold == g) & (pred == p)
+        for g in range(num_classes)
+        for p in range(num_classes)
+    }
+
+
+def confusion_from_totals(totals, num_classes: int, prefix: str) -> np.ndarray:
+    """The (..., gold, pred) confusion matrix from totals of :func:`confusion_columns`."""
+    rows = [[np.asarray(totals[f"{prefix}/{g}/{p}"], dtype=np.float64) for p in range(num_classes)] for g in range(num_classes)]
+    return np.stack([np.stack(r, axis=-1) for r in rows], axis=-2)
+
+
+def class_f1(confusion: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-class F1 and support (gold count) from a (..., gold, pred) confusion matrix.
 
     F1 = 2·TP / (2·TP + FP + FN): 0 when a class is never predicted right, NaN when the class
-    occurs neither in ``gold`` nor in ``pred`` (scikit-learn leaves such a class out).
+    occurs neither in gold nor in the predictions (scikit-learn leaves such a class out).
     """
-    f1 = np.full(num_classes, np.nan)
-    support = np.zeros(num_classes, dtype=np.int64)
-    for c in range(num_classes):
-        tp = int(((pred == c) & (gold == c)).sum())
-        fp = int(((pred == c) & (gold != c)).sum())
-        fn = int(((pred != c) & (gold == c)).sum())
-        support[c] = tp + fn
-        if 2 * tp + fp + fn:
-            f1[c] = 2 * tp / (2 * tp + fp + fn)
+    tp = np.diagonal(confusion, axis1=-2, axis2=-1)
+    support = confusion.sum(axis=-1)  # per gold class: TP + FN
+    predicted = confusion.sum(axis=-2)  # per predicted class: TP + FP
+    den = support + predicted  # 2·TP + FP + FN
+    f1 = np.where(den > 0, 2 * tp / np.where(den > 0, den, 1.0), np.nan)
     return f1, support
 
 
-def weighted_f1(f1: np.ndarray, support: np.ndarray) -> float:
-    """The support-weighted mean of per-class F1 (scikit-learn's "weighted avg")."""
-    total = support.sum()
-    if not total:
-        return float("nan")
-    return float(np.nansum(np.where(support > 0, f1 * support, 0.0)) / total)
+def weighted_f1(f1: np.ndarray, support: np.ndarray) -> np.ndarray:
+    """The support-weighted mean of per-class F1 (scikit-learn's "weighted avg"); NaN when empty."""
+    total = support.sum(axis=-1)
+    weighted = np.where(support > 0, np.nan_to_num(f1) * support, 0.0).sum(axis=-1)
+    return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), np.nan)

@@ -7,15 +7,20 @@ masked. They are gathered over ranks like every :class:`ExampleMetric` state, th
 - ``mlm_loss``: total cross-entropy / masked tokens (nats per token; lower is better);
 - ``cue_recovery_accuracy``: masked cues whose top-1 prediction is the original token / masked cues;
 - ``n_masked``, ``n_cues``: the pooled counts.
+
+The independent unit for the bootstrap is the held-out line (an example).
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 import torch
 from torchmetrics.utilities import dim_zero_cat
 
 from negtrain.metrics.base import ExampleMetric
+from negtrain.metrics.uncertainty import UnitTable, ratios, unit_table
 
 FIELDS = 4  # loss sum, masked tokens, cues right, cues masked
 
@@ -33,16 +38,22 @@ class HeldOutMLMMetric(ExampleMetric):
             full[dim_zero_cat(self.indices).cpu().numpy()] = dim_zero_cat(self.predictions).cpu().numpy()
         # There is no per-example label prediction to write to a predictions file.
         self.last_predictions = None
+        self.last_outcomes = full
         return {k: torch.tensor(float(v), dtype=torch.float64) for k, v in self.score(full).items()}
 
-    def score(self, values: np.ndarray) -> dict[str, float]:
+    def unit_table(self, values: np.ndarray) -> UnitTable:
         if values.ndim != 2:  # a scoring of "no predictions" (see training.build.metric_names)
             values = np.full((self.num_examples, FIELDS), np.nan)
-        seen = ~np.isnan(values[:, 0])
-        total = values[seen].sum(axis=0) if seen.any() else np.zeros(FIELDS)
+        summed = np.nan_to_num(values)  # an unscored example adds nothing
+        columns = {name: summed[:, k] for k, name in enumerate(("loss", "masked", "cues_right", "cues"))}
+        return unit_table(self.resampling_unit, np.arange(self.num_examples), self.num_examples, columns)
+
+    def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        # Pooled ratios, not means of independent 0/1 items (tokens and cues of one line are not
+        # independent), so their stderr comes from the bootstrap over lines.
         return {
-            "mlm_loss": float(total[0] / total[1]) if total[1] else float("nan"),
-            "cue_recovery_accuracy": float(total[2] / total[3]) if total[3] else float("nan"),
-            "n_masked": float(total[1]),
-            "n_cues": float(total[3]),
+            "mlm_loss": ratios(t["loss"], t["masked"]),
+            "cue_recovery_accuracy": ratios(t["cues_right"], t["cues"]),
+            "n_masked": t["masked"],
+            "n_cues": t["cues"],
         }

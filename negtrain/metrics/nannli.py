@@ -2,18 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from negtrain import labels as nli
-from negtrain.metrics.base import MISSING, ExampleMetric, ratio
-from negtrain.metrics.f1 import class_f1, weighted_f1
+from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.f1 import class_f1, confusion_columns, confusion_from_totals, weighted_f1
+from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 
 
 class NanNliMetric(ExampleMetric):
     """NaN-NLI's metrics (defined in :mod:`negtrain.benchmarks.nannli`). Gold labels are 3-way; predictions are ids in
-    ``predicted_labels``: NLI3 (everything is scored) or NLI2 (the binary view only)."""
+    ``predicted_labels``: NLI3 (everything is scored) or NLI2 (the binary view only). The
+    hypotheses of one premise are one independent unit for the bootstrap."""
+
+    resampling_unit = "premise"
 
     def __init__(
         self,
@@ -47,36 +51,51 @@ class NanNliMetric(ExampleMetric):
         self.gold2 = np.array([nli.NLI2.index(nli.coarsen(nli.NLI3[g])) for g in self.gold], dtype=np.int64)
         self._to2 = np.array([nli.NLI2.index(nli.coarsen(x)) for x in self.predicted_labels], dtype=np.int64)
 
-    def score(self, predictions: np.ndarray) -> dict[str, float]:
+    def unit_table(self, predictions: np.ndarray) -> UnitTable:
         seen = predictions != MISSING
-        out: dict[str, float] = {}
+        safe = np.where(seen, predictions, 0)
+        columns = {"seen": seen}
         if self.three_way:
-            f1, support = class_f1(self.gold[seen], predictions[seen], len(nli.NLI3))
-            out["f1"] = weighted_f1(f1, support)
-            for name in self.f1_order:
-                out[f"f1/{name}"] = float(f1[nli.NLI3.index(name)])
-        pred2 = np.where(seen, self._to2[np.where(seen, predictions, 0)], MISSING)
-        f1, support = class_f1(self.gold2[seen], pred2[seen], len(nli.NLI2))
-        out["binary_f1"] = weighted_f1(f1, support)
-        for i, name in enumerate(nli.NLI2):
-            out[f"binary_f1/{name}"] = float(f1[i])
+            columns.update(confusion_columns(self.gold, safe, seen, len(nli.NLI3), "confusion3"))
+        columns.update(confusion_columns(self.gold2, self._to2[safe], seen, len(nli.NLI2), "confusion2"))
         if self.three_way:
             correct = seen & (predictions == self.gold)
-            out.update(self._strict(seen, correct))
             wrong = seen & ~correct
             for c in self.construction_order:
                 member = self.constructions == c
-                out[f"error_rate/construction/{c}"] = ratio((wrong & member).sum(), (seen & member).sum())
+                columns[f"seen/construction/{c}"] = seen & member
+                columns[f"wrong/construction/{c}"] = wrong & member
             for op, member in self.has_operation.items():
-                out[f"error_rate/operation/{op}"] = ratio((wrong & member).sum(), (seen & member).sum())
-        out["n"] = float(seen.sum())
-        return out
-
-    def _strict(self, seen: np.ndarray, correct: np.ndarray) -> dict[str, float]:
-        """Over premises all of whose hypotheses have a prediction: the fraction all right."""
+                columns[f"seen/operation/{op}"] = seen & member
+                columns[f"wrong/operation/{op}"] = wrong & member
         n = int(self.premises.max()) + 1 if self.premises.size else 0
-        size = np.bincount(self.premises, minlength=n)
-        n_seen = np.bincount(self.premises, weights=seen, minlength=n)
-        n_right = np.bincount(self.premises, weights=correct, minlength=n)
-        eligible = (size > 0) & (n_seen == size)
-        return {"strict": ratio((eligible & (n_right == size)).sum(), eligible.sum()), "groups_scored": float(eligible.sum())}
+        per_unit = None
+        if self.three_way:
+            # strict: over premises all of whose hypotheses have a prediction, the share all right.
+            size = np.bincount(self.premises, minlength=n)
+            n_seen = np.bincount(self.premises, weights=seen, minlength=n)
+            n_right = np.bincount(self.premises, weights=correct, minlength=n)
+            eligible = (size > 0) & (n_seen == size)
+            per_unit = {"groups_scored": eligible, "groups_right": eligible & (n_right == size)}
+        return unit_table(self.resampling_unit, self.premises, n, columns, per_unit)
+
+    def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
+        out: dict[str, np.ndarray | Mean] = {}
+        if self.three_way:
+            f1, support = class_f1(confusion_from_totals(t, len(nli.NLI3), "confusion3"))
+            out["f1"] = weighted_f1(f1, support)
+            for name in self.f1_order:
+                out[f"f1/{name}"] = f1[..., nli.NLI3.index(name)]
+        f1, support = class_f1(confusion_from_totals(t, len(nli.NLI2), "confusion2"))
+        out["binary_f1"] = weighted_f1(f1, support)
+        for i, name in enumerate(nli.NLI2):
+            out[f"binary_f1/{name}"] = f1[..., i]
+        if self.three_way:
+            out["strict"] = Mean(t["groups_right"], t["groups_scored"])
+            out["groups_scored"] = t["groups_scored"]
+            for c in self.construction_order:
+                out[f"error_rate/construction/{c}"] = Mean(t[f"wrong/construction/{c}"], t[f"seen/construction/{c}"])
+            for op in self.has_operation:
+                out[f"error_rate/operation/{op}"] = Mean(t[f"wrong/operation/{op}"], t[f"seen/operation/{op}"])
+        out["n"] = t["seen"]
+        return out

@@ -7,4 +7,7 @@ from negtrain.metrics.grouped import GroupedAccuracy
 
 class NegnliMetric(GroupedAccuracy):
     """NegNLI: ``accuracy``, ``accuracy/<pair type>`` for Tneg-H, T-Hneg and Tneg-Hneg (the paper's
-    tables), and ``consistency``: the fraction of groups whose three rows are all right."""
+    tables), and ``consistency``: the fraction of groups whose three rows are all right. The three
+    rewrites of one original pair are one independent unit for the bootstrap."""
+
+    resampling_unit = "original pair"

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from negtrain.metrics.base import MISSING, ExampleMetric, ratio
+from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 
 ANTONYMY_PATTERNS = frozenset({2, 4})
 # The negation types the authors' scorer breaks accuracy down by, in the paper's order.
 NEGATION_TYPES = ("verbal", "non-verbal", "analytic", "synthetic", "clausal", "subclausal")
+COHERENCE = ("coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation")
 
 
 def reference_label(cell: str, pattern_id: int) -> bool:
@@ -56,7 +58,11 @@ class TinadMetric(ExampleMetric):
     sentence. The authors' scorer crashes on a group lacking a cell; here such a group is left
     out of every coherence score and counted in ``groups_lacking_cell``. ``groups_scored`` is the
     number of groups scored.
+
+    A ``test_id`` group is one independent unit for the bootstrap.
     """
+
+    resampling_unit = "test_id group"
 
     def __init__(
         self,
@@ -81,6 +87,9 @@ class TinadMetric(ExampleMetric):
         for i, g in enumerate(groups):
             order.setdefault(g, []).append(i)
         self.groups = [np.array(m, dtype=np.int64) for m in order.values()]
+        self.unit_codes = np.empty(len(gold), dtype=np.int64)
+        for g, m in enumerate(self.groups):
+            self.unit_codes[m] = g
         # The authors' scorer takes a group's pattern from its first sentence, for all its sentences.
         group_pattern = np.empty(len(gold), dtype=np.int64)
         for m in self.groups:
@@ -92,47 +101,54 @@ class TinadMetric(ExampleMetric):
         self.type_names = [t for t in NEGATION_TYPES if t in found] + sorted(found - set(NEGATION_TYPES))
         self.type_members = {t: np.array([t in {x.strip().lower() for x in ts} for ts in types], dtype=bool) for t in self.type_names}
 
-    def score(self, predictions: np.ndarray) -> dict[str, float]:
+    def unit_table(self, predictions: np.ndarray) -> UnitTable:
         seen = predictions != MISSING
         pred_true = predictions == self.true_id
         right = seen & (pred_true == self.gold)
-        out = {"accuracy": ratio(right.sum(), seen.sum())}
         affirmation = (self.cells == 0) | (self.cells == 2)
-        out["accuracy/affirmation"] = ratio((right & affirmation).sum(), (seen & affirmation).sum())
-        out["accuracy/negation"] = ratio((right & ~affirmation).sum(), (seen & ~affirmation).sum())
+        columns = {
+            "seen": seen, "right": right,
+            "seen/affirmation": seen & affirmation, "right/affirmation": right & affirmation,
+            "seen/negation": seen & ~affirmation, "right/negation": right & ~affirmation,
+        }
         for c, name in enumerate(self.cell_names):
-            member = self.cells == c
-            out[f"accuracy/{name}"] = ratio((right & member).sum(), (seen & member).sum())
+            columns[f"seen/{name}"] = seen & (self.cells == c)
+            columns[f"right/{name}"] = right & (self.cells == c)
         for t in self.type_names:
-            member = self.type_members[t]
-            out[f"accuracy/{t}"] = ratio((right & member).sum(), (seen & member).sum())
+            columns[f"seen/{t}"] = seen & self.type_members[t]
+            columns[f"right/{t}"] = right & self.type_members[t]
 
-        keys = ("coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation")
-        coherent = dict.fromkeys(keys, 0)
-        scored = lacking = 0
-        for members, antonymy in zip(self.groups, self.group_antonymy):
+        n_groups = len(self.groups)
+        per_unit = {k: np.zeros(n_groups, dtype=bool) for k in ("groups_scored", "groups_lacking_cell", *COHERENCE)}
+        for g, (members, antonymy) in enumerate(zip(self.groups, self.group_antonymy)):
             if not seen[members].all():
                 continue
             part = members[self.takes_part[members]]
             cell_preds = [set(pred_true[part[self.cells[part] == c]].tolist()) for c in range(4)]
             if any(not p for p in cell_preds):
-                lacking += 1
+                per_unit["groups_lacking_cell"][g] = True
                 continue
-            scored += 1
+            per_unit["groups_scored"][g] = True
             a, n, da, dn = cell_preds
             agree = [len(p) == 1 for p in cell_preds]
             inp = agree[0] and agree[1] and a != n
             dis = agree[2] and agree[3] and da != dn
             same_or_differ = (lambda x, y: x == y) if antonymy else (lambda x, y: x != y)
             all_right_or_wrong = right[members].all() or not right[members].any()
-            coherent["coherence/input"] += inp
-            coherent["coherence/distractor"] += dis
-            coherent["coherence"] += inp and dis and all_right_or_wrong
-            coherent["coherence/affirmation"] += agree[0] and agree[2] and same_or_differ(a, da)
-            coherent["coherence/negation"] += agree[1] and agree[3] and same_or_differ(n, dn)
-        for k in keys:
-            out[k] = ratio(coherent[k], scored)
-        out["groups_scored"] = float(scored)
-        out["groups_lacking_cell"] = float(lacking)
-        out["n"] = float(seen.sum())
+            per_unit["coherence/input"][g] = inp
+            per_unit["coherence/distractor"][g] = dis
+            per_unit["coherence"][g] = inp and dis and all_right_or_wrong
+            per_unit["coherence/affirmation"][g] = agree[0] and agree[2] and same_or_differ(a, da)
+            per_unit["coherence/negation"][g] = agree[1] and agree[3] and same_or_differ(n, dn)
+        return unit_table(self.resampling_unit, self.unit_codes, n_groups, columns, per_unit)
+
+    def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
+        out: dict[str, np.ndarray | Mean] = {"accuracy": Mean(t["right"], t["seen"])}
+        for name in ("affirmation", "negation", *self.cell_names, *self.type_names):
+            out[f"accuracy/{name}"] = Mean(t[f"right/{name}"], t[f"seen/{name}"])
+        for k in COHERENCE:
+            out[k] = Mean(t[k], t["groups_scored"])
+        out["groups_scored"] = t["groups_scored"]
+        out["groups_lacking_cell"] = t["groups_lacking_cell"]
+        out["n"] = t["seen"]
         return out

@@ -61,6 +61,14 @@ def add_adapter(model, adapter: AdapterConfig, task_type: str):
         model = prepare_model_for_kbit_training(
             model, use_gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False}
         )
+    if adapter.path is not None:
+        from peft import PeftModel
+
+        from negtrain.errors import ConfigError
+
+        if not (Path(adapter.path) / "adapter_config.json").is_file():
+            raise ConfigError(f"adapter.path: {adapter.path} holds no adapter_config.json (a peft adapter folder)")
+        return PeftModel.from_pretrained(model, adapter.path, is_trainable=True)
     config = LoraConfig(
         r=adapter.r,
         lora_alpha=adapter.alpha,

@@ -16,6 +16,7 @@ from torch import nn
 from negtrain.config import ModelConfig
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.uncertainty import Uncertainty
 from negtrain.models.adapters import trainable_state
 
 
@@ -26,6 +27,9 @@ class EvalResult:
     predictions: np.ndarray | None  # per example: a label id (generative: 1 right / 0 wrong), or MISSING; None: nothing to write
     note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
     texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
+    #: stderr and ci95 per metric, filled in by the run recorder on rank zero (None elsewhere, or
+    #: for a metric that cannot be bootstrapped)
+    uncertainty: Uncertainty | None = None
 
     def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
         """(example, prediction, correct) for every example with a prediction.
@@ -65,6 +69,17 @@ def optimizer_kwargs(impl: str, params: list[torch.Tensor], clip_under_amp: bool
     return {"fused": {"fused": True}, "foreach": {"foreach": True}, "for-loop": {"foreach": False}}[impl]
 
 
+def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | None:
+    """Indices of rows whose top two logits are within ``margin``, when autocast to a lower
+    precision is on (else None: nothing to recheck). Families rescore those rows in fp32, so
+    mixed-precision evaluation reports fp32's predictions (``model.fp32_recheck_margin``)."""
+    if margin is None or logits.shape[-1] < 2 or not torch.is_autocast_enabled(logits.device.type):
+        return None
+    top2 = logits.topk(2, dim=-1).values
+    close = ((top2[:, 0] - top2[:, 1]) < margin).nonzero().squeeze(-1)
+    return close if close.numel() else None
+
+
 class NegtrainModule(pl.LightningModule):
     def __init__(self, config: ModelConfig, eval_names: Sequence[str], metrics: Sequence[ExampleMetric], recipe: dict[str, Any]) -> None:
         super().__init__()
@@ -79,6 +94,10 @@ class NegtrainModule(pl.LightningModule):
         #: Adapter runs checkpoint only their trainable weights (adapter + head).
         self.adapter_only = recipe.get("adapter", {}).get("type", "none") != "none"
         self.strict_loading = not self.adapter_only
+        evaluation = recipe.get("evaluation") or {}
+        #: Bootstrap resamples (0: none) and seed for every metric's ci95 (recipe `evaluation`).
+        self.bootstrap_resamples: int = int(evaluation.get("bootstrap", 1000))
+        self.bootstrap_seed: int = int(evaluation.get("bootstrap_seed", 0))
 
     @abstractmethod
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...

@@ -8,7 +8,7 @@ that builders never import from ``training`` (see ARCHITECTURE.md).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from negtrain.benchmarks.base import Benchmark, Example
@@ -34,6 +34,9 @@ class Loaded:
 
     train: list[tuple[Benchmark, str, list[Example]]]
     eval: list[tuple[Benchmark, str, list[Example]]]
+    #: The recipe entries they came from (prompt, verbalizer, shots), in the same order.
+    train_specs: list[Any] = field(default_factory=list)
+    eval_specs: list[Any] = field(default_factory=list)
 
 
 @dataclass
@@ -42,3 +45,6 @@ class Built:
     data: NegtrainData
     tokenizer: Any
     selection: Selection | None = None
+    #: The head's modules that the starting weights did not provide (randomly initialised):
+    #: scoring the starting model then measures chance, which ``validate`` says.
+    fresh_head: list[str] = field(default_factory=list)

@@ -1,33 +1,37 @@
 """The language-model families: ``seq2seq`` (AutoModelForSeq2SeqLM: T5, UnifiedQA, Flan-T5) and
 ``causal_lm`` (AutoModelForCausalLM: Llama-style decoders).
 
-Both read any benchmark through a prompt: ``model.prompt`` (or the benchmark's default) with the
-benchmark's input names as placeholders. What a benchmark's answers are decides how it is
-trained and predicted:
+Both read any benchmark through a prompt with the benchmark's input names as placeholders: the
+benchmark entry's ``prompt``, else ``model.prompt``, else the benchmark's default for the family
+(resolved before loading by :mod:`negtrain.benchmarks.matrix` and written to ``recipe.yaml``).
+An eval entry's ``shots`` puts that many solved examples first (:mod:`negtrain.models.fewshot`).
+What a benchmark's answers are decides how it is trained and predicted:
 
 - **Generative benchmarks** (free-text answers, e.g. CondaQA). Training: cross-entropy on the
   answer tokens (+ EOS). Prediction: greedy ``generate`` (no sampling, one beam), batched; the
   text is compared with the gold answer by the benchmark (:meth:`Benchmark.is_correct`), the
-  metric receives 1/0, and the prediction files hold the generated text.
+  metric receives 1/0, and the prediction files hold the generated text. A causal LM stops
+  at the first newline or EOS (or ``model.max_new_tokens``).
+- **Label benchmarks** (NLI benchmarks, TINAD's True/False). Each label has a verbalizer text
+  ("yes" / "maybe" / "no"). Prediction: the log-likelihood of each verbalizer's *full*
+  continuation (:mod:`negtrain.models.continuation`, the prompt run once for all labels), summed
+  or per-token mean (``model.verbalizer_score``); the highest wins. A causal LM's continuation is
+  the text after a space, tokenized as it is split after other text (see :func:`continuation_ids`);
+  a seq2seq model's is the text as a decoder target, with EOS. Training: cross-entropy on the
+  gold label's continuation (causal: prompt tokens may get a small weight,
+  ``model.prompt_loss_weight``).
 - **Multiple-choice benchmarks** (``answer_type: choice``, e.g. NeQA). Every choice is scored by
   the summed log-likelihood of its tokens as the continuation of the benchmark's context
   (:func:`negtrain.models.continuation.continuation_logprobs`, token ids split as
   lm-evaluation-harness splits them, :mod:`negtrain.models.choice_inputs`); the prediction is the
   best choice, both raw and per character (``accuracy`` / ``accuracy_norm``). Evaluation only;
-  the context is the benchmark's own (``model.prompt`` and chat templates do not apply).
+  the context is the benchmark's own (prompts, shots and chat templates do not apply).
 - **Cloze probes** (``answer_type: cloze``: negated LAMA). A causal LM can only fill a blank that
   ends the sentence (nothing but ``.``, ``!`` or ``?`` after ``[MASK]``, in the affirmative, negated
   and misprimed cloze alike): its prediction is the next token after the text before the blank,
   and the gold object is the first token of " " + object there (split as
   :mod:`negtrain.models.choice_inputs` does). Other probes are reported as skipped
   (``n_skipped``), not scored. Evaluation only.
-- **Label benchmarks** (e.g. TINAD's True/False). Each label is verbalised by the first sub-token
-  of ``" " + label`` as it is split after other text (" True" -> "▁True" / "ĠTrue", see
-  :func:`answer_token_id`). Prediction is
-  one forward pass comparing the logits of those tokens: at the answer position for a causal LM
-  (inputs left-padded, so it is the last position), at the first decoder step for a seq2seq model.
-  The higher logit wins. Training: cross-entropy on that answer token (causal: prompt tokens may
-  get a small weight, ``model.prompt_loss_weight``; seq2seq: the target is the answer token + EOS).
 
 Seq2seq inputs are right-padded and truncated at ``model.max_length`` (T5 appends EOS).
 Causal inputs are left-padded with explicit position ids, so left padding changes nothing; a prompt
@@ -39,25 +43,27 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.benchmarks.negated_probes import MASK
+from negtrain.models.continuation import continuation_logprobs, score_batch
+from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
 from negtrain.config import ModelConfig, to_dict
 from negtrain.data.collate import IGNORE
-from negtrain.data.encoded import EncodedSplit, cached, fingerprint
+from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_signature
 from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
 from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
 from negtrain.metrics.multiple_choice import choose
 from negtrain.models.adapters import add_adapter, load_base
-from negtrain.models.base import NegtrainModule
+from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.choice_inputs import encode_choices, split_pair
 from negtrain.models.contract import Built
-from negtrain.models.continuation import continuation_logprobs
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 
@@ -67,8 +73,8 @@ def normalize_unifiedqa(text: str) -> str:
     return re.sub(r"\s+", " ", str(text).replace("\t", " ").replace("\n", " ")).strip().lower()
 
 
-def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig) -> str:
-    template = cfg.prompt or bench.default_prompt
+def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig, template: str | None = None) -> str:
+    template = template or cfg.prompt or bench.prompt_for(cfg.family)
     if template is None:
         raise ConfigError(f"benchmark '{bench.name}' has no default prompt for a language model; set model.prompt")
     fields = bench.prompt_fields(example)
@@ -91,39 +97,90 @@ def target_text(example: Example, cfg: ModelConfig) -> str:
 ANSWER_CONTEXT = "Answer:"
 
 
-def answer_token_id(tokenizer, word: str) -> int:
-    """The first sub-token of ``" " + word`` as the tokenizer splits it after other text.
+def continuation_ids(tokenizer, text: str, causal: bool) -> list[int]:
+    """The tokens a verbalizer adds after the prompt.
 
-    Tokenized in context ("Answer: True" minus "Answer:"), so every tokenizer family gives its
-    word-initial piece: "ĠTrue" (byte-level BPE), "▁True" (SentencePiece: T5, Llama), never a bare
-    space piece. Falls back to the first non-blank piece of " True" on its own.
+    Causal: ``" " + text`` tokenized in context ("Answer: yes" minus "Answer:"), so every tokenizer
+    family gives its word-initial pieces (byte-level BPE's "G-dot" pieces, SentencePiece's "_"
+    pieces), never a bare space piece; falls back to ``" " + text`` on its own. Seq2seq: the text
+    as a decoder target, ending in EOS as the training targets do.
     """
+    if not causal:
+        return list(tokenizer(text_target=text)["input_ids"])
     head = tokenizer.encode(ANSWER_CONTEXT, add_special_tokens=False)
-    full = tokenizer.encode(f"{ANSWER_CONTEXT} {word}", add_special_tokens=False)
+    full = tokenizer.encode(f"{ANSWER_CONTEXT} {text}", add_special_tokens=False)
     if full[: len(head)] == head and len(full) > len(head) and tokenizer.decode(full[len(head) : len(head) + 1]).strip():
-        return full[len(head)]
-    for token in tokenizer.encode(" " + word, add_special_tokens=False):
-        if tokenizer.decode([token]).strip():
-            return token
-    raise ConfigError(f"the tokenizer has no token for answer word '{word}'")
+        return full[len(head) :]
+    ids = tokenizer.encode(" " + text, add_special_tokens=False)
+    if not ids:
+        raise ConfigError(f"the tokenizer gives no tokens for the verbalizer {text!r}")
+    return ids
 
 
-def verbalizer_ids(tokenizer, bench: Benchmark) -> torch.Tensor:
-    ids = [answer_token_id(tokenizer, label) for label in bench.labels]
-    if len(set(ids)) != len(ids):
-        raise ConfigError(
-            f"benchmark '{bench.name}': the labels {list(bench.labels)} share a first sub-token "
-            f"({[tokenizer.decode([i]) for i in ids]}), so a single forward pass cannot tell them apart"
+def verbalizer_text(text: str, cfg: ModelConfig) -> str:
+    return normalize_unifiedqa(text) if cfg.normalize_input == "unifiedqa" else text
+
+
+def label_continuations(tokenizer, bench: Benchmark, verbalizer: dict[str, str], cfg: ModelConfig, causal: bool) -> list[list[int]]:
+    """Per label of ``bench`` (in label order), its verbalizer's continuation ids."""
+    conts = [continuation_ids(tokenizer, verbalizer_text(verbalizer[label], cfg), causal) for label in bench.labels]
+    seen: dict[tuple[int, ...], str] = {}
+    for label, ids in zip(bench.labels, conts):
+        if tuple(ids) in seen:
+            raise ConfigError(
+                f"benchmark '{bench.name}': the verbalizers of '{seen[tuple(ids)]}' and '{label}' are the same "
+                f"tokens ({tokenizer.decode(ids)!r}), so they cannot be told apart"
+            )
+        seen[tuple(ids)] = label
+    return conts
+
+
+@dataclass
+class PromptSettings:
+    """How one benchmark split is put to a language model (resolved from its recipe entry)."""
+
+    prompt: str | None = None
+    verbalizer: dict[str, str] | None = None
+    shots: int = 0
+    shots_split: str | None = None
+
+    @classmethod
+    def of(cls, entry) -> "PromptSettings":
+        return cls(
+            prompt=getattr(entry, "prompt", None),
+            verbalizer=getattr(entry, "verbalizer", None),
+            shots=getattr(entry, "shots", 0),
+            shots_split=getattr(entry, "shots_split", None),
         )
-    return torch.tensor(ids, dtype=torch.long)
+
+
+def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: ModelConfig) -> str:
+    """The gold answer as the model should produce it: the label's verbalizer, or the answer text."""
+    if bench.generative:
+        return target_text(example, cfg)
+    verbalizer = settings.verbalizer or bench.verbalizer()
+    return verbalizer_text(verbalizer[example.label], cfg)
+
+
+def prompts_with_shots(
+    bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings, cfg: ModelConfig, seed: int
+) -> tuple[list[str], list[list[str]] | None]:
+    """Each example's prompt text, after its solved examples when ``settings.shots``; and the
+    shots' ids per example (None without shots)."""
+    prompts = [prompt_text(bench, e, cfg, settings.prompt) for e in examples]
+    if not settings.shots:
+        return prompts, None
+    pool = bench.load(settings.shots_split or bench.default_shots_split(split))
+    drawn = draw_shots(examples, pool, settings.shots, seed, f"{bench.name}/{split}: shots")
+    solved = {j: prompt_text(bench, pool[j], cfg, settings.prompt) + " " + answer_text(bench, pool[j], settings, cfg) for picks in drawn for j in picks}
+    texts = [SHOT_SEPARATOR.join([*(solved[j] for j in picks), prompt]) for picks, prompt in zip(drawn, prompts)]
+    return texts, [[pool[j].id for j in picks] for picks in drawn]
 
 
 def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
     return fingerprint(
         kind,
-        type(tokenizer).__name__,
-        str(tokenizer.name_or_path),
-        str(len(tokenizer)),
+        tokenizer_signature(tokenizer),
         str(getattr(tokenizer, "chat_template", None) if cfg.chat_template else None),
         str(cfg.max_length),
         str(cfg.max_target_length),
@@ -153,27 +210,30 @@ def _fit(prompt: list[int], limit: int, bos: int | None) -> list[int]:
     return prompt[len(prompt) - limit :]
 
 
-def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig) -> list[list[int]]:
+def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, settings: PromptSettings | None = None) -> list[list[int]]:
+    settings = settings or PromptSettings()
     if not bench.generative:
-        return [[answer_token_id(tokenizer, e.label)] for e in examples]
+        conts = label_continuations(tokenizer, bench, settings.verbalizer or bench.verbalizer(), cfg, causal=True)
+        return [conts[bench.labels.index(e.label)] for e in examples]
     ids = tokenizer([" " + target_text(e, cfg) for e in examples], add_special_tokens=False)["input_ids"]
     return [x[: cfg.max_target_length - 1] + [tokenizer.eos_token_id] for x in ids]
 
 
-def encode_causal_eval(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig) -> EncodedSplit:
-    prompts = [prompt_text(bench, e, cfg) for e in examples]
+def encode_causal_eval(tokenizer, bench: Benchmark, prompts: Sequence[str], cfg: ModelConfig, answer_room: int) -> EncodedSplit:
+    """Left-padded prompts, cut (keeping BOS and the end) so ``answer_room`` tokens still fit."""
 
     def build() -> EncodedSplit:
         ids = causal_prompt_ids(tokenizer, prompts, cfg)
-        room = cfg.max_length - (cfg.max_new_tokens if bench.generative else 1)
+        room = cfg.max_length - answer_room
         return EncodedSplit.from_lists([_fit(x, max(room, 2), tokenizer.bos_token_id) for x in ids], None)
 
-    return cached(_key("causal-eval", tokenizer, cfg, prompts), build)
+    return cached(_key("causal-eval", tokenizer, cfg, prompts, [str(answer_room)]), build)
 
 
-def encode_causal_train(tokenizer, bench, examples, cfg) -> tuple[EncodedSplit, torch.Tensor]:
-    prompts = [prompt_text(bench, e, cfg) for e in examples]
-    answers = causal_answer_ids(tokenizer, bench, examples, cfg)
+def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> tuple[EncodedSplit, torch.Tensor]:
+    settings = settings or PromptSettings()
+    prompts = [prompt_text(bench, e, cfg, settings.prompt) for e in examples]
+    answers = causal_answer_ids(tokenizer, bench, examples, cfg, settings)
     answer_len = torch.tensor([len(a) for a in answers], dtype=torch.long)
 
     def build() -> EncodedSplit:
@@ -185,19 +245,23 @@ def encode_causal_train(tokenizer, bench, examples, cfg) -> tuple[EncodedSplit, 
     return cached(key, build), answer_len
 
 
-def encode_seq2seq_eval(tokenizer, bench, examples, cfg) -> EncodedSplit:
-    prompts = [prompt_text(bench, e, cfg) for e in examples]
-
+def encode_seq2seq_eval(tokenizer, bench, prompts: Sequence[str], cfg) -> EncodedSplit:
     def build() -> EncodedSplit:
         return EncodedSplit.from_lists(tokenizer(prompts, truncation=True, max_length=cfg.max_length)["input_ids"], None)
 
     return cached(_key("seq2seq-eval", tokenizer, cfg, prompts), build)
 
 
-def seq2seq_targets(tokenizer, bench, examples, cfg) -> list[list[int]]:
+def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> list[list[int]]:
+    settings = settings or PromptSettings()
     if not bench.generative:
-        return [[answer_token_id(tokenizer, e.label), tokenizer.eos_token_id] for e in examples]
+        conts = label_continuations(tokenizer, bench, settings.verbalizer or bench.verbalizer(), cfg, causal=False)
+        return [conts[bench.labels.index(e.label)] for e in examples]
     return tokenizer(text_target=[target_text(e, cfg) for e in examples], truncation=True, max_length=cfg.max_target_length)["input_ids"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Multiple choice (NeQA) and cloze probes (negated LAMA): the benchmark builds the context itself
 
 
 def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, causal: bool):
@@ -266,7 +330,9 @@ def padded(rows: Sequence[Sequence[int]], value: int = IGNORE) -> torch.Tensor:
 
 
 class LMModule(NegtrainModule):
-    """What both LM families share: per eval set, generate text or score label words."""
+    """What both LM families share: per eval set, generate text or score each label's verbalizer."""
+
+    encoder_decoder: bool
 
     def __init__(
         self,
@@ -276,13 +342,18 @@ class LMModule(NegtrainModule):
         eval_sets: Sequence[Any],
         metrics: Sequence[ExampleMetric],
         recipe: dict[str, Any],
+        choices: Sequence[list[list[int]] | None] = (),
     ) -> None:
         super().__init__(config, [s.name for s in eval_sets], metrics, recipe)
         self.model = model.train()
         self.pad_id = tokenizer.pad_token_id
         self.eos_id = tokenizer.eos_token_id
+        self.tokenizer = tokenizer  # generation's stop strings are matched through it
         self._decode = tokenizer.batch_decode  # generated ids -> answer text
         self.eval_benchmarks = [(s.benchmark, s.examples) for s in eval_sets]
+        #: Per eval set: each label's verbalizer continuation ids (label order); None: generative,
+        #: multiple choice or cloze.
+        self.choices = list(choices) or [None] * len(eval_sets)
         #: Multiple-choice eval sets: index -> (context ids, choice ids, choice lengths in characters).
         self.choice_inputs: dict[int, tuple[list[list[int]], list[list[list[int]]], torch.Tensor]] = {}
         #: Cloze eval sets (causal only): index -> per example (three prefixes or None if skipped).
@@ -291,18 +362,27 @@ class LMModule(NegtrainModule):
             if s.benchmark.answer_type == "cloze":
                 self.cloze_prefixes[i] = cloze_prefixes(tokenizer, s.examples)
             elif s.benchmark.answer_type == "choice":
-                self.choice_inputs[i] = choice_inputs(tokenizer, s.benchmark, s.examples, config, self.causal)
-            elif not s.benchmark.generative:
-                self.register_buffer(f"verbalizers_{i}", verbalizer_ids(tokenizer, s.benchmark), persistent=False)
+                self.choice_inputs[i] = choice_inputs(tokenizer, s.benchmark, s.examples, config, not self.encoder_decoder)
 
-    def label_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        """(B, vocab) logits of the answer position."""
-        raise NotImplementedError
+    def label_scores(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
+        """(B, labels): each label's verbalizer log-likelihood, normalised as the config says."""
+        choices = self.choices[eval_index]
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+
+        def score(ids, mask):
+            out = score_batch(self.model, ids, mask, [choices] * len(ids), encoder_decoder=self.encoder_decoder, pad_id=self.pad_id)
+            return out.normalized(self.config.verbalizer_score)
+
+        scores = score(ids, mask)
+        close = close_calls(scores.to(ids.device), self.config.fp32_recheck_margin)
+        if close is not None:
+            # Near-ties under bf16 autocast are scored again in fp32 (as the NLI family does).
+            with torch.autocast(device_type=ids.device.type, enabled=False):
+                scores[close] = score(ids[close.to(ids.device)], mask[close.to(ids.device)])
+        return scores
 
     def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
         raise NotImplementedError
-
-    causal: bool = False
 
     def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
         bench, examples = self.eval_benchmarks[eval_index]
@@ -311,8 +391,7 @@ class LMModule(NegtrainModule):
         if eval_index in self.cloze_prefixes:
             return self.predict_cloze(batch["index"], eval_index)
         if not bench.generative:
-            words = getattr(self, f"verbalizers_{eval_index}")
-            return self.label_logits(batch)[:, words].argmax(-1)  # verbalizers are in label order
+            return self.label_scores(batch, eval_index).argmax(-1).to(batch["index"].device)
         texts = self.generate_texts(batch)
         store = self.eval_texts.setdefault(eval_index, {})
         right = []
@@ -325,10 +404,11 @@ class LMModule(NegtrainModule):
         """(B, 2): the acc choice and the acc_norm choice of each question in the batch."""
         contexts, choices, chars = self.choice_inputs[eval_index]
         rows = index.tolist()
-        scores = continuation_logprobs(
-            self.model, [contexts[i] for i in rows], [choices[i] for i in rows],
-            encoder_decoder=not self.causal, pad_id=self.pad_id,
-        )
+        with torch.no_grad():
+            scores = continuation_logprobs(
+                self.model, [contexts[i] for i in rows], [choices[i] for i in rows],
+                encoder_decoder=self.encoder_decoder, pad_id=self.pad_id,
+            )
         return choose(scores.logprob, chars[rows]).to(index.device)
 
     @torch.no_grad()
@@ -363,6 +443,8 @@ class LMModule(NegtrainModule):
 
 
 class Seq2SeqModule(LMModule):
+    encoder_decoder = True
+
     def __init__(self, *args, decoder_start_token_id: int, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.decoder_start_token_id = decoder_start_token_id
@@ -371,11 +453,6 @@ class Seq2SeqModule(LMModule):
         labels = batch["labels"]
         labels = labels[:, : int((labels != IGNORE).sum(1).max())].contiguous()
         return self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).loss
-
-    def label_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        start = torch.full((len(batch["input_ids"]), 1), self.decoder_start_token_id, device=batch["input_ids"].device)
-        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], decoder_input_ids=start)
-        return out.logits[:, 0]
 
     def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
         out = self.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **self._generate_kwargs())
@@ -386,8 +463,16 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
     return (mask.cumsum(-1) - 1).clamp(min=0)
 
 
+#: A causal LM's answer ends at the first newline: past it, it starts another question or turn.
+STOP_STRINGS = ("\n",)
+
+
+def first_line(text: str) -> str:
+    return text.split("\n", 1)[0].strip()
+
+
 class CausalLMModule(LMModule):
-    causal = True
+    encoder_decoder = False
 
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         ids, mask = batch["input_ids"], batch["attention_mask"]
@@ -402,15 +487,15 @@ class CausalLMModule(LMModule):
         ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
         return (ce * weight.reshape(-1)).sum() / weight.sum()
 
-    def label_logits(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        mask = batch["attention_mask"]
-        out = self.model(input_ids=batch["input_ids"], attention_mask=mask, position_ids=_positions(mask))
-        return out.logits[:, -1]  # left-padded: the last position predicts the answer
-
     def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
         ids = batch["input_ids"]
-        out = self.model.generate(input_ids=ids, attention_mask=batch["attention_mask"], **self._generate_kwargs())
-        return [t.strip() for t in self._decode(out[:, ids.shape[1] :], skip_special_tokens=True)]
+        # Stop rule: EOS, a newline, or max_new_tokens. A row that ran past its newline while the
+        # batch went on is cut there, so batching never changes an answer.
+        out = self.model.generate(
+            input_ids=ids, attention_mask=batch["attention_mask"], stop_strings=list(STOP_STRINGS),
+            tokenizer=self.tokenizer, **self._generate_kwargs(),
+        )
+        return [first_line(t) for t in self._decode(out[:, ids.shape[1] :], skip_special_tokens=True)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,12 +513,9 @@ def _build_lm(recipe, loaded, family: str):
         raise ConfigError(f"model '{cfg.name}': the tokenizer has no EOS token")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    if causal:
-        encode_eval = encode_causal_eval
-    else:
-        encode_eval = encode_seq2seq_eval
+
     for b, split, _ in loaded.train:
-        if b.answer_type == "choice" or b.open_vocabulary:
+        if b.answer_type in ("choice", "cloze") or b.open_vocabulary:
             raise ConfigError(f"data.train: {b.name}/{split} is an evaluation probe; a {family} model cannot train on it")
     for b, split, _ in loaded.eval:
         if b.open_vocabulary and not (causal and b.answer_type == "cloze"):
@@ -442,27 +524,40 @@ def _build_lm(recipe, loaded, family: str):
                 + (" (or causal_lm for negated_lama)" if b.answer_type == "cloze" else "")
             )
 
-    def encode(b, ex):
-        if b.answer_type == "cloze":
-            return encode_cloze_prefixes(tokenizer, ex)
-        if b.answer_type == "choice":
-            return encode_choice_contexts(tokenizer, b, ex, cfg, causal)
-        return encode_eval(tokenizer, b, ex, cfg)
-
-    eval_sets = [EvalSet(b, split, ex, encode(b, ex)) for b, split, ex in loaded.eval]
+    eval_sets, choices = [], []
+    eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
+    for (b, split, ex), spec in zip(loaded.eval, eval_specs):
+        if b.answer_type in ("choice", "cloze"):
+            # The benchmark builds the context itself: no prompt, verbalizer or shots.
+            encoded = encode_cloze_prefixes(tokenizer, ex) if b.answer_type == "cloze" else encode_choice_contexts(tokenizer, b, ex, cfg, causal)
+            eval_sets.append(EvalSet(b, split, ex, encoded))
+            choices.append(None)
+            continue
+        settings = PromptSettings.of(spec)
+        prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
+        conts = None if b.generative else label_continuations(tokenizer, b, settings.verbalizer or b.verbalizer(), cfg, causal)
+        if causal:
+            room = cfg.max_new_tokens if b.generative else max(len(c) for c in conts)
+            encoded = encode_causal_eval(tokenizer, b, prompts, cfg, room)
+        else:
+            encoded = encode_seq2seq_eval(tokenizer, b, prompts, cfg)
+        eval_sets.append(EvalSet(b, split, ex, encoded, shot_ids=shot_ids))
+        choices.append(conts)
     metrics = [cloze_metric(tokenizer, s.examples) if s.benchmark.answer_type == "cloze" else s.benchmark.metric(s.examples) for s in eval_sets]
 
     train = None
     if loaded.train:
         parts, extras = [], []
-        for b, _, ex in loaded.train:
+        train_specs = loaded.train_specs or [None] * len(loaded.train)
+        for (b, _, ex), spec in zip(loaded.train, train_specs):
+            settings = PromptSettings.of(spec)
             if causal:
-                enc, answer_len = encode_causal_train(tokenizer, b, ex, cfg)
+                enc, answer_len = encode_causal_train(tokenizer, b, ex, cfg, settings)
                 parts.append(enc)
                 extras.append(answer_len)
             else:
-                parts.append(encode_seq2seq_eval(tokenizer, b, ex, cfg))
-                extras.extend(seq2seq_targets(tokenizer, b, ex, cfg))
+                parts.append(encode_seq2seq_eval(tokenizer, b, [prompt_text(b, e, cfg, settings.prompt) for e in ex], cfg))
+                extras.extend(seq2seq_targets(tokenizer, b, ex, cfg, settings))
         train = TrainSet(
             encoded=EncodedSplit.concat(parts),
             extras={"answer_len": torch.cat(extras)} if causal else {"labels": padded(extras)},
@@ -475,12 +570,14 @@ def _build_lm(recipe, loaded, family: str):
     model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
     freeze(model, cfg)
     if causal:
-        module = CausalLMModule(model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe))
+        module = CausalLMModule(model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe), choices=choices)
     else:
         start = AutoConfig.from_pretrained(path).decoder_start_token_id
         if start is None:
             start = tokenizer.pad_token_id
-        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe), decoder_start_token_id=start)
+        module = Seq2SeqModule(
+            model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe), choices=choices, decoder_start_token_id=start
+        )
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id, train, eval_sets, pad_left=causal)
     return Built(module, data, tokenizer)
 

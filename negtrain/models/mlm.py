@@ -263,19 +263,25 @@ def heldout_mlm(module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch
 
 
 def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
-    """(tokenizer, model, init report) for the recipe's model or ``model.init_from`` run."""
+    """(tokenizer, model, fresh) for the recipe's model or ``model.init_from`` run; ``fresh``: the
+    modules whose weights the source did not have (a sentence encoder has no MLM head)."""
     from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
 
     if cfg.init_from:
         source = resolve_init(cfg.init_from)
         tokenizer = AutoTokenizer.from_pretrained(source.model_dir)
         model = AutoModelForMaskedLM.from_config(AutoConfig.from_pretrained(source.model_dir), **attention_kwargs(cfg))
-        print(load_into(model, source).summary(source), flush=True)
+        report = load_into(model, source)
+        print(report.summary(source), flush=True)
+        missing = report.fresh
     else:
         path = resolve_model_name(cfg.name)
         tokenizer = AutoTokenizer.from_pretrained(path)
-        model = AutoModelForMaskedLM.from_pretrained(path, **attention_kwargs(cfg))
-    return tokenizer, model
+        model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True, **attention_kwargs(cfg))
+        missing = info["missing_keys"]
+    # position_ids and the like are buffers, not learned weights.
+    fresh = sorted({k.rsplit(".", 1)[0] for k in missing if k.endswith((".weight", ".bias"))})
+    return tokenizer, model, fresh
 
 
 def build_mlm(recipe, loaded):
@@ -291,7 +297,7 @@ def build_mlm(recipe, loaded):
         if wrong:
             raise ConfigError(f"data.train: unlikelihood training reads negated_probes or negated_lama splits, not {', '.join(wrong)}")
 
-    tokenizer, model = load_mlm(cfg)
+    tokenizer, model, fresh = load_mlm(cfg)
     if tokenizer.mask_token is None:
         raise ConfigError(f"model {cfg.name}: the tokenizer has no mask token, so it cannot be a masked LM")
     if cm_cfg is not None and cm_cfg.cue_token == "cue" and CUE_TOKEN not in tokenizer.get_vocab():
@@ -393,4 +399,4 @@ def build_mlm(recipe, loaded):
         # The corpus is one training source, whatever benchmarks it was built from.
         data_config = data_config.model_copy(update={"train": [SourceConfig(benchmark="cue_corpus", split="train")]})
     data = MLMData(data_config, recipe.seed, pad_id, train, eval_sets, train_transform=train_transform, eval_transforms=transforms)
-    return Built(module, data, tokenizer)
+    return Built(module, data, tokenizer, fresh_head=fresh)

@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED
 from negtrain.data.collate import PadCollator
-from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
+from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.module import NegtrainData
 from negtrain.data.sampler import SampledBatch
 from negtrain.errors import DataError
@@ -116,14 +116,14 @@ def object_token(tokenizer, sentence: str, obj: str, policy: str, where: str) ->
 
 
 def _text_key(kind: str, tokenizer, max_length: int, texts: Sequence[str], *extra: Sequence[str]) -> str:
-    return fingerprint(kind, type(tokenizer).__name__, str(tokenizer.name_or_path), str(len(tokenizer)), str(max_length), list(texts), *extra)
+    return fingerprint(kind, tokenizer_signature(tokenizer), str(max_length), list(texts), *extra)
 
 
 def encode_texts(tokenizer, texts: Sequence[str], max_length: int) -> EncodedSplit:
     """Single texts (probes, a retention corpus), tokenized in chunks and cached like NLI pairs."""
 
     def build() -> EncodedSplit:
-        parts = [EncodedSplit.from_lists(tokenizer(list(chunk), truncation=True, max_length=max_length)["input_ids"], None)
+        parts = [EncodedSplit.from_lists(tokenizer(list(chunk), truncation=True, max_length=max_length, return_attention_mask=False)["input_ids"], None)
                  for chunk in in_chunks(texts)]
         return EncodedSplit.of_chunks(parts)
 

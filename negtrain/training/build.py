@@ -13,11 +13,13 @@ import math
 import numpy as np
 
 from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.matrix import resolve_benchmarks
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import EvalConfig, Recipe
+from negtrain.config import EvalConfig, Recipe, SourceConfig
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.module import EvalSet
 from negtrain.errors import ConfigError, did_you_mean
+from negtrain.hub_access import check_hub_model
 from negtrain.io.checkpoints import read_checkpoint
 from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.models.adapters import load_adapter_state
@@ -64,6 +66,9 @@ def _benchmark_split(name: str, split: str) -> Benchmark:
 
 
 def load_data(recipe: Recipe, stage: str) -> Loaded:
+    # Before any data file or model is read: `all` expanded, unsupported (family, benchmark)
+    # pairs rejected, prompts and verbalizers filled in, in place (so recipe.yaml records them).
+    resolve_benchmarks(recipe)
     cue_corpus = recipe.objective is not None and recipe.objective.cue_masking is not None
     # A cue-masking corpus is built from data.train texts, so its held-out part needs them in every stage.
     train_specs = recipe.data.train if stage == "fit" or cue_corpus else []
@@ -83,12 +88,16 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
     return Loaded(
         train=[(b, split, b.load(split)) for b, split in train],
         eval=[(b, split, b.load(split)) for b, split in evals],
+        train_specs=list(train_specs),
+        eval_specs=list(eval_specs),
     )
 
 
 def build(recipe: Recipe, stage: str = "fit") -> Built:
     builder = get_family(recipe.model.family)
     check_run(recipe)
+    if not recipe.model.init_from:  # with init_from, weights and tokenizer come from that run
+        check_hub_model(recipe.model.name)
     loaded = load_data(recipe, stage)
     if stage == "fit" and loaded.train:
         # The epoch the weights make (data.mix), sized now: an impossible one fails before the model loads.

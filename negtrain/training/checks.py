@@ -212,6 +212,13 @@ def check_run(recipe: Recipe) -> None:
     deepspeed = t.strategy.startswith("deepspeed")
     if deepspeed and importlib.util.find_spec("deepspeed") is None:
         raise ConfigError(f"trainer.strategy '{t.strategy}' needs DeepSpeed, which is not installed (pip install deepspeed)")
+    if adapter.path is not None:
+        from pathlib import Path
+
+        if adapter.type == "none":
+            raise ConfigError("adapter.path: loading a trained adapter needs adapter.type lora or qlora")
+        if not (Path(adapter.path).expanduser() / "adapter_config.json").is_file():
+            raise ConfigError(f"adapter.path: {adapter.path} holds no adapter_config.json (a peft adapter folder)")
     gpu = uses_gpu(t)
     if t.precision == "16-mixed" and not gpu:
         # Lightning would silently switch to bf16-mixed on a CPU.

@@ -13,25 +13,45 @@ over ranks, repeats included)::
 
     "sources": {"mnli/train": {"size": 392702, "share": 0.93, "examples": 392702}, ...}
 
+An evaluation line also carries ``"uncertainty"``: per metric (counts excepted) its ``stderr`` and,
+with ``evaluation.bootstrap`` > 0, its ``ci95`` from the cluster bootstrap; and ``"bootstrap"``: the
+unit resampled, how many units there were, the resamples and the seed::
+
+    "uncertainty": {"consistency": {"stderr": 0.021, "ci95": [0.815, 0.9]}, ...},
+    "bootstrap": {"unit": "contrast set", "units": 200, "resamples": 1000, "seed": 0}
+
 An evaluation line carries a ``note`` when the metric qualifies how it scored (e.g. a 2-way model
 scored on the binary view of a 3-way benchmark).
+
+The epoch's loss is the mean of the training loss over the epoch's examples on every rank, kept
+by this callback (in float64) rather than read from Lightning's logged ``train/loss_epoch``: the
+running sums and counts of the epoch so far are part of every checkpoint (:meth:`RunRecorder.state_dict`),
+so an epoch resumed from a mid-epoch checkpoint gets the line an uninterrupted one would have.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
+import sys
+import textwrap
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import lightning.pytorch as pl
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
+from tqdm import tqdm
 
 from negtrain.data.module import NegtrainData
+from negtrain.metrics.uncertainty import estimate, format_stderr
 from negtrain.io.atomic import append_lines, write_text
 from negtrain.models.base import EvalResult
+from negtrain.training.epochs import epoch_label
 
 
 def _json_number(value: float) -> float | None:
@@ -39,16 +59,69 @@ def _json_number(value: float) -> float | None:
     return round(value, 6) if math.isfinite(value) else None
 
 
-def format_table(epoch: int, results: list[EvalResult], eval_sets: list) -> str:
-    lines = [f"epoch {epoch} evaluation"]
-    width = max((len(r.name) for r in results), default=10)
-    for r, eval_set in zip(results, eval_sets):
-        cells = [f"{k}={int(v)}" if eval_set.benchmark.is_count(k) else f"{k}={v:.4f}"
-                 for k, v in r.metrics.items() if not math.isnan(v)]
-        lines.append(f"  {r.name:<{width}}  " + "  ".join(cells))
-        if r.note:
-            lines.append(f"  {'':<{width}}  note: {r.note}")
+def table_width() -> int:
+    """The width the per-epoch table is laid out for: the terminal's (``COLUMNS``), else 100."""
+    return max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
+
+
+def format_block(result: EvalResult, is_count: Callable[[str], bool], width: int, unscored_reason: str | None = None) -> list[str]:
+    """One eval set: its name, then ``metric value`` cells in aligned columns that fit ``width``.
+
+    Values are rounded (4 decimals; counts, by the benchmark's declaration, as integers). A metric
+    that is NaN had nothing to score; it is left out of the grid and named on a line of its own,
+    with ``unscored_reason``.
+    """
+
+    spread = result.uncertainty.metrics if result.uncertainty is not None else {}
+
+    def _cell(key: str, value: float) -> str:
+        # A score carries its standard error (counts have none): ``0.9717±0.0048``.
+        return str(int(value)) if is_count(key) else f"{value:.4f}{format_stderr(spread.get(key))}"
+
+    finite = [(k, v) for k, v in result.metrics.items() if not math.isnan(v)]
+    # Scores first, in the metric's order; the counts (n, groups_scored, ...) after them.
+    shown = dict([kv for kv in finite if not is_count(kv[0])] + [kv for kv in finite if is_count(kv[0])])
+    unscored = [k for k, v in result.metrics.items() if math.isnan(v)]
+    lines = [f"  {result.name}"]
+    if shown:
+        key_w = max(len(k) for k in shown)
+        val_w = max(len(_cell(k, v)) for k, v in shown.items())
+        cell_w = key_w + 2 + val_w
+        per_row = max(1, (width - 4 + 3) // (cell_w + 3))
+        cells = [f"{k:<{key_w}}  {_cell(k, v):>{val_w}}" for k, v in shown.items()]
+        for i in range(0, len(cells), per_row):
+            lines.append("    " + "   ".join(cells[i : i + per_row]).rstrip())
+    if unscored:
+        why = f" ({unscored_reason})" if unscored_reason else ""
+        lines += wrapped(f"not scored{why}: " + ", ".join(unscored), width)
+    if result.note:
+        lines += wrapped(f"note: {result.note}", width)
+    return lines
+
+
+def wrapped(text: str, width: int, indent: str = "    ") -> list[str]:
+    """``text`` broken between words to fit ``width``, continuation lines indented two more."""
+    return textwrap.wrap(text, width=width, initial_indent=indent, subsequent_indent=indent + "  ", break_on_hyphens=False) or [indent]
+
+
+def format_table(
+    title: str, results: list[EvalResult], is_count: Sequence[Callable[[str], bool]], width: int | None = None,
+    unscored_reason: str | None = None,
+) -> str:
+    """The evaluation table printed once per epoch (``fit``) or once (``validate``, ``test``);
+    ``is_count``: per result, which of its metrics are counts (the benchmark's ``is_count``)."""
+    width = width or table_width()
+    lines = [title]
+    for r, count in zip(results, is_count):
+        lines += format_block(r, count, width, unscored_reason)
     return "\n".join(lines)
+
+
+def limit_reason(limit: int | float, setting: str) -> str | None:
+    """Why a metric may have had no example: an evaluation limit, named, or None when unlimited."""
+    if isinstance(limit, float) and limit >= 1.0:
+        return None
+    return f"{setting}={limit} left no example for them"
 
 
 class RunRecorder(pl.Callback):
@@ -60,6 +133,13 @@ class RunRecorder(pl.Callback):
         self._train_seconds: float | None = None
         self._train_examples = 0
         self._source_counts: np.ndarray | None = None
+        # The epoch's loss as sum(loss * batch size) and sum(batch size), this rank's share.
+        self._loss_sum = 0.0
+        self._loss_weight = 0
+        #: Counts of an epoch cut short, from a mid-epoch checkpoint: continued instead of zeroed.
+        self._restored: list[dict] | None = None
+        self._continued_epoch: int | None = None
+        self._epoch = 0
         self._eval_start = 0.0
         self._eval_spans: dict[int, list[float]] = {}
 
@@ -68,17 +148,66 @@ class RunRecorder(pl.Callback):
         return self.run_dir / "metrics.jsonl"
 
     # ---- training throughput ------------------------------------------------------------
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # A run resumed from a mid-epoch checkpoint continues that epoch without Lightning calling
+        # on_train_epoch_start again: its counts so far come from the checkpoint, here.
+        ranks, self._restored = self._restored, None
+        restored = ranks[trainer.global_rank] if ranks and trainer.global_rank < len(ranks) else None
+        if restored is not None and restored["epoch"] == trainer.current_epoch:
+            self._start_epoch(trainer)
+            self._train_examples = restored["examples"]
+            self._loss_sum, self._loss_weight = restored["loss_sum"], restored["loss_weight"]
+            if self._source_counts is not None and len(restored["sources"]) == len(self._source_counts):
+                self._source_counts[:] = restored["sources"]
+            # Training time so far, so examples per second stay per second of training.
+            self._train_start -= restored.get("seconds", 0.0)
+            self._continued_epoch = trainer.current_epoch
+
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._continued_epoch == trainer.current_epoch:
+            self._continued_epoch = None  # already started from the checkpoint's counts
+            return
+        self._start_epoch(trainer)
+
+    def _start_epoch(self, trainer: pl.Trainer) -> None:
         self._train_start = time.perf_counter()
         self._train_seconds = None
         self._train_examples = 0
+        self._loss_sum, self._loss_weight = 0.0, 0
+        self._epoch = trainer.current_epoch
         data = trainer.datamodule
         if isinstance(data, NegtrainData) and data.train is not None:
             self._source_counts = np.zeros(len(data.train.source_sizes), dtype=np.int64)
             self._source_ends = np.cumsum(data.train.source_sizes)
 
+    # ---- the epoch so far, in checkpoints (every rank's own counts) --------------------------
+    def state_dict(self) -> dict:
+        from negtrain.training.resume import gather
+
+        # Every rank runs this while a checkpoint is written, so gathering is a safe collective.
+        mine = {
+            "epoch": self._epoch,
+            "examples": self._train_examples,
+            "loss_sum": float(self._loss_sum),
+            "loss_weight": self._loss_weight,
+            "sources": self._source_counts.tolist() if self._source_counts is not None else [],
+            "seconds": time.perf_counter() - self._train_start,
+        }
+        return {"ranks": gather(mine)}
+
+    def load_state_dict(self, state: dict) -> None:
+        # Applied when training starts, if the checkpoint was written inside the resumed epoch.
+        self._restored = list(state.get("ranks") or [])
+
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        self._train_examples += len(batch["index"])
+        size = len(batch["index"])
+        self._train_examples += size
+        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
+        if loss is not None:
+            # Lightning hands back the loss divided by the accumulation factor it backpropagated.
+            # A float64 tensor on the loss's device: no host sync per step.
+            self._loss_sum = self._loss_sum + loss.detach().to(torch.float64) * (trainer.accumulate_grad_batches * size)
+            self._loss_weight += size
         if self._source_counts is not None:
             source = np.searchsorted(self._source_ends, batch["index"].cpu().numpy(), side="right")
             self._source_counts += np.bincount(source, minlength=len(self._source_counts))
@@ -110,7 +239,11 @@ class RunRecorder(pl.Callback):
         local = [self._train_examples] + (self._source_counts.tolist() if self._source_counts is not None else [])
         summed = trainer.strategy.reduce(torch.tensor(local, dtype=torch.long, device=pl_module.device), reduce_op="sum")
         examples, counts = int(summed[0]), summed[1:].tolist()
-        loss = trainer.callback_metrics.get("train/loss_epoch")
+        # The epoch's loss, the mean over every rank's examples. Kept here rather than read from
+        # Lightning's logged `train/loss_epoch`, whose running sums a mid-epoch checkpoint lacks.
+        loss_parts = torch.tensor([float(self._loss_sum), float(self._loss_weight)], dtype=torch.float64, device=pl_module.device)
+        loss_sum, loss_weight = trainer.strategy.reduce(loss_parts, reduce_op="sum").tolist()
+        loss = loss_sum / loss_weight if loss_weight else None
         record = {
             "epoch": trainer.current_epoch,
             "stage": self.stage,
@@ -146,6 +279,11 @@ class RunRecorder(pl.Callback):
         epoch = trainer.current_epoch
         lines = []
         for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
+            metric = pl_module.metrics[i]
+            if trainer.is_global_zero and metric.last_outcomes is not None and metric.supports_uncertainty:
+                # last_outcomes: the state compute() just scored, gathered from every rank.
+                result.uncertainty = estimate(metric, metric.last_outcomes, pl_module.bootstrap_resamples,
+                                              pl_module.bootstrap_seed, eval_set.benchmark.is_count)
             record = {
                 "epoch": epoch,
                 "stage": self.stage,
@@ -156,13 +294,19 @@ class RunRecorder(pl.Callback):
                 "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
                 "eval_seconds": round(self._span(i, seconds), 3),
             }
+            if result.uncertainty is not None:
+                record["uncertainty"] = result.uncertainty.as_json()
+                record["bootstrap"] = result.uncertainty.described()
             if result.note:
                 record["note"] = result.note
             lines.append(json.dumps(record))
             self._write_predictions(trainer, eval_set, result, epoch)
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
-            print(format_table(epoch, results, data.eval_sets), flush=True)
+            title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"
+            limit = trainer.limit_test_batches if self.stage == "test" else trainer.limit_val_batches
+            setting = "trainer.limit_val_batches"  # the one recipe setting behind both Lightning limits
+            _print_above_progress_bar(trainer, format_table(title, results, [s.benchmark.is_count for s in data.eval_sets], unscored_reason=limit_reason(limit, setting)))
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)
@@ -172,8 +316,9 @@ class RunRecorder(pl.Callback):
         if not trainer.is_global_zero or result.predictions is None:
             return
         # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
+        shots = dict(zip((e.id for e in eval_set.examples), eval_set.shot_ids)) if eval_set.shot_ids else None
         rows = [
-            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label})
+            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label, **({"shots": shots[ex.id]} if shots else {})})
             for ex, prediction, _ in result.predicted(eval_set.examples, eval_set.predicted_labels)
         ]
         suffix = f"epoch{epoch}" if self.stage == "fit" else self.stage
@@ -183,3 +328,13 @@ class RunRecorder(pl.Callback):
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, lines: list[str]) -> None:
         append_lines(self.metrics_path, lines)
+
+
+def _print_above_progress_bar(trainer: pl.Trainer, text: str) -> None:
+    """Print without cutting into a progress bar: tqdm's bar is cleared and redrawn around the
+    text (``tqdm.write``); Rich's live display already moves printed lines above itself."""
+    if isinstance(trainer.progress_bar_callback, TQDMProgressBar):
+        tqdm.write(text)
+        sys.stdout.flush()
+    else:
+        print(text, flush=True)

@@ -9,30 +9,44 @@ uninterrupted one (same seed, same machine, deterministic kernels):
 
   - ``rng``: the torch (CPU and CUDA), numpy and Python ``random`` states of every rank, captured
     when the checkpoint is written. Lightning does not save them; they are put back just before
-    the next training epoch starts, so dropout and anything else random continue as if the run had
-    never stopped;
+    training continues (the resumed epoch's start, or its next batch for a mid-epoch checkpoint),
+    so dropout and anything else random continue as if the run had never stopped;
   - ``metrics_lines``: ``metrics.jsonl`` as it was when the checkpoint was written (every line of
     the epochs up to and including the checkpoint's). On resume the file is rewritten to exactly
     these lines, so lines of an epoch that was cut short are dropped;
   - ``sampler``: the seed and the next epoch of the training batch sampler. Resuming refuses a
     ``recipe.yaml`` whose seed was edited since: the remaining epochs would draw other batches
-    (and other RNG streams), and the run would match neither seed.
+    (and other RNG streams), and the run would match neither seed;
+  - ``position``: the epoch, and how many of its batches were trained when the checkpoint was
+    written (all of them for an epoch-end checkpoint).
 
-Sampler position: checkpoints are written at epoch ends only, and the batch samplers (bucketing
-and mixing alike) draw an epoch's order from ``(seed, epoch)`` alone, with their own generator
-(:class:`negtrain.data.sampler.BatchSampler`). Resuming at epoch ``e + 1`` therefore replays
-epoch ``e + 1``'s batches exactly; an epoch that was cut short is redone from its start.
+- the state of :class:`~negtrain.training.recorder.RunRecorder`: the running counts and loss of
+  the epoch so far, per rank, so the epoch's line in ``metrics.jsonl`` covers the batches before
+  a mid-epoch checkpoint too.
 
-The newest complete checkpoint is chosen: every ``checkpoints/*.ckpt`` is opened (with
-``weights_only``), those that do not load or hold no ``negtrain_resume`` state are skipped, and the
-one with the highest global step wins (``last.ckpt`` on ties). Checkpoints are written atomically
-(:mod:`negtrain.io.checkpoints`), so a half-written one only ever exists as a ``*.part``
-file, which is never considered.
+Sampler position: the batch samplers (bucketing and mixing alike) draw an epoch's order from
+``(seed, epoch)`` alone, with their own generator (:class:`negtrain.data.sampler.BatchSampler`),
+and the training loader's position in that order (epoch and batches done) is saved in Lightning's
+loop state (:class:`negtrain.data.resumable.ResumableLoader`). A run resumed from an epoch-end
+checkpoint replays the next epoch's batches exactly; one resumed from a mid-epoch checkpoint
+(``trainer.checkpoint_every_n_steps``, or a stop signal: :mod:`negtrain.training.preemption`)
+continues with the batch after the last one trained. Random batch transforms seed themselves
+from ``(seed, epoch, indices)``, so their draws are the same after a resume.
+
+The newest checkpoint is chosen: every ``checkpoints/*.ckpt`` is opened (with ``weights_only``)
+and the one with the highest global step wins (``last.ckpt`` on ties). Checkpoints are written
+atomically (:mod:`negtrain.io.checkpoints`), so a half-written one only ever exists as a
+``*.part`` file, which is never considered; any other damage (a truncated or foreign checkpoint,
+a folder named ``last.ckpt``, a missing ``recipe.yaml``, ...) is one error line before any work
+(:func:`check_run_dir`, :func:`find_checkpoint`). A run directory can be moved or copied between
+runs: the checkpoint callbacks re-base their record of the best checkpoint onto the directory's
+new place (:mod:`negtrain.training.checkpointing`).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,6 +60,7 @@ from negtrain.errors import NegtrainError
 from negtrain.io.atomic import PART_SUFFIX, write_text
 from negtrain.paths import is_inside
 from negtrain.recipes import LoadedRecipe, load_recipe
+from negtrain.training.epochs import epoch_label
 
 RESUME_KEY = "negtrain_resume"
 FORMAT = 1
@@ -89,13 +104,17 @@ def set_rng_state(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def _gather(obj: Any) -> list[Any]:
+def gather(obj: Any) -> list[Any]:
     """Every rank's ``obj`` (a list of one outside distributed runs)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
         out: list[Any] = [None] * torch.distributed.get_world_size()
         torch.distributed.all_gather_object(out, obj)
         return out
     return [obj]
+
+
+def _as_int(n: float | int) -> int:
+    return int(n) if n != float("inf") else -1
 
 
 class ResumeState(pl.Callback):
@@ -108,7 +127,7 @@ class ResumeState(pl.Callback):
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         # Every rank runs this hook (dump_checkpoint), so gathering the ranks' states is safe.
-        states = _gather(rng_state())
+        states = gather(rng_state())
         metrics = self.run_dir / "metrics.jsonl"
         lines = metrics.read_text(encoding="utf-8").splitlines() if trainer.is_global_zero and metrics.is_file() else []
         checkpoint[RESUME_KEY] = {
@@ -116,16 +135,46 @@ class ResumeState(pl.Callback):
             "rng": states,
             "metrics_lines": lines,
             "sampler": {"seed": self.seed, "next_epoch": trainer.current_epoch + 1},
+            # Where in the epoch the checkpoint was written (the batch order itself is in
+            # Lightning's loop state, from the training loader): mid-epoch, or at its end.
+            "position": {
+                "epoch": trainer.current_epoch,
+                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed,
+                "epoch_batches": _as_int(trainer.num_training_batches),
+            },
         }
+        loader = trainer.train_dataloader
+        if hasattr(loader, "state_dict"):
+            # The batch sampler's position (data/resumable.py). Lightning saves it as well, but
+            # restores it only when the loader is built after the checkpoint is loaded, which the
+            # LR schedule's step estimate (built first) prevents; so it is put back here.
+            checkpoint[RESUME_KEY]["loader"] = loader.state_dict()
 
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         self._pending = checkpoint.get(RESUME_KEY)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # Mid-epoch: the loader continues after the batches already trained. Its iterator was
+        # created lazily (data/resumable.py), so this lands before its first batch.
+        loader_state = (self._pending or {}).get("loader")
+        position = (self._pending or {}).get("position") or {}
+        mid_epoch = position.get("epoch") == trainer.current_epoch and position.get("batches_done", 0) < position.get("epoch_batches", 0)
+        if loader_state and mid_epoch and hasattr(trainer.train_dataloader, "load_state_dict"):
+            trainer.train_dataloader.load_state_dict(loader_state)
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # Just before the resumed epoch's first batch (dropout). In an uninterrupted run nothing
         # draws from the global RNGs between the checkpoint and this point either: the data
         # loaders' iterators take their base seed from their own generator (data/module.py), and
         # the batch order comes from the sampler's (seed, epoch) generator.
+        self._restore_rng(trainer)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        # Resumed mid-epoch, Lightning does not start the epoch again: the RNGs are put back just
+        # before the next batch's forward pass, where the checkpointed run took its next draw.
+        self._restore_rng(trainer)
+
+    def _restore_rng(self, trainer: pl.Trainer) -> None:
         if self._pending is None:
             return
         states = self._pending["rng"]
@@ -144,40 +193,83 @@ class Candidate:
     global_step: int
     state: dict[str, Any]
 
+    @property
+    def batches_done(self) -> int | None:
+        """Batches of ``epoch`` trained when the checkpoint was written; None: the epoch's end."""
+        position = self.state.get("position") or {}
+        done, total = position.get("batches_done"), position.get("epoch_batches")
+        if isinstance(done, int) and isinstance(total, int) and 0 <= done and (total < 0 or done < total):
+            return done
+        return None
+
+    @property
+    def epochs_done(self) -> int:
+        """Epochs finished (with their evaluation) at this checkpoint."""
+        return self.epoch if self.batches_done is not None else self.epoch + 1
+
+    def describe(self) -> str:
+        where = (
+            f"epoch {self.epoch} after {self.batches_done} of {self.state['position']['epoch_batches']} batches"
+            if self.batches_done is not None
+            else f"end of epoch {self.epoch}"
+        )
+        return f"{where}, step {self.global_step}"
+
 
 def load_checkpoint(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=True, mmap=True)
 
 
+def _damaged(run_dir: Path, what: str, fix: str) -> NegtrainError:
+    return NegtrainError(f"--resume {run_dir}: {what}; {fix}")
+
+
 def find_checkpoint(run_dir: Path) -> tuple[Candidate | None, list[str]]:
-    """The newest complete, resumable checkpoint of a run, and why others were skipped."""
-    folder = Path(run_dir) / "checkpoints"
+    """The newest resumable checkpoint of a run.
+
+    Every ``checkpoints/*.ckpt`` must be a complete checkpoint written by ``negtrain fit``: one
+    that is damaged (truncated, a folder, a link out of the run, not a torch file, another
+    program's) is an error naming it, not skipped. Atomic writes mean ``fit`` never leaves such
+    a file (a half-written checkpoint is a ``.*.part`` file, which is ignored), so it was damaged
+    or put there from outside, and resuming from an older checkpoint would silently redo, and then
+    overwrite, the work it held. The second value lists ignored leftovers, for the record.
+    """
+    run_dir = Path(run_dir)
+    folder = run_dir / "checkpoints"
     found: list[Candidate] = []
-    skipped: list[str] = []
+    ignored: list[str] = []
+    if folder.exists() and not folder.is_dir():
+        raise _damaged(run_dir, "checkpoints is not a folder", "move it aside")
     for path in sorted(folder.glob("*.ckpt")) if folder.is_dir() else []:
         if path.name.startswith(".") or path.name.endswith(PART_SUFFIX):
+            ignored.append(f"{path.name}: a temporary file")
             continue
+        name = f"checkpoints/{path.name}"
+        fix = f"move {name} out of the run directory to resume from its other checkpoints"
         if not is_inside(path, folder):
-            skipped.append(f"{path.name}: leads outside {folder}; refused")
-            continue
+            raise _damaged(run_dir, f"{name} leads outside {folder}", fix)
+        if not path.is_file():
+            kind = "a folder" if path.is_dir() else "a broken link" if path.is_symlink() else "not a regular file"
+            raise _damaged(run_dir, f"{name} is {kind}, not a checkpoint", fix)
         try:
             ckpt = load_checkpoint(path)
         except Exception as exc:  # truncated, not a torch file, or unsafe to load: never resume from it
-            skipped.append(f"{path.name}: unreadable ({type(exc).__name__})")
-            continue
+            raise _damaged(run_dir, f"{name} is truncated or damaged (cannot be read: {type(exc).__name__})", fix) from None
         state = ckpt.get(RESUME_KEY) if isinstance(ckpt, dict) else None
         if not isinstance(state, dict) or state.get("format") != FORMAT:
-            skipped.append(f"{path.name}: no negtrain resume state")
-            continue
-        found.append(Candidate(path, int(ckpt.get("epoch", -1)), int(ckpt.get("global_step", -1)), state))
+            raise _damaged(run_dir, f"{name} was not written by `negtrain fit` (no resume state)", fix)
+        epoch, step = ckpt.get("epoch"), ckpt.get("global_step")
+        if not isinstance(epoch, int) or not isinstance(step, int) or epoch < 0 or step < 0:
+            raise _damaged(run_dir, f"{name} has no valid epoch and step", fix)
+        found.append(Candidate(path, epoch, step, state))
     if not found:
-        return None, skipped
-    best = max(found, key=lambda c: (c.global_step, c.epoch, c.path.name == "last.ckpt"))
-    return best, skipped
+        return None, ignored
+    best = max(found, key=lambda c: (c.global_step, c.epochs_done, c.path.name == "last.ckpt"))
+    return best, ignored
 
 
 def is_complete(candidate: Candidate, max_epochs: int, max_steps: int) -> bool:
-    return candidate.epoch + 1 >= max_epochs or (max_steps > 0 and candidate.global_step >= max_steps)
+    return candidate.epochs_done >= max_epochs or (max_steps > 0 and candidate.global_step >= max_steps)
 
 
 def _epoch_of(line: str) -> int:
@@ -191,10 +283,10 @@ def _epoch_of(line: str) -> int:
 
 def rewind(run_dir: Path, candidate: Candidate | None) -> None:
     """Put the run's records back to the checkpoint: ``metrics.jsonl`` as the checkpoint saw it,
-    and no prediction files of later epochs (without a checkpoint: no records at all)."""
+    and no prediction files of epochs it had not finished (without a checkpoint: no records)."""
     run_dir = Path(run_dir)
     lines = list(candidate.state.get("metrics_lines", [])) if candidate else []
-    keep_through = candidate.epoch if candidate else -1
+    keep_through = candidate.epochs_done - 1 if candidate else -1
     lines = [line for line in lines if _epoch_of(line) <= keep_through]
     metrics = run_dir / "metrics.jsonl"
     if lines:
@@ -212,12 +304,35 @@ def rewind(run_dir: Path, candidate: Candidate | None) -> None:
             leftover.unlink(missing_ok=True)
 
 
+#: What a run directory may hold, and what each entry must be (checked before any work).
+RUN_ENTRIES = {"recipe.yaml": "file", "metrics.jsonl": "file", "command.txt": "file", "checkpoints": "folder", "predictions": "folder", "model": "folder"}
+
+
 def check_run_dir(run_dir: Path) -> Path:
+    """A run directory that ``fit --resume`` can continue, or a one-line error saying what is wrong."""
     run_dir = Path(run_dir)
-    if not run_dir.is_dir():
+    if not run_dir.exists():
         raise NegtrainError(f"--resume {run_dir}: no such directory")
-    if not (run_dir / "recipe.yaml").is_file():
+    if not run_dir.is_dir():
+        raise NegtrainError(f"--resume {run_dir}: not a directory")
+    if not (run_dir / "recipe.yaml").exists():
         raise NegtrainError(f"--resume {run_dir}: not a negtrain run directory (no recipe.yaml)")
+    for name, kind in RUN_ENTRIES.items():
+        path = run_dir / name
+        if path.exists() or path.is_symlink():
+            ok = path.is_file() if kind == "file" else path.is_dir()
+            if not ok:
+                raise _damaged(run_dir, f"{name} is not a {kind}", f"a run keeps its {name} as a {kind}; move the wrong one aside")
+    if (run_dir / "predictions").is_dir():
+        for path in (run_dir / "predictions").iterdir():
+            if path.suffix == ".jsonl" and not path.is_file():
+                raise _damaged(run_dir, f"predictions/{path.name} is not a file", "move it aside")
+    if not os.access(run_dir, os.W_OK | os.X_OK):
+        raise NegtrainError(f"--resume {run_dir}: the run directory is not writable")
+    for name in ("checkpoints", "predictions"):
+        folder = run_dir / name
+        if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
+            raise NegtrainError(f"--resume {run_dir}: {name}/ is not writable")
     return run_dir
 
 
@@ -231,13 +346,15 @@ class ResumePlan:
 
 
 def plan_resume(run_dir: Path) -> ResumePlan | None:
-    """Check ``run_dir`` and rewind it to its newest complete checkpoint; None when the run is
-    already complete (said on stdout). ``run.resume`` then continues the training."""
+    """Check ``run_dir`` and rewind it to its newest checkpoint; None when the run is already
+    complete (said on stdout). ``run.resume`` then continues the training.
+
+    Everything that can be wrong with the directory is found here, before any work: its layout,
+    its recipe, every checkpoint (see :func:`check_run_dir`, :func:`find_checkpoint`).
+    """
     run_dir = check_run_dir(run_dir)
     loaded = load_recipe(str(run_dir / "recipe.yaml"))
-    candidate, skipped = find_checkpoint(run_dir)
-    for note in skipped:
-        print(f"resume: skipping checkpoints/{note}", flush=True)
+    candidate, _ = find_checkpoint(run_dir)
     recorded_seed = (candidate.state.get("sampler") or {}).get("seed") if candidate else None
     if recorded_seed is not None and recorded_seed != loaded.recipe.seed:
         raise NegtrainError(
@@ -247,8 +364,8 @@ def plan_resume(run_dir: Path) -> ResumePlan | None:
     t = loaded.recipe.trainer
     if candidate is not None and is_complete(candidate, t.max_epochs, t.max_steps):
         print(
-            f"run {run_dir} is already complete: {candidate.path.name} is the end of epoch {candidate.epoch} "
-            f"of {t.max_epochs} (step {candidate.global_step}); nothing to do",
+            f"run {run_dir} is already complete: {candidate.path.name} is the {candidate.describe()} "
+            f"(of {t.max_epochs} epochs, counted from 0); nothing to do",
             flush=True,
         )
         return None
@@ -256,9 +373,10 @@ def plan_resume(run_dir: Path) -> ResumePlan | None:
     if candidate is None:
         print(f"resume: {run_dir} has no complete checkpoint yet; training it from the start", flush=True)
     else:
-        print(
-            f"resuming {run_dir} from {candidate.path.name}: end of epoch {candidate.epoch}, step {candidate.global_step}; "
-            f"continuing with epoch {candidate.epoch + 1} of {t.max_epochs}",
-            flush=True,
+        then = (
+            f"continuing {epoch_label(candidate.epoch, t.max_epochs)} with batch {candidate.batches_done + 1}"
+            if candidate.batches_done is not None
+            else f"continuing with {epoch_label(candidate.epoch + 1, t.max_epochs)}"
         )
+        print(f"resuming {run_dir} from {candidate.path.name}: {candidate.describe()}; {then}", flush=True)
     return ResumePlan(loaded, run_dir, candidate.path if candidate else None)

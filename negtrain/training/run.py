@@ -5,17 +5,18 @@ from __future__ import annotations
 import datetime as dt
 import os
 import shlex
+import signal
 from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
 import yaml
 from lightning.fabric.utilities.exceptions import MisconfigurationException
-from lightning.pytorch.callbacks import ModelCheckpoint
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
-from negtrain.config import to_dict
-from negtrain.errors import ConfigError
+from negtrain.config import selection_bias_note, to_dict
+from negtrain.errors import ConfigError, Preempted
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
 from negtrain.models.adapters import save_adapter_config
@@ -23,8 +24,10 @@ from negtrain.recipes import LoadedRecipe
 from negtrain.secrets import redact_text
 from negtrain.training import tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
+from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import trainer_precision
-from negtrain.training.recorder import RunRecorder
+from negtrain.training.preemption import MidEpochCheckpoint
+from negtrain.training.recorder import RunRecorder, table_width, wrapped
 from negtrain.training.resume import ResumeState, plan_resume
 from negtrain.training.tracking import WandbTracker
 
@@ -89,7 +92,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     if stage == "fit":
         sel = built.selection
         callbacks.append(
-            ModelCheckpoint(
+            RelocatableModelCheckpoint(
                 dirpath=run_dir / "checkpoints",
                 filename="best-epoch{epoch}",
                 auto_insert_metric_name=False,
@@ -101,8 +104,10 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         # last.ckpt: every epoch. (ModelCheckpoint(save_last=True) only refreshes it when the top-k
         # checkpoint changed, so after an epoch without improvement it was not the last epoch.)
         callbacks.append(
-            ModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
+            RelocatableModelCheckpoint(dirpath=run_dir / "checkpoints", filename="last", monitor=None, save_top_k=1, enable_version_counter=False)
         )
+        # Mid-epoch last.ckpt: every trainer.checkpoint_every_n_steps steps, and on SIGTERM/SIGUSR1.
+        callbacks.append(MidEpochCheckpoint(run_dir / "checkpoints" / "last.ckpt", t.checkpoint_every_n_steps, run_dir))
     precision, note = trainer_precision(t)
     if note:
         # Once, not once per DDP rank: a launched rank knows its rank from the environment already.
@@ -168,6 +173,9 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
             save_adapter_config(built.module.model, tmp)  # LoRA runs: what `export` needs
     try:
         trainer.fit(built.module, datamodule=built.data, ckpt_path=resume_from, weights_only=True)
+    except SIGTERMException:
+        # Lightning's own SIGTERM exit (a SystemExit with code 0), before our handler took over.
+        raise Preempted(signal.SIGTERM, f"stopped by SIGTERM while starting; continue with: python -m negtrain fit --resume {run_dir}") from None
     finally:
         tracking.finish(logger, trainer, built.selection, run_dir)
     if trainer.is_global_zero:
@@ -177,6 +185,8 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
             score = best_score(trainer.checkpoint_callback)
             if score is not None:
                 print(f"best {sel.monitor} = {score:.4f}: {best}")
+                if trainer.current_epoch > 1:  # a choice among several epochs, on a reported split
+                    print("\n".join(wrapped(selection_bias_note(sel.monitor, trainer.current_epoch), table_width(), indent="  ")))
             else:
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
         print(f"run directory: {run_dir}")
@@ -192,8 +202,10 @@ def resume(run_dir: Path) -> Path:
     return fit(plan.loaded, plan.run_dir, resume_from=plan.checkpoint, resuming=True)
 
 
-def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_dir: Path | None) -> Path:
-    """``validate`` / ``test``: score a checkpoint (or the recipe's starting model) on its benchmarks."""
+def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_dir: Path | None, write_recipe: bool = False) -> Path:
+    """``validate`` / ``test``: score a checkpoint (or the recipe's starting model) on its benchmarks.
+
+    ``write_recipe``: also write the resolved recipe.yaml into the output directory (report cards)."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
@@ -205,11 +217,27 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     run_dir = output_dir or default_run_dir(loaded.name).with_name(default_run_dir(loaded.name).name + f"-{stage}")
     trainer = _trainer(loaded, built, run_dir, stage)
     run_dir.mkdir(parents=True, exist_ok=True)
+    if write_recipe and trainer.is_global_zero:
+        write_text(run_dir / "recipe.yaml", resolved_recipe_yaml(loaded))
     run = trainer.validate if stage == "validate" else trainer.test
-    run(built.module, datamodule=built.data)
+    # verbose=False: Lightning's own table prints once per dataloader, unrounded and with NaN rows;
+    # RunRecorder prints ours, once.
+    run(built.module, datamodule=built.data, verbose=False)
     if trainer.is_global_zero:
+        if checkpoint is None and built.fresh_head:
+            print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
         print(f"run directory: {run_dir}")
     return run_dir
+
+
+def zero_shot_note(fresh: list[str]) -> str:
+    """What a score of the starting model means when part of its head was never trained."""
+    shown = ", ".join(fresh[:4]) + (f" and {len(fresh) - 4} more" if len(fresh) > 4 else "")
+    return (
+        f"note: the starting model's {shown} {'is' if len(fresh) == 1 else 'are'} freshly initialised (random), so these "
+        "numbers are chance level, not what the model can do zero-shot; score a trained checkpoint "
+        "with --checkpoint, or start from a model with a trained head"
+    )
 
 
 def quiet_third_party_logs() -> None:

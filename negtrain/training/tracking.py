@@ -205,6 +205,8 @@ def finish(logger, trainer: pl.Trainer, selection, run_dir: Path) -> None:
         if match:
             run.summary["best/epoch"] = int(match.group(1))
         run.summary["best/checkpoint"] = os.path.relpath(ckpt.best_model_path, run_dir)
+        # The monitored split is one the run reports: its best value is a best-of-N over epochs.
+        run.summary["best/optimistic"] = trainer.current_epoch > 1
     offline = run.settings.mode in {"offline", "dryrun"} or getattr(run, "offline", False)
     run_path = Path(run.dir).parent
     run.finish()

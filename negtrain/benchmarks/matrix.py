@@ -1,0 +1,218 @@
+"""The scoring matrix: which model family scores which benchmark, and the resolution of a recipe's
+benchmark lists against it.
+
+The matrix itself is data in the benchmark modules (``Benchmark.scoring`` / ``unsupported``,
+default prompts and verbalizers); this module reads it. :func:`resolve_benchmarks` runs before
+any data file or model is loaded: it expands ``data.eval: all``, rejects an unsupported
+(family, benchmark) pair with the reason, and fills each entry's prompt and verbalizer, so the
+run's ``recipe.yaml`` records exactly what was scored.
+"""
+
+from __future__ import annotations
+
+import string
+import typing
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.files import resolve
+from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
+from negtrain.config import EvalConfig, ModelConfig
+from negtrain.errors import ConfigError, NegtrainError, did_you_mean
+
+#: Families that read a benchmark through a prompt.
+LM_FAMILIES = ("seq2seq", "causal_lm")
+
+
+def families() -> tuple[str, ...]:
+    """The model families a recipe can name (``model.family``; a test checks they are the
+    builders' table, negtrain.models.families, which sits on a floor above this one)."""
+    return typing.get_args(ModelConfig.model_fields["family"].annotation)
+
+
+def unsupported_reason(bench: Benchmark, family: str) -> str | None:
+    """None when ``family`` can score ``bench``, else why not."""
+    if family in bench.scoring:
+        return None
+    return bench.unsupported.get(family, f"no scoring rule for the '{family}' family")
+
+
+def check_supported(bench: Benchmark, family: str, where: str) -> None:
+    reason = unsupported_reason(bench, family)
+    if reason is not None:
+        raise ConfigError(f"{where}: the '{family}' family cannot score benchmark '{bench.name}': {reason}")
+
+
+def unreadable_reason(bench: Benchmark, split: str) -> str | None:
+    """None when every file of the split can be found (or fetched), else why not."""
+    try:
+        for file in bench.files(split):
+            resolve(file)
+    except NegtrainError as exc:
+        return str(exc).splitlines()[0]
+    except OSError as exc:  # a failed download
+        return f"{type(exc).__name__}: {exc}"[:300]
+    return None
+
+
+@dataclass(frozen=True)
+class Skipped:
+    benchmark: str
+    split: str
+    reason: str
+
+
+def scorable(family: str, names: Sequence[str] | None = None) -> list[tuple[str, str]]:
+    """(benchmark, split) for every benchmark ``family`` can score (or those of ``names``), on
+    the benchmark's evaluation splits (its test split, MNLI's two validation splits)."""
+    out = []
+    for name in names if names is not None else BENCHMARKS:
+        bench = get_benchmark(name)
+        if unsupported_reason(bench, family) is None:
+            out.extend((name, split) for split in bench.eval_splits)
+    return out
+
+
+def _placeholders(template: str) -> set[str]:
+    try:
+        return {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(template) if f is not None}
+    except ValueError as exc:
+        raise ConfigError(f"malformed template ({exc})") from None
+
+
+def check_prompt(bench: Benchmark, template: str, where: str) -> None:
+    try:
+        names = _placeholders(template)
+    except ConfigError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    unknown = sorted(n for n in names if n not in bench.input_names)
+    if unknown or "" in names:
+        shown = unknown[0] if unknown else ""
+        raise ConfigError(
+            f"{where}: placeholder '{{{shown}}}' is not an input of benchmark '{bench.name}' "
+            f"(its inputs: {', '.join('{' + n + '}' for n in bench.input_names)})"
+        )
+
+
+def check_verbalizer(bench: Benchmark, verbalizer: dict[str, str], where: str) -> None:
+    """Every label has a non-empty text, no other key is given, and no two labels share a text
+    (two identical continuations always score the same, so the tie would decide)."""
+    for key in verbalizer:
+        if key not in bench.labels:
+            raise ConfigError(f"{where}: '{key}' is not a label of '{bench.name}'{did_you_mean(key, bench.labels)}")
+    missing = [label for label in bench.labels if label not in verbalizer]
+    if missing:
+        raise ConfigError(f"{where}: no text for label(s) {missing} of '{bench.name}' (every label needs one)")
+    seen: dict[str, str] = {}
+    for label in bench.labels:
+        text = verbalizer[label]
+        if not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"{where}: the text of label '{label}' is empty")
+        key = text.strip()
+        if key in seen:
+            raise ConfigError(
+                f"{where}: labels '{seen[key]}' and '{label}' have the same verbalizer {key!r}, so they "
+                "cannot be told apart"
+            )
+        seen[key] = label
+
+
+def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eval_entry: bool) -> None:
+    bench = get_benchmark(entry.benchmark)
+    bench.check_split(entry.split)
+    if family == "mlm" and not eval_entry:
+        # The mlm family's objectives read training benchmarks as text (the cue-masking corpus,
+        # negated-LAMA probes); its builder checks them. The matrix is about scoring.
+        return
+    check_supported(bench, family, where)
+    settings = ["prompt", "verbalizer"] + (["shots", "shots_split"] if eval_entry else [])
+    if family not in LM_FAMILIES:
+        given = [s for s in settings if getattr(entry, s) not in (None, 0)]
+        if given:
+            raise ConfigError(f"{where}: {', '.join(given)} apply to the seq2seq and causal_lm families, not '{family}'")
+        return
+    if bench.answer_type in ("choice", "cloze"):
+        # Multiple choice (NeQA) and cloze probes (negated LAMA) build their own context from
+        # the example; a prompt, verbalizer or shots would not be read, so they are refused.
+        given = [s for s in settings if getattr(entry, s) not in (None, 0)]
+        if given:
+            raise ConfigError(f"{where}: {', '.join(given)} do not apply to '{bench.name}': it builds its own context per example")
+        return
+    prompt = entry.prompt or model_prompt or bench.prompt_for(family)
+    if prompt is None:
+        raise ConfigError(f"{where}: benchmark '{bench.name}' has no default prompt for '{family}'; set a prompt")
+    check_prompt(bench, prompt, f"{where}.prompt" if entry.prompt else "model.prompt" if model_prompt else where)
+    entry.prompt = prompt
+    if bench.generative:
+        if entry.verbalizer is not None:
+            raise ConfigError(f"{where}.verbalizer: '{bench.name}' has free-text answers, so no verbalizer")
+    else:
+        verbalizer = entry.verbalizer if entry.verbalizer is not None else bench.verbalizer()
+        if verbalizer is None:
+            raise ConfigError(f"{where}: benchmark '{bench.name}' has no default verbalizer; set one")
+        check_verbalizer(bench, verbalizer, f"{where}.verbalizer")
+        entry.verbalizer = dict(verbalizer)
+    if eval_entry and entry.shots:
+        shots_split = entry.shots_split or bench.default_shots_split(entry.split)
+        bench.check_split(shots_split)
+        entry.shots_split = shots_split
+
+
+def _expand_all(family: str, field: str) -> tuple[list, list[Skipped]]:
+    entries, skipped = [], []
+    for name, split in scorable(family):
+        reason = unreadable_reason(get_benchmark(name), split)
+        if reason is None:
+            entries.append(EvalConfig(benchmark=name, split=split))
+        else:
+            skipped.append(Skipped(name, split, reason))
+    if not entries:
+        raise ConfigError(f"{field}: all: no benchmark the '{family}' family can score could be read")
+    return entries, skipped
+
+
+def resolve_benchmarks(recipe, announce: bool = True) -> list[Skipped]:
+    """Expand ``all``, check every (family, benchmark) pair and fill prompts and verbalizers, in
+    place on ``recipe``. Returns the benchmarks ``all`` skipped (printed when ``announce``)."""
+    family = recipe.model.family
+    data = recipe.data
+    skipped: list[Skipped] = []
+    for field in ("eval", "test"):
+        value = getattr(data, field)
+        if value == "all":
+            entries, lost = _expand_all(family, f"data.{field}")
+            skipped += lost
+            setattr(data, field, entries)
+    for i, source in enumerate(data.train):
+        _resolve_entry(source, family, recipe.model.prompt, f"data.train[{i}]", eval_entry=False)
+    for field in ("eval", "test"):
+        for i, entry in enumerate(getattr(data, field) or []):
+            _resolve_entry(entry, family, recipe.model.prompt, f"data.{field}[{i}]", eval_entry=True)
+    if announce:
+        for s in skipped:
+            print(f"all: skipping {s.benchmark}/{s.split}: {s.reason}", flush=True)
+    return skipped
+
+
+# ---- listing ---------------------------------------------------------------------------------
+
+
+def matrix() -> list[dict]:
+    """Per benchmark: per family, how it is scored or why not; the LM defaults."""
+    rows = []
+    for name in BENCHMARKS:
+        bench = get_benchmark(name)
+        rows.append(
+            {
+                "benchmark": name,
+                "eval_splits": list(bench.eval_splits),
+                "families": {
+                    f: {"supported": unsupported_reason(bench, f) is None, "how": bench.scoring.get(f) or unsupported_reason(bench, f)}
+                    for f in families()
+                },
+                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if f in bench.scoring and bench.answer_type not in ("choice", "cloze")},
+                "verbalizer": bench.verbalizer() if bench.answer_type == "label" else None,
+            }
+        )
+    return rows

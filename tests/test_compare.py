@@ -1,0 +1,121 @@
+"""`negtrain compare`: paired cluster-bootstrap differences between two prediction sets."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from negtrain.benchmarks.registry import get_benchmark
+from negtrain.cli import main
+
+
+@pytest.fixture(autouse=True)
+def mirror(monkeypatch):
+    if not os.environ.get("NEGTRAIN_DATA_DIR"):
+        pytest.fail("set NEGTRAIN_DATA_DIR to the shared data mirror")
+    monkeypatch.setenv("NEGTRAIN_OFFLINE", "1")
+
+
+@pytest.fixture(scope="module")
+def scone_test():
+    return get_benchmark("scone").load("test")
+
+
+def flip(label: str) -> str:
+    return "entailment" if label != "entailment" else "not_entailment"
+
+
+def predictions(examples, wrong_sets: set[int]) -> list[dict]:
+    """Every example right except the one_scoped member of each set in ``wrong_sets``."""
+    rows = []
+    for e in examples:
+        index = int(e.group.rsplit("/", 1)[1])
+        bad = index in wrong_sets and e.subset == "one_scoped"
+        rows.append({"id": e.id, "prediction": flip(e.label) if bad else e.label, "label": e.label})
+    return rows
+
+
+def write(path, rows):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+def compare(capsys, *args):
+    code = main(["compare", *map(str, args)])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_identical_predictions_differ_by_zero_with_interval_zero(tmp_path, capsys, scone_test):
+    rows = predictions(scone_test, set(range(0, 200, 7)))
+    a, b = write(tmp_path / "a.jsonl", rows), write(tmp_path / "b.jsonl", rows)
+    code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--json")
+    assert code == 0
+    [ev] = json.loads(out)["evals"]
+    assert ev["unit"] == "contrast set" and ev["units"] == 200
+    assert set(ev["metrics"]) >= {"accuracy", "consistency", "accuracy/one_scoped"}
+    for name, m in ev["metrics"].items():
+        assert m["diff"] == 0.0 and m["ci95"] == [0.0, 0.0], name
+        assert m["share_b_le_a"] == 1.0
+
+
+def test_fixing_one_contrast_set_is_a_consistency_gain_of_one_in_200(tmp_path, capsys, scone_test):
+    wrong = set(range(10))
+    a = write(tmp_path / "a.jsonl", predictions(scone_test, wrong))
+    b = write(tmp_path / "b.jsonl", predictions(scone_test, wrong - {3}))  # B fixes set 3 only
+    code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--json", "--bootstrap", "2000")
+    assert code == 0
+    m = json.loads(out)["evals"][0]["metrics"]
+    assert m["consistency"]["a"] == pytest.approx(190 / 200) and m["consistency"]["b"] == pytest.approx(191 / 200)
+    assert m["consistency"]["diff"] == pytest.approx(1 / 200)
+    assert m["accuracy"]["diff"] == pytest.approx(1 / 1200)
+    assert m["accuracy/one_scoped"]["diff"] == pytest.approx(1 / 200)
+    assert m["accuracy/no_negation"]["diff"] == 0.0 and m["accuracy/no_negation"]["ci95"] == [0.0, 0.0]
+    # Paired: a resample's difference is (times set 3 was drawn) / 200, never negative. Set 3 is
+    # missing from a resample with probability (199/200)^200 = 0.367: then B is not better.
+    lo, hi = m["consistency"]["ci95"]
+    assert lo == 0.0 and 0.01 <= hi <= 0.02
+    assert m["consistency"]["share_b_le_a"] == pytest.approx(0.367, abs=0.04)
+
+
+def test_run_directories_and_markdown(tmp_path, capsys, scone_test):
+    # Run A has two epochs; the last is compared by default, epoch 0 on request.
+    run_a, run_b = tmp_path / "run_a", tmp_path / "run_b"
+    write(run_a / "predictions" / "scone-test-epoch0.jsonl", predictions(scone_test, set(range(50))))
+    write(run_a / "predictions" / "scone-test-epoch1.jsonl", predictions(scone_test, set(range(20))))
+    write(run_b / "predictions" / "scone-test-validate.jsonl", predictions(scone_test, set(range(20))))
+    code, out, _ = compare(capsys, run_a, run_b)
+    assert code == 0
+    assert "## scone/test (200 contrast sets)" in out
+    assert "| consistency | 0.9000 | 0.9000 | +0.0000 | [+0.0000, +0.0000] | 1.0000 | higher |" in out
+    code, out, err = compare(capsys, run_a, run_b, "--epoch", "0", "--json", "--out", tmp_path / "cmp")
+    assert code == 0, err
+    m = json.loads(out)["evals"][0]["metrics"]["consistency"]
+    assert m["diff"] == pytest.approx(30 / 200) and m["ci95"][0] > 0
+    assert json.loads((tmp_path / "cmp.json").read_text()) == json.loads(out)
+    assert "# Paired comparison: B − A" in (tmp_path / "cmp.md").read_text()
+
+
+def test_bad_inputs_are_one_line_errors(tmp_path, capsys, scone_test):
+    a = write(tmp_path / "a.jsonl", predictions(scone_test, set()))
+    code, _, err = compare(capsys, a, a)
+    assert code == 2 and "needs --benchmark and --split" in err
+    code, _, err = compare(capsys, tmp_path, a, "--benchmark", "scone", "--split", "test")
+    assert code == 2 and "no predictions/" in err
+    code, _, err = compare(capsys, a, a, "--benchmark", "scone", "--split", "test", "--epoch", "first")
+    assert code == 2 and "--epoch" in err
+
+
+def test_partial_predictions_need_allow_missing(tmp_path, capsys, scone_test):
+    rows = predictions(scone_test, set())
+    a = write(tmp_path / "a.jsonl", rows[:600])
+    b = write(tmp_path / "b.jsonl", rows[:300])
+    code, _, err = compare(capsys, a, b, "--benchmark", "scone", "--split", "test")
+    assert code == 2 and "--allow-missing" in err
+    code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--allow-missing", "--json")
+    [ev] = json.loads(out)["evals"]
+    assert code == 0 and ev["metrics"]["accuracy"]["diff"] == 0.0
+    assert any("different examples" in n for n in ev["notes"])
