@@ -286,7 +286,13 @@ class DataConfig(_Section):
         "is written to the run's recipe.yaml.",
     )
     test: list[EvalConfig] | Literal["all"] | None = Field(None, description="Benchmarks for `negtrain test`; defaults to `eval`.")
-    batch_size: int = Field(32, gt=0, description="Training examples per device per step.")
+    batch_size: int = Field(
+        32,
+        gt=0,
+        description="Training examples per device per step. Under DDP a step takes one batch per rank, "
+        "so W ranks at batch_size b train exactly as one device at W*b (with bucket_by_length off): the "
+        "loss is the mean over the step's examples (tokens for token-level losses) on all ranks.",
+    )
     eval_batch_size: int = Field(
         128,
         gt=0,
@@ -307,7 +313,9 @@ class TrainerConfig(_Section):
     """A typed subset of Lightning's Trainer arguments: what a recipe may set."""
 
     max_epochs: int = Field(3, gt=0)
-    max_steps: int = Field(-1, ge=-1, description="Stop after this many optimizer steps (-1: no limit).")
+    max_steps: int = Field(
+        -1, ge=-1, description="Stop after this many optimizer steps (-1: no limit). Under DDP a step takes one batch on every rank."
+    )
     accumulate_grad_batches: int = Field(1, gt=0)
     gradient_clip_val: float | None = Field(None, ge=0)
     precision: Literal["auto", "32", "32-true", "bf16-mixed", "16-mixed", "bf16-true"] = Field(
@@ -337,8 +345,18 @@ class TrainerConfig(_Section):
         "without one a run would wait forever for the other nodes, so it is refused. Under a launcher "
         "each node prints where it waits and for how many nodes.",
     )
-    limit_train_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of training batches per epoch.")
-    limit_val_batches: int | float = Field(1.0, description="Fraction (float) or number (int) of evaluation batches.")
+    limit_train_batches: int | float = Field(
+        1.0,
+        description="Fraction (float) or number (int) of training batches per epoch, counted in batches of "
+        "data.batch_size as one device takes them: the same examples on any number of devices (under DDP "
+        "they are dealt out to the ranks; Lightning's own limit would count per rank). 0 skips training.",
+    )
+    limit_val_batches: int | float = Field(
+        1.0,
+        description="Fraction (float) or number (int) of each evaluation set's batches (of data.eval_batch_size, "
+        "longest inputs first), counted as one device takes them: the same examples on any number of devices. "
+        "Also limits `test`. 0 skips evaluation.",
+    )
     log_every_n_steps: int = Field(50, gt=0)
     deterministic: bool | Literal["warn"] = False
     torch_threads: int | None = Field(

@@ -97,6 +97,7 @@ def test_loss_goes_down_on_easy_fixture(lm_env, tmp_path, key, family):
         first = built.data.train.encoded.input_ids[: built.data.train.encoded.offsets[1]].tolist()
         assert "[INST]" in built.tokenizer.decode(first) and "[/INST]" in built.tokenizer.decode(first)
     built.data.trainer = None
+    built.data.set_limits(1.0, 1.0)  # every batch (the loaders apply the recipe's trainer limits)
     loader = built.data.train_dataloader()
     batches = list(loader)
     opt = torch.optim.AdamW(module.parameters(), lr=3e-3)
@@ -132,6 +133,8 @@ def test_causal_prompt_loss_weight_changes_the_loss(lm_env, tmp_path):
         for pos in range(width - n, width):
             losses.append(float(torch.nn.functional.cross_entropy(logits[row, pos - 1].float()[None], batch["input_ids"][row, pos][None])))
     assert answer_only == pytest.approx(sum(losses) / len(losses), rel=1e-4)
+    # What the loss averages over (DDP weights each rank's share of a step by it): the answer tokens.
+    assert int(b0.module.loss_units(batch)) == int(batch["answer_len"].sum()) == len(losses)
     assert float(b1.module.training_loss(batch)) != pytest.approx(answer_only, rel=1e-3)
 
 

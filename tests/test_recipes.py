@@ -138,3 +138,21 @@ def test_cli_rejects_before_any_work(tmp_path):
 def test_cli_lists_recipes():
     proc = subprocess.run([sys.executable, "-m", "negtrain", "recipes"], capture_output=True, text=True, check=True)
     assert "scone_minilm" in proc.stdout and "ScoNe" in proc.stdout
+
+
+@pytest.mark.parametrize("name", available_recipes())
+def test_every_recipe_passes_the_pre_work_benchmark_check(name):
+    # `data.eval: all` is a string, not a list of entries; the early check used to crash on it
+    # (AttributeError) before validate/test of scone_deberta could start.
+    from negtrain.commands.train import check_benchmarks
+
+    check_benchmarks(load_recipe(name))
+
+
+def test_the_pre_work_check_still_refuses_a_bad_split_beside_eval_all():
+    from negtrain.commands.train import check_benchmarks
+
+    loaded = load_recipe("scone_deberta", {"data.test": [{"benchmark": "monli", "split": "dev"}]})
+    assert loaded.recipe.data.eval == "all"
+    with pytest.raises(ConfigError, match=r"data\.test: .*dev"):
+        check_benchmarks(loaded)

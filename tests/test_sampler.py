@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import lightning.pytorch as pl
-import pytest
 import numpy as np
+import pytest
 import torch
 from torch.utils.data import DataLoader
 
@@ -57,6 +57,40 @@ def test_ranks_get_disjoint_batches_and_equal_steps():
     assert sorted(set(_flat(shards[0] + shards[1]))) == list(range(len(LENGTHS)))
 
 
+def test_only_the_repeated_batch_is_marked_padding():
+    shards = [list(BatchSampler(LENGTHS, 16, shuffle=True, bucket=True, seed=5, num_replicas=2, rank=r)) for r in (0, 1)]
+    # 63 batches: rank 0 takes batches 0, 2, ..., 62 and rank 1 takes 1, ..., 61, then a repeat.
+    assert [b.padding for b in shards[0]] == [False] * 32
+    assert [b.padding for b in shards[1]] == [False] * 31 + [True]
+    real = [tuple(b) for shard in shards for b in shard if not b.padding]
+    assert len(real) == len(set(real)) == 63
+    assert sorted(_flat(real)) == list(range(len(LENGTHS)))
+
+
+def test_fewer_batches_than_ranks_pad_cyclically():
+    shards = [list(BatchSampler(np.ones(5), 4, shuffle=False, bucket=False, num_replicas=4, rank=r)) for r in range(4)]
+    assert [[list(b) for b in shard] for shard in shards] == [[[0, 1, 2, 3]], [[4]], [[0, 1, 2, 3]], [[4]]]
+    assert [shard[0].padding for shard in shards] == [False, False, True, True]
+
+
+def _one_device(limit, lengths=LENGTHS, batch=16, **kw):
+    return list(BatchSampler(lengths, batch, shuffle=True, bucket=True, seed=7, limit=limit, **kw))
+
+
+def test_a_limit_keeps_the_same_examples_on_any_number_of_ranks():
+    full = _one_device(None)
+    assert [list(b) for b in _one_device(5)] == [list(b) for b in full[:5]]  # Lightning's meaning on one device
+    assert [list(b) for b in _one_device(0.25)] == [list(b) for b in full[:15]]  # int(63 * 0.25) batches
+    assert len(_one_device(1000)) == 63
+    for limit, kept in [(5, 5), (6, 6), (0.25, 15), (1, 1)]:
+        for world in (2, 3):
+            samplers = [BatchSampler(LENGTHS, 16, shuffle=True, bucket=True, seed=7, limit=limit, num_replicas=world, rank=r) for r in range(world)]
+            shards = [list(s) for s in samplers]
+            assert all(len(shard) == len(s) == -(-kept // world) for shard, s in zip(shards, samplers))
+            real = sorted(tuple(b) for shard in shards for b in shard if not b.padding)
+            assert real == sorted(tuple(b) for b in full[:kept]), (limit, world)
+
+
 class _RecordBatches(pl.LightningModule):
     """Records the example indices of every training batch, per epoch."""
 
@@ -94,6 +128,27 @@ def test_the_real_trainer_draws_a_new_order_every_epoch():
         expected = BatchSampler(LENGTHS[:200], 16, shuffle=True, bucket=True, seed=7)
         expected.set_epoch(epoch)
         assert batches == list(expected)
+
+
+def test_a_fraction_that_keeps_no_batch_is_an_error():
+    from negtrain.config import DataConfig
+    from negtrain.data.encoded import EncodedSplit
+    from negtrain.data.module import NegtrainData, TrainSet
+    from negtrain.errors import DataError
+
+    encoded = EncodedSplit.from_lists([[1, 2, 3]] * 40, None)
+    train = TrainSet(encoded, extras={}, sources=["monli/train"], source_sizes=[40])
+    data = NegtrainData(DataConfig(train=[{"benchmark": "monli", "split": "train"}], batch_size=8), 0, 0, train, [])
+    data.set_limits(0.1, None)  # int(5 batches * 0.1) = 0
+    with pytest.raises(DataError, match=r"limit_train_batches=0.1 keeps none of the training set's 5 batches"):
+        data.train_dataloader()
+    data.set_limits(0.2, None)
+    batches = list(data.train_dataloader())
+    assert [len(b["index"]) for b in batches] == [8] and batches[0]["real"].all()
+    data.set_limits(1, None)  # the int 1 is one batch, not "all"
+    assert len(data.train_dataloader()) == 1
+    data.set_limits(1.0, None)
+    assert len(data.train_dataloader()) == 5
 
 
 def _loader(sampler: BatchSampler, workers: int = 0):

@@ -52,6 +52,8 @@ def check_benchmarks(loaded) -> None:
 
     data = loaded.recipe.data
     for section, specs in (("data.train", data.train), ("data.eval", data.eval), ("data.test", data.test or [])):
+        if isinstance(specs, str):  # "all": resolved (and checked) by the scoring matrix when data loads
+            continue
         for spec in specs:
             try:
                 get_benchmark(spec.benchmark).check_split(spec.split)

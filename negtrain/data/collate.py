@@ -37,7 +37,9 @@ class BatchIndices(Dataset):
 class PadCollator:
     """Turns a list of example indices into model inputs, padded to the longest in the batch.
 
-    ``extras`` are per-example tensors (targets, labels) that are indexed alongside.
+    ``extras`` are per-example tensors (targets, labels) that are indexed alongside. ``real``
+    marks each row as a real example (False throughout a sampler's padding batch, which only keeps
+    a DDP rank in step: the training loss and the run's counts leave it out).
     """
 
     def __init__(
@@ -66,7 +68,8 @@ class PadCollator:
             mask[row, cols] = 1
             if types is not None:
                 types[row, cols] = self.encoded.token_type_ids[s : s + n]
-        batch = {"input_ids": ids, "attention_mask": mask, "index": idx}
+        real = torch.full((len(idx),), not getattr(indices, "padding", False), dtype=torch.bool)
+        batch = {"input_ids": ids, "attention_mask": mask, "index": idx, "real": real}
         if types is not None:
             batch["token_type_ids"] = types
         for name, values in self.extras.items():

@@ -88,6 +88,5 @@ class MixingBatchSampler(BatchSampler):
         order = np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
         return order[rng.permutation(len(order))] if self.shuffle else order
 
-    def __len__(self) -> int:
-        n_batches = -(-sum(self.counts) // self.batch_size)
-        return -(-n_batches // self.num_replicas)
+    def num_global_batches(self) -> int:
+        return -(-sum(self.counts) // self.batch_size)

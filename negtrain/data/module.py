@@ -69,6 +69,11 @@ class NegtrainData(pl.LightningDataModule):
         #: Per training source: its configured share of an epoch and its examples per epoch.
         self.train_shares: list[float] = []
         self.train_counts: list[int] = []
+        #: trainer.limit_train_batches / limit_val_batches, applied by the batch samplers to the
+        #: batches one device would take, so a limit means the same examples on any number of
+        #: ranks (see :meth:`set_limits`). None: no limit.
+        self.limit_train: int | float | None = None
+        self.limit_eval: int | float | None = None
         if train is not None:
             empty = [name for name, size in zip(train.sources, train.source_sizes) if size == 0]
             if empty:
@@ -82,17 +87,28 @@ class NegtrainData(pl.LightningDataModule):
             self.train_shares = shares(train.source_sizes, weights, config.mix).tolist()
             self.train_counts = epoch_counts(train.source_sizes, weights, config.mix).tolist()
 
+    def set_limits(self, train: int | float | None, eval: int | float | None) -> None:
+        """Lightning's ``limit_*_batches`` (an int: that many batches of ``batch_size`` /
+        ``eval_batch_size``; a float: that fraction of them), counted in the batches a single
+        device takes. Lightning would count them per rank, so 2 ranks would see twice the examples.
+        """
+        def kept(limit):  # the float 1.0 is "all"; the int 1 is one batch
+            return None if limit is None or (isinstance(limit, float) and limit == 1.0) else limit
+
+        self.limit_train, self.limit_eval = kept(train), kept(eval)
+
     def _world(self) -> tuple[int, int]:
         trainer = self.trainer
         return (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
 
-    def _loader(self, encoded: EncodedSplit, extras, batch_size: int, shuffle: bool, mixed: bool = False) -> DataLoader:
+    def _loader(self, encoded: EncodedSplit, extras, batch_size: int, shuffle: bool, mixed: bool = False, name: str = "") -> DataLoader:
         world, rank = self._world()
         # Evaluation always sorts by length: its order cannot change a metric (predictions are
         # scored by example index), and batches of equal-length inputs carry almost no padding.
         # For training, bucketing changes the trajectory, so there it is the recipe's choice.
         bucket = self.config.bucket_by_length if shuffle else True
-        common = dict(shuffle=shuffle, bucket=bucket, seed=self.seed, num_replicas=world, rank=rank)
+        limit = self.limit_train if shuffle else self.limit_eval
+        common = dict(shuffle=shuffle, bucket=bucket, seed=self.seed, num_replicas=world, rank=rank, limit=limit)
         if mixed and not is_plain(self.train.source_sizes, self.train_counts):
             sampler = MixingBatchSampler(
                 encoded.lengths, batch_size, source_sizes=self.train.source_sizes, counts=self.train_counts, **common
@@ -100,6 +116,12 @@ class NegtrainData(pl.LightningDataModule):
         else:
             # Every example once per epoch: exactly the unmixed sampler.
             sampler = BatchSampler(encoded.lengths, batch_size, **common)
+        if limit and sampler.kept_batches(sampler.num_global_batches()) == 0:
+            setting = "limit_train_batches" if shuffle else "limit_val_batches"
+            raise DataError(
+                f"trainer.{setting}={limit} keeps none of {name}'s {sampler.num_global_batches()} batches; "
+                "give a larger fraction or a number of batches"
+            )
         # Training: the loader's position in the epoch goes into checkpoints (mid-epoch resume).
         loader_class = ResumableLoader if shuffle else DataLoader
         return loader_class(
@@ -117,11 +139,11 @@ class NegtrainData(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         assert self.train is not None, "the recipe has no data.train sources"
-        return self._loader(self.train.encoded, self.train.extras, self.config.batch_size, shuffle=True, mixed=True)
+        return self._loader(self.train.encoded, self.train.extras, self.config.batch_size, shuffle=True, mixed=True, name="the training set")
 
     def val_dataloader(self) -> list[DataLoader]:
         return [
-            self._loader(s.encoded, None, self.config.eval_batch_size, shuffle=False)
+            self._loader(s.encoded, None, self.config.eval_batch_size, shuffle=False, name=s.name)
             for s in self.eval_sets
         ]
 

@@ -1,10 +1,21 @@
-"""Batch sampling: shuffling, length bucketing and sharding over ranks, in one place.
+"""Batch sampling: shuffling, length bucketing, limits and sharding over ranks, in one place.
 
-Batches are formed globally (identically on every rank, from the seed and the epoch) and then
-dealt out to the ranks, so under DDP each rank gets disjoint whole batches and every rank steps
-the same number of times. With ``bucket`` on, examples are sorted by length inside pools of
-``pool_batches`` batches, so a batch holds examples of similar length and padding stays small,
-while the order of batches is still shuffled.
+Batches are formed globally (identically on every rank, from the seed and the epoch, exactly the
+batches one device would take) and then dealt out to the ranks: step ``s`` on ``W`` ranks is the
+single device's batches ``s*W ... s*W+W-1``, one per rank. So under DDP each rank gets disjoint
+whole batches and every rank steps the same number of times. With ``bucket`` on, examples are
+sorted by length inside pools of ``pool_batches`` batches, so a batch holds examples of similar
+length and padding stays small, while the order of batches is still shuffled.
+
+A ``limit`` (Lightning's ``limit_*_batches``: a number of batches, or a fraction) is applied to
+the single device's batches *before* they are dealt out, so it selects the same examples whatever
+the number of ranks.
+
+When the (limited) batches do not divide evenly over the ranks, the ranks left without a batch in
+the last step get a *padding* batch: a repeat of real examples, marked ``padding``, so that every
+rank still runs the step (DDP's gradient all-reduce needs all of them) while the training loss
+gives it zero weight and the run counts only real examples. Evaluation metrics collapse repeated
+example indices onto one slot, so padding never counts twice there either.
 
 The sampler's position (its epoch and how many of that epoch's batches were trained on) is part
 of a training checkpoint (:meth:`BatchSampler.state_dict`, through
@@ -29,9 +40,11 @@ class SampledBatch(list):
     resume, and still change from epoch to epoch.
     """
 
-    def __init__(self, indices, epoch: int) -> None:
+    def __init__(self, indices, epoch: int, padding: bool = False) -> None:
         super().__init__(indices)
         self.epoch = epoch
+        #: A repeat of real examples that only keeps a rank in step with the others (see module doc).
+        self.padding = padding
 
 
 class BatchSampler(Sampler[list[int]]):
@@ -46,6 +59,7 @@ class BatchSampler(Sampler[list[int]]):
         num_replicas: int = 1,
         rank: int = 0,
         pool_batches: int = 50,
+        limit: int | float | None = None,
     ) -> None:
         self.lengths = np.asarray(lengths)
         self.batch_size = batch_size
@@ -55,6 +69,9 @@ class BatchSampler(Sampler[list[int]]):
         self.num_replicas = num_replicas
         self.rank = rank
         self.pool_batches = pool_batches
+        #: Lightning's limit_*_batches semantics on the single device's batches: an int keeps that
+        #: many batches, a float that fraction of them (rounded down); None keeps all.
+        self.limit = limit
         self.epoch = 0
         #: Batches of ``epoch`` this rank has handed to training (kept by the loader that consumes
         #: them; the sampler itself can run ahead of training when dataloader workers prefetch).
@@ -92,6 +109,18 @@ class BatchSampler(Sampler[list[int]]):
             batches = [batches[i] for i in rng.permutation(len(batches))]
         return batches
 
+    def num_global_batches(self) -> int:
+        """How many batches :meth:`global_batches` forms, before any limit."""
+        return -(-len(self.lengths) // self.batch_size)
+
+    def kept_batches(self, n_batches: int) -> int:
+        """How many of ``n_batches`` global batches the limit keeps."""
+        if self.limit is None:
+            return n_batches
+        if isinstance(self.limit, float):
+            return int(n_batches * self.limit)
+        return min(n_batches, int(self.limit))
+
     def state_dict(self) -> dict[str, int]:
         """Where training stands in the batch order: the seed, the epoch and this rank's batches done."""
         return {"seed": self.seed, "epoch": self.epoch, "batches_done": self.batches_done}
@@ -114,16 +143,24 @@ class BatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[SampledBatch]:
         skip, self._resume_at = self._resume_at, 0
         batches = self.global_batches()
-        if self.num_replicas > 1 and batches:
-            # Pad with batches from the start so every rank steps equally often; evaluation
-            # metrics drop the repeated examples by index.
-            extra = (-len(batches)) % self.num_replicas
-            # Cyclically: with fewer batches than ranks a single pass would not go round.
-            batches = batches + [batches[i % len(batches)] for i in range(extra)]
-            batches = batches[self.rank :: self.num_replicas]
-        for batch in batches[skip:]:
-            yield SampledBatch(batch.tolist(), self.epoch)
+        batches = batches[: self.kept_batches(len(batches))]
+        for batch, padding in self._dealt(batches)[skip:]:
+            yield SampledBatch(batch.tolist(), self.epoch, padding=padding)
+
+    def _dealt(self, batches: list[np.ndarray]) -> list[tuple[np.ndarray, bool]]:
+        """This rank's batches of the epoch, in order, each with whether it is padding."""
+        if self.num_replicas == 1:
+            return [(batch, False) for batch in batches]
+        mine = []
+        for step in range(0, len(batches), self.num_replicas):
+            position = step + self.rank
+            if position < len(batches):
+                mine.append((batches[position], False))
+            else:
+                # This rank has no batch left in the last step: repeat one (cyclically, in case
+                # there are fewer batches than ranks) as zero-weight padding.
+                mine.append((batches[position % len(batches)], True))
+        return mine
 
     def __len__(self) -> int:
-        n_batches = -(-len(self.lengths) // self.batch_size)
-        return -(-n_batches // self.num_replicas)
+        return -(-self.kept_batches(self.num_global_batches()) // self.num_replicas)

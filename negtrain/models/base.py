@@ -100,17 +100,51 @@ class NegtrainModule(pl.LightningModule):
         self.bootstrap_seed: int = int(evaluation.get("bootstrap_seed", 0))
 
     @abstractmethod
-    def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor: ...
+    def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """The batch's mean loss (over what :meth:`loss_units` counts)."""
+
+    def loss_units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        """How many things ``training_loss`` averages over, when not the batch's examples (None):
+        a loss averaged over target tokens returns their count (or total weight), so that under
+        DDP the step's loss is the mean over the step's tokens on every rank."""
+        return None
 
     @abstractmethod
     def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
         """Predicted label ids (in the eval set's benchmark label space) for a batch."""
 
-    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        loss = self.training_loss(batch)
-        # sync_dist: under DDP the epoch loss is the mean over every rank's batches, not rank 0's.
-        self.log("train/loss", loss, on_step=True, on_epoch=True, batch_size=len(batch["index"]), sync_dist=True)
-        return loss
+    def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor | dict[str, torch.Tensor]:
+        mean = self.training_loss(batch)
+        world = self.trainer.world_size if self._trainer is not None else 1
+        if world == 1:
+            # One process: the batch is the step, and its mean is the step's loss.
+            self.log("train/loss", mean, on_step=True, on_epoch=True, batch_size=len(batch["index"]))
+            return mean
+        return self._global_mean(mean, batch, world)
+
+    def _global_mean(self, mean: torch.Tensor, batch: dict[str, torch.Tensor], world: int) -> dict[str, torch.Tensor]:
+        """The step's loss under DDP: the mean over every rank's examples (or tokens) of the step.
+
+        DDP averages gradients over ranks, so a rank's mean over its own batch would make a short
+        last batch (or a padding batch) count as much as a full one. Instead each rank returns
+        ``world * sum_local / count_global``, whose gradient, averaged over ranks, is that of
+        ``sum_all / count_global``. A sampler padding batch gets zero weight.
+        """
+        real = batch["real"]
+        examples = real.sum()
+        units = self.loss_units(batch)
+        count = (examples if units is None else units.to(examples.device) * real.all()).to(torch.float64)
+        local = torch.stack([mean.detach().to(torch.float64) * count, count, examples.to(torch.float64)])
+        total, global_count, global_examples = self.trainer.strategy.reduce(local, reduce_op="sum")
+        global_count = global_count.clamp_min(torch.finfo(torch.float64).tiny)
+        loss = mean * (count * world / global_count).to(mean.dtype)
+        # Every rank logs the same step mean, weighted by the step's real examples over the epoch,
+        # as one process logs its batch mean.
+        step_mean = (total / global_count).float()
+        self.log("train/loss", step_mean, on_step=True, on_epoch=True, batch_size=int(global_examples.item()), sync_dist=True)
+        # step_mean: what the run recorder averages into the epoch's loss (the returned loss is
+        # this rank's scaled share, not a mean).
+        return {"loss": loss, "step_mean": step_mean}
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
         self.metrics[dataloader_idx].update(batch["index"], self.predict(batch, dataloader_idx))

@@ -454,6 +454,9 @@ class Seq2SeqModule(LMModule):
         labels = labels[:, : int((labels != IGNORE).sum(1).max())].contiguous()
         return self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], labels=labels).loss
 
+    def loss_units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return (batch["labels"] != IGNORE).sum()  # the model's loss is a mean over answer tokens
+
     def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
         out = self.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **self._generate_kwargs())
         return [t.strip() for t in self._decode(out, skip_special_tokens=True)]
@@ -478,14 +481,23 @@ class CausalLMModule(LMModule):
         ids, mask = batch["input_ids"], batch["attention_mask"]
         logits = self.model(input_ids=ids, attention_mask=mask, position_ids=_positions(mask)).logits
         logits, targets = logits[:, :-1].float(), ids[:, 1:]
+        weight = self._target_weights(batch)
+        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
+        return (ce * weight.reshape(-1)).sum() / weight.sum()
+
+    def loss_units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return self._target_weights(batch).sum()  # the loss is a weighted mean over target tokens
+
+    def _target_weights(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """(B, T-1) loss weight of each next-token target: 1 for answer tokens, prompt_loss_weight
+        for prompt tokens, 0 for padding."""
+        ids, mask = batch["input_ids"], batch["attention_mask"]
         # Left-padded: the answer is the last answer_len tokens of each row.
         width = ids.shape[1]
         col = torch.arange(1, width, device=ids.device).unsqueeze(0)
         is_answer = col >= (width - batch["answer_len"]).unsqueeze(1)
         real = (mask[:, 1:] * mask[:, :-1]).bool()  # a target and its context are both real tokens
-        weight = torch.where(is_answer, 1.0, self.config.prompt_loss_weight) * real
-        ce = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), reduction="none")
-        return (ce * weight.reshape(-1)).sum() / weight.sum()
+        return torch.where(is_answer, 1.0, self.config.prompt_loss_weight) * real
 
     def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
         ids = batch["input_ids"]

@@ -75,6 +75,9 @@ class MLMObjective:
         logits = module.logits(batch["input_ids"], batch["attention_mask"])
         return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten(), ignore_index=IGNORE)
 
+    def units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return (batch["labels"] != IGNORE).sum()  # the loss is a mean over masked tokens
+
 
 class UnlikelihoodObjective:
     """γ·UL(negated) + (1−γ)·LL(affirmative) [+ weight·retention]; see UnlikelihoodConfig."""
@@ -84,6 +87,10 @@ class UnlikelihoodObjective:
         self.likelihood = likelihood
         self.retention_weight = retention_weight
         self.retention_loss = retention_loss
+
+    def units(self, batch: dict[str, torch.Tensor]) -> None:
+        # A mean over the batch's probes (the retention term's side batch has a fixed size).
+        return None
 
     def loss(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         obj = batch["obj"]
@@ -209,6 +216,9 @@ class MaskedLMModule(NegtrainModule):
 
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return self.objective.loss(self, batch)
+
+    def loss_units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
+        return self.objective.units(batch)
 
     def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
         return self.evaluators[eval_index](self, batch)

@@ -108,6 +108,7 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"model.name '{recipe.model.name}': cannot load it ({first[:300]})") from None
     built.selection = resolve_selection(recipe, built.data.eval_sets, list(built.module.metrics))
+    built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)
     return built
 
 

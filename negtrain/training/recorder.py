@@ -9,7 +9,8 @@ and, for training, one line per epoch with ``"benchmark": "train"`` carrying the
 ``train_examples``, ``train_seconds``, ``train_examples_per_second`` and ``sources``: per training
 source ``"<benchmark>/<split>"``, its ``size``, its configured ``share`` of an epoch (see
 ``data.mix``) and ``examples``, how many of its examples were trained on in that epoch (summed
-over ranks, repeats included)::
+over ranks; a source oversampled by ``data.mix`` counts its repeats, a DDP padding batch counts
+nothing)::
 
     "sources": {"mnli/train": {"size": 392702, "share": 0.93, "examples": 392702}, ...}
 
@@ -200,16 +201,24 @@ class RunRecorder(pl.Callback):
         self._restored = list(state.get("ranks") or [])
 
     def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
-        size = len(batch["index"])
+        # Real examples only: a DDP padding batch (a repeat that keeps a rank in step) trains on nothing.
+        index = batch["index"][batch["real"]] if "real" in batch else batch["index"]
+        size = len(index)
         self._train_examples += size
-        loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        if loss is not None:
+        if isinstance(outputs, dict) and "step_mean" in outputs:
+            # DDP: the step's mean over every rank's examples (NegtrainModule._global_mean); each
+            # rank weighs it by its own real examples, so the sum over ranks weighs it by the step's.
+            step_mean = outputs["step_mean"].to(torch.float64)
+        else:
+            loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
             # Lightning hands back the loss divided by the accumulation factor it backpropagated.
+            step_mean = None if loss is None else loss.detach().to(torch.float64) * trainer.accumulate_grad_batches
+        if step_mean is not None:
             # A float64 tensor on the loss's device: no host sync per step.
-            self._loss_sum = self._loss_sum + loss.detach().to(torch.float64) * (trainer.accumulate_grad_batches * size)
+            self._loss_sum = self._loss_sum + step_mean * size
             self._loss_weight += size
         if self._source_counts is not None:
-            source = np.searchsorted(self._source_ends, batch["index"].cpu().numpy(), side="right")
+            source = np.searchsorted(self._source_ends, index.cpu().numpy(), side="right")
             self._source_counts += np.bincount(source, minlength=len(self._source_counts))
 
     def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:

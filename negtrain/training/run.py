@@ -133,9 +133,12 @@ def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io, prec
         devices=t.devices,
         strategy=t.strategy,
         num_nodes=t.num_nodes,
-        limit_train_batches=t.limit_train_batches,
-        limit_val_batches=t.limit_val_batches,
-        limit_test_batches=t.limit_val_batches,
+        # Limits are applied by our batch samplers, in the batches one device would take, so they
+        # mean the same examples on any number of ranks (Lightning's would be per rank). Lightning
+        # keeps only the 0 that switches a loop off.
+        limit_train_batches=_off_or_all(t.limit_train_batches),
+        limit_val_batches=_off_or_all(t.limit_val_batches),
+        limit_test_batches=_off_or_all(t.limit_val_batches),
         log_every_n_steps=t.log_every_n_steps,
         deterministic=t.deterministic,
         enable_progress_bar=t.enable_progress_bar,
@@ -147,6 +150,10 @@ def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io, prec
         use_distributed_sampler=False,
         enable_model_summary=False,
     )
+
+
+def _off_or_all(limit: int | float) -> int | float:
+    return 0 if limit == 0 else 1.0
 
 
 def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str] | None = None, resume_from: Path | None = None, resuming: bool = False) -> Path:
