@@ -569,16 +569,33 @@ class CueMaskingConfig(_Section):
 
 
 class ObjectiveConfig(_Section):
-    """The training objective of the 'mlm' family: exactly one of the sections."""
+    """The training objective of the 'mlm' family: exactly one of the sections.
+
+    Each section is named after its objective in ``negtrain/objectives/table.py``; adding an
+    objective adds its settings class and one field here."""
 
     unlikelihood: UnlikelihoodConfig | None = None
     cue_masking: CueMaskingConfig | None = None
 
     @model_validator(mode="after")
     def _exactly_one(self) -> ObjectiveConfig:
-        if (self.unlikelihood is None) == (self.cue_masking is None):
-            raise ValueError("objective: set exactly one of 'unlikelihood' or 'cue_masking'")
+        if len(self._set()) != 1:
+            names = list(type(self).model_fields)
+            raise ValueError(f"objective: set exactly one of {' or '.join(repr(n) for n in names)}")
         return self
+
+    def _set(self) -> list[str]:
+        return [name for name in type(self).model_fields if getattr(self, name) is not None]
+
+    @property
+    def name(self) -> str:
+        """The chosen objective's name."""
+        return self._set()[0]
+
+    @property
+    def settings(self) -> _Section:
+        """The chosen objective's settings section."""
+        return getattr(self, self.name)
 
 
 class EvaluationConfig(_Section):

@@ -29,7 +29,7 @@ def is_count(eval_name: str, key: str) -> bool:
         bench = get_benchmark(bench_name)
     except NegtrainError:
         # The cue-masking corpus is evaluated like a benchmark but is not registered.
-        from negtrain.models.mlm_inputs import CueCorpus
+        from negtrain.objectives.cue_masking import CueCorpus
 
         if bench_name != CueCorpus.name:
             return False

@@ -46,7 +46,7 @@ def negtrain_predict(built, bf16: bool, first_token_only: bool = True) -> tuple[
     start = time.perf_counter()
     for batch in loader:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            preds[batch["index"]] = module.predict(batch, 0)
+            preds[batch["index"]] = module.predict(batch, module.eval_sets[0])
     return preds, time.perf_counter() - start
 
 
@@ -62,7 +62,7 @@ def plain_predict(built, batch_size: int) -> tuple[torch.Tensor, float]:
         enc = tok([e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk], padding=True, truncation=True, max_length=128, return_tensors="pt")
         preds.append(model(**enc).logits.argmax(-1))
     seconds = time.perf_counter() - start
-    return built.module.head_map_0[torch.cat(preds)], seconds
+    return built.module.eval_sets[0].label_map[torch.cat(preds)], seconds
 
 
 def main() -> None:

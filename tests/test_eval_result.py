@@ -7,7 +7,7 @@ import pytest
 
 from negtrain.benchmarks.base import Example
 from negtrain.metrics.base import MISSING
-from negtrain.models.base import EvalResult
+from negtrain.data.eval_set import EvalResult
 
 EXAMPLES = [Example(f"e{i}", ("p", "h"), label) for i, label in enumerate(["entailment", "not_entailment", "entailment"])]
 

@@ -38,7 +38,7 @@ def _predictions(built, every: int = 1) -> torch.Tensor:
     out = torch.full((len(built.data.eval_sets[0].examples),), -1, dtype=torch.long)
     for k, batch in enumerate(built.data.val_dataloader()[0]):
         if k % every == 0:
-            out[batch["index"]] = module.predict(batch, 0)
+            out[batch["index"]] = module.predict(batch, module.eval_sets[0])
     return out
 
 

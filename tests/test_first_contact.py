@@ -27,7 +27,7 @@ from PIL import Image
 from conftest import FAST, REPO, make_fake_run
 from negtrain import cli
 from negtrain.errors import ConfigError, DataError
-from negtrain.models.base import EvalResult
+from negtrain.data.eval_set import EvalResult
 from negtrain.training.recorder import epoch_label, format_table
 
 LONG_FLOAT = re.compile(r"\d\.\d{6,}")

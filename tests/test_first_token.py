@@ -117,7 +117,7 @@ def test_predictions_on_scone_are_unchanged(data_dir):
         for k, batch in enumerate(built.data.val_dataloader()[0]):
             if k % 5 == 0:
                 with torch.autocast("cpu", dtype=torch.bfloat16):
-                    out[batch["index"]] = module.predict(batch, 0)
+                    out[batch["index"]] = module.predict(batch, module.eval_sets[0])
         return out
 
     assert built.module.config.first_token_only  # on by default

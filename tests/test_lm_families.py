@@ -61,7 +61,7 @@ def test_true_false_scorer_picks_the_likelier_verbalizer(lm_env, tmp_path, key, 
     """Each label is scored by its verbalizer's full continuation; the likelier one wins."""
     built = _module(lm_env, tmp_path, key, family)
     module, tok = built.module.eval(), built.tokenizer
-    true_ids, false_ids = module.choices[0]
+    true_ids, false_ids = module.eval_sets[0].choices
     if family == "causal_lm":  # " True" as split after other text, no EOS
         assert tok.decode(true_ids) == " True" and tok.decode(false_ids) == " False"
     else:  # the decoder target, ending in EOS like the training targets
@@ -71,7 +71,7 @@ def test_true_false_scorer_picks_the_likelier_verbalizer(lm_env, tmp_path, key, 
     eval_set = built.data.eval_sets[0]
     batch = PadCollator(eval_set.encoded, tok.pad_token_id, pad_left=built.data.pad_left)(list(range(6)))
     with torch.no_grad():
-        predicted = module.predict(batch, 0).tolist()
+        predicted = module.predict(batch, module.eval_sets[0]).tolist()
         by_hand = []
         for row, mask in zip(batch["input_ids"], batch["attention_mask"]):
             prompt = row[mask.bool()].tolist()
@@ -179,10 +179,10 @@ def test_lora_on_language_models_trains_only_adapters(lm_env, tmp_path, key, fam
     module.eval()
     with torch.no_grad():
         tf = next(iter(built.data.val_dataloader()[0]))
-        assert set(module.predict(tf, 0).tolist()) <= {0, 1}
+        assert set(module.predict(tf, module.eval_sets[0]).tolist()) <= {0, 1}
         gen = next(iter(built.data.val_dataloader()[1]))
         gen = {k: v[:2] for k, v in gen.items()}
-        assert module.predict(gen, 1).shape == (2,) and len(module.eval_texts[1]) == 2
+        assert module.predict(gen, module.eval_sets[1]).shape == (2,) and len(module.eval_texts[module.eval_sets[1].name]) == 2
 
 
 @pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
@@ -201,8 +201,8 @@ def test_padding_does_not_change_predictions(lm_env, tmp_path, key, family):
         assert len({int(lengths[j]) for j in idx}) > 1  # the batch really is padded
         with torch.no_grad():
             if i == 0:
-                batched = module.label_scores(collate(idx), 0)
-                single = torch.cat([module.label_scores(collate([j]), 0) for j in idx])
+                batched = module.label_scores(collate(idx), module.eval_sets[0])
+                single = torch.cat([module.label_scores(collate([j]), module.eval_sets[0]) for j in idx])
                 assert torch.allclose(batched, single, atol=1e-4)
             else:
                 batched = module.generate_texts(collate(idx))
@@ -221,7 +221,7 @@ def test_training_on_a_label_benchmark_targets_its_verbalizer(lm_env, tmp_path, 
     built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
     tok, train = built.tokenizer, built.data.train
     gold = [e.label for e in get_benchmark("scone").load("test")]
-    choices = built.module.choices[0]
+    choices = built.module.eval_sets[0].choices
     for i in (0, 1, len(gold) - 1):
         want = choices[get_benchmark("scone").labels.index(gold[i])]
         if family == "causal_lm":
@@ -242,11 +242,11 @@ def test_bf16_near_ties_are_rescored_in_fp32(lm_env, tmp_path, key, family):
     eval_set = built.data.eval_sets[0]
     batch = PadCollator(eval_set.encoded, built.tokenizer.pad_token_id, pad_left=built.data.pad_left)(list(range(6)))
     with torch.no_grad():
-        fp32 = module.label_scores(batch, 0)
+        fp32 = module.label_scores(batch, module.eval_sets[0])
         with torch.autocast("cpu", dtype=torch.bfloat16):
             module.config.fp32_recheck_margin = None
-            bf16 = module.label_scores(batch, 0)
+            bf16 = module.label_scores(batch, module.eval_sets[0])
             module.config.fp32_recheck_margin = 1e9  # every row is a near-tie: all rescored
-            rechecked = module.label_scores(batch, 0)
+            rechecked = module.label_scores(batch, module.eval_sets[0])
     assert not torch.allclose(bf16, fp32, atol=1e-4)  # bf16 really rounds differently
     assert torch.allclose(rechecked, fp32, atol=1e-5)

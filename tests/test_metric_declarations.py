@@ -64,7 +64,7 @@ def test_declared_names_are_what_the_metric_computes(all_data, name, space):
 
 def test_the_cue_corpus_declares_what_its_metric_computes():
     from negtrain.benchmarks.base import Example
-    from negtrain.models.mlm_inputs import CueCorpus
+    from negtrain.objectives.cue_masking import CueCorpus
 
     corpus = CueCorpus([Example("cue_corpus/heldout/0", ("Not a cat.",), "")])
     computed = list(corpus.metric(corpus.examples).score(np.full((1, 4), np.nan)))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from negtrain.metrics.mlm import HeldOutMLMMetric
-from negtrain.models.mlm import heldout_mlm
+from negtrain.objectives.cue_masking import heldout_mlm
 from negtrain.objectives.masking import IGNORE
 
 # Vocabulary of 3, two examples of 3 positions. Position 0 is never masked.
@@ -70,7 +70,7 @@ def test_nothing_masked_is_nan_not_zero():
     metric = HeldOutMLMMetric(num_examples=2)
     got = {k: float(v) for k, v in metric.compute().items()}
     assert math.isnan(got["mlm_loss"]) and math.isnan(got["cue_recovery_accuracy"])
-    from negtrain.models.mlm_inputs import CueCorpus
+    from negtrain.objectives.cue_masking import CueCorpus
 
     assert CueCorpus.is_higher_better("cue_recovery_accuracy")
     assert not CueCorpus.is_higher_better("mlm_loss")

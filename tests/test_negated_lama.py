@@ -167,10 +167,9 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, one
 
     from negtrain.benchmarks.base import Example
     from negtrain.config import ModelConfig
-    from negtrain.data.module import EvalSet
     from negtrain.metrics.cloze import SKIPPED
     from negtrain.models.choice_inputs import split_pair
-    from negtrain.models.lm import CausalLMModule, cloze_metric, cloze_prefix, encode_cloze_prefixes
+    from negtrain.models.lm import CausalLMModule, cloze_eval_set, cloze_prefix
 
     assert cloze_prefix("Birds can [MASK] .") == "Birds can"
     assert cloze_prefix("Quran is a [MASK] text.") is None
@@ -185,10 +184,10 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, one
                 subset="SQUAD", group="SQUAD/squad", meta={"prime": "No"}),
     ]
     bench = NegatedLama()
-    eval_set = EvalSet(bench, "test", examples, encode_cloze_prefixes(tok, examples))
-    metric = cloze_metric(tok, examples)
-    module = CausalLMModule(model, tok, ModelConfig(name=str(path), family="causal_lm"), [eval_set], [metric], recipe={})
-    rows = module.predict({"index": torch.tensor([0, 1])}, 0)
+    eval_set = cloze_eval_set(tok, bench, "test", examples)
+    metric = eval_set.metric
+    module = CausalLMModule(model, tok, ModelConfig(name=str(path), family="causal_lm"), [eval_set], recipe={})
+    rows = module.predict({"index": torch.tensor([0, 1])}, eval_set)
     assert rows[1, 0].item() == SKIPPED  # the SQUAD blank is mid-sentence
     with torch.no_grad():
         for k, prefix in enumerate(("True is", "True is not", "Yes? True is")):

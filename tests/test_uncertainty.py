@@ -140,7 +140,7 @@ def test_nan_nli_f1_stderr_comes_from_the_bootstrap():
 
 
 def test_the_epoch_table_shows_the_stderr_beside_each_value_and_none_beside_counts():
-    from negtrain.models.base import EvalResult
+    from negtrain.data.eval_set import EvalResult
     from negtrain.training.recorder import format_table
 
     metric = MonliMetric(labels=[0, 0, 0, 1, 1])

@@ -71,13 +71,14 @@ def module_and_batch(tiny_mlm, gamma: float, likelihood: str):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from negtrain.config import ModelConfig
-    from negtrain.models.mlm import MaskedLMModule, UnlikelihoodObjective
+    from negtrain.models.mlm import MaskedLMModule
+    from negtrain.objectives.unlikelihood import UnlikelihoodObjective
     from negtrain.models.mlm_inputs import object_token
 
     tok = AutoTokenizer.from_pretrained(tiny_mlm)
     model = AutoModelForMaskedLM.from_pretrained(tiny_mlm)
     module = MaskedLMModule(
-        model, ModelConfig(name=tiny_mlm, family="mlm"), UnlikelihoodObjective(gamma, likelihood), [], [], [],
+        model, ModelConfig(name=tiny_mlm, family="mlm"), UnlikelihoodObjective(gamma, likelihood), [],
         recipe={}, mask_id=tok.mask_token_id, reference=copy.deepcopy(model),
     )
     module.log = lambda *a, **k: None  # outside a Trainer

@@ -9,36 +9,14 @@ import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader
 
-from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.config import DataConfig
 from negtrain.data.collate import BatchIndices, PadCollator
 from negtrain.data.encoded import EncodedSplit
+from negtrain.data.eval_set import EvalSet
 from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
 from negtrain.data.resumable import ResumableLoader
 from negtrain.data.sampler import BatchSampler
 from negtrain.errors import DataError
-
-
-@dataclass
-class EvalSet:
-    """One benchmark split evaluated every epoch."""
-
-    benchmark: Benchmark
-    split: str
-    examples: list[Example]
-    encoded: EncodedSplit
-    #: The label space prediction ids index (one of the benchmark's ``spaces()``); None: its labels.
-    predicted_labels: tuple[str, ...] | None = None
-    #: Few-shot prompts: per example, the ids of the solved examples shown before it.
-    shot_ids: list[list[str]] | None = None
-
-    def __post_init__(self) -> None:
-        if self.predicted_labels is None:
-            self.predicted_labels = tuple(self.benchmark.labels)
-
-    @property
-    def name(self) -> str:
-        return f"{self.benchmark.name}/{self.split}"
 
 
 @dataclass

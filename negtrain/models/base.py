@@ -5,50 +5,16 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import lightning.pytorch as pl
-import numpy as np
 import torch
 from torch import nn
 
 from negtrain.config import ModelConfig
+from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.errors import ConfigError
-from negtrain.metrics.base import MISSING, ExampleMetric
-from negtrain.metrics.uncertainty import Uncertainty
 from negtrain.models.adapters import trainable_state
-
-
-@dataclass
-class EvalResult:
-    name: str  # "<benchmark>/<split>"
-    metrics: dict[str, float]
-    predictions: np.ndarray | None  # per example: a label id (generative: 1 right / 0 wrong), or MISSING; None: nothing to write
-    note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
-    texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
-    #: stderr and ci95 per metric, filled in by the run recorder on rank zero (None elsewhere, or
-    #: for a metric that cannot be bootstrapped)
-    uncertainty: Uncertainty | None = None
-
-    def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
-        """(example, prediction, correct) for every example with a prediction.
-
-        ``labels`` is the space the prediction ids index (the eval set's ``predicted_labels``, not
-        the benchmark's gold labels: a 3-way head on a 2-way benchmark predicts 3-way ids). For a
-        generative benchmark the prediction is the generated text, and correctness the metric's.
-        """
-        if self.predictions is None:
-            return []
-        rows = []
-        for i, (ex, p) in enumerate(zip(examples, self.predictions.tolist())):
-            if p == MISSING:
-                continue
-            if self.texts is not None:
-                rows.append((ex, self.texts[i], bool(p)))
-            else:
-                rows.append((ex, labels[p], labels[p] == ex.label))
-        return rows
 
 
 def optimizer_kwargs(impl: str, params: list[torch.Tensor], clip_under_amp: bool = False) -> dict[str, bool]:
@@ -80,17 +46,25 @@ def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | No
     return close if close.numel() else None
 
 
+def _metric_key(name: str) -> str:
+    return name.replace(".", "\N{MIDDLE DOT}")
+
+
 class NegtrainModule(pl.LightningModule):
-    def __init__(self, config: ModelConfig, eval_names: Sequence[str], metrics: Sequence[ExampleMetric], recipe: dict[str, Any]) -> None:
+    def __init__(self, config: ModelConfig, eval_sets: Sequence[EvalSet], recipe: dict[str, Any]) -> None:
         super().__init__()
         self.config = config
-        self.eval_names = list(eval_names)
-        self.metrics = nn.ModuleList(metrics)
+        #: The eval sets, in the order of the DataModule's eval dataloaders (``dataloader_idx``).
+        self.eval_sets = list(eval_sets)
+        names = [s.name for s in self.eval_sets]
+        if len(set(names)) != len(names):
+            raise ValueError(f"eval sets named twice: {names}")
+        # Each set's metric, registered as a child so that Lightning moves it to the device and
+        # DDP syncs it; keyed by the set's name ('.' is not allowed in a module name).
+        self.metrics = nn.ModuleDict({_metric_key(s.name): s.metric for s in self.eval_sets})
         self.recipe = recipe
-        #: Results of the last evaluation, read by the run recorder after each epoch.
-        self.eval_results: list[EvalResult] = []
-        #: Generated answers of the current evaluation, per eval set: example index -> text.
-        self.eval_texts: dict[int, dict[int, str]] = {}
+        #: Generated answers of the current evaluation, per eval set name: example index -> text.
+        self.eval_texts: dict[str, dict[int, str]] = {}
         #: Adapter runs checkpoint only their trainable weights (adapter + head).
         self.adapter_only = recipe.get("adapter", {}).get("type", "none") != "none"
         self.strict_loading = not self.adapter_only
@@ -110,8 +84,8 @@ class NegtrainModule(pl.LightningModule):
         return None
 
     @abstractmethod
-    def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
-        """Predicted label ids (in the eval set's benchmark label space) for a batch."""
+    def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
+        """Predicted label ids (in the eval set's ``predicted_labels``) for a batch of it."""
 
     def training_step(self, batch: dict[str, torch.Tensor], batch_idx: int) -> torch.Tensor | dict[str, torch.Tensor]:
         mean = self.training_loss(batch)
@@ -147,7 +121,8 @@ class NegtrainModule(pl.LightningModule):
         return {"loss": loss, "step_mean": step_mean}
 
     def validation_step(self, batch: dict[str, torch.Tensor], batch_idx: int, dataloader_idx: int = 0) -> None:
-        self.metrics[dataloader_idx].update(batch["index"], self.predict(batch, dataloader_idx))
+        eval_set = self.eval_sets[dataloader_idx]
+        eval_set.metric.update(batch["index"], self.predict(batch, eval_set))
 
     test_step = validation_step
 
@@ -157,35 +132,34 @@ class NegtrainModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._finish_evaluation()
 
-    def _gathered_texts(self) -> dict[int, dict[int, str]]:
+    def _gathered_texts(self) -> dict[str, dict[int, str]]:
         texts = self.eval_texts
         if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
             parts: list[Any] = [None] * torch.distributed.get_world_size()
             torch.distributed.all_gather_object(parts, texts)
             texts = {}
             for part in parts:
-                for i, per_set in part.items():
-                    texts.setdefault(i, {}).update(per_set)
+                for name, per_set in part.items():
+                    texts.setdefault(name, {}).update(per_set)
         return texts
 
     def _finish_evaluation(self) -> None:
-        results = []
         texts = self._gathered_texts()
         self.eval_texts = {}
-        for i, (name, metric) in enumerate(zip(self.eval_names, self.metrics)):
+        for eval_set in self.eval_sets:
+            metric, name = eval_set.metric, eval_set.name
             values = {k: float(v) for k, v in metric.compute().items()}
             per_example = None
-            if i in texts:
+            if name in texts:
                 per_example = [None] * metric.num_examples
-                for idx, text in texts[i].items():
+                for idx, text in texts[name].items():
                     per_example[idx] = text
             predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
-            results.append(EvalResult(name, values, predictions, metric.note, per_example))
+            eval_set.result = EvalResult(name, values, predictions, metric.note, per_example)
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)
             metric.reset()
-        self.eval_results = results
 
     def configure_optimizers(self):
         from transformers import get_scheduler

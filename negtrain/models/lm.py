@@ -44,6 +44,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -55,9 +56,9 @@ from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
 from negtrain.config import ModelConfig, to_dict
 from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_signature
-from negtrain.data.module import EvalSet, NegtrainData, TrainSet
+from negtrain.data.eval_set import EvalSet
+from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
-from negtrain.metrics.base import ExampleMetric
 from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
 from negtrain.metrics.multiple_choice import choose
 from negtrain.models.adapters import add_adapter, load_base
@@ -307,16 +308,6 @@ def cloze_metric(tokenizer, examples: Sequence[Example]):
     return NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note)
 
 
-def encode_cloze_prefixes(tokenizer, examples: Sequence[Example]) -> EncodedSplit:
-    fallback = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
-    return EncodedSplit.from_lists([p[0] if p is not None else fallback for p in cloze_prefixes(tokenizer, examples)], None)
-
-
-def encode_choice_contexts(tokenizer, bench, examples, cfg, causal: bool) -> EncodedSplit:
-    ctx, _, _ = choice_inputs(tokenizer, bench, examples, cfg, causal)
-    return EncodedSplit.from_lists(ctx, None)
-
-
 def padded(rows: Sequence[Sequence[int]], value: int = IGNORE) -> torch.Tensor:
     width = max((len(r) for r in rows), default=1)
     out = torch.full((len(rows), width), value, dtype=torch.long)
@@ -339,34 +330,19 @@ class LMModule(NegtrainModule):
         model,
         tokenizer,
         config: ModelConfig,
-        eval_sets: Sequence[Any],
-        metrics: Sequence[ExampleMetric],
+        eval_sets: Sequence[EvalSet],
         recipe: dict[str, Any],
-        choices: Sequence[list[list[int]] | None] = (),
     ) -> None:
-        super().__init__(config, [s.name for s in eval_sets], metrics, recipe)
+        super().__init__(config, eval_sets, recipe)
         self.model = model.train()
         self.pad_id = tokenizer.pad_token_id
         self.eos_id = tokenizer.eos_token_id
         self.tokenizer = tokenizer  # generation's stop strings are matched through it
         self._decode = tokenizer.batch_decode  # generated ids -> answer text
-        self.eval_benchmarks = [(s.benchmark, s.examples) for s in eval_sets]
-        #: Per eval set: each label's verbalizer continuation ids (label order); None: generative,
-        #: multiple choice or cloze.
-        self.choices = list(choices) or [None] * len(eval_sets)
-        #: Multiple-choice eval sets: index -> (context ids, choice ids, choice lengths in characters).
-        self.choice_inputs: dict[int, tuple[list[list[int]], list[list[list[int]]], torch.Tensor]] = {}
-        #: Cloze eval sets (causal only): index -> per example (three prefixes or None if skipped).
-        self.cloze_prefixes: dict[int, list[list[list[int]] | None]] = {}
-        for i, s in enumerate(eval_sets):
-            if s.benchmark.answer_type == "cloze":
-                self.cloze_prefixes[i] = cloze_prefixes(tokenizer, s.examples)
-            elif s.benchmark.answer_type == "choice":
-                self.choice_inputs[i] = choice_inputs(tokenizer, s.benchmark, s.examples, config, not self.encoder_decoder)
 
-    def label_scores(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
+    def label_scores(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
         """(B, labels): each label's verbalizer log-likelihood, normalised as the config says."""
-        choices = self.choices[eval_index]
+        choices = eval_set.choices
         ids, mask = batch["input_ids"], batch["attention_mask"]
 
         def score(ids, mask):
@@ -384,53 +360,19 @@ class LMModule(NegtrainModule):
     def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
         raise NotImplementedError
 
-    def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
-        bench, examples = self.eval_benchmarks[eval_index]
-        if eval_index in self.choice_inputs:
-            return self.predict_choices(batch["index"], eval_index)
-        if eval_index in self.cloze_prefixes:
-            return self.predict_cloze(batch["index"], eval_index)
+    def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
+        if eval_set.evaluator is not None:  # multiple choice, cloze probes
+            return eval_set.evaluator(self, batch)
+        bench, examples = eval_set.benchmark, eval_set.examples
         if not bench.generative:
-            return self.label_scores(batch, eval_index).argmax(-1).to(batch["index"].device)
+            return self.label_scores(batch, eval_set).argmax(-1).to(batch["index"].device)
         texts = self.generate_texts(batch)
-        store = self.eval_texts.setdefault(eval_index, {})
+        store = self.eval_texts.setdefault(eval_set.name, {})
         right = []
         for idx, text in zip(batch["index"].tolist(), texts):
             store[idx] = text
             right.append(int(bench.is_correct(text, examples[idx])))
         return torch.tensor(right, dtype=torch.long, device=batch["index"].device)
-
-    def predict_choices(self, index: torch.Tensor, eval_index: int) -> torch.Tensor:
-        """(B, 2): the acc choice and the acc_norm choice of each question in the batch."""
-        contexts, choices, chars = self.choice_inputs[eval_index]
-        rows = index.tolist()
-        with torch.no_grad():
-            scores = continuation_logprobs(
-                self.model, [contexts[i] for i in rows], [choices[i] for i in rows],
-                encoder_decoder=self.encoder_decoder, pad_id=self.pad_id,
-            )
-        return choose(scores.logprob, chars[rows]).to(index.device)
-
-    @torch.no_grad()
-    def predict_cloze(self, index: torch.Tensor, eval_index: int) -> torch.Tensor:
-        """(B, 4) rows of :class:`negtrain.metrics.cloze.NegatedLamaMetric`: next-token top-1 after
-        the affirmative, negated and misprimed prefix, and the Spearman correlation of the
-        affirmative and negated next-token scores; SKIPPED rows where the blank is not final."""
-        prefixes = self.cloze_prefixes[eval_index]
-        rows = index.tolist()
-        out = torch.full((len(rows), 4), float(SKIPPED), dtype=torch.float64)
-        out[:, 3] = float("nan")
-        scored = [r for r, i in enumerate(rows) if prefixes[i] is not None]
-        if scored:
-            seqs = [p for r in scored for p in prefixes[rows[r]]]
-            ids = padded(seqs, self.pad_id).to(index.device)
-            mask = padded([[1] * len(x) for x in seqs], 0).to(index.device)
-            logits = self.model(input_ids=ids, attention_mask=mask).logits
-            last = logits[torch.arange(len(seqs), device=ids.device), mask.sum(1) - 1].float().view(len(scored), 3, -1)
-            tops = last.argmax(-1).to(torch.float64).cpu()
-            rho = spearman(last[:, 0], last[:, 1]).cpu()
-            out[scored] = torch.cat([tops, rho.unsqueeze(1)], dim=1)
-        return out.to(index.device)
 
     def _generate_kwargs(self) -> dict[str, Any]:
         return dict(
@@ -510,6 +452,64 @@ class CausalLMModule(LMModule):
         return [first_line(t) for t in self._decode(out[:, ids.shape[1] :], skip_special_tokens=True)]
 
 
+def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) -> torch.Tensor:
+    """A multiple-choice set's evaluator: (B, 2), the acc choice and the acc_norm choice of each
+    question in the batch. ``inputs``: (context ids, choice ids, choice lengths in characters)."""
+    contexts, choices, chars = inputs
+    index = batch["index"]
+    rows = index.tolist()
+    with torch.no_grad():
+        scores = continuation_logprobs(
+            module.model, [contexts[i] for i in rows], [choices[i] for i in rows],
+            encoder_decoder=module.encoder_decoder, pad_id=module.pad_id,
+        )
+    return choose(scores.logprob, chars[rows]).to(index.device)
+
+
+@torch.no_grad()
+def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes) -> torch.Tensor:
+    """A causal LM's cloze evaluator: (B, 4) rows of :class:`negtrain.metrics.cloze.NegatedLamaMetric`,
+    the next-token top-1 after the affirmative, negated and misprimed prefix, and the Spearman
+    correlation of the affirmative and negated next-token scores; SKIPPED rows where the blank is
+    not final. ``prefixes``: per example, the three prefixes' ids or None."""
+    index = batch["index"]
+    rows = index.tolist()
+    out = torch.full((len(rows), 4), float(SKIPPED), dtype=torch.float64)
+    out[:, 3] = float("nan")
+    scored = [r for r, i in enumerate(rows) if prefixes[i] is not None]
+    if scored:
+        seqs = [p for r in scored for p in prefixes[rows[r]]]
+        ids = padded(seqs, module.pad_id).to(index.device)
+        mask = padded([[1] * len(x) for x in seqs], 0).to(index.device)
+        logits = module.model(input_ids=ids, attention_mask=mask).logits
+        last = logits[torch.arange(len(seqs), device=ids.device), mask.sum(1) - 1].float().view(len(scored), 3, -1)
+        tops = last.argmax(-1).to(torch.float64).cpu()
+        rho = spearman(last[:, 0], last[:, 1]).cpu()
+        out[scored] = torch.cat([tops, rho.unsqueeze(1)], dim=1)
+    return out.to(index.device)
+
+
+def cloze_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example]) -> EvalSet:
+    """A causal LM's negated-LAMA eval set: scored by :func:`predict_cloze` (the batch's encoding
+    is the affirmative prefix, or one BOS/EOS token for a skipped probe; it is not read)."""
+    prefixes = cloze_prefixes(tokenizer, examples)
+    fallback = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
+    encoded = EncodedSplit.from_lists([p[0] if p is not None else fallback for p in prefixes], None)
+    return EvalSet(
+        bench, split, list(examples), encoded,
+        metric=cloze_metric(tokenizer, examples), evaluator=partial(predict_cloze, prefixes=prefixes),
+    )
+
+
+def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: ModelConfig, causal: bool) -> EvalSet:
+    """A multiple-choice eval set (NeQA), scored by :func:`predict_choices`."""
+    inputs = choice_inputs(tokenizer, bench, examples, cfg, causal)
+    return EvalSet(
+        bench, split, list(examples), EncodedSplit.from_lists(inputs[0], None),
+        metric=bench.metric(examples), evaluator=partial(predict_choices, inputs=inputs),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Builders (see negtrain.models.families)
 
@@ -536,14 +536,12 @@ def _build_lm(recipe, loaded, family: str):
                 + (" (or causal_lm for negated_lama)" if b.answer_type == "cloze" else "")
             )
 
-    eval_sets, choices = [], []
+    eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):
         if b.answer_type in ("choice", "cloze"):
             # The benchmark builds the context itself: no prompt, verbalizer or shots.
-            encoded = encode_cloze_prefixes(tokenizer, ex) if b.answer_type == "cloze" else encode_choice_contexts(tokenizer, b, ex, cfg, causal)
-            eval_sets.append(EvalSet(b, split, ex, encoded))
-            choices.append(None)
+            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type == "cloze" else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
             continue
         settings = PromptSettings.of(spec)
         prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
@@ -553,9 +551,7 @@ def _build_lm(recipe, loaded, family: str):
             encoded = encode_causal_eval(tokenizer, b, prompts, cfg, room)
         else:
             encoded = encode_seq2seq_eval(tokenizer, b, prompts, cfg)
-        eval_sets.append(EvalSet(b, split, ex, encoded, shot_ids=shot_ids))
-        choices.append(conts)
-    metrics = [cloze_metric(tokenizer, s.examples) if s.benchmark.answer_type == "cloze" else s.benchmark.metric(s.examples) for s in eval_sets]
+        eval_sets.append(EvalSet(b, split, ex, encoded, metric=b.metric(ex), choices=conts, shot_ids=shot_ids))
 
     train = None
     if loaded.train:
@@ -582,14 +578,12 @@ def _build_lm(recipe, loaded, family: str):
     model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
     freeze(model, cfg)
     if causal:
-        module = CausalLMModule(model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe), choices=choices)
+        module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe))
     else:
         start = AutoConfig.from_pretrained(path).decoder_start_token_id
         if start is None:
             start = tokenizer.pad_token_id
-        module = Seq2SeqModule(
-            model, tokenizer, cfg, eval_sets, metrics, recipe=to_dict(recipe), choices=choices, decoder_start_token_id=start
-        )
+        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe), decoder_start_token_id=start)
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id, train, eval_sets, pad_left=causal)
     return Built(module, data, tokenizer)
 

@@ -1,15 +1,15 @@
 """The masked-LM family: ``AutoModelForMaskedLM`` trained with a pluggable objective.
 
-One LightningModule (:class:`MaskedLMModule`) serves every MLM objective; an objective is a loss
-(:class:`UnlikelihoodObjective`, :class:`MLMObjective`) plus the batch transform that feeds it
-(:mod:`negtrain.objectives.masking`, :class:`negtrain.models.mlm_inputs.ProbeTransform`; the inputs are
-prepared in :mod:`negtrain.models.mlm_inputs`). The recipe's ``objective:`` section
-picks one:
+One LightningModule (:class:`MaskedLMModule`) serves every MLM objective. The recipe's
+``objective:`` section names one in the table :data:`negtrain.objectives.table.OBJECTIVES`; each
+objective is one module of :mod:`negtrain.objectives` holding its loss, its batch transform and
+what it evaluates itself:
 
 - ``unlikelihood`` (Hosseini et al. 2021): negated-LAMA probes from a ``negated_lama`` or
   ``negated_probes`` training split; see :class:`negtrain.config.UnlikelihoodConfig` for the loss.
 - ``cue_masking`` (CueNB, Truong et al. 2022): MLM on a negation-focused corpus where every cue is
-  masked (see :mod:`negtrain.objectives.masking`).
+  masked; it scores its held-out corpus sentences (``cue_corpus/heldout``: ``mlm_loss``,
+  ``cue_recovery_accuracy``).
 
 Evaluation, every epoch: ``negated_probes`` splits in ``data.eval`` report ``negated_top1_error``
 and ``affirmative_top1_accuracy``; ``negated_lama`` splits report the metrics of
@@ -20,19 +20,16 @@ mispriming) per source and overall; a cue-masking run also scores its held-out c
 
 from __future__ import annotations
 
-import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import torch
 
-from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.negated_lama import NegatedLama
 from negtrain.benchmarks.negated_probes import NEGATED, NegatedProbes
-from negtrain.config import ModelConfig, SourceConfig, to_dict
-from negtrain.data.module import EvalSet, TrainSet
+from negtrain.config import ModelConfig, to_dict
+from negtrain.data.eval_set import EvalSet
 from negtrain.errors import ConfigError
-from negtrain.metrics.base import ExampleMetric
 from negtrain.metrics.cloze import NegatedLamaMetric, spearman
 from negtrain.metrics.probes import ProbeMetric
 from negtrain.models.base import NegtrainModule
@@ -41,90 +38,18 @@ from negtrain.models.freezing import freeze
 from negtrain.models.init_from import load_into, resolve_init
 from negtrain.models.mlm_inputs import (
     ClozeTransform,
-    CueCorpus,
     MLMData,
-    ProbeTransform,
-    build_corpus,
     check_one_mask,
-    encode_cue_texts,
     encode_texts,
     object_token,
     prime_token_ids,
     probe_location,
-    training_probes,
-    read_text_lines,
     token_space,
     with_mask_token,
 )
 from negtrain.models.sources import attention_kwargs, resolve_model_name
-from negtrain.negation.cues import CueDetector
-from negtrain.objectives import losses
-from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec
-
-CUE_TOKEN = "[CUE]"
-
-
-# ---------------------------------------------------------------------------------------------
-# Objectives: the loss of a training batch.
-
-
-class MLMObjective:
-    """Cross-entropy on the masked tokens of a batch (``labels``, -100 elsewhere): CueNB's loss."""
-
-    def loss(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        logits = module.logits(batch["input_ids"], batch["attention_mask"])
-        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten(), ignore_index=IGNORE)
-
-    def units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return (batch["labels"] != IGNORE).sum()  # the loss is a mean over masked tokens
-
-
-class UnlikelihoodObjective:
-    """γ·UL(negated) + (1−γ)·LL(affirmative) [+ weight·retention]; see UnlikelihoodConfig."""
-
-    def __init__(self, gamma: float, likelihood: str, retention_weight: float = 0.0, retention_loss: str = "mlm") -> None:
-        self.gamma = gamma
-        self.likelihood = likelihood
-        self.retention_weight = retention_weight
-        self.retention_loss = retention_loss
-
-    def units(self, batch: dict[str, torch.Tensor]) -> None:
-        # A mean over the batch's probes (the retention term's side batch has a fixed size).
-        return None
-
-    def loss(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        obj = batch["obj"]
-        n = len(obj)
-        if self.gamma > 0:
-            neg = module.mask_logits(batch["neg_input_ids"], batch["neg_attention_mask"])
-            ul = losses.unlikelihood(neg, obj)
-            module.log("train/unlikelihood", ul.mean(), on_step=False, on_epoch=True, batch_size=n)
-        else:
-            ul = torch.zeros(n, device=obj.device)
-        if self.gamma < 1:
-            aff = module.mask_logits(batch["input_ids"], batch["attention_mask"])
-            if self.likelihood == "ce":
-                ll = losses.likelihood(aff, obj)
-            else:
-                ref = module.reference_mask_logits(batch["input_ids"], batch["attention_mask"])
-                ll = losses.kl_to_reference(aff, ref)
-            module.log("train/likelihood", ll.mean(), on_step=False, on_epoch=True, batch_size=n)
-        else:
-            ll = torch.zeros(n, device=obj.device)
-        total = losses.combine(self.gamma, ul, ll)
-        if self.retention_weight and "ret_input_ids" in batch:
-            ids, att, labels = batch["ret_input_ids"], batch["ret_attention_mask"], batch["ret_labels"]
-            logits = module.logits(ids, att)
-            where = labels != IGNORE
-            if self.retention_loss == "mlm":
-                ret = torch.nn.functional.cross_entropy(logits[where].float(), labels[where])
-            else:
-                with torch.no_grad():
-                    ref = module.reference_logits(ids, att)
-                ret = losses.kl_to_reference(logits[where], ref[where]).mean()
-            module.log("train/retention", ret, on_step=False, on_epoch=True, batch_size=n)
-            total = total + self.retention_weight * ret
-        return total
+from negtrain.objectives.base import Loss
+from negtrain.objectives.table import objective_for
 
 
 # ---------------------------------------------------------------------------------------------
@@ -153,18 +78,15 @@ class MaskedLMModule(NegtrainModule):
         self,
         model,
         config: ModelConfig,
-        objective,
-        evaluators: Sequence[Callable[[MaskedLMModule, dict[str, torch.Tensor]], torch.Tensor]],
-        eval_names: Sequence[str],
-        metrics: Sequence[ExampleMetric],
+        objective: Loss,
+        eval_sets: Sequence[EvalSet],
         recipe: dict[str, Any],
         mask_id: int,
         reference=None,
     ) -> None:
-        super().__init__(config, eval_names, metrics, recipe)
+        super().__init__(config, eval_sets, recipe)
         self.model = model.train()
         self.objective = objective
-        self.evaluators = list(evaluators)
         self.mask_id = mask_id
         # The frozen starting model for KL terms: kept in a list so it is neither trained, nor
         # saved in checkpoints, nor counted as a submodule.
@@ -220,8 +142,8 @@ class MaskedLMModule(NegtrainModule):
     def loss_units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor | None:
         return self.objective.units(batch)
 
-    def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
-        return self.evaluators[eval_index](self, batch)
+    def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
+        return eval_set.evaluator(self, batch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -256,18 +178,6 @@ class LamaEvaluator:
         return torch.cat([tops, spearman(aff, neg).unsqueeze(1)], dim=1)
 
 
-def heldout_mlm(module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-    """(N, 4): summed CE over masked tokens, masked tokens, cues right, cues masked."""
-    logits = module.logits(batch["input_ids"], batch["attention_mask"]).float()
-    labels = batch["labels"]
-    where = labels != IGNORE
-    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="none")
-    ce = ce.view_as(labels) * where
-    cues = batch["cue_positions"]
-    right = (logits.argmax(-1) == labels) & cues
-    return torch.stack([ce.sum(1), where.sum(1).float(), right.sum(1).float(), cues.sum(1).float()], dim=1)
-
-
 # ---------------------------------------------------------------------------------------------
 # The builder.
 
@@ -296,30 +206,25 @@ def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
 
 def build_mlm(recipe, loaded):
     """The MLM family's builder (see :mod:`negtrain.models.families`)."""
-    cfg, objective_cfg = recipe.model, recipe.objective
-    ul_cfg, cm_cfg = objective_cfg.unlikelihood, objective_cfg.cue_masking
-    probes = (NegatedProbes, NegatedLama)
+    cfg = recipe.model
+    objective = objective_for(recipe.objective)
     for b, split, _ in loaded.eval:
-        if not isinstance(b, probes):
+        if not isinstance(b, (NegatedProbes, NegatedLama)):
             raise ConfigError(f"data.eval: the 'mlm' family scores negated_probes and negated_lama, not {b.name}/{split}")
-    if ul_cfg is not None:
-        wrong = [f"{b.name}/{s}" for b, s, _ in loaded.train if not isinstance(b, probes)]
-        if wrong:
-            raise ConfigError(f"data.train: unlikelihood training reads negated_probes or negated_lama splits, not {', '.join(wrong)}")
+    objective.check(loaded)
 
     tokenizer, model, fresh = load_mlm(cfg)
     if tokenizer.mask_token is None:
         raise ConfigError(f"model {cfg.name}: the tokenizer has no mask token, so it cannot be a masked LM")
-    if cm_cfg is not None and cm_cfg.cue_token == "cue" and CUE_TOKEN not in tokenizer.get_vocab():
-        tokenizer.add_special_tokens({"additional_special_tokens": [CUE_TOKEN]})
+    objective.add_tokens(tokenizer)
     if model.get_input_embeddings().num_embeddings != len(tokenizer):
         model.resize_token_embeddings(len(tokenizer))
     freeze(model, cfg)  # after the resize, which replaces the embedding parameters
     pad_id = tokenizer.pad_token_id or 0
-    policy = ul_cfg.multi_token_objects if ul_cfg is not None else "reject"
+    policy = objective.multi_token_objects
 
     # Per-epoch probe evaluation.
-    eval_sets, evaluators, metrics, transforms = [], [], [], []
+    eval_sets = []
     space, vocab_to_space = token_space(tokenizer) if loaded.eval else ((), None)
     note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
     for b, split, examples in loaded.eval:
@@ -331,82 +236,29 @@ def build_mlm(recipe, loaded):
                 encoded.append(enc)
             gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, probe_location(e))]) for e in examples]
             primes = [[int(vocab_to_space[i]) for i in prime_token_ids(tokenizer, e.meta["prime"])] for e in examples]
-            eval_sets.append(EvalSet(b, split, list(examples), encoded[0], predicted_labels=space))
-            evaluators.append(LamaEvaluator(vocab_to_space))
-            metrics.append(NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note))
-            transforms.append(ClozeTransform(encoded[1], encoded[2], pad_id))
+            metric = NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note)
+            eval_sets.append(EvalSet(
+                b, split, list(examples), encoded[0], predicted_labels=space, metric=metric,
+                evaluator=LamaEvaluator(vocab_to_space), transform=ClozeTransform(encoded[1], encoded[2], pad_id),
+            ))
             continue
         texts = [with_mask_token(e.inputs[0], tokenizer) for e in examples]
         gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, probe_location(e))]) for e in examples]
         encoded = encode_texts(tokenizer, texts, cfg.max_length)
         check_one_mask(encoded, tokenizer.mask_token_id, examples, "probe", cfg.max_length)
-        eval_sets.append(EvalSet(b, split, list(examples), encoded, predicted_labels=space))
-        evaluators.append(ProbeEvaluator(vocab_to_space))
+        note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
+        metric = ProbeMetric(gold, [e.subset == NEGATED for e in examples], note=note)
+        eval_sets.append(EvalSet(
+            b, split, list(examples), encoded, predicted_labels=space, metric=metric, evaluator=ProbeEvaluator(vocab_to_space),
+        ))
 
-        metrics.append(ProbeMetric(gold, [e.subset == NEGATED for e in examples], note=note))
-        transforms.append(None)
-
-    reference = None
-    train_transform = None
-    train = None
-    if ul_cfg is not None and not loaded.train:
-        # validate / test: score the model; no training set, no frozen reference.
-        objective = UnlikelihoodObjective(ul_cfg.gamma, ul_cfg.likelihood)
-    elif ul_cfg is not None:
-        per_source = [training_probes(ex) for _, _, ex in loaded.train]
-        pairs = [p for part in per_source for p in part]
-        where = [e for *_, e in pairs]
-        obj = torch.tensor([object_token(tokenizer, a, o, policy, probe_location(e)) for a, _, o, e in pairs], dtype=torch.long)
-        aff = encode_texts(tokenizer, [with_mask_token(a, tokenizer) for a, *_ in pairs], cfg.max_length)
-        neg = encode_texts(tokenizer, [with_mask_token(n, tokenizer) for _, n, *_ in pairs], cfg.max_length)
-        check_one_mask(aff, tokenizer.mask_token_id, where, "masked_sentences", cfg.max_length)
-        check_one_mask(neg, tokenizer.mask_token_id, where, "masked_negations", cfg.max_length)
-        sizes = [len(part) for part in per_source]
-        train = TrainSet(aff, {"obj": obj}, [f"{b.name}/{s}" for b, s, _ in loaded.train], sizes)
-        retention, spec = None, None
-        if ul_cfg.retention is not None:
-            lines = [line for path in ul_cfg.retention.text_files for line in read_text_lines(path)]
-            retention = encode_texts(tokenizer, lines, cfg.max_length)
-            spec = MaskingSpec.for_tokenizer(tokenizer, cue_mask_prob=0.0, mlm_probability=ul_cfg.retention.mlm_probability)
-        train_transform = ProbeTransform(neg, pad_id, retention, ul_cfg.retention.batch_size if ul_cfg.retention else 0, spec, recipe.seed)
-        needs_reference = ul_cfg.likelihood == "kl" or (ul_cfg.retention is not None and ul_cfg.retention.loss == "kl")
-        reference = copy.deepcopy(model) if needs_reference else None
-        objective = UnlikelihoodObjective(
-            ul_cfg.gamma, ul_cfg.likelihood,
-            ul_cfg.retention.weight if ul_cfg.retention else 0.0,
-            ul_cfg.retention.loss if ul_cfg.retention else "mlm",
-        )
-    else:
-        detector = CueDetector()
-        train_text, held_text = build_corpus(cm_cfg.corpus, loaded, detector, recipe.seed)
-        cue_id = tokenizer.convert_tokens_to_ids(CUE_TOKEN) if cm_cfg.cue_token == "cue" else tokenizer.mask_token_id
-        spec = MaskingSpec.for_tokenizer(
-            tokenizer, cue_id,
-            cue_mask_prob=cm_cfg.cue_mask_prob, mlm_probability=cm_cfg.mlm_probability,
-            mask_replace_prob=cm_cfg.mask_replace_prob, random_replace_prob=cm_cfg.random_replace_prob,
-        )
-
-        train_enc = encode_cue_texts(tokenizer, detector, train_text, cfg.max_length)
-        train = TrainSet(train_enc, {}, ["cue_corpus/train"], [len(train_text)])
-        train_transform = CueMaskingTransform(train_enc, train_enc.cue_flags, spec, recipe.seed)
-        if held_text:
-            held_enc = encode_cue_texts(tokenizer, detector, held_text, cfg.max_length)
-            examples = [Example(f"cue_corpus/heldout/{i}", (t,), "") for i, t in enumerate(held_text)]
-            corpus = CueCorpus(examples)
-            eval_sets.append(EvalSet(corpus, "heldout", examples, held_enc, predicted_labels=()))
-            evaluators.append(heldout_mlm)
-            metrics.append(corpus.metric(examples))
-            transforms.append(CueMaskingTransform(held_enc, held_enc.cue_flags, spec, recipe.seed, per_example=True))
-        objective = MLMObjective()
-        print(f"cue-masking corpus: {len(train_text)} training sentences, {len(held_text)} held out", flush=True)
-
+    prepared = objective.prepare(recipe, loaded, tokenizer, model)
+    eval_sets += prepared.eval_sets
     module = MaskedLMModule(
-        model, cfg, objective, evaluators, [s.name for s in eval_sets], metrics,
-        recipe=to_dict(recipe), mask_id=tokenizer.mask_token_id, reference=reference,
+        model, cfg, prepared.loss, eval_sets, recipe=to_dict(recipe), mask_id=tokenizer.mask_token_id, reference=prepared.reference,
     )
     data_config = recipe.data
-    if cm_cfg is not None:
-        # The corpus is one training source, whatever benchmarks it was built from.
-        data_config = data_config.model_copy(update={"train": [SourceConfig(benchmark="cue_corpus", split="train")]})
-    data = MLMData(data_config, recipe.seed, pad_id, train, eval_sets, train_transform=train_transform, eval_transforms=transforms)
+    if prepared.train_sources is not None:
+        data_config = data_config.model_copy(update={"train": prepared.train_sources})
+    data = MLMData(data_config, recipe.seed, pad_id, prepared.train, eval_sets, train_transform=prepared.train_transform)
     return Built(module, data, tokenizer, fresh_head=fresh)

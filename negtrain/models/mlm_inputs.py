@@ -1,6 +1,6 @@
 """What the masked-LM family feeds its model: probes and corpus sentences encoded once (and
-cached), the batch transforms that add negated probes or cue masks, and the cue-masking corpus
-with its held-out part. The module, objectives and builder are in :mod:`negtrain.models.mlm`.
+cached), and the DataModule that passes batches through the objective's transforms. The module
+and builder are in :mod:`negtrain.models.mlm`, the objectives in :mod:`negtrain.objectives`.
 """
 
 from __future__ import annotations
@@ -8,48 +8,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED
-from negtrain.data.collate import PadCollator
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.module import NegtrainData
 from negtrain.data.sampler import SampledBatch
 from negtrain.errors import DataError
-from negtrain.metrics.declared import count, score
-from negtrain.metrics.mlm import HeldOutMLMMetric
-from negtrain.negation.cues import CueDetector, split_sentences
-from negtrain.objectives.masking import MaskingSpec, batch_generator, mask_tokens
+from negtrain.negation.cues import CueDetector
 
 # ---------------------------------------------------------------------------------------------
 # Data: batch transforms on top of the padding collator.
-
-
-class ProbeTransform:
-    """Adds the negated sentences (``neg_*``) and, optionally, a retention batch to a probe batch."""
-
-    def __init__(self, negated: EncodedSplit, pad_id: int, retention: EncodedSplit | None = None,
-                 retention_batch: int = 0, spec: MaskingSpec | None = None, seed: int = 0) -> None:
-        self.negated = PadCollator(negated, pad_id)
-        self.retention = PadCollator(retention, pad_id) if retention is not None else None
-        self.retention_size = len(retention) if retention is not None else 0
-        self.retention_batch = retention_batch
-        self.spec = spec
-        self.seed = seed
-
-    def __call__(self, batch: dict[str, torch.Tensor], epoch: int) -> dict[str, torch.Tensor]:
-        neg = self.negated(batch["index"].tolist())
-        batch["neg_input_ids"], batch["neg_attention_mask"] = neg["input_ids"], neg["attention_mask"]
-        if self.retention is not None and self.retention_batch:
-            generator = batch_generator(self.seed, epoch, batch["index"])
-            pick = torch.randint(self.retention_size, (self.retention_batch,), generator=generator)
-            ret = self.retention(pick.tolist())
-            masked = mask_tokens(ret["input_ids"], ret["attention_mask"], torch.zeros_like(ret["input_ids"], dtype=torch.bool), self.spec, generator)
-            batch["ret_input_ids"], batch["ret_attention_mask"], batch["ret_labels"] = masked["input_ids"], ret["attention_mask"], masked["labels"]
-        return batch
 
 
 class _Then:
@@ -63,12 +34,12 @@ class _Then:
 
 
 class MLMData(NegtrainData):
-    """NegtrainData whose batches pass through the objective's transforms after padding."""
+    """NegtrainData whose batches pass through the objective's transform after padding (and an
+    eval set's through its own ``transform``, if it has one)."""
 
-    def __init__(self, *args, train_transform=None, eval_transforms: Sequence | None = None, **kwargs) -> None:
+    def __init__(self, *args, train_transform=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.train_transform = train_transform
-        self.eval_transforms = list(eval_transforms or [None] * len(self.eval_sets))
 
     def train_dataloader(self) -> DataLoader:
         loader = super().train_dataloader()
@@ -78,9 +49,9 @@ class MLMData(NegtrainData):
 
     def val_dataloader(self) -> list[DataLoader]:
         loaders = super().val_dataloader()
-        for loader, transform in zip(loaders, self.eval_transforms):
-            if transform is not None:
-                loader.collate_fn = _Then(loader.collate_fn, transform)
+        for loader, eval_set in zip(loaders, self.eval_sets):  # val_dataloader makes one per set, in order
+            if eval_set.transform is not None:
+                loader.collate_fn = _Then(loader.collate_fn, eval_set.transform)
         return loaders
 
     test_dataloader = val_dataloader
@@ -212,32 +183,6 @@ def check_one_mask(encoded: EncodedSplit, mask_id: int, examples: Sequence[Examp
         raise DataError(f"{probe_location(examples[row])}: field '{what}': {why}")
 
 
-# ---------------------------------------------------------------------------------------------
-# The cue-masking corpus and its held-out part.
-
-
-class CueCorpus(Benchmark):
-    """The held-out sentences of a cue-masking corpus, evaluated like a benchmark split (not registered)."""
-
-    name = "cue_corpus"
-    splits = ("heldout",)
-    labels = ()
-    reported_metrics = (score("mlm_loss", lower_is_better=True), score("cue_recovery_accuracy"), count("n_masked"), count("n_cues"))
-    citation = "Truong, Baldwin, Cohn, Verspoor (2022). Improving negation detection with negation-focused pre-training. NAACL 2022."
-
-    def __init__(self, examples: Sequence[Example] = ()) -> None:
-        self.examples = list(examples)
-
-    def files(self, split: str) -> list:
-        return []
-
-    def read(self, split: str) -> list[Example]:
-        return self.examples
-
-    def metric(self, examples: Sequence[Example]):
-        return HeldOutMLMMetric(num_examples=len(examples))
-
-
 def read_text_lines(path: str) -> list[str]:
     p = Path(path).expanduser()
     try:
@@ -252,26 +197,3 @@ def read_text_lines(path: str) -> list[str]:
     if not lines:
         raise DataError(f"{p}: no text lines")
     return lines
-
-
-def build_corpus(cfg, loaded, detector, seed: int) -> tuple[list[str], list[str]]:
-    """(training sentences, held-out sentences) for cue masking; see CorpusConfig."""
-    texts: list[str] = []
-    for path in cfg.text_files:
-        texts.extend(read_text_lines(path))
-    if cfg.from_train_benchmarks:
-        for _, _, examples in loaded.train:
-            for e in examples:
-                for field in e.inputs:
-                    texts.extend(split_sentences(field))
-    sentences = list(dict.fromkeys(t for t in texts if t))
-    if cfg.keep == "cue_sentences":
-        sentences = [s for s in sentences if detector.has_cue(s)]
-    if len(sentences) <= cfg.held_out:
-        raise DataError(f"the cue-masking corpus has {len(sentences)} sentences, not more than objective.cue_masking.corpus.held_out={cfg.held_out}")
-    order = np.random.default_rng([seed, 7]).permutation(len(sentences))
-    held = [sentences[i] for i in order[: cfg.held_out]]
-    train = [sentences[i] for i in order[cfg.held_out :]]
-    if cfg.max_sentences is not None:
-        train = train[: cfg.max_sentences]
-    return train, held

@@ -15,9 +15,9 @@ import torch
 from negtrain.benchmarks.base import Example
 from negtrain.config import ModelConfig, to_dict
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks, tokenizer_signature
-from negtrain.data.module import EvalSet, NegtrainData, TrainSet
+from negtrain.data.eval_set import EvalSet
+from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
-from negtrain.metrics.base import ExampleMetric
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.contract import Built
@@ -66,19 +66,14 @@ class NLIModule(NegtrainModule):
         model,
         config: ModelConfig,
         head_labels: Sequence[str],
-        eval_names: Sequence[str],
-        metrics: Sequence[ExampleMetric],
-        head_maps: Sequence[torch.Tensor],
+        eval_sets: Sequence[EvalSet],
         recipe: dict[str, Any],
     ) -> None:
-        super().__init__(config, eval_names, metrics, recipe)
+        super().__init__(config, eval_sets, recipe)
         # from_pretrained returns the model in eval mode; Lightning keeps modules' modes, so
         # without this dropout would be off during training.
         self.model = model.train()
         self.head_labels = list(head_labels)
-        # For each eval set: head class id -> benchmark label id.
-        for i, m in enumerate(head_maps):
-            self.register_buffer(f"head_map_{i}", m, persistent=False)
 
     def _logits(self, batch: dict[str, torch.Tensor], first_token_only: bool = False) -> torch.Tensor:
         inputs = {k: batch[k] for k in ("input_ids", "attention_mask", "token_type_ids") if k in batch}
@@ -88,7 +83,7 @@ class NLIModule(NegtrainModule):
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return set_loss(self._logits(batch), batch["targets"])
 
-    def predict(self, batch: dict[str, torch.Tensor], eval_index: int) -> torch.Tensor:
+    def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
         first_only = self.config.first_token_only
         logits = self._logits(batch, first_only).float()
         close = close_calls(logits, self.config.fp32_recheck_margin)
@@ -97,7 +92,8 @@ class NLIModule(NegtrainModule):
             # rows again in fp32, so bf16 evaluation reports fp32's predictions.
             with torch.autocast(device_type=logits.device.type, enabled=False):
                 logits[close] = self._logits({k: v[close] for k, v in batch.items() if torch.is_tensor(v)}, first_only).float()
-        return getattr(self, f"head_map_{eval_index}")[logits.argmax(-1)]
+        # The eval set's label map: head class id -> id in its predicted labels.
+        return eval_set.label_map_on(logits.device)[logits.argmax(-1)]
 
 
 def _head(recipe, loaded):
@@ -151,9 +147,10 @@ def build_nli(recipe, loaded):
     eval_sets = []
     for b, split, ex in loaded.eval:
         space = prediction_space(head, b.spaces(), b.name)
-        eval_sets.append(EvalSet(b, split, ex, encode_pairs(tokenizer, ex, cfg.max_length), predicted_labels=space))
-    head_maps = [head_to_benchmark(head, s.predicted_labels, s.benchmark.name) for s in eval_sets]
-    metrics = [s.benchmark.scorer(s.examples, s.predicted_labels) for s in eval_sets]
+        eval_sets.append(EvalSet(
+            b, split, ex, encode_pairs(tokenizer, ex, cfg.max_length), predicted_labels=space,
+            metric=b.scorer(ex, space), label_map=head_to_benchmark(head, space, b.name),
+        ))
 
     train = None
     if loaded.train:
@@ -190,7 +187,7 @@ def build_nli(recipe, loaded):
             fresh = sorted(set(fresh) | set(reset))
     model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
     freeze(model, cfg)
-    module = NLIModule(model, cfg, head, [s.name for s in eval_sets], metrics, head_maps, recipe=to_dict(recipe))
+    module = NLIModule(model, cfg, head, eval_sets, recipe=to_dict(recipe))
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
     return Built(module, data, tokenizer, fresh_head=fresh)
 

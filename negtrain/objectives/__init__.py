@@ -1,1 +1,1 @@
-"""Training objectives of the masked-LM family: losses and the collators that feed them."""
+"""Training objectives of the masked-LM family, one module each, listed in ``table.py``."""

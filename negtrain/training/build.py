@@ -17,7 +17,7 @@ from negtrain.benchmarks.matrix import resolve_benchmarks
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe, SourceConfig
 from negtrain.data.mixing import epoch_counts
-from negtrain.data.module import EvalSet
+from negtrain.data.eval_set import EvalSet
 from negtrain.errors import ConfigError, did_you_mean
 from negtrain.hub_access import check_hub_model
 from negtrain.io.checkpoints import read_checkpoint
@@ -46,14 +46,14 @@ def metric_names(metric: ExampleMetric) -> list[str]:
     return list(metric.score(np.full(metric.num_examples, MISSING)))
 
 
-def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet], metrics: list[ExampleMetric]) -> Selection | None:
+def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet]) -> Selection | None:
     if not eval_sets:
         return None
     available = {}
-    for s, m in zip(eval_sets, metrics):
-        for key in metric_names(m):
+    for s in eval_sets:
+        for key in metric_names(s.metric):
             available[f"{s.name}/{key}"] = s.benchmark.is_higher_better(key)
-    wanted = recipe.selection.metric or f"{eval_sets[0].name}/{metric_names(metrics[0])[0]}"
+    wanted = recipe.selection.metric or f"{eval_sets[0].name}/{metric_names(eval_sets[0].metric)[0]}"
     if wanted not in available:
         raise ConfigError(f"selection.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, available)}")
     return Selection(wanted, available[wanted])
@@ -107,7 +107,7 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
     except OSError as exc:  # from_pretrained: no such Hub id or folder, or no weights in it
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"model.name '{recipe.model.name}': cannot load it ({first[:300]})") from None
-    built.selection = resolve_selection(recipe, built.data.eval_sets, list(built.module.metrics))
+    built.selection = resolve_selection(recipe, built.module.eval_sets)
     built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)
     return built
 

@@ -48,10 +48,11 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
 from tqdm import tqdm
 
+from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData
+from negtrain.io.atomic import append_lines
 from negtrain.metrics.uncertainty import estimate, format_stderr
-from negtrain.io.atomic import append_lines, write_text
-from negtrain.models.base import EvalResult
+from negtrain.data.eval_set import EvalResult
 from negtrain.training.epochs import epoch_label
 
 
@@ -283,12 +284,11 @@ class RunRecorder(pl.Callback):
 
     def _record_eval(self, trainer: pl.Trainer, pl_module) -> None:
         seconds = time.perf_counter() - self._eval_start
-        results: list[EvalResult] = pl_module.eval_results
-        data = trainer.datamodule
+        eval_sets: list[EvalSet] = pl_module.eval_sets
         epoch = trainer.current_epoch
         lines = []
-        for i, (result, eval_set) in enumerate(zip(results, data.eval_sets)):
-            metric = pl_module.metrics[i]
+        for i, eval_set in enumerate(eval_sets):  # i: the set's dataloader index
+            result, metric = eval_set.result, eval_set.metric
             if trainer.is_global_zero and metric.last_outcomes is not None and metric.supports_uncertainty:
                 # last_outcomes: the state compute() just scored, gathered from every rank.
                 result.uncertainty = estimate(metric, metric.last_outcomes, pl_module.bootstrap_resamples,
@@ -309,30 +309,19 @@ class RunRecorder(pl.Callback):
             if result.note:
                 record["note"] = result.note
             lines.append(json.dumps(record))
-            self._write_predictions(trainer, eval_set, result, epoch)
+            if trainer.is_global_zero:
+                # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
+                eval_set.write_predictions(self.run_dir, f"epoch{epoch}" if self.stage == "fit" else self.stage)
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
             title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"
             limit = trainer.limit_test_batches if self.stage == "test" else trainer.limit_val_batches
             setting = "trainer.limit_val_batches"  # the one recipe setting behind both Lightning limits
-            _print_above_progress_bar(trainer, format_table(title, results, [s.benchmark.is_count for s in data.eval_sets], unscored_reason=limit_reason(limit, setting)))
+            _print_above_progress_bar(trainer, format_table(title, [s.result for s in eval_sets], [s.benchmark.is_count for s in eval_sets], unscored_reason=limit_reason(limit, setting)))
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)
         return span[1] - span[0] if span else fallback
-
-    def _write_predictions(self, trainer: pl.Trainer, eval_set, result: EvalResult, epoch: int) -> None:
-        if not trainer.is_global_zero or result.predictions is None:
-            return
-        # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
-        shots = dict(zip((e.id for e in eval_set.examples), eval_set.shot_ids)) if eval_set.shot_ids else None
-        rows = [
-            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label, **({"shots": shots[ex.id]} if shots else {})})
-            for ex, prediction, _ in result.predicted(eval_set.examples, eval_set.predicted_labels)
-        ]
-        suffix = f"epoch{epoch}" if self.stage == "fit" else self.stage
-        name = f"{eval_set.benchmark.name}-{eval_set.split}-{suffix}.jsonl"
-        write_text(self.run_dir / "predictions" / name, "".join(r + "\n" for r in rows))
 
     @rank_zero_only
     def _write(self, trainer: pl.Trainer, lines: list[str]) -> None:

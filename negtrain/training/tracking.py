@@ -170,8 +170,9 @@ class WandbTracker(pl.Callback):
 
         epoch = trainer.current_epoch
         tables: dict[str, Any] = {"epoch": epoch}
-        for result, eval_set in zip(pl_module.eval_results, trainer.datamodule.eval_sets):
-            if result.predictions is None:
+        for eval_set in pl_module.eval_sets:
+            result = eval_set.result
+            if result is None or result.predictions is None:
                 continue
             # The same rows as the run's predictions files: predicted label or generated answer.
             rows = [

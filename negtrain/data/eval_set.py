@@ -1,0 +1,119 @@
+"""One benchmark split evaluated every epoch, with everything that belongs to it.
+
+An :class:`EvalSet` holds the benchmark, the split, its examples and their encoding, the metric
+that scores it, how the model's outputs map to its labels, how a batch of it is predicted and
+transformed (when the family needs more than its default), the last evaluation's result, and
+the writing of that result's predictions file. The LightningModule, the run recorder and the
+W&B tracker iterate over eval sets; nothing is kept in lists aligned by position.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.data.encoded import EncodedSplit
+from negtrain.io.atomic import write_text
+from negtrain.metrics.base import MISSING
+from negtrain.metrics.uncertainty import Uncertainty
+
+
+@dataclass
+class EvalResult:
+    name: str  # "<benchmark>/<split>"
+    metrics: dict[str, float]
+    predictions: np.ndarray | None  # per example: a label id (generative: 1 right / 0 wrong), or MISSING; None: nothing to write
+    note: str | None = None  # how the predictions were scored, if worth saying (the metric's note)
+    texts: list[str | None] | None = None  # generative benchmarks: the generated answer per example
+    #: stderr and ci95 per metric, filled in by the run recorder on rank zero (None elsewhere, or
+    #: for a metric that cannot be bootstrapped)
+    uncertainty: Uncertainty | None = None
+
+    def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
+        """(example, prediction, correct) for every example with a prediction.
+
+        ``labels`` is the space the prediction ids index (the eval set's ``predicted_labels``, not
+        the benchmark's gold labels: a 3-way head on a 2-way benchmark predicts 3-way ids). For a
+        generative benchmark the prediction is the generated text, and correctness the metric's.
+        """
+        if self.predictions is None:
+            return []
+        rows = []
+        for i, (ex, p) in enumerate(zip(examples, self.predictions.tolist())):
+            if p == MISSING:
+                continue
+            if self.texts is not None:
+                rows.append((ex, self.texts[i], bool(p)))
+            else:
+                rows.append((ex, labels[p], labels[p] == ex.label))
+        return rows
+
+
+@dataclass(eq=False)
+class EvalSet:
+    """One benchmark split evaluated every epoch."""
+
+    benchmark: Benchmark
+    split: str
+    examples: list[Example]
+    encoded: EncodedSplit
+    #: The label space prediction ids index (one of the benchmark's ``spaces()``); None: its labels.
+    predicted_labels: tuple[str, ...] | None = None
+    #: The torchmetrics metric scoring this set (an ExampleMetric). The module registers it as a
+    #: child, so Lightning moves it to the device and DDP syncs it.
+    metric: Any = None
+    #: How an NLI head's class ids become ids in ``predicted_labels``. None: not a classifier.
+    label_map: torch.Tensor | None = None
+    #: An LM's label benchmark: per label (in label order), its verbalizer's continuation ids,
+    #: the texts it scores. None: not scored by verbalizers.
+    choices: list[list[int]] | None = None
+    #: Few-shot prompts: per example, the ids of the solved examples shown before it.
+    shot_ids: list[list[str]] | None = None
+    #: ``(module, batch) -> predictions`` when this set is predicted otherwise than the family's
+    #: default (a masked LM's probes and held-out corpus sentences).
+    evaluator: Callable | None = None
+    #: ``(padded batch, epoch) -> batch``, applied after padding (the masks of held-out sentences).
+    transform: Callable | None = None
+    #: The last evaluation of this set, read by the run recorder and the W&B tracker.
+    result: EvalResult | None = None
+
+    def __post_init__(self) -> None:
+        if self.predicted_labels is None:
+            self.predicted_labels = tuple(self.benchmark.labels)
+
+    def __deepcopy__(self, memo: dict) -> EvalSet:
+        # An eval set is the run's data, not model state: a copy of the module (EMA's averaged
+        # model) shares it instead of duplicating every encoded example.
+        return self
+
+    @property
+    def name(self) -> str:
+        return f"{self.benchmark.name}/{self.split}"
+
+    def label_map_on(self, device: torch.device) -> torch.Tensor:
+        """``label_map`` on ``device``, moved there once."""
+        assert self.label_map is not None, f"{self.name} has no label map"
+        if self.label_map.device != device:
+            self.label_map = self.label_map.to(device)
+        return self.label_map
+
+    def write_predictions(self, run_dir: Path, suffix: str) -> None:
+        """``predictions/<benchmark>-<split>-<suffix>.jsonl`` from the last result: per example
+        with a prediction, its id, the predicted label (or generated answer), the gold label and,
+        with few-shot prompts, the ids of the shots it was shown."""
+        if self.result is None or self.result.predictions is None:
+            return
+        shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
+        rows = [
+            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label, **({"shots": shots[ex.id]} if shots else {})})
+            for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels)
+        ]
+        name = f"{self.benchmark.name}-{self.split}-{suffix}.jsonl"
+        write_text(run_dir / "predictions" / name, "".join(r + "\n" for r in rows))

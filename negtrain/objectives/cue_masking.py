@@ -1,0 +1,136 @@
+"""Cue masking (CueNB, Truong et al. 2022): masked-LM training on a negation-focused corpus in
+which every negation cue is masked.
+
+The corpus is built from text files and the recipe's training benchmarks (see
+:class:`negtrain.config.CorpusConfig`); a part of it is held out and scored every epoch
+(``cue_corpus/heldout``: ``mlm_loss``, ``cue_recovery_accuracy``). The batch transform is
+:class:`negtrain.objectives.masking.CueMaskingTransform`, the loss cross-entropy on the masked
+tokens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.config import SourceConfig
+from negtrain.data.eval_set import EvalSet
+from negtrain.data.module import TrainSet
+from negtrain.errors import DataError
+from negtrain.metrics.declared import count, score
+from negtrain.metrics.mlm import HeldOutMLMMetric
+from negtrain.models.mlm_inputs import encode_cue_texts, read_text_lines
+from negtrain.negation.cues import CueDetector, split_sentences
+from negtrain.objectives.base import Loss, Objective, Prepared
+from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec
+
+CUE_TOKEN = "[CUE]"
+
+
+class MLMObjective(Loss):
+    """Cross-entropy on the masked tokens of a batch (``labels``, -100 elsewhere): CueNB's loss."""
+
+    def loss(self, module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        logits = module.logits(batch["input_ids"], batch["attention_mask"])
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1).float(), batch["labels"].flatten(), ignore_index=IGNORE)
+
+    def units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        return (batch["labels"] != IGNORE).sum()  # the loss is a mean over masked tokens
+
+
+def heldout_mlm(module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """The held-out sentences' evaluator. (N, 4): summed CE over masked tokens, masked tokens,
+    cues right, cues masked."""
+    logits = module.logits(batch["input_ids"], batch["attention_mask"]).float()
+    labels = batch["labels"]
+    where = labels != IGNORE
+    ce = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten(), ignore_index=IGNORE, reduction="none")
+    ce = ce.view_as(labels) * where
+    cues = batch["cue_positions"]
+    right = (logits.argmax(-1) == labels) & cues
+    return torch.stack([ce.sum(1), where.sum(1).float(), right.sum(1).float(), cues.sum(1).float()], dim=1)
+
+
+class CueCorpus(Benchmark):
+    """The held-out sentences of a cue-masking corpus, evaluated like a benchmark split (not registered)."""
+
+    name = "cue_corpus"
+    splits = ("heldout",)
+    labels = ()
+    reported_metrics = (score("mlm_loss", lower_is_better=True), score("cue_recovery_accuracy"), count("n_masked"), count("n_cues"))
+    citation = "Truong, Baldwin, Cohn, Verspoor (2022). Improving negation detection with negation-focused pre-training. NAACL 2022."
+
+    def __init__(self, examples: Sequence[Example] = ()) -> None:
+        self.examples = list(examples)
+
+    def files(self, split: str) -> list:
+        return []
+
+    def read(self, split: str) -> list[Example]:
+        return self.examples
+
+    def metric(self, examples: Sequence[Example]):
+        return HeldOutMLMMetric(num_examples=len(examples))
+
+
+
+
+def build_corpus(cfg, loaded, detector, seed: int) -> tuple[list[str], list[str]]:
+    """(training sentences, held-out sentences) for cue masking; see CorpusConfig."""
+    texts: list[str] = []
+    for path in cfg.text_files:
+        texts.extend(read_text_lines(path))
+    if cfg.from_train_benchmarks:
+        for _, _, examples in loaded.train:
+            for e in examples:
+                for field in e.inputs:
+                    texts.extend(split_sentences(field))
+    sentences = list(dict.fromkeys(t for t in texts if t))
+    if cfg.keep == "cue_sentences":
+        sentences = [s for s in sentences if detector.has_cue(s)]
+    if len(sentences) <= cfg.held_out:
+        raise DataError(f"the cue-masking corpus has {len(sentences)} sentences, not more than objective.cue_masking.corpus.held_out={cfg.held_out}")
+    order = np.random.default_rng([seed, 7]).permutation(len(sentences))
+    held = [sentences[i] for i in order[: cfg.held_out]]
+    train = [sentences[i] for i in order[cfg.held_out :]]
+    if cfg.max_sentences is not None:
+        train = train[: cfg.max_sentences]
+    return train, held
+
+
+class CueMasking(Objective):
+    def add_tokens(self, tokenizer) -> None:
+        if self.settings.cue_token == "cue" and CUE_TOKEN not in tokenizer.get_vocab():
+            tokenizer.add_special_tokens({"additional_special_tokens": [CUE_TOKEN]})
+
+    def prepare(self, recipe, loaded, tokenizer, model) -> Prepared:
+        cm_cfg, max_length = self.settings, recipe.model.max_length
+        detector = CueDetector()
+        train_text, held_text = build_corpus(cm_cfg.corpus, loaded, detector, recipe.seed)
+        cue_id = tokenizer.convert_tokens_to_ids(CUE_TOKEN) if cm_cfg.cue_token == "cue" else tokenizer.mask_token_id
+        spec = MaskingSpec.for_tokenizer(
+            tokenizer, cue_id,
+            cue_mask_prob=cm_cfg.cue_mask_prob, mlm_probability=cm_cfg.mlm_probability,
+            mask_replace_prob=cm_cfg.mask_replace_prob, random_replace_prob=cm_cfg.random_replace_prob,
+        )
+
+        train_enc = encode_cue_texts(tokenizer, detector, train_text, max_length)
+        train = TrainSet(train_enc, {}, ["cue_corpus/train"], [len(train_text)])
+        transform = CueMaskingTransform(train_enc, train_enc.cue_flags, spec, recipe.seed)
+        eval_sets = []
+        if held_text:
+            held_enc = encode_cue_texts(tokenizer, detector, held_text, max_length)
+            examples = [Example(f"cue_corpus/heldout/{i}", (t,), "") for i, t in enumerate(held_text)]
+            corpus = CueCorpus(examples)
+            eval_sets.append(EvalSet(
+                corpus, "heldout", examples, held_enc, predicted_labels=(), metric=corpus.metric(examples),
+                evaluator=heldout_mlm,
+                transform=CueMaskingTransform(held_enc, held_enc.cue_flags, spec, recipe.seed, per_example=True),
+            ))
+        print(f"cue-masking corpus: {len(train_text)} training sentences, {len(held_text)} held out", flush=True)
+        # The corpus is one training source, whatever benchmarks it was built from.
+        sources = [SourceConfig(benchmark="cue_corpus", split="train")]
+        return Prepared(MLMObjective(), train, transform, eval_sets=eval_sets, train_sources=sources)
