@@ -152,7 +152,9 @@ def make_card(args, extra: list[str]) -> Path:
         )
     if shots:
         for entry in recipe.data.eval:
-            entry.shots = shots
+            # Multiple choice and cloze probes build their own context: no prompt to put shots in.
+            if get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
+                entry.shots = shots
         resolve_benchmarks(recipe, announce=False)  # fills each entry's shots_split
     out = args.out or default_out(args.model, args.family)
     if (out / "metrics.jsonl").exists():

@@ -161,6 +161,12 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     per-example state, for the bootstrap and for paired comparisons)."""
     bench = get_benchmark(benchmark)
     bench.check_split(split)
+    if bench.answer_type == "cloze":
+        raise PredictionError(
+            f"{benchmark} cannot be scored from a predictions file: its metrics (rank correlation over the "
+            "vocabulary, top-1 of three clozes per probe) need the model itself; run `negtrain validate` "
+            "with a recipe that evaluates it"
+        )
     rows = read_predictions(path, bench)  # malformed input is reported before any data is read
     examples = bench.load(split)
     position = {e.id: i for i, e in enumerate(examples)}
@@ -194,6 +200,24 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
             f"--allow-missing: scored {len(examples) - len(missing)} of {len(examples)} examples; "
             f"{len(missing)} had no prediction, so these numbers are not comparable with full-split results"
         )
+
+    if bench.answer_type == "choice":
+        chosen = []
+        for lineno, id_, pred, label in rows:
+            choice = bench.choice_label(label, examples[position[id_]])
+            if choice is None:
+                options = list(bench.choices(examples[position[id_]]))
+                raise PredictionError(
+                    f"{path}:{lineno}: prediction {pred!r} for {id_!r} is neither a choice index "
+                    f"{list(bench.labels)} nor one of its choices {options}"
+                )
+            chosen.append(int(choice))
+        metric = bench.metric(examples)
+        metric.update(torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long), torch.tensor(chosen, dtype=torch.long))
+        values = {k: float(v) for k, v in metric.compute().items()}
+        if metric.note:
+            notes.append(metric.note)
+        return Scored(benchmark, split, str(path), len(examples), len(rows), tuple(bench.labels), values, notes), metric
 
     if bench.generative:
         metric = bench.metric(examples)

@@ -109,7 +109,13 @@ def test_a_sentence_encoder_loaded_as_a_masked_lm_reports_its_fresh_head(monkeyp
     from negtrain.training.run import zero_shot_note
 
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(FIXTURES / "data"))
-    built = build(load_recipe("unlikelihood_minilm").recipe, stage="fit")
+    # The recipe trains on negated LAMA (the shared mirror); the fixture probes keep this fast.
+    probes = {
+        "data.train": [{"benchmark": "negated_probes", "split": "train"}],
+        "data.eval": [{"benchmark": "negated_probes", "split": "test"}],
+        "selection.metric": "negated_probes/test/negated_top1_error",
+    }
+    built = build(load_recipe("unlikelihood_minilm", probes).recipe, stage="fit")
     # The packaged MiniLM is a BertModel: AutoModelForMaskedLM starts its MLM head at random.
     assert "cls.predictions.transform.dense" in built.fresh_head
     assert all(name.startswith("cls.") for name in built.fresh_head), built.fresh_head

@@ -23,6 +23,8 @@ from tinad_fixture import easy_rows, write_split
 SPLITS = {
     "scone": "test", "monli": "test", "mnli": "validation_matched", "negnli-rte": "all", "negnli-snli": "all",
     "negnli-mnli": "all", "nannli": "test", "condaqa": "dev", "tinad": "test", "negated_probes": "test",
+    "neqa": "test", "neqa-lettered": "test", "negated_lama": "test", "negated_lama-high_ranked": "test",
+    "negated_lama-low_ranked": "test",
 }
 
 

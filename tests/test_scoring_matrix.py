@@ -5,6 +5,7 @@ pair stops a run before any model is loaded."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 import yaml
@@ -53,7 +54,13 @@ def test_scorable_lists_the_eval_splits():
     ]
     assert {"condaqa", "tinad", "scone", "nannli"} <= {b for b, _ in scorable("causal_lm")}
     assert "condaqa" not in {b for b, _ in scorable("nli")}
-    assert scorable("mlm") == [("negated_probes", "test")]
+    assert scorable("mlm") == [
+        ("negated_probes", "test"), ("negated_lama", "test"), ("negated_lama-high_ranked", "test"), ("negated_lama-low_ranked", "test"),
+    ]
+    causal = {b for b, _ in scorable("causal_lm")}
+    assert {"neqa", "neqa-lettered", "negated_lama"} <= causal
+    assert {"neqa", "neqa-lettered"} <= {b for b, _ in scorable("seq2seq")}
+    assert "negated_lama" not in {b for b, _ in scorable("seq2seq")} | {b for b, _ in scorable("nli")}
 
 
 def test_verbalizer_errors():
@@ -107,6 +114,9 @@ def test_resolution_fills_prompt_and_verbalizer_and_keeps_overrides(data_dir):
         ("nli", {"benchmark": "scone", "split": "test", "prompt": "{premise}"}, "prompt apply to the seq2seq and causal_lm families"),
         ("seq2seq", {"benchmark": "scone", "split": "test", "prompt": "{question}"}, r"placeholder '\{question\}' is not an input of benchmark 'scone'"),
         ("seq2seq", {"benchmark": "condaqa", "split": "dev", "verbalizer": {"a": "b"}}, "free-text answers, so no verbalizer"),
+        ("causal_lm", {"benchmark": "neqa", "split": "test", "prompt": "{question}"}, "prompt do not apply to 'neqa': it builds its own context"),
+        ("seq2seq", {"benchmark": "negated_lama", "split": "test"}, "cannot score benchmark 'negated_lama': a blank mid-sentence"),
+        ("nli", {"benchmark": "neqa", "split": "test"}, "cannot score benchmark 'neqa': two-way multiple choice"),
     ],
 )
 def test_bad_pairs_and_settings_are_config_errors(family, entry, message):
@@ -175,8 +185,11 @@ def test_every_recipe_resolves_to_supported_pairs(name, data_dir, capsys):
 def test_list_shows_the_matrix(capsys):
     assert main(["evaluate", "--list"]) == 0
     out = capsys.readouterr().out
-    assert "benchmark       nli        seq2seq    causal_lm  mlm" in out
-    assert "  condaqa         -          yes        yes        -" in out
+    # the first column is as wide as the longest benchmark name
+    assert re.search(r"\n  benchmark +nli        seq2seq    causal_lm  mlm", out)
+    assert re.search(r"\n  condaqa +-          yes        yes        -", out)
+    assert re.search(r"\n  neqa +-          yes        yes        -", out)
+    assert re.search(r"\n  negated_lama +-          -          yes        yes", out)
     assert "unsupported: free-text answers: a classification head cannot produce them" in out
     assert main(["evaluate", "--list", "--json"]) == 0
     listing = {b["benchmark"]: b for b in json.loads(capsys.readouterr().out)}

@@ -251,3 +251,44 @@ def test_probes_must_hold_exactly_one_mask_token_when_encoded():
     two = EncodedSplit.from_lists([[1, MASK, 2], [1, MASK, 2], [MASK, MASK, 2]], None)
     with pytest.raises(DataError, match=r"probes.jsonl:3: field 'probe': it holds 2 mask tokens, not one"):
         check_one_mask(two, MASK, examples, "probe", 16)
+
+
+def test_mask_logits_through_the_head_alone_equal_the_full_forward(tiny_mlm):
+    """The LM head runs on the mask positions only; the logits there are the full model's."""
+    from negtrain.models.mlm import lm_head
+
+    module, batch = module_and_batch(tiny_mlm, gamma=0.5, likelihood="kl")
+    module.eval()
+    assert lm_head(module.model) is not None
+    with torch.no_grad():
+        fast = module.mask_logits(batch["neg_input_ids"], batch["neg_attention_mask"])
+        ref_fast = module.reference_mask_logits(batch["input_ids"], batch["attention_mask"])
+    full = logits_at_mask_by_hand(module, batch["neg_input_ids"], batch["neg_attention_mask"])
+    assert torch.allclose(fast, full, atol=1e-5)
+    assert torch.allclose(ref_fast, logits_at_mask_by_hand(module, batch["input_ids"], batch["attention_mask"]), atol=1e-5)
+
+
+def test_validate_an_unlikelihood_recipe_scores_without_training_data(tiny_mlm, tmp_path, monkeypatch):
+    """`validate` reads no training split: the recipe's data.train must not be required then."""
+    from conftest import FIXTURES
+
+    from negtrain.config import validate_recipe
+    from negtrain.recipes import LoadedRecipe
+    from negtrain.training.run import evaluate
+
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(FIXTURES / "data"))
+    recipe = validate_recipe(
+        {
+            "description": "tiny UL validate",
+            "model": {"name": tiny_mlm, "family": "mlm", "max_length": 32},
+            "objective": {"unlikelihood": {"gamma": 0.5, "likelihood": "kl"}},
+            "data": {"train": [{"benchmark": "negated_probes", "split": "train"}],
+                     "eval": [{"benchmark": "negated_probes", "split": "test"}]},
+            "trainer": {"enable_progress_bar": False},
+            "logger": "none",
+        },
+        "test",
+    )
+    run = evaluate(LoadedRecipe("tiny_ul", tmp_path / "r.yaml", recipe), "validate", None, tmp_path / "run")
+    (line,) = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert line["metrics"]["n_negated"] == 20

@@ -73,7 +73,8 @@ def test_an_installed_wheel_lists_and_loads_every_recipe(installed, tmp_path):
     where = _run([str(python), "-c", "import negtrain; print(negtrain.__file__)"], tmp_path, env).stdout.strip()
     assert str(REPO) not in where and "site-packages" in where  # the wheel, not the clone
 
-    listed = _run([str(python), "-m", "negtrain", "recipes"], tmp_path, env).stdout.splitlines()
+    # One line per recipe (name and purpose), then its indented "needs:" lines.
+    listed = [line for line in _run([str(python), "-m", "negtrain", "recipes"], tmp_path, env).stdout.splitlines() if not line[:1].isspace()]
     expected = sorted(p.stem for p in (REPO / "recipes").glob("*.yaml"))
     assert [line.split()[0] for line in listed] == expected
     assert all(len(line.split()) > 1 for line in listed), "every recipe has a purpose line"

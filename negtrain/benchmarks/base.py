@@ -74,6 +74,9 @@ class Benchmark(ABC):
 
     #: "label": a prediction is one of ``labels`` (its id). "text": a prediction is a generated
     #: answer, scored by :meth:`is_correct`; the metric then receives 1 (right) or 0 (wrong).
+    #: "choice": multiple choice by log-likelihood; the benchmark provides ``context(example)``,
+    #: ``choices(example)``, ``target_delimiter`` and ``choice_label(prediction, example)``, and
+    #: ``labels`` are the choice indices (see :mod:`negtrain.benchmarks.neqa`).
     answer_type: ClassVar[str] = "label"
     #: Names of ``Example.inputs`` as placeholders of a prompt template, e.g. "{premise}".
     input_names: ClassVar[tuple[str, ...]] = ("premise", "hypothesis")
@@ -192,7 +195,7 @@ NLI_SCORING: Mapping[str, str] = {
     "causal_lm": "log-likelihood of each label's verbalizer as the prompt's continuation (prompt run once)",
 }
 NLI_UNSUPPORTED: Mapping[str, str] = {
-    "mlm": "the mlm family trains negation objectives and scores negated_probes only",
+    "mlm": "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)",
 }
 #: Default LM prompts: the pair as a question whose answer is the verbalizer.
 NLI2_PROMPT = '{premise}\nQuestion: Does this imply that "{hypothesis}"? Yes or no?\nAnswer:'

@@ -60,7 +60,7 @@ class Condaqa(Benchmark):
     }
     unsupported = {
         "nli": "free-text answers: a classification head cannot produce them",
-        "mlm": "the mlm family trains negation objectives and scores negated_probes only",
+        "mlm": "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)",
     }
     citation = (
         "Ravichander, Gardner, Marasović (2022). CONDAQA: A Contrastive Reading Comprehension "

@@ -132,6 +132,13 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         if given:
             raise ConfigError(f"{where}: {', '.join(given)} apply to the seq2seq and causal_lm families, not '{family}'")
         return
+    if bench.answer_type in ("choice", "cloze"):
+        # Multiple choice (NeQA) and cloze probes (negated LAMA) build their own context from
+        # the example; a prompt, verbalizer or shots would not be read, so they are refused.
+        given = [s for s in settings if getattr(entry, s) not in (None, 0)]
+        if given:
+            raise ConfigError(f"{where}: {', '.join(given)} do not apply to '{bench.name}': it builds its own context per example")
+        return
     prompt = entry.prompt or model_prompt or bench.prompt_for(family)
     if prompt is None:
         raise ConfigError(f"{where}: benchmark '{bench.name}' has no default prompt for '{family}'; set a prompt")
@@ -204,8 +211,8 @@ def matrix() -> list[dict]:
                     f: {"supported": unsupported_reason(bench, f) is None, "how": bench.scoring.get(f) or unsupported_reason(bench, f)}
                     for f in families()
                 },
-                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if f in bench.scoring},
-                "verbalizer": bench.verbalizer() if not bench.generative else None,
+                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if f in bench.scoring and bench.answer_type not in ("choice", "cloze")},
+                "verbalizer": bench.verbalizer() if bench.answer_type == "label" else None,
             }
         )
     return rows

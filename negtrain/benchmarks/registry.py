@@ -6,7 +6,9 @@ from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.benchmarks.monli import Monli
+from negtrain.benchmarks.negated_lama import NegatedLama, NegatedLamaHighRanked, NegatedLamaLowRanked
 from negtrain.benchmarks.negated_probes import NegatedProbes
+from negtrain.benchmarks.neqa import Neqa, NeqaLettered
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
@@ -24,6 +26,11 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "condaqa": Condaqa,
     "tinad": Tinad,
     "negated_probes": NegatedProbes,
+    "negated_lama": NegatedLama,
+    "negated_lama-high_ranked": NegatedLamaHighRanked,
+    "negated_lama-low_ranked": NegatedLamaLowRanked,
+    "neqa": Neqa,
+    "neqa-lettered": NeqaLettered,
 }
 
 

@@ -57,7 +57,7 @@ class Tinad(Benchmark):
     }
     unsupported = {
         "nli": "single sentences judged True/False, not premise/hypothesis pairs",
-        "mlm": "the mlm family trains negation objectives and scores negated_probes only",
+        "mlm": "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)",
     }
     citation = (
         "García-Ferrero, Altuna, Álvez, Gonzalez-Dios, Rigau (2023). This is not a Dataset: A Large "

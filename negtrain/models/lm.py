@@ -20,6 +20,18 @@ What a benchmark's answers are decides how it is trained and predicted:
   a seq2seq model's is the text as a decoder target, with EOS. Training: cross-entropy on the
   gold label's continuation (causal: prompt tokens may get a small weight,
   ``model.prompt_loss_weight``).
+- **Multiple-choice benchmarks** (``answer_type: choice``, e.g. NeQA). Every choice is scored by
+  the summed log-likelihood of its tokens as the continuation of the benchmark's context
+  (:func:`negtrain.models.continuation.continuation_logprobs`, token ids split as
+  lm-evaluation-harness splits them, :mod:`negtrain.models.choice_inputs`); the prediction is the
+  best choice, both raw and per character (``accuracy`` / ``accuracy_norm``). Evaluation only;
+  the context is the benchmark's own (prompts, shots and chat templates do not apply).
+- **Cloze probes** (``answer_type: cloze``: negated LAMA). A causal LM can only fill a blank that
+  ends the sentence (nothing but ``.``, ``!`` or ``?`` after ``[MASK]``, in the affirmative, negated
+  and misprimed cloze alike): its prediction is the next token after the text before the blank,
+  and the gold object is the first token of " " + object there (split as
+  :mod:`negtrain.models.choice_inputs` does). Other probes are reported as skipped
+  (``n_skipped``), not scored. Evaluation only.
 
 Seq2seq inputs are right-padded and truncated at ``model.max_length`` (T5 appends EOS).
 Causal inputs are left-padded with explicit position ids, so left padding changes nothing; a prompt
@@ -32,12 +44,14 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
 
 from negtrain.benchmarks.base import Benchmark, Example
-from negtrain.models.continuation import score_batch
+from negtrain.benchmarks.negated_probes import MASK
+from negtrain.models.continuation import continuation_logprobs, score_batch
 from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
 from negtrain.config import ModelConfig, to_dict
 from negtrain.data.collate import IGNORE
@@ -45,8 +59,11 @@ from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_s
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
+from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
+from negtrain.metrics.multiple_choice import choose
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
+from negtrain.models.choice_inputs import encode_choices, split_pair
 from negtrain.models.contract import Built
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
@@ -244,6 +261,53 @@ def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | 
     return tokenizer(text_target=[target_text(e, cfg) for e in examples], truncation=True, max_length=cfg.max_target_length)["input_ids"]
 
 
+# ---------------------------------------------------------------------------------------------
+# Multiple choice (NeQA) and cloze probes (negated LAMA): the benchmark builds the context itself
+
+
+def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, causal: bool):
+    """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice split."""
+    contexts = [bench.context(e) for e in examples]
+    options = [bench.choices(e) for e in examples]
+    ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
+    chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
+    return ctx, conts, chars
+
+
+CLOZE_ENDINGS = ("", ".", "!", "?")
+
+
+def cloze_prefix(text: str) -> str | None:
+    """The text before a cloze's blank when the blank ends the sentence, else None."""
+    before, after = text.split(MASK, 1)
+    return before.rstrip() if after.strip() in CLOZE_ENDINGS and before.strip() else None
+
+
+def cloze_prefixes(tokenizer, examples: Sequence[Example]) -> list[list[list[int]] | None]:
+    out = []
+    for e in examples:
+        texts = [cloze_prefix(t) for t in e.inputs]
+        out.append(None if any(t is None for t in texts) else [tokenizer(t)["input_ids"] for t in texts])
+    return out
+
+
+def cloze_metric(tokenizer, examples: Sequence[Example]):
+    """The negated-LAMA metric with gold objects and primes as next-token vocabulary ids."""
+    gold, primes = [], []
+    for e in examples:
+        aff, mis = cloze_prefix(e.inputs[0]), cloze_prefix(e.inputs[2])
+        if aff is None or mis is None:
+            gold.append(NOT_IN_SPACE)
+            primes.append([])
+            continue
+        gold.append(split_pair(tokenizer, aff, " " + e.label, causal=True)[1][0])
+        words = {e.meta["prime"], e.meta["prime"].lower()} - {""}
+        conts = [split_pair(tokenizer, mis, " " + w, causal=True)[1] for w in words]
+        primes.append(sorted({c[0] for c in conts if len(c) == 1}))
+    note = "causal LM: only probes whose blank ends the sentence are scored (next token); multi-token objects by their first token"
+    return NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note)
+
+
 def padded(rows: Sequence[Sequence[int]], value: int = IGNORE) -> torch.Tensor:
     width = max((len(r) for r in rows), default=1)
     out = torch.full((len(rows), width), value, dtype=torch.long)
@@ -297,6 +361,8 @@ class LMModule(NegtrainModule):
         raise NotImplementedError
 
     def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
+        if eval_set.evaluator is not None:  # multiple choice, cloze probes
+            return eval_set.evaluator(self, batch)
         bench, examples = eval_set.benchmark, eval_set.examples
         if not bench.generative:
             return self.label_scores(batch, eval_set).argmax(-1).to(batch["index"].device)
@@ -386,6 +452,64 @@ class CausalLMModule(LMModule):
         return [first_line(t) for t in self._decode(out[:, ids.shape[1] :], skip_special_tokens=True)]
 
 
+def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) -> torch.Tensor:
+    """A multiple-choice set's evaluator: (B, 2), the acc choice and the acc_norm choice of each
+    question in the batch. ``inputs``: (context ids, choice ids, choice lengths in characters)."""
+    contexts, choices, chars = inputs
+    index = batch["index"]
+    rows = index.tolist()
+    with torch.no_grad():
+        scores = continuation_logprobs(
+            module.model, [contexts[i] for i in rows], [choices[i] for i in rows],
+            encoder_decoder=module.encoder_decoder, pad_id=module.pad_id,
+        )
+    return choose(scores.logprob, chars[rows]).to(index.device)
+
+
+@torch.no_grad()
+def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes) -> torch.Tensor:
+    """A causal LM's cloze evaluator: (B, 4) rows of :class:`negtrain.metrics.cloze.NegatedLamaMetric`,
+    the next-token top-1 after the affirmative, negated and misprimed prefix, and the Spearman
+    correlation of the affirmative and negated next-token scores; SKIPPED rows where the blank is
+    not final. ``prefixes``: per example, the three prefixes' ids or None."""
+    index = batch["index"]
+    rows = index.tolist()
+    out = torch.full((len(rows), 4), float(SKIPPED), dtype=torch.float64)
+    out[:, 3] = float("nan")
+    scored = [r for r, i in enumerate(rows) if prefixes[i] is not None]
+    if scored:
+        seqs = [p for r in scored for p in prefixes[rows[r]]]
+        ids = padded(seqs, module.pad_id).to(index.device)
+        mask = padded([[1] * len(x) for x in seqs], 0).to(index.device)
+        logits = module.model(input_ids=ids, attention_mask=mask).logits
+        last = logits[torch.arange(len(seqs), device=ids.device), mask.sum(1) - 1].float().view(len(scored), 3, -1)
+        tops = last.argmax(-1).to(torch.float64).cpu()
+        rho = spearman(last[:, 0], last[:, 1]).cpu()
+        out[scored] = torch.cat([tops, rho.unsqueeze(1)], dim=1)
+    return out.to(index.device)
+
+
+def cloze_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example]) -> EvalSet:
+    """A causal LM's negated-LAMA eval set: scored by :func:`predict_cloze` (the batch's encoding
+    is the affirmative prefix, or one BOS/EOS token for a skipped probe; it is not read)."""
+    prefixes = cloze_prefixes(tokenizer, examples)
+    fallback = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
+    encoded = EncodedSplit.from_lists([p[0] if p is not None else fallback for p in prefixes], None)
+    return EvalSet(
+        bench, split, list(examples), encoded,
+        metric=cloze_metric(tokenizer, examples), evaluator=partial(predict_cloze, prefixes=prefixes),
+    )
+
+
+def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: ModelConfig, causal: bool) -> EvalSet:
+    """A multiple-choice eval set (NeQA), scored by :func:`predict_choices`."""
+    inputs = choice_inputs(tokenizer, bench, examples, cfg, causal)
+    return EvalSet(
+        bench, split, list(examples), EncodedSplit.from_lists(inputs[0], None),
+        metric=bench.metric(examples), evaluator=partial(predict_choices, inputs=inputs),
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Builders (see negtrain.models.families)
 
@@ -402,9 +526,23 @@ def _build_lm(recipe, loaded, family: str):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
 
+    for b, split, _ in loaded.train:
+        if b.answer_type in ("choice", "cloze") or b.open_vocabulary:
+            raise ConfigError(f"data.train: {b.name}/{split} is an evaluation probe; a {family} model cannot train on it")
+    for b, split, _ in loaded.eval:
+        if b.open_vocabulary and not (causal and b.answer_type == "cloze"):
+            raise ConfigError(
+                f"data.eval: {b.name}/{split} is a masked-LM probe; score it with model.family mlm"
+                + (" (or causal_lm for negated_lama)" if b.answer_type == "cloze" else "")
+            )
+
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):
+        if b.answer_type in ("choice", "cloze"):
+            # The benchmark builds the context itself: no prompt, verbalizer or shots.
+            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type == "cloze" else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
+            continue
         settings = PromptSettings.of(spec)
         prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
         conts = None if b.generative else label_continuations(tokenizer, b, settings.verbalizer or b.verbalizer(), cfg, causal)

@@ -5,14 +5,17 @@ One LightningModule (:class:`MaskedLMModule`) serves every MLM objective. The re
 objective is one module of :mod:`negtrain.objectives` holding its loss, its batch transform and
 what it evaluates itself:
 
-- ``unlikelihood`` (Hosseini et al. 2021): negated-LAMA probes from the ``negated_probes``
-  benchmark's training split; see :class:`negtrain.config.UnlikelihoodConfig` for the loss.
+- ``unlikelihood`` (Hosseini et al. 2021): negated-LAMA probes from a ``negated_lama`` or
+  ``negated_probes`` training split; see :class:`negtrain.config.UnlikelihoodConfig` for the loss.
 - ``cue_masking`` (CueNB, Truong et al. 2022): MLM on a negation-focused corpus where every cue is
   masked; it scores its held-out corpus sentences (``cue_corpus/heldout``: ``mlm_loss``,
   ``cue_recovery_accuracy``).
 
-Evaluation, every epoch, whatever the objective: ``negated_probes`` splits in ``data.eval``
-report ``negated_top1_error`` and ``affirmative_top1_accuracy``.
+Evaluation, every epoch: ``negated_probes`` splits in ``data.eval`` report ``negated_top1_error``
+and ``affirmative_top1_accuracy``; ``negated_lama`` splits report the metrics of
+:mod:`negtrain.metrics.cloze` (P@1, negated top-1 error, rank correlation, top-1 overlap,
+mispriming) per source and overall; a cue-masking run also scores its held-out corpus sentences
+(``cue_corpus/heldout``: ``mlm_loss``, ``cue_recovery_accuracy``).
 """
 
 from __future__ import annotations
@@ -22,20 +25,24 @@ from typing import Any
 
 import torch
 
+from negtrain.benchmarks.negated_lama import NegatedLama
 from negtrain.benchmarks.negated_probes import NEGATED, NegatedProbes
 from negtrain.config import ModelConfig, to_dict
 from negtrain.data.eval_set import EvalSet
 from negtrain.errors import ConfigError
+from negtrain.metrics.cloze import NegatedLamaMetric, spearman
 from negtrain.metrics.probes import ProbeMetric
 from negtrain.models.base import NegtrainModule
 from negtrain.models.contract import Built
 from negtrain.models.freezing import freeze
 from negtrain.models.init_from import load_into, resolve_init
 from negtrain.models.mlm_inputs import (
+    ClozeTransform,
     MLMData,
     check_one_mask,
     encode_texts,
     object_token,
+    prime_token_ids,
     probe_location,
     token_space,
     with_mask_token,
@@ -47,6 +54,23 @@ from negtrain.objectives.table import objective_for
 
 # ---------------------------------------------------------------------------------------------
 # The module.
+
+#: Attribute names of the position-wise LM head of HF masked-LM classes whose ``base_model``
+#: returns the encoder's last hidden states first (BERT, RoBERTa, XLM-R, ALBERT).
+_LM_HEADS = ("cls", "lm_head", "predictions")
+
+
+def lm_head(model):
+    """The model's position-wise LM head module, or None when it has none we know to be one."""
+    model = getattr(model, "get_base_model", lambda: model)()  # a peft wrapper: the wrapped model
+    if getattr(model, "base_model", model) is model:
+        return None
+    for name in _LM_HEADS:
+        head = getattr(model, name, None)
+        if isinstance(head, torch.nn.Module):
+            return head
+    return None
+
 
 
 class MaskedLMModule(NegtrainModule):
@@ -81,8 +105,17 @@ class MaskedLMModule(NegtrainModule):
         return logits[input_ids == self.mask_id]
 
     def mask_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        """(N, V) logits at each row's single mask token."""
-        return self._at_mask(input_ids, self.logits(input_ids, attention_mask))
+        """(N, V) logits at each row's single mask token.
+
+        Where the model is an encoder plus a separate LM head (BERT's ``cls``, RoBERTa's
+        ``lm_head``, ALBERT's ``predictions``), the head runs on the mask positions only: it is a
+        position-wise function, so the logits are the same, and on MiniLM-L6 the vocabulary
+        projection over every position costs more than the encoder itself."""
+        head = lm_head(self.model)
+        if head is None:
+            return self._at_mask(input_ids, self.logits(input_ids, attention_mask))
+        hidden = self.model.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+        return head(hidden[input_ids == self.mask_id])
 
     def reference_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
         if not self._reference:
@@ -94,6 +127,13 @@ class MaskedLMModule(NegtrainModule):
             return ref(input_ids=input_ids, attention_mask=attention_mask).logits
 
     def reference_mask_logits(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        if self._reference and lm_head(self._reference[0]) is not None:
+            ref = self._reference[0]
+            if next(ref.parameters()).device != input_ids.device:
+                ref.to(input_ids.device)
+            with torch.no_grad():
+                hidden = ref.base_model(input_ids=input_ids, attention_mask=attention_mask)[0]
+                return lm_head(ref)(hidden[input_ids == self.mask_id])
         return self._at_mask(input_ids, self.reference_logits(input_ids, attention_mask))
 
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -119,6 +159,23 @@ class ProbeEvaluator:
     def __call__(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         top = module.mask_logits(batch["input_ids"], batch["attention_mask"]).argmax(-1)
         return self.vocab_to_space.to(top.device)[top]
+
+
+class LamaEvaluator:
+    """Per negated-LAMA probe: top-1 space ids at the blank of the affirmative, negated and
+    misprimed cloze, and the Spearman correlation of the affirmative and negated vocabulary scores
+    (see :mod:`negtrain.metrics.cloze`)."""
+
+    def __init__(self, vocab_to_space: torch.Tensor) -> None:
+        self.vocab_to_space = vocab_to_space
+
+    def __call__(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        aff = module.mask_logits(batch["input_ids"], batch["attention_mask"]).float()
+        neg = module.mask_logits(batch["neg_input_ids"], batch["neg_attention_mask"]).float()
+        mis = module.mask_logits(batch["mis_input_ids"], batch["mis_attention_mask"]).float()
+        space = self.vocab_to_space.to(aff.device)
+        tops = torch.stack([space[x.argmax(-1)] for x in (aff, neg, mis)], dim=1).to(torch.float64)
+        return torch.cat([tops, spearman(aff, neg).unsqueeze(1)], dim=1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -152,8 +209,8 @@ def build_mlm(recipe, loaded):
     cfg = recipe.model
     objective = objective_for(recipe.objective)
     for b, split, _ in loaded.eval:
-        if not isinstance(b, NegatedProbes):
-            raise ConfigError(f"data.eval: the 'mlm' family scores negated_probes, not {b.name}/{split}")
+        if not isinstance(b, (NegatedProbes, NegatedLama)):
+            raise ConfigError(f"data.eval: the 'mlm' family scores negated_probes and negated_lama, not {b.name}/{split}")
     objective.check(loaded)
 
     tokenizer, model, fresh = load_mlm(cfg)
@@ -169,7 +226,22 @@ def build_mlm(recipe, loaded):
     # Per-epoch probe evaluation.
     eval_sets = []
     space, vocab_to_space = token_space(tokenizer) if loaded.eval else ((), None)
+    note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
     for b, split, examples in loaded.eval:
+        if isinstance(b, NegatedLama):
+            encoded = []
+            for k, what in enumerate(("masked_sentences", "masked_negations", "masked_misprimed")):
+                enc = encode_texts(tokenizer, [with_mask_token(e.inputs[k], tokenizer) for e in examples], cfg.max_length)
+                check_one_mask(enc, tokenizer.mask_token_id, examples, what, cfg.max_length)
+                encoded.append(enc)
+            gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, probe_location(e))]) for e in examples]
+            primes = [[int(vocab_to_space[i]) for i in prime_token_ids(tokenizer, e.meta["prime"])] for e in examples]
+            metric = NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note)
+            eval_sets.append(EvalSet(
+                b, split, list(examples), encoded[0], predicted_labels=space, metric=metric,
+                evaluator=LamaEvaluator(vocab_to_space), transform=ClozeTransform(encoded[1], encoded[2], pad_id),
+            ))
+            continue
         texts = [with_mask_token(e.inputs[0], tokenizer) for e in examples]
         gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, probe_location(e))]) for e in examples]
         encoded = encode_texts(tokenizer, texts, cfg.max_length)

@@ -131,6 +131,40 @@ def probe_pairs(examples: Sequence[Example]) -> list[tuple[Example, Example]]:
     return [(g[AFFIRMATIVE], g[NEGATED]) for g in by_group.values()]
 
 
+def training_probes(examples: Sequence[Example]) -> list[tuple[str, str, str, Example]]:
+    """(affirmative, negated, object, example) per probe of a training split: a negated-LAMA
+    probe holds both sentences; a ``negated_probes`` probe is an affirmative/negated example pair."""
+    if examples and len(examples[0].inputs) >= 2:  # negated_lama: (affirmative, negated, misprimed)
+        return [(e.inputs[0], e.inputs[1], e.label, e) for e in examples]
+    return [(a.inputs[0], n.inputs[0], a.label, a) for a, n in probe_pairs(examples)]
+
+
+def prime_token_ids(tokenizer, prime: str) -> list[int]:
+    """Vocabulary ids a misprime can win as: the prime and its lower-cased form, where each is one token."""
+    ids = set()
+    for word in {prime, prime.lower()}:
+        pieces = tokenizer(word, add_special_tokens=False)["input_ids"] if word else []
+        if len(pieces) == 1:
+            ids.add(pieces[0])
+    return sorted(ids)
+
+
+class ClozeTransform:
+    """Adds the negated (``neg_*``) and misprimed (``mis_*``) clozes of each probe to an eval batch
+    whose ``input_ids`` are the affirmative clozes."""
+
+    def __init__(self, negated: EncodedSplit, misprimed: EncodedSplit, pad_id: int) -> None:
+        self.negated = PadCollator(negated, pad_id)
+        self.misprimed = PadCollator(misprimed, pad_id)
+
+    def __call__(self, batch: dict[str, torch.Tensor], epoch: int) -> dict[str, torch.Tensor]:
+        rows = batch["index"].tolist()
+        for prefix, collate in (("neg", self.negated), ("mis", self.misprimed)):
+            part = collate(rows)
+            batch[f"{prefix}_input_ids"], batch[f"{prefix}_attention_mask"] = part["input_ids"], part["attention_mask"]
+        return batch
+
+
 def probe_location(e: Example) -> str:
     """Where a probe came from, for errors: file:line (or its id)."""
     return f"{e.meta.get('file', e.id)}:{e.meta.get('line', '?')}"

@@ -137,6 +137,11 @@ def build_nli(recipe, loaded):
                 f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
                 "give; use model.family seq2seq or causal_lm"
             )
+        if bench.answer_type in ("choice", "cloze") or bench.open_vocabulary:
+            raise ConfigError(
+                f"benchmark '{bench.name}' is scored by a language model's likelihoods, not an NLI head; "
+                f"use model.family {' or '.join(sorted(bench.scoring))}"
+            )
     init, path, hf_config, ckpt_labels, head = _head(recipe, loaded)
     tokenizer = AutoTokenizer.from_pretrained(path)
     eval_sets = []

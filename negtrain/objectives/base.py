@@ -39,7 +39,8 @@ class Prepared:
     """An objective's part of a built run."""
 
     loss: Loss
-    train: TrainSet
+    #: None when no training split was loaded (validate / test).
+    train: TrainSet | None
     #: ``(padded batch, epoch) -> batch``: what the loss needs beyond the padded examples.
     train_transform: Callable | None
     #: Eval sets the objective scores itself every epoch, after the recipe's ``data.eval``.

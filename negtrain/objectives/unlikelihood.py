@@ -1,9 +1,9 @@
 """Unlikelihood training on negated LAMA probes (Hosseini et al. 2021).
 
-Training data: the ``negated_probes`` benchmark's training split, as (affirmative, negated) pairs
-sharing an object. The loss is γ·UL(negated) + (1−γ)·LL(affirmative) [+ weight·retention], see
+Training data: a ``negated_lama`` training split (each probe holds its affirmative and negated
+cloze) or a ``negated_probes`` one (affirmative/negated example pairs sharing an object). The loss is γ·UL(negated) + (1−γ)·LL(affirmative) [+ weight·retention], see
 :class:`negtrain.config.UnlikelihoodConfig`; the batch transform adds each pair's negated sentence
-and, optionally, a masked retention batch. Evaluation is the family's ``negated_probes`` scoring.
+and, optionally, a masked retention batch. Evaluation is the family's ``negated_lama`` / ``negated_probes`` scoring.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import copy
 
 import torch
 
+from negtrain.benchmarks.negated_lama import NegatedLama
 from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.data.collate import PadCollator
 from negtrain.data.encoded import EncodedSplit
@@ -22,8 +23,8 @@ from negtrain.models.mlm_inputs import (
     encode_texts,
     object_token,
     probe_location,
-    probe_pairs,
     read_text_lines,
+    training_probes,
     with_mask_token,
 )
 from negtrain.objectives import losses
@@ -109,19 +110,24 @@ class Unlikelihood(Objective):
         return self.settings.multi_token_objects
 
     def check(self, loaded) -> None:
-        wrong = [f"{b.name}/{s}" for b, s, _ in loaded.train if not isinstance(b, NegatedProbes)]
+        wrong = [f"{b.name}/{s}" for b, s, _ in loaded.train if not isinstance(b, (NegatedProbes, NegatedLama))]
         if wrong:
-            raise ConfigError(f"data.train: unlikelihood training reads negated_probes splits, not {', '.join(wrong)}")
+            raise ConfigError(f"data.train: unlikelihood training reads negated_probes or negated_lama splits, not {', '.join(wrong)}")
 
     def prepare(self, recipe, loaded, tokenizer, model) -> Prepared:
         ul_cfg, max_length, policy = self.settings, recipe.model.max_length, self.multi_token_objects
-        pairs = [p for _, _, ex in loaded.train for p in probe_pairs(ex)]
-        obj = torch.tensor([object_token(tokenizer, a.inputs[0], a.label, policy, probe_location(a)) for a, _ in pairs], dtype=torch.long)
-        aff = encode_texts(tokenizer, [with_mask_token(a.inputs[0], tokenizer) for a, _ in pairs], max_length)
-        neg = encode_texts(tokenizer, [with_mask_token(n.inputs[0], tokenizer) for _, n in pairs], max_length)
-        check_one_mask(aff, tokenizer.mask_token_id, [a for a, _ in pairs], "masked_sentences", max_length)
-        check_one_mask(neg, tokenizer.mask_token_id, [a for a, _ in pairs], "masked_negations", max_length)
-        sizes = [len(probe_pairs(ex)) for _, _, ex in loaded.train]
+        if not loaded.train:
+            # validate / test: score the model; no training set, no frozen reference.
+            return Prepared(UnlikelihoodObjective(ul_cfg.gamma, ul_cfg.likelihood), None, None)
+        per_source = [training_probes(ex) for _, _, ex in loaded.train]
+        pairs = [p for part in per_source for p in part]  # (affirmative, negated, object, example)
+        where = [e for *_, e in pairs]
+        obj = torch.tensor([object_token(tokenizer, a, o, policy, probe_location(e)) for a, _, o, e in pairs], dtype=torch.long)
+        aff = encode_texts(tokenizer, [with_mask_token(a, tokenizer) for a, *_ in pairs], max_length)
+        neg = encode_texts(tokenizer, [with_mask_token(n, tokenizer) for _, n, *_ in pairs], max_length)
+        check_one_mask(aff, tokenizer.mask_token_id, where, "masked_sentences", max_length)
+        check_one_mask(neg, tokenizer.mask_token_id, where, "masked_negations", max_length)
+        sizes = [len(part) for part in per_source]
         train = TrainSet(aff, {"obj": obj}, [f"{b.name}/{s}" for b, s, _ in loaded.train], sizes)
         retention, spec = None, None
         if ul_cfg.retention is not None:
