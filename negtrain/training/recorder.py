@@ -315,9 +315,12 @@ class RunRecorder(pl.Callback):
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
             title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"
-            limit = trainer.limit_test_batches if self.stage == "test" else trainer.limit_val_batches
+            # The recipe's limit, which our samplers apply (Lightning itself is told "all" so that a
+            # limit means the same examples on any number of ranks).
+            limit = getattr(trainer.datamodule, "limit_eval", None)
             setting = "trainer.limit_val_batches"  # the one recipe setting behind both Lightning limits
-            _print_above_progress_bar(trainer, format_table(title, [s.result for s in eval_sets], [s.benchmark.is_count for s in eval_sets], unscored_reason=limit_reason(limit, setting)))
+            reason = None if limit is None else limit_reason(limit, setting)
+            _print_above_progress_bar(trainer, format_table(title, [s.result for s in eval_sets], [s.benchmark.is_count for s in eval_sets], unscored_reason=reason))
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)
