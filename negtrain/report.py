@@ -33,6 +33,16 @@ STYLES = ("-", "--", ":", "-.")
 BOLD = ("accuracy", "consistency")
 
 
+def _panel_grid(plt, panels: int):
+    """Up to three panels a row, one per eval set; the unused cells of the last row removed."""
+    cols = min(panels, 3)
+    rows = math.ceil(panels / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4 * rows), squeeze=False)
+    for ax in axes.flat[panels:]:
+        fig.delaxes(ax)
+    return fig, axes
+
+
 def higher_is_better(run: RunDir, eval_name: str, metric: str) -> bool:
     """The metric's declared direction, as the run recorded it.
 
@@ -135,11 +145,7 @@ def plot_metrics(runs: list[RunDir], path: Path):
         names += [n for n in run.eval_names if n not in names]
     if not names:
         raise ValueError("no evaluations recorded")
-    cols = min(len(names), 3)
-    rows = math.ceil(len(names) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4 * rows), squeeze=False)
-    for ax in axes.flat[len(names) :]:
-        fig.delaxes(ax)
+    fig, axes = _panel_grid(plt, len(names))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, name in zip(axes.flat, names):
         keys = _metric_keys(runs, name)
@@ -325,11 +331,7 @@ def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
     names = [n for n in summary if n != "train"]
     if not names:
         raise NegtrainError(f"{group.path}: the seed runs recorded no evaluations")
-    cols = min(len(names), 3)
-    rows = math.ceil(len(names) / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4 * rows), squeeze=False)
-    for ax in axes.flat[len(names) :]:
-        fig.delaxes(ax)
+    fig, axes = _panel_grid(plt, len(names))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, name in zip(axes.flat, names):
         for i, key in enumerate(_ordered(list(summary[name]))):
