@@ -307,6 +307,13 @@ class DataConfig(_Section):
         "trajectory; turn it off to compare.",
     )
     num_workers: int = Field(0, ge=0, description="DataLoader workers; batches are cheap to build, so 0 is usually best.")
+    num_proc: int | None = Field(
+        None,
+        gt=0,
+        description="Processes that tokenize a split the first time it is used (it is then stored and mapped by "
+        "every later run, rank and worker). null: every core this process may run on. Results are identical for "
+        "any value; set 1 to keep tokenization off the other cores.",
+    )
 
 
 class TrainerConfig(_Section):

@@ -33,7 +33,7 @@ def _mapped_files() -> str:
 
 
 def _store_file(split) -> Path:
-    return store.cache_dir() / "tokenized" / f"{split.cache_key}.pt"
+    return store.cache_dir() / "tokenized" / split.cache_key / "input_ids.bin"
 
 
 @pytest.fixture(scope="module")
@@ -74,34 +74,51 @@ def test_two_workers_map_one_store_built_once(tokenizer):
 
 
 RANK = """
-import json, sys, time
+import json, os, sys, time
+from torch.utils.data import DataLoader
 from transformers import AutoTokenizer
 from negtrain.benchmarks.base import Example
 from negtrain.data import encoded as store
+from negtrain.data.collate import BatchIndices
 from negtrain.models.nli import encode_pairs
 from negtrain.models.sources import resolve_model_name
 tok = AutoTokenizer.from_pretrained(resolve_model_name(%r))
 ex = [Example(id=f"x/{i}", inputs=(f"Rank text {i} is not short.", f"No {i}."), label="entailment") for i in range(20000)]
 time.sleep(max(0.0, float(sys.argv[1]) - time.time()))  # both ranks start together
 split = encode_pairs(tok, ex, 48)
-path = str(store.cache_dir() / "tokenized" / f"{split.cache_key}.pt")
-print(json.dumps({"builds": store.builds, "mapped": path in open("/proc/self/maps").read(), "sum": int(split.input_ids.sum())}))
+path = str(store.cache_dir() / "tokenized" / split.cache_key / "input_ids.bin")
+
+def report(indices):  # in a dataloader worker: is the store mapped here, and did this worker build anything?
+    ids = split.input_ids[split.offsets[indices[0]] : split.offsets[indices[-1] + 1]]
+    return os.getpid(), path in open("/proc/self/maps").read(), store.builds, int(ids.sum())
+
+workers = list(DataLoader(BatchIndices(len(split)), batch_size=5000, num_workers=2, collate_fn=report, multiprocessing_context="fork"))
+print(json.dumps({"builds": store.builds, "mapped": path in open("/proc/self/maps").read(), "sum": int(split.input_ids.sum()),
+                  "pid": os.getpid(), "workers": workers}))
 """ % MINILM
 
 
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="reads /proc/self/maps")
-def test_two_ranks_tokenize_once_and_both_map(tmp_path):
+def test_two_ranks_and_their_workers_tokenize_once_and_all_map(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO), NEGTRAIN_CACHE_DIR=str(tmp_path / "cache"), TOKENIZERS_PARALLELISM="false")
     start = str(time.time() + 12)
     procs = [subprocess.Popen([sys.executable, "-c", RANK, start], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(2)]
     results = []
     for p in procs:
-        out, err = p.communicate(timeout=120)
+        out, err = p.communicate(timeout=180)
         assert p.returncode == 0, err[-2000:]
         results.append(json.loads(out.strip().splitlines()[-1]))
     assert sorted(r["builds"] for r in results) == [0, 1]  # one rank tokenized, the other waited and mapped
     assert all(r["mapped"] for r in results)
     assert results[0]["sum"] == results[1]["sum"]
+    for r in results:
+        pids = {pid for pid, *_ in r["workers"]}
+        assert len(pids) == 2 and r["pid"] not in pids  # two worker processes per rank
+        assert all(mapped for _, mapped, _, _ in r["workers"])  # each maps the store: no copy of the ids
+        assert all(built == r["builds"] for _, _, built, _ in r["workers"])  # and tokenizes nothing
+        assert sum(total for *_, total in r["workers"]) == r["sum"]  # the 4 batches cover the split
+    entries = [p.name for p in (tmp_path / "cache" / "tokenized").iterdir() if not p.name.endswith(".lock")]
+    assert len(entries) == 1  # one store entry, no leftover .part
 
 
 def test_cache_invalidation(tokenizer, tmp_path):
@@ -137,6 +154,24 @@ def test_cache_invalidation(tokenizer, tmp_path):
     assert torch.equal(encode_pairs(tokenizer, examples, 32).input_ids, base.input_ids)
 
 
+def test_changed_data_file_invalidates_unchanged_does_not(tokenizer, tmp_path):
+    from negtrain.models.mlm_inputs import encode_texts, read_text_lines
+
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text("The cat did not sleep.\nNobody came.\n")
+
+    def rebuilt() -> bool:
+        before = store.builds
+        encode_texts(tokenizer, read_text_lines(corpus), 16)
+        return store.builds == before + 1
+
+    assert rebuilt()
+    assert not rebuilt()
+    corpus.write_text("The cat did not sleep.\nNobody came!\n")  # one character changed
+    assert rebuilt()
+    assert not rebuilt()
+
+
 def test_cached_train_concatenation_is_mapped_too(tokenizer):
     a = encode_pairs(tokenizer, _examples(5, "a "), 32)
     b = encode_pairs(tokenizer, _examples(7, "b "), 32)
@@ -163,3 +198,89 @@ def test_spawned_workers_map_the_store_instead_of_receiving_a_copy(tokenizer):
     assert [total for _, _, total in seen] == expected
     built = store.EncodedSplit.from_lists([[1, 2], [3]], None)
     assert torch.equal(pickle.loads(pickle.dumps(built)).input_ids, built.input_ids)  # uncached: by value
+
+
+def test_round_trip_of_every_column_across_chunks(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path))
+    rows = [([5, 6, 7], [0, 0, 1], [False, True, False]), ([], [], []), ([9], [1], [True]), ([2**31 - 1, -3], [0, 1], [True, True])]
+
+    def encode(chunk):
+        return store.columns([r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk])
+
+    before = store.builds
+    split = store.build_split("roundtrip", store.in_chunks(iter(rows), 3), encode, num_proc=1)
+    assert store.builds == before + 1 and split.cache_key == "roundtrip"
+    assert split.input_ids.dtype == torch.int32 and split.input_ids.tolist() == [5, 6, 7, 9, 2**31 - 1, -3]
+    assert split.offsets.tolist() == [0, 3, 3, 4, 6]
+    assert split.token_type_ids.dtype == torch.int8 and split.token_type_ids.tolist() == [0, 0, 1, 1, 0, 1]
+    assert split.cue_flags.tolist() == [False, True, False, True, True, True]
+    entry = tmp_path / "tokenized" / "roundtrip"
+    meta = json.loads((entry / "meta.json").read_text())
+    assert (meta["examples"], meta["tokens"]) == (4, 6)
+    assert (entry / "offsets.bin").stat().st_size == 5 * 8 and (entry / "cue_flags.bin").stat().st_size == 6
+    # The stored stream is not read again: a warm open maps the files.
+    def never():
+        raise AssertionError("the store had the split; the data must not be read")
+        yield
+
+    again = store.build_split("roundtrip", never(), encode)
+    assert store.builds == before + 1 and torch.equal(again.offsets, split.offsets)
+    import pickle
+
+    copy = pickle.loads(pickle.dumps(again))
+    assert copy.cache_key == "roundtrip" and copy.cue_flags.tolist() == split.cue_flags.tolist()
+
+
+def test_parallel_tokenization_is_bit_identical_to_serial(tokenizer, tmp_path, monkeypatch):
+    examples = _examples(700, "parallel ")
+    pid_log = tmp_path / "pids"
+
+    def encode(chunk):
+        with open(pid_log, "a") as f:
+            f.write(f"{os.getpid()}\n")
+        time.sleep(0.05)  # long enough that both pool processes get chunks, however busy the machine
+        enc = tokenizer([e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk], truncation=True, max_length=12)
+        return store.columns(enc["input_ids"], enc["token_type_ids"])
+
+    splits = {}
+    for num_proc in (1, 2):
+        monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path / f"cache{num_proc}"))
+        pid_log.write_text("")
+        splits[num_proc] = store.build_split("pairs", store.in_chunks(examples, 50), encode, num_proc=num_proc)
+        pids = set(pid_log.read_text().split())
+        # Serial: all 14 chunks here. Parallel: in two other processes.
+        assert pids == {str(os.getpid())} if num_proc == 1 else (len(pids) == 2 and str(os.getpid()) not in pids)
+    for name in ("input_ids.bin", "offsets.bin", "token_type_ids.bin", "meta.json"):
+        one, two = (tmp_path / f"cache{n}" / "tokenized" / "pairs" / name for n in (1, 2))
+        assert one.read_bytes() == two.read_bytes(), name
+    assert len(splits[2]) == 700 and int(splits[2].lengths.max()) == 12
+
+
+KILLED = """
+import os, signal, sys
+from negtrain.data import encoded as store
+
+def encode(chunk):
+    if chunk[0] >= 20:  # the third chunk: die the hard way, mid-build
+        os.kill(os.getpid(), signal.SIGKILL)
+    return store.columns([[i, i + 1] for i in chunk])
+
+store.build_split("interrupted", store.in_chunks(range(100), 10), encode, num_proc=1)
+"""
+
+
+def test_a_killed_build_leaves_no_readable_entry(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path))
+    env = dict(os.environ, PYTHONPATH=str(REPO))
+    proc = subprocess.run([sys.executable, "-c", KILLED], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    root = tmp_path / "tokenized"
+    assert not (root / "interrupted").exists()
+    leftovers = list(root.glob("interrupted.*.part"))
+    assert len(leftovers) == 1 and (leftovers[0] / "input_ids.bin").exists() and not (leftovers[0] / "meta.json").exists()
+    with pytest.raises(FileNotFoundError):
+        store._mapped("interrupted")
+    before = store.builds
+    split = store.build_split("interrupted", store.in_chunks(range(100), 10), lambda c: store.columns([[i, i + 1] for i in c]), num_proc=1)
+    assert store.builds == before + 1 and len(split) == 100 and split.input_ids[-2:].tolist() == [99, 100]
+    assert not list(root.glob("interrupted.*.part"))  # the next builder cleared the dead build's files

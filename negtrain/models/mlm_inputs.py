@@ -5,7 +5,7 @@ and builder are in :mod:`negtrain.models.mlm`, the objectives in :mod:`negtrain.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import torch
@@ -13,7 +13,7 @@ from torch.utils.data import DataLoader
 
 from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED
-from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks, tokenizer_signature
+from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.module import NegtrainData
 from negtrain.data.sampler import SampledBatch
 from negtrain.errors import DataError
@@ -86,33 +86,39 @@ def object_token(tokenizer, sentence: str, obj: str, policy: str, where: str) ->
     return ids[0]
 
 
-def _text_key(kind: str, tokenizer, max_length: int, texts: Sequence[str], *extra: Sequence[str]) -> str:
-    return fingerprint(kind, tokenizer_signature(tokenizer), str(max_length), list(texts), *extra)
+def _text_key(kind: str, tokenizer, max_length: int, texts: Iterable[str], *extra: Iterable[str]) -> str:
+    return fingerprint(kind, tokenizer_signature(tokenizer), str(max_length), texts, *extra)
 
 
-def encode_texts(tokenizer, texts: Sequence[str], max_length: int) -> EncodedSplit:
-    """Single texts (probes, a retention corpus), tokenized in chunks and cached like NLI pairs."""
+def encode_texts(tokenizer, texts: Iterable[str], max_length: int, *, key: str | None = None,
+                 num_proc: int | None = None) -> EncodedSplit:
+    """Single texts (probes, a retention corpus), tokenized in chunks and stored like NLI pairs.
+    ``texts`` may be a stream when ``key`` is given (see :func:`negtrain.models.nli.encode_pairs`)."""
+    if key is None:
+        texts = texts if isinstance(texts, Sequence) else list(texts)
+        key = _text_key("texts", tokenizer, max_length, texts)
 
-    def build() -> EncodedSplit:
-        parts = [EncodedSplit.from_lists(tokenizer(list(chunk), truncation=True, max_length=max_length, return_attention_mask=False)["input_ids"], None)
-                 for chunk in in_chunks(texts)]
-        return EncodedSplit.of_chunks(parts)
+    def encode(chunk: list[str]) -> Columns:
+        return columns(tokenizer(chunk, truncation=True, max_length=max_length, return_attention_mask=False)["input_ids"])
 
-    return cached(_text_key("texts", tokenizer, max_length, texts), build)
+    return build_split(key, in_chunks(texts), encode, num_proc)
 
 
-def encode_cue_texts(tokenizer, detector: CueDetector, texts: Sequence[str], max_length: int) -> EncodedSplit:
+def encode_cue_texts(tokenizer, detector: CueDetector, texts: Iterable[str], max_length: int, *, key: str | None = None,
+                     num_proc: int | None = None) -> EncodedSplit:
     """A cue-masking corpus: token ids with the negation-cue flag of every token (``cue_flags``),
-    in chunks and cached, so a large corpus is neither held as Python lists nor tokenized twice."""
+    in chunks and stored, so a large corpus is neither held as Python lists nor tokenized twice.
+    ``texts`` may be a stream when ``key`` is given; ``key`` must then cover the detector's
+    :meth:`~negtrain.negation.cues.CueDetector.signature` too."""
+    if key is None:
+        texts = texts if isinstance(texts, Sequence) else list(texts)
+        key = _text_key("cue-texts", tokenizer, max_length, texts, detector.signature())
 
-    def build() -> EncodedSplit:
-        parts = []
-        for chunk in in_chunks(texts):
-            ids, flags = detector.tokenize(tokenizer, chunk, truncation=True, max_length=max_length)
-            parts.append(EncodedSplit.from_lists(ids, None, flags))
-        return EncodedSplit.of_chunks(parts)
+    def encode(chunk: list[str]) -> Columns:
+        ids, flags = detector.tokenize(tokenizer, chunk, truncation=True, max_length=max_length)
+        return columns(ids, None, flags)
 
-    return cached(_text_key("cue-texts", tokenizer, max_length, texts, detector.signature()), build)
+    return build_split(key, in_chunks(texts), encode, num_proc)
 
 
 def token_space(tokenizer) -> tuple[tuple[str, ...], torch.Tensor]:

@@ -7,14 +7,14 @@ two-way data through the probability mass of the matching classes (see :mod:`neg
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import torch
 
 from negtrain.benchmarks.base import Example
 from negtrain.config import ModelConfig, to_dict
-from negtrain.data.encoded import EncodedSplit, cached, fingerprint, in_chunks, tokenizer_signature
+from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
@@ -37,27 +37,39 @@ from negtrain.models.init_from import load_into, resolve_init
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 
 
-def encode_pairs(tokenizer, examples: Sequence[Example], max_length: int) -> EncodedSplit:
-    key = fingerprint(
+def pairs_key(tokenizer, examples: Iterable[Example], max_length: int) -> str:
+    """The store key of ``examples`` encoded as pairs: tokenizer, max_length and every text."""
+    examples = examples if isinstance(examples, Sequence) else list(examples)
+    return fingerprint(
         "nli-pairs",
         tokenizer_signature(tokenizer),
         str(max_length),
-        [e.inputs[0] for e in examples],
-        [e.inputs[1] for e in examples],
+        (e.inputs[0] for e in examples),
+        (e.inputs[1] for e in examples),
     )
 
-    def build() -> EncodedSplit:
-        parts = []
-        for chunk in in_chunks(examples):
-            # No attention mask: the collator makes it; converting it costs a third of the call.
-            enc = tokenizer(
-                [e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk],
-                truncation=True, max_length=max_length, return_attention_mask=False,
-            )
-            parts.append(EncodedSplit.from_lists(enc["input_ids"], enc.get("token_type_ids")))
-        return EncodedSplit.of_chunks(parts)
 
-    return cached(key, build)
+def encode_pairs(tokenizer, examples: Iterable[Example], max_length: int, *, key: str | None = None,
+                 num_proc: int | None = None) -> EncodedSplit:
+    """(premise, hypothesis) pairs tokenized in chunks on ``num_proc`` processes, stored and mapped.
+
+    ``examples`` may be a stream when the caller gives ``key`` (e.g. from the data files'
+    fingerprint): it is then read only if the store lacks the split. Without ``key`` the key is
+    the texts themselves, read first.
+    """
+    if key is None:
+        examples = examples if isinstance(examples, Sequence) else list(examples)
+        key = pairs_key(tokenizer, examples, max_length)
+
+    def encode(chunk: Sequence[Example]) -> Columns:
+        # No attention mask: the collator makes it; converting it costs a third of the call.
+        enc = tokenizer(
+            [e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk],
+            truncation=True, max_length=max_length, return_attention_mask=False,
+        )
+        return columns(enc["input_ids"], enc.get("token_type_ids"))
+
+    return build_split(key, in_chunks(examples), encode, num_proc)
 
 
 class NLIModule(NegtrainModule):
@@ -148,7 +160,7 @@ def build_nli(recipe, loaded):
     for b, split, ex in loaded.eval:
         space = prediction_space(head, b.spaces(), b.name)
         eval_sets.append(EvalSet(
-            b, split, ex, encode_pairs(tokenizer, ex, cfg.max_length), predicted_labels=space,
+            b, split, ex, encode_pairs(tokenizer, ex, cfg.max_length, num_proc=recipe.data.num_proc), predicted_labels=space,
             metric=b.scorer(ex, space), label_map=head_to_benchmark(head, space, b.name),
         ))
 
@@ -156,7 +168,7 @@ def build_nli(recipe, loaded):
     if loaded.train:
         gold = [e.label for _, _, ex in loaded.train for e in ex]
         train = TrainSet(
-            encoded=EncodedSplit.concat([encode_pairs(tokenizer, ex, cfg.max_length) for _, _, ex in loaded.train]),
+            encoded=EncodedSplit.concat([encode_pairs(tokenizer, ex, cfg.max_length, num_proc=recipe.data.num_proc) for _, _, ex in loaded.train]),
             extras={"targets": target_mask(gold, head)},
             sources=[f"{b.name}/{split}" for b, split, _ in loaded.train],
             source_sizes=[len(ex) for _, _, ex in loaded.train],

@@ -117,12 +117,12 @@ class CueMasking(Objective):
             mask_replace_prob=cm_cfg.mask_replace_prob, random_replace_prob=cm_cfg.random_replace_prob,
         )
 
-        train_enc = encode_cue_texts(tokenizer, detector, train_text, max_length)
+        train_enc = encode_cue_texts(tokenizer, detector, train_text, max_length, num_proc=recipe.data.num_proc)
         train = TrainSet(train_enc, {}, ["cue_corpus/train"], [len(train_text)])
         transform = CueMaskingTransform(train_enc, train_enc.cue_flags, spec, recipe.seed)
         eval_sets = []
         if held_text:
-            held_enc = encode_cue_texts(tokenizer, detector, held_text, max_length)
+            held_enc = encode_cue_texts(tokenizer, detector, held_text, max_length, num_proc=recipe.data.num_proc)
             examples = [Example(f"cue_corpus/heldout/{i}", (t,), "") for i, t in enumerate(held_text)]
             corpus = CueCorpus(examples)
             eval_sets.append(EvalSet(

@@ -132,7 +132,7 @@ class Unlikelihood(Objective):
         retention, spec = None, None
         if ul_cfg.retention is not None:
             lines = [line for path in ul_cfg.retention.text_files for line in read_text_lines(path)]
-            retention = encode_texts(tokenizer, lines, max_length)
+            retention = encode_texts(tokenizer, lines, max_length, num_proc=recipe.data.num_proc)
             spec = MaskingSpec.for_tokenizer(tokenizer, cue_mask_prob=0.0, mlm_probability=ul_cfg.retention.mlm_probability)
         pad_id = tokenizer.pad_token_id or 0
         transform = ProbeTransform(neg, pad_id, retention, ul_cfg.retention.batch_size if ul_cfg.retention else 0, spec, recipe.seed)
