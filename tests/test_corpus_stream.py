@@ -186,8 +186,9 @@ trainer: {{max_epochs: 2, {every_n}precision: 32-true, deterministic: true, torc
 @pytest.mark.slow
 def test_a_killed_streamed_run_resumes_at_the_same_line(tmp_path, minilm_path):
     """MiniLM on a streamed corpus, killed (SIGKILL) before batch 7 of epoch 1, resumed from its
-    mid-epoch checkpoint (after batch 4: inside a shuffle window): the same records and weights as
-    the uninterrupted run, so the batches after the resume were the uninterrupted run's."""
+    newest mid-epoch checkpoint (every 4 steps: a few batches into epoch 1, inside a shuffle
+    window of 12 lines): the same records and weights as the uninterrupted run, so the batches
+    after the resume were the uninterrupted run's."""
     sys.path.insert(0, str(TESTS))
     from test_resume import kill_at_marker, records, start_and_kill
 
@@ -204,7 +205,11 @@ def test_a_killed_streamed_run_resumes_at_the_same_line(tmp_path, minilm_path):
     kill_at_marker(proc, tmp_path / "marker", signum=signal.SIGKILL)
     ckpt = torch.load(killed / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
     state = ckpt["negtrain_resume"]["loader"]
-    assert (state["epoch"], state["batches_done"], state["lines_consumed"]) == (1, 4, 32)
+    # The newest checkpoint is the last multiple of 4 steps, a few batches into epoch 1.
+    per_epoch = ckpt["negtrain_resume"]["position"]["epoch_batches"]
+    done = ckpt["global_step"] - per_epoch
+    assert ckpt["global_step"] % 4 == 0 and 0 < done < 7 and per_epoch > 12
+    assert (state["epoch"], state["batches_done"], state["lines_consumed"]) == (1, done, 8 * done)
     assert main(["fit", "--resume", str(killed)]) == 0
     assert records(killed) == records(reference)
     a = torch.load(killed / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
