@@ -499,7 +499,11 @@ SHORTHAND_SECTIONS = {"logger": "backend"}
 
 
 class RetentionConfig(_Section):
-    """A knowledge-retention term on plain text, added to the unlikelihood loss with its own weight."""
+    """A knowledge-retention term on plain text, added to the unlikelihood loss with its own weight.
+
+    The text is read whole, not streamed (unlike ``cue_masking.corpus.streaming``): every batch
+    draws its retention lines at random from the whole file, which needs every line at hand. It
+    is a side term of a few lines per batch, so a retention file is small next to a corpus."""
 
     text_files: list[str] = Field(description="Line-delimited UTF-8 text files (one passage a line).")
     weight: float = Field(gt=0, description="The term's weight: loss = γ·UL + (1−γ)·LL + weight·retention.")

@@ -31,7 +31,14 @@ loop state (:class:`negtrain.data.resumable.ResumableLoader`). A run resumed fro
 checkpoint replays the next epoch's batches exactly; one resumed from a mid-epoch checkpoint
 (``trainer.checkpoint_every_n_steps``, or a stop signal: :mod:`negtrain.training.preemption`)
 continues with the batch after the last one trained. Random batch transforms seed themselves
-from ``(seed, epoch, indices)``, so their draws are the same after a resume.
+from ``(seed, epoch, indices)``, so their draws are the same after a resume. A streamed corpus
+(:mod:`negtrain.data.corpus_stream`) keeps the same protocol: its loader's state is the epoch,
+the batches trained, the training lines consumed and the byte offset of the shuffle window a
+resume re-reads; a checkpoint of a changed corpus file is refused.
+
+Epoch-end checkpoints are settled on load (:func:`settle_epoch_end`): Lightning writes them
+between counting the epoch processed and completed, which it resumes correctly only when the run
+is bounded by epochs alone.
 
 The newest checkpoint is chosen: every ``checkpoints/*.ckpt`` is opened (with ``weights_only``)
 and the one with the highest global step wins (``last.ckpt`` on ties). Checkpoints are written
