@@ -96,6 +96,22 @@ def test_same_seed_same_batches_and_the_shuffle_stays_in_its_window(corpus, toke
     assert [r for _, r in shuffled] != in_order
 
 
+def test_several_files_read_as_one_corpus(corpus, tokenizer, tmp_path):
+    """The corpus split over two files (the cut inside a shuffle window) streams the same lines
+    in the same order as the one file, from the start and from a resumed position."""
+    path, lines, _ = corpus
+    first, second = tmp_path / "a.txt", tmp_path / "b.txt"
+    first.write_text("\n".join(lines[:101]) + "\n")
+    second.write_text("\n".join(lines[101:]) + "\n")
+    one = make_stream(path, tokenizer)
+    index = index_corpus([str(first), str(second)], CueDetector(), keep="cue_sentences", held_out_rate=0.1, held_out=1000, window=16)
+    two = CorpusStream(index, tokenizer, CueDetector(), 32, 3, tokenizer.pad_token_id).for_rank(8, 1, 0, None)
+    assert index.n_train == one.index.n_train and index.held_out == one.index.held_out
+    assert list(two.shuffled(0)) == list(one.shuffled(0))
+    assert list(two.shuffled(1, start=70)) == list(one.shuffled(1))[70:]
+    assert 1 in index.windows[:, 0].tolist()  # some window starts in the second file
+
+
 @pytest.mark.parametrize("world", [1, 2, 3])
 def test_ranks_and_workers_cover_every_training_line_once_per_epoch(corpus, tokenizer, world):
     path, _, _ = corpus
