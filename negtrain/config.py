@@ -506,7 +506,11 @@ SHORTHAND_SECTIONS = {"logger": "backend"}
 
 
 class RetentionConfig(_Section):
-    """A knowledge-retention term on plain text, added to the unlikelihood loss with its own weight."""
+    """A knowledge-retention term on plain text, added to the unlikelihood loss with its own weight.
+
+    The text is read whole, not streamed (unlike ``cue_masking.corpus.streaming``): every batch
+    draws its retention lines at random from the whole file, which needs every line at hand. It
+    is a side term of a few lines per batch, so a retention file is small next to a corpus."""
 
     text_files: list[str] = Field(description="Line-delimited UTF-8 text files (one passage a line).")
     weight: float = Field(gt=0, description="The term's weight: loss = γ·UL + (1−γ)·LL + weight·retention.")
@@ -549,9 +553,50 @@ class CorpusConfig(_Section):
         "cue_sentences", description="'cue_sentences': keep only sentences with a negation cue (CueNB's corpus)."
     )
     held_out: int = Field(
-        200, ge=0, description="Sentences held out (seeded draw) for the per-epoch MLM loss and cue recovery."
+        200,
+        ge=0,
+        description="Sentences held out (seeded draw) for the per-epoch MLM loss and cue recovery. With "
+        "streaming: the cap on the eval set, which holds the first `held_out` held-out lines in file order.",
     )
     max_sentences: int | None = Field(None, gt=0, description="Cap on training sentences (seeded draw), for quick runs.")
+    streaming: bool = Field(
+        False,
+        description="Read text_files as a stream, for a corpus larger than memory "
+        "(negtrain/data/corpus_stream.py): one indexing pass (cached), then every epoch the lines are "
+        "read in file order, shuffled inside windows of shuffle_buffer lines and tokenized batch by "
+        "batch; a resumed run continues at the same line. Lines are held out by a hash of their text "
+        "(held_out_rate), not by a seeded draw; duplicates are not removed. Needs text_files; "
+        "from_train_benchmarks must be false and max_sentences unset (use trainer.max_steps or "
+        "limit_train_batches for a short run).",
+    )
+    held_out_rate: float = Field(
+        0.01,
+        ge=0,
+        lt=1,
+        description="Streaming only: the share of lines held out, chosen by a keyed hash of the line's text, so the "
+        "held-out set is the same for every seed, rank count and resume. Held-out lines are never trained on.",
+    )
+    shuffle_buffer: int = Field(
+        10000,
+        gt=0,
+        description="Streaming only: training lines per shuffle window (each window is permuted, seeded by "
+        "seed and epoch). A line moves at most one window; shuffle a topic-sorted corpus on disk first.",
+    )
+
+    @model_validator(mode="after")
+    def _streaming(self) -> CorpusConfig:
+        if not self.streaming:
+            return self
+        if not self.text_files:
+            raise ValueError("streaming: true reads text_files; list at least one")
+        if self.from_train_benchmarks:
+            raise ValueError(
+                "streaming: true reads text_files only; set from_train_benchmarks: false (or add the benchmark "
+                "sentences to a text file)"
+            )
+        if self.max_sentences is not None:
+            raise ValueError("streaming: true has no max_sentences; bound a short run with trainer.max_steps or limit_train_batches")
+        return self
 
 
 class CueMaskingConfig(_Section):

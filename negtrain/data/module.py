@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -11,6 +12,7 @@ from torch.utils.data import DataLoader
 
 from negtrain.config import DataConfig
 from negtrain.data.collate import BatchIndices, PadCollator
+from negtrain.data.corpus_stream import StreamLoader
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
@@ -25,6 +27,9 @@ class TrainSet:
     extras: dict[str, torch.Tensor]  # per-example training tensors, e.g. target masks
     sources: list[str]  # "<benchmark>/<split>" per source, in recipe order
     source_sizes: list[int]
+    #: A corpus read as a stream (negtrain.data.corpus_stream.CorpusStream), in place of
+    #: ``encoded``: its loader makes, tokenizes and transforms its own batches.
+    stream: Any = None
 
 
 class NegtrainData(pl.LightningDataModule):
@@ -117,6 +122,12 @@ class NegtrainData(pl.LightningDataModule):
 
     def train_dataloader(self) -> DataLoader:
         assert self.train is not None, "the recipe has no data.train sources"
+        if self.train.stream is not None:
+            world, rank = self._world()
+            stream = self.train.stream.for_rank(self.config.batch_size, world, rank, self.limit_train)
+            if self.limit_train and stream.global_batches() == 0:
+                raise DataError(f"trainer.limit_train_batches={self.limit_train} keeps none of the corpus's batches; give a larger fraction or a number of batches")
+            return StreamLoader(stream, num_workers=self.config.num_workers)
         return self._loader(self.train.encoded, self.train.extras, self.config.batch_size, shuffle=True, mixed=True, name="the training set")
 
     def val_dataloader(self) -> list[DataLoader]:

@@ -17,6 +17,7 @@ import torch
 
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.config import SourceConfig
+from negtrain.data.corpus_stream import CorpusStream, check_not_empty, index_corpus
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import TrainSet
 from negtrain.errors import DataError
@@ -25,7 +26,7 @@ from negtrain.metrics.mlm import HeldOutMLMMetric
 from negtrain.models.mlm_inputs import encode_cue_texts, read_text_lines
 from negtrain.negation.cues import CueDetector, split_sentences
 from negtrain.objectives.base import Loss, Objective, Prepared
-from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec
+from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec, batch_generator, mask_tokens
 
 CUE_TOKEN = "[CUE]"
 
@@ -101,6 +102,34 @@ def build_corpus(cfg, loaded, detector, seed: int) -> tuple[list[str], list[str]
     return train, held
 
 
+class StreamCueMasking:
+    """The batch transform of a streamed corpus: its batches carry their cue flags already
+    padded (``cue_flags``); masks are drawn as :class:`CueMaskingTransform` draws them, from
+    (seed, epoch, the lines' positions in the epoch)."""
+
+    def __init__(self, spec: MaskingSpec, seed: int) -> None:
+        self.spec = spec
+        self.seed = seed
+
+    def __call__(self, batch: dict[str, torch.Tensor], epoch: int) -> dict[str, torch.Tensor]:
+        flags = batch.pop("cue_flags")
+        generator = batch_generator(self.seed, epoch, batch["index"])
+        batch.update(mask_tokens(batch["input_ids"], batch["attention_mask"], flags, self.spec, generator))
+        return batch
+
+
+def heldout_eval_set(tokenizer, detector, texts: Sequence[str], max_length: int, spec: MaskingSpec, seed: int) -> EvalSet:
+    """``cue_corpus/heldout``: the held-out sentences, scored every epoch with fixed masks."""
+    held_enc = encode_cue_texts(tokenizer, detector, texts, max_length)
+    examples = [Example(f"cue_corpus/heldout/{i}", (t,), "") for i, t in enumerate(texts)]
+    corpus = CueCorpus(examples)
+    return EvalSet(
+        corpus, "heldout", examples, held_enc, predicted_labels=(), metric=corpus.metric(examples),
+        evaluator=heldout_mlm,
+        transform=CueMaskingTransform(held_enc, held_enc.cue_flags, spec, seed, per_example=True),
+    )
+
+
 class CueMasking(Objective):
     def add_tokens(self, tokenizer) -> None:
         if self.settings.cue_token == "cue" and CUE_TOKEN not in tokenizer.get_vocab():
@@ -109,7 +138,6 @@ class CueMasking(Objective):
     def prepare(self, recipe, loaded, tokenizer, model) -> Prepared:
         cm_cfg, max_length = self.settings, recipe.model.max_length
         detector = CueDetector()
-        train_text, held_text = build_corpus(cm_cfg.corpus, loaded, detector, recipe.seed)
         cue_id = tokenizer.convert_tokens_to_ids(CUE_TOKEN) if cm_cfg.cue_token == "cue" else tokenizer.mask_token_id
         spec = MaskingSpec.for_tokenizer(
             tokenizer, cue_id,
@@ -117,20 +145,42 @@ class CueMasking(Objective):
             mask_replace_prob=cm_cfg.mask_replace_prob, random_replace_prob=cm_cfg.random_replace_prob,
         )
 
+        # The corpus is one training source, whatever benchmarks it was built from.
+        sources = [SourceConfig(benchmark="cue_corpus", split="train")]
+        if cm_cfg.corpus.streaming:
+            return self._prepare_stream(recipe, tokenizer, detector, spec, sources)
+        train_text, held_text = build_corpus(cm_cfg.corpus, loaded, detector, recipe.seed)
         train_enc = encode_cue_texts(tokenizer, detector, train_text, max_length, num_proc=recipe.data.num_proc)
         train = TrainSet(train_enc, {}, ["cue_corpus/train"], [len(train_text)])
         transform = CueMaskingTransform(train_enc, train_enc.cue_flags, spec, recipe.seed)
-        eval_sets = []
-        if held_text:
-            held_enc = encode_cue_texts(tokenizer, detector, held_text, max_length, num_proc=recipe.data.num_proc)
-            examples = [Example(f"cue_corpus/heldout/{i}", (t,), "") for i, t in enumerate(held_text)]
-            corpus = CueCorpus(examples)
-            eval_sets.append(EvalSet(
-                corpus, "heldout", examples, held_enc, predicted_labels=(), metric=corpus.metric(examples),
-                evaluator=heldout_mlm,
-                transform=CueMaskingTransform(held_enc, held_enc.cue_flags, spec, recipe.seed, per_example=True),
-            ))
+        eval_sets = [heldout_eval_set(tokenizer, detector, held_text, max_length, spec, recipe.seed)] if held_text else []
         print(f"cue-masking corpus: {len(train_text)} training sentences, {len(held_text)} held out", flush=True)
-        # The corpus is one training source, whatever benchmarks it was built from.
-        sources = [SourceConfig(benchmark="cue_corpus", split="train")]
         return Prepared(MLMObjective(), train, transform, eval_sets=eval_sets, train_sources=sources)
+
+    def _prepare_stream(self, recipe, tokenizer, detector: CueDetector, spec: MaskingSpec, sources) -> Prepared:
+        """``corpus.streaming``: the corpus stays on disk (negtrain/data/corpus_stream.py)."""
+        cfg = self.settings.corpus
+        index = index_corpus(
+            cfg.text_files, detector, keep=cfg.keep, held_out_rate=cfg.held_out_rate, held_out=cfg.held_out, window=cfg.shuffle_buffer
+        )
+        check_not_empty(index, cfg.keep, cfg.held_out_rate)
+        if cfg.held_out and cfg.held_out_rate and not index.held_out:
+            raise DataError(
+                f"the streamed cue-masking corpus has {index.n_kept} sentences and none fell into the held-out "
+                f"part (held_out_rate={cfg.held_out_rate}); raise objective.cue_masking.corpus.held_out_rate, "
+                "or set held_out: 0 to train without the held-out evaluation"
+            )
+        pad_id = tokenizer.pad_token_id or 0
+        stream = CorpusStream(
+            index, tokenizer, detector, recipe.model.max_length, recipe.seed, pad_id, StreamCueMasking(spec, recipe.seed),
+            batch_size=recipe.data.batch_size,
+        )
+        train = TrainSet(None, {}, ["cue_corpus/train"], [index.n_train], stream=stream)
+        held = index.held_out if cfg.held_out else []
+        eval_sets = [heldout_eval_set(tokenizer, detector, held, recipe.model.max_length, spec, recipe.seed)] if held else []
+        print(
+            f"cue-masking corpus (streamed): {index.n_train} training sentences of {index.n_lines} lines; "
+            f"{index.n_held_out} held out by hash, {len(held)} of them evaluated",
+            flush=True,
+        )
+        return Prepared(MLMObjective(), train, None, eval_sets=eval_sets, train_sources=sources)

@@ -31,7 +31,14 @@ loop state (:class:`negtrain.data.resumable.ResumableLoader`). A run resumed fro
 checkpoint replays the next epoch's batches exactly; one resumed from a mid-epoch checkpoint
 (``trainer.checkpoint_every_n_steps``, or a stop signal: :mod:`negtrain.training.preemption`)
 continues with the batch after the last one trained. Random batch transforms seed themselves
-from ``(seed, epoch, indices)``, so their draws are the same after a resume.
+from ``(seed, epoch, indices)``, so their draws are the same after a resume. A streamed corpus
+(:mod:`negtrain.data.corpus_stream`) keeps the same protocol: its loader's state is the epoch,
+the batches trained, the training lines consumed and the byte offset of the shuffle window a
+resume re-reads; a checkpoint of a changed corpus file is refused.
+
+Epoch-end checkpoints are settled on load (:func:`settle_epoch_end`): Lightning writes them
+between counting the epoch processed and completed, which it resumes correctly only when the run
+is bounded by epochs alone.
 
 The newest checkpoint is chosen: every ``checkpoints/*.ckpt`` is opened (with ``weights_only``)
 and the one with the highest global step wins (``last.ckpt`` on ties). Checkpoints are written
@@ -152,6 +159,8 @@ class ResumeState(pl.Callback):
 
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         self._pending = checkpoint.get(RESUME_KEY)
+        # Called before Lightning restores its loops from the same dict, so the fix lands in time.
+        settle_epoch_end(checkpoint.get("loops"))
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # Mid-epoch: the loader continues after the batches already trained. Its iterator was
@@ -181,6 +190,57 @@ class ResumeState(pl.Callback):
         set_rng_state(states[trainer.global_rank] if trainer.global_rank < len(states) else states[0])
         self._pending = None
 
+
+
+def settle_epoch_end(loops: dict[str, Any] | None) -> bool:
+    """Make an epoch-end checkpoint's loop state read as "epoch finished, next one not begun".
+
+    ``last.ckpt`` is written in ``on_train_epoch_end``, after Lightning counted the epoch
+    ``processed`` but before it counts it ``completed``. Lightning 2.6 resumes such a checkpoint
+    correctly only when training is bounded by epochs alone: with ``trainer.max_steps`` set
+    (iteration-based training) it treats it as "restarted on epoch end", runs the end of that epoch
+    a second time (evaluation, records, ``processed`` + 1) without training, and the run then stops
+    one epoch early, or at once, with the remaining epochs never trained. Here the state is put
+    where the next epoch's start would put it: the epoch ``completed``, and the per-epoch
+    ("current") counters of the batch, scheduler and optimizer progress at zero. Resuming then
+    starts the next epoch from its first batch whatever bounds the run. Applied on load, so
+    checkpoints written before this fix resume correctly too. True when the state was changed.
+    """
+    fit = (loops or {}).get("fit_loop")
+    if not isinstance(fit, dict) or not isinstance(fit.get("epoch_progress"), dict):
+        return False
+    epochs = fit["epoch_progress"]
+    at_end = all(
+        isinstance(epochs.get(part), dict)
+        and epochs[part].get("ready") == epochs[part].get("started") == epochs[part].get("processed")
+        and epochs[part].get("completed") == epochs[part].get("processed", 0) - 1
+        for part in ("total", "current")
+    )
+    batches = fit.get("epoch_loop.batch_progress") or {}
+    if not at_end or not batches.get("is_last_batch"):
+        return False  # mid-epoch, mid-evaluation, or already consistent: Lightning's own handling is right
+    for part in ("total", "current"):
+        epochs[part]["completed"] = epochs[part]["processed"]
+
+    def zero(progress: Any, *parts: str) -> None:
+        if isinstance(progress, dict):
+            for part in parts:
+                if isinstance(progress.get(part), dict):
+                    progress[part] = {key: 0 for key in progress[part]}
+
+    batches["is_last_batch"] = False
+    zero(batches, "current")
+    zero(fit.get("epoch_loop.scheduler_progress"), "current")
+    optim = (fit.get("epoch_loop.automatic_optimization.optim_progress") or {}).get("optimizer") or {}
+    for counter in optim.values():
+        zero(counter, "current")
+    zero(fit.get("epoch_loop.manual_optimization.optim_step_progress"), "current")
+    # The next epoch's start clears the evaluation's per-epoch count as well.
+    val = fit.get("epoch_loop.val_loop.batch_progress")
+    zero(val, "total", "current")
+    if isinstance(val, dict):
+        val["is_last_batch"] = False
+    return True
 
 
 # ---- choosing the checkpoint and preparing the run directory --------------------------------
