@@ -17,8 +17,9 @@ The store
     reading. Chosen over ``datasets``/Arrow because a column is exactly the flat tensor the
     collator slices: opening is a few ``mmap`` calls with no per-row Python and no conversion to
     torch (Arrow hands back its own arrays, and ragged rows as list columns that must be
-    flattened or converted per batch). Measured on this machine for 400k MNLI-format pairs: the
-    warm open of a split, map and read its ids, takes about 0.1 s here.
+    flattened or converted per batch). Measured on a 2-core machine for 100k examples of 20-80
+    tokens: opening the split takes 0.6 ms (``datasets.load_from_disk``: 7.5 ms) and fetching a
+    random batch of 32 examples' ids as tensors 0.17 ms (Arrow with torch format: 2.0 ms).
 
 Building is streamed
     :func:`build_split` takes an *iterable* of chunks (lists of texts or examples, see

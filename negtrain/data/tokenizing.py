@@ -48,7 +48,6 @@ def default_num_proc(setting: int | None = None) -> int:
 
 
 def _worker_start() -> None:
-    os.environ["TOKENIZERS_PARALLELISM"] = "false"
     try:
         import torch
 
@@ -78,7 +77,17 @@ def encode_in_parallel(chunks: Iterable, encode: Callable[[Any], Any], num_proc:
         return
     chunks = itertools.chain(head, chunks)
     _ENCODE = encode
-    pool = multiprocessing.get_context("fork").Pool(num_proc, initializer=_worker_start)
+    # Set across the fork itself: the fast tokenizers check it in the child at fork time, and
+    # warn (once per worker) if the parent had used its thread pool and it is unset.
+    saved = os.environ.get("TOKENIZERS_PARALLELISM")
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    try:
+        pool = multiprocessing.get_context("fork").Pool(num_proc, initializer=_worker_start)
+    finally:
+        if saved is None:
+            del os.environ["TOKENIZERS_PARALLELISM"]
+        else:
+            os.environ["TOKENIZERS_PARALLELISM"] = saved
     try:
         window: deque = deque()
         for chunk in chunks:
