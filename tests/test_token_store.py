@@ -151,6 +151,15 @@ def test_cache_invalidation(tokenizer, tmp_path):
     added = AutoTokenizer.from_pretrained(copy)
     added.add_tokens(["[CUE]"])
     assert rebuilt(added)
+    # The same object changed after its signature was taken (remembered per tokenizer): a token
+    # added, then a special token set (a causal LM's pad = eos), each a new key.
+    mutated = AutoTokenizer.from_pretrained(copy)
+    assert not rebuilt(mutated)
+    mutated.add_tokens(["[NEG]"])
+    assert rebuilt(mutated)
+    mutated.pad_token = "[NEG]"
+    assert rebuilt(mutated)
+    assert not rebuilt(mutated)
     assert torch.equal(encode_pairs(tokenizer, examples, 32).input_ids, base.input_ids)
 
 

@@ -58,6 +58,7 @@ import json
 import os
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -225,10 +226,28 @@ def fingerprint(*parts: str | Iterable[str]) -> str:
     return h.hexdigest()[:32]
 
 
+#: Signatures of tokenizers alive in this process, with what would show a change since (size and
+#: special tokens): hashing a tokenizer's content takes ~0.1 s, and a build asks once per split.
+_signatures: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
 def tokenizer_signature(tokenizer) -> str:
     """What decides a tokenizer's ids: its class, vocabulary, merges, normalizer and added tokens,
     hashed from its content, not its path, so a moved copy still hits the cache and a retrained
     tokenizer saved over the same folder does not."""
+    # Adding a token changes the size; setting a special token (pad = eos) changes the map.
+    state = (len(tokenizer), json.dumps(tokenizer.special_tokens_map, sort_keys=True, default=str))
+    with contextlib.suppress(TypeError):  # an object that takes no weak reference: not remembered
+        known = _signatures.get(tokenizer)
+        if known is not None and known[0] == state:
+            return known[1]
+    signature = _content_signature(tokenizer)
+    with contextlib.suppress(TypeError):
+        _signatures[tokenizer] = (state, signature)
+    return signature
+
+
+def _content_signature(tokenizer) -> str:
     h = hashlib.sha256(type(tokenizer).__name__.encode())
     backend = getattr(tokenizer, "backend_tokenizer", None)
     if backend is not None:
