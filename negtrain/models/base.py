@@ -15,6 +15,7 @@ from negtrain.config import ModelConfig
 from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.errors import ConfigError
 from negtrain.models.adapters import trainable_state
+from negtrain.models.schedules import lr_schedule
 
 
 def optimizer_kwargs(impl: str, params: list[torch.Tensor], clip_under_amp: bool = False) -> dict[str, bool]:
@@ -162,8 +163,6 @@ class NegtrainModule(pl.LightningModule):
             metric.reset()
 
     def configure_optimizers(self):
-        from transformers import get_scheduler
-
         decay, no_decay = [], []
         for name, param in self.named_parameters():
             if not param.requires_grad:
@@ -179,10 +178,7 @@ class NegtrainModule(pl.LightningModule):
             **kwargs,
         )
         total = int(self.trainer.estimated_stepping_batches)
-        schedule = {"linear": "linear", "constant": "constant_with_warmup", "cosine": "cosine"}[self.config.scheduler]
-        scheduler = get_scheduler(
-            schedule, optimizer, num_warmup_steps=int(self.config.warmup_ratio * total), num_training_steps=total
-        )
+        scheduler = lr_schedule(self.config.scheduler, optimizer, int(self.config.warmup_ratio * total), total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
