@@ -3,6 +3,7 @@ Example; a changed file (or a reader) is read afresh; bad rows still fail before
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
@@ -11,6 +12,7 @@ import sys
 import numpy as np
 import pytest
 
+from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.data import encoded as store
@@ -40,15 +42,15 @@ def write(folder, rows) -> None:
 
 @pytest.fixture
 def reads(monkeypatch):
-    """How many times the MNLI reader read a split (the real reader, counted)."""
+    """How many times the MNLI reader started reading a split (the real reader, counted)."""
     counter = {"n": 0}
-    real = Mnli.read
+    real = Mnli.stream
 
     def counted(self, split):
         counter["n"] += 1
         return real(self, split)
 
-    monkeypatch.setattr(Mnli, "read", counted)
+    monkeypatch.setattr(Mnli, "stream", counted)
     return counter
 
 
@@ -63,9 +65,26 @@ def test_size_and_labels_come_from_the_cache_once_the_files_were_read(mnli_dir, 
     assert second.fingerprint == first.fingerprint
     assert len(second) == 4 and second.gold_labels() == first.gold_labels()
     assert reads["n"] == 1
-    # The rows themselves are still there when a builder asks for them.
+    # The rows themselves are still there when a builder asks for them: walked (one read) or
+    # indexed (read whole, and kept).
     assert [e.id for e in second] == ["mnli/train/1e", "mnli/train/2n", "mnli/train/3c", "mnli/train/4c"]
-    assert second[2].inputs == ("Nobody came.", "Everyone came.") and reads["n"] == 2
+    assert reads["n"] == 2
+    assert second[2].inputs == ("Nobody came.", "Everyone came.") and second[3].label == "contradiction"
+    assert reads["n"] == 3
+
+
+def test_a_cold_source_is_read_row_by_row_and_kept_nowhere(mnli_dir):
+    """Sizing a source and walking it (as tokenizing does) never holds the split: at row 2,000 of
+    3,000 only a handful of Examples are alive (a list read would hold all of them)."""
+    write(mnli_dir, [dict(ROWS[i % 4], pairID=f"{i}") for i in range(3000)])
+    source = TrainSource(get_benchmark("mnli"), "train")
+    assert len(source) == 3000
+    alive = None
+    for i, _ in enumerate(source):
+        if i == 2000:
+            alive = sum(type(o) is Example for o in gc.get_objects())
+    assert alive is not None and alive < 50
+    assert source.examples()[2999].id == "mnli/train/2999"  # indexing reads whole, and keeps it
 
 
 def test_a_changed_file_is_read_again(mnli_dir, reads):
@@ -120,7 +139,7 @@ def test_a_warm_nli_build_reads_no_text(mnli_dir, reads, minilm_path):
     }
     first = build(load_recipe("scone_minilm", overrides).recipe)
     built_before, reads_before = store.builds, reads["n"]
-    assert reads_before == 1
+    assert reads_before == 2  # cold: one pass for the sizes and labels, one for the tokens
     second = build(load_recipe("scone_minilm", overrides).recipe)
     assert reads["n"] == reads_before and store.builds == built_before
     a, b = first.data.train, second.data.train

@@ -13,7 +13,7 @@ import inspect
 import io
 import json
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
@@ -163,15 +163,27 @@ class Benchmark(ABC):
             h.update(Path(module).read_bytes() if module else b"")
         return h.hexdigest()[:32]
 
+    def stream(self, split: str) -> Iterator[Example]:
+        """The rows of ``split`` one at a time, validated as :meth:`read` does. A benchmark whose
+        files can be large (MNLI) reads them here line by line, and ``read`` is ``list`` of this;
+        for the others it is :meth:`read`, whole."""
+        return iter(self.read(split))
+
     def load(self, split: str) -> list[Example]:
+        return list(self.iter_examples(split))
+
+    def iter_examples(self, split: str) -> Iterator[Example]:
+        """:meth:`load`, one example at a time: what a training source reads without holding it."""
         self.check_split(split)
-        examples = self.read(split)
+        return self._unique_ids(split, self.stream(split))
+
+    def _unique_ids(self, split: str, examples: Iterator[Example]) -> Iterator[Example]:
         seen: set[str] = set()
         for ex in examples:
             if ex.id in seen:
                 raise DataError(f"benchmark {self.name}/{split}: duplicate example id '{ex.id}'")
             seen.add(ex.id)
-        return examples
+            yield ex
 
     @abstractmethod
     def metric(self, examples: Sequence[Example]):
@@ -350,12 +362,29 @@ def _csv_rows(path: Path, reader: csv.DictReader, required: Sequence[str], cut: 
 
 
 def read_jsonl(path: Path) -> Iterator[Row]:
+    """The JSON objects of a JSON-lines file, read line by line (a 400k-row file is never in memory
+    whole), each with its line number."""
     rows = 0
-    for row in jsonl_rows(path, _read_text(path, ("utf-8",))):
-        yield row
-        rows += 1
+    try:
+        f = open(path, "rb")
+    except OSError as exc:
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    with f:
+        for row in jsonl_rows(path, _decoded_lines(path, f)):
+            yield row
+            rows += 1
     if rows == 0:
         raise DataError(f"{path}: no data rows")
+
+
+def _decoded_lines(path: Path, f) -> Iterator[str]:
+    offset = 0
+    for lineno, raw in enumerate(f, start=1):
+        try:
+            yield raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(f"{path}:{lineno}: not readable as utf-8 ({exc.reason} at byte {offset + exc.start})") from None
+        offset += len(raw)
 
 
 class _DuplicateKey(ValueError):
@@ -387,10 +416,11 @@ def parse_json_line(line: str, where: str, error: type[DataError] = DataError) -
         raise error(f"{where}: JSON nested too deeply to read") from None
 
 
-def jsonl_rows(path: Path, text: str, error: type[DataError] = DataError) -> Iterator[Row]:
-    """One JSON object per non-blank line of ``text`` (read from ``path``), with its line number."""
+def jsonl_rows(path: Path, text: str | Iterable[str], error: type[DataError] = DataError) -> Iterator[Row]:
+    """One JSON object per non-blank line of ``text`` (read from ``path``; the whole text, or its
+    lines one at a time), with its line number."""
     index = 0
-    for lineno, line in enumerate(text.splitlines(), start=1):
+    for lineno, line in enumerate(text.splitlines() if isinstance(text, str) else text, start=1):
         if not line.strip():
             continue
         obj = parse_json_line(line, f"{path}:{lineno}", error)

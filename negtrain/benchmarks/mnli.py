@@ -9,7 +9,7 @@ dropped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
@@ -40,7 +40,9 @@ class Mnli(NliBenchmark):
         return [HubSplit(DATASET, split)]
 
     def read(self, split: str) -> list[Example]:
-        examples = []
+        return list(self.stream(split))
+
+    def stream(self, split: str) -> Iterator[Example]:
         first_line: dict[str, int] = {}
         for row in read_jsonl(local(self.files(split)[0])):
             raw = row.get("label")
@@ -52,15 +54,12 @@ class Mnli(NliBenchmark):
             if str(pair_id) in first_line:
                 raise row.error("pairID", f"duplicate id {pair_id!r} (first at line {first_line[str(pair_id)]})")
             first_line[str(pair_id)] = row.line
-            examples.append(
-                Example(
-                    id=f"mnli/{split}/{pair_id}",
-                    inputs=(row.text("premise"), row.text("hypothesis")),
-                    label=HUB_LABELS[raw],
-                    meta={"genre": row.fields.get("genre")},
-                )
+            yield Example(
+                id=f"mnli/{split}/{pair_id}",
+                inputs=(row.text("premise"), row.text("hypothesis")),
+                label=HUB_LABELS[raw],
+                meta={"genre": row.fields.get("genre")},
             )
-        return examples
 
     def metric(self, examples: Sequence[Example]) -> MnliMetric:
         from negtrain.metrics.mnli import MnliMetric  # torch: imported when scoring, not when listing

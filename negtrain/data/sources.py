@@ -10,9 +10,11 @@ modification times and the reader's code). The tokenized text is keyed by the sa
 no data file and makes no Python object per example, and a cold one reads and validates each
 file once, before the model loads, as before.
 
-A :class:`TrainSource` is also a sequence of the benchmark's :class:`Example`\\ s, read from the
-files on first use and kept until :meth:`TrainSource.release`, so a builder that needs the rows
-themselves (prompts, answers) uses it as it would the list.
+A :class:`TrainSource` is also a sequence of the benchmark's :class:`Example`\\ s, so a builder
+that needs the rows themselves (prompts, answers) uses it as it would the list. Iterating reads
+the files row by row and keeps nothing (a benchmark that streams its files, as MNLI does, then
+never holds the split); indexing reads them whole, once, and keeps them until
+:meth:`TrainSource.release`.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ class TrainSource(Sequence):
                 self._codes = np.load(path, allow_pickle=False)
             if self._codes is None:
                 index = {label: i for i, label in enumerate(self.benchmark.labels)}
-                self._codes = np.fromiter((index.get(e.label, NO_CODE) for e in self.examples()), dtype=np.int16)
+                self._codes = np.fromiter((index.get(e.label, NO_CODE) for e in self), dtype=np.int16)
                 if not os.environ.get("NEGTRAIN_NO_TOKEN_CACHE"):
                     _save(path, self._codes)
         return self._codes
@@ -85,7 +87,11 @@ class TrainSource(Sequence):
         return self.examples()[i]
 
     def __iter__(self) -> Iterator[Example]:
-        return iter(self.examples())
+        # Read one row at a time, keeping none (unless the rows are in memory already): sizing a
+        # source and tokenizing it are each a pass over the file, never the file in memory.
+        if self._examples is not None:
+            return iter(self._examples)
+        return self.benchmark.iter_examples(self.split)
 
     def __repr__(self) -> str:
         return f"TrainSource({self.name})"

@@ -558,6 +558,7 @@ def _build_lm(recipe, loaded, family: str):
         parts, extras = [], []
         train_specs = loaded.train_specs or [None] * len(loaded.train)
         for (b, _, ex), spec in zip(loaded.train, train_specs):
+            ex = list(ex)  # a training source is read once here: prompts and targets each walk its rows
             settings = PromptSettings.of(spec)
             if causal:
                 enc, answer_len = encode_causal_train(tokenizer, b, ex, cfg, settings)
