@@ -138,7 +138,10 @@ def measure_data(kind: str, n: int, folder: str, num_proc: int | None = None) ->
         assert len(source) == n
         labels_mb = source.codes().nbytes / 2**20
         split = encode_pairs(tokenizer, source, 128, num_proc=num_proc)
-    n_tokens = int(split.input_ids.sum() != -1)  # touch the data: a mapped split is read, not just opened
+    # Touch the data (a mapped split is read, not just opened), a slice at a time: summing the whole
+    # int32 column at once would make an int64 copy of it and measure that.
+    ids = split.input_ids
+    n_tokens = sum(int(ids[i : i + 2**20].sum()) != -1 for i in range(0, len(ids), 2**20))
     seconds = time.perf_counter() - start
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
