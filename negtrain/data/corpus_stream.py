@@ -55,6 +55,7 @@ import torch
 from torch.utils.data import DataLoader, IterableDataset, Sampler, get_worker_info
 
 from negtrain.benchmarks.files import cache_dir
+from negtrain.data.sampler import kept_batches
 from negtrain.errors import DataError
 from negtrain.negation.cues import CueDetector
 
@@ -261,10 +262,7 @@ class CorpusStream(IterableDataset):
     # ---- sizes ------------------------------------------------------------------------------
     def global_batches(self) -> int:
         """Batches of one epoch on a single device, after ``limit`` (Lightning's limit_train_batches)."""
-        n = -(-self.index.n_train // self.batch_size)
-        if self.limit is None:
-            return n
-        return int(n * self.limit) if isinstance(self.limit, float) else min(n, int(self.limit))
+        return kept_batches(-(-self.index.n_train // self.batch_size), self.limit)
 
     def __len__(self) -> int:
         return -(-self.global_batches() // self.world)

@@ -162,13 +162,6 @@ class EncodedSplit:
         names = [n for n in DTYPES if all(getattr(p, n) is not None for p in parts)]
         return build_split(key, [None], lambda _: None, num_proc=1, _columns=_slices(parts, names))
 
-    @staticmethod
-    def of_chunks(parts: Sequence[EncodedSplit]) -> EncodedSplit:
-        """The chunks of one split put together (none: an empty split)."""
-        if len(parts) == 1:
-            return parts[0]
-        return EncodedSplit.concat(parts) if parts else EncodedSplit.from_lists([], None)
-
     def __reduce__(self):
         # A split read from the store travels to a spawned dataloader worker (or any pickle) as its
         # key, and the receiver maps the same files: no copy of the token data per worker.

@@ -47,6 +47,16 @@ class SampledBatch(list):
         self.padding = padding
 
 
+def kept_batches(n_batches: int, limit: int | float | None) -> int:
+    """How many of ``n_batches`` a single device's batches Lightning's ``limit_*_batches`` keeps: an
+    int that many, a float that fraction (rounded down), None all."""
+    if limit is None:
+        return n_batches
+    if isinstance(limit, float):
+        return int(n_batches * limit)
+    return min(n_batches, int(limit))
+
+
 class BatchSampler(Sampler[list[int]]):
     def __init__(
         self,
@@ -115,11 +125,7 @@ class BatchSampler(Sampler[list[int]]):
 
     def kept_batches(self, n_batches: int) -> int:
         """How many of ``n_batches`` global batches the limit keeps."""
-        if self.limit is None:
-            return n_batches
-        if isinstance(self.limit, float):
-            return int(n_batches * self.limit)
-        return min(n_batches, int(self.limit))
+        return kept_batches(n_batches, self.limit)
 
     def state_dict(self) -> dict[str, int]:
         """Where training stands in the batch order: the seed, the epoch and this rank's batches done."""
