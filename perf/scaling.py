@@ -41,6 +41,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from train_throughput import machine  # this folder's scripts import each other, as _contenders
 
 HERE = Path(__file__).resolve().parent
 
@@ -197,7 +198,7 @@ def data_main(argv: list[str]) -> None:
                         print(label, cores[label], flush=True)
                 shutil.rmtree(folder, ignore_errors=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    result = {"rows": rows, "cold_rows_per_second": cores, "cores_pairs": args.cores_pairs, "cpu_count": os.cpu_count(), "machine": machine_kind()}
+    result = {"rows": rows, "cold_rows_per_second": cores, "cores_pairs": args.cores_pairs, "cpu_count": os.cpu_count(), "machine": machine()}
     (args.out / "data_scaling.json").write_text(json.dumps(result, indent=2) + "\n")
     write_data_table(result, args.out / "data_scaling.md")
 
@@ -217,7 +218,7 @@ def write_data_table(result: dict, path: Path) -> None:
         lines += ["", f"Cold tokenization of {result['cores_pairs']:,} pairs, rows/s: "
                   + ", ".join(f"{k} {v:,}" for k, v in cores.items())
                   + f" (all cores {cores['all cores (data.num_proc)'] / cores['one core']:.2f}x one core's rate on {result['cpu_count']} cores)."]
-    lines += ["", f"{result['cpu_count']} CPU cores, {result.get('machine', '')}. Pairs are MNLI train rows written in the Hub schema and read "
+    lines += ["", f"{result.get('machine', '')}. Pairs are MNLI train rows written in the Hub schema and read "
               "through the training source (sized and labelled in one pass, tokenized in a second, the rows never held); "
               "the corpus is a text file whose lines stream into the store. Peak RSS growth is the main process's peak "
               "above its level with the tokenizer loaded; the tokenizing processes (forked, data.num_proc) are measured apart, their peak counting the pages they share with the main process."]
@@ -393,7 +394,7 @@ def warm_main(argv: list[str]) -> None:
                 rows.append(row)
                 print(row, flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
-    result = {"rows": rows, "cpu_count": os.cpu_count(), "machine": machine_kind()}
+    result = {"rows": rows, "cpu_count": os.cpu_count(), "machine": machine()}
     (args.out / "first_step.json").write_text(json.dumps(result, indent=2) + "\n")
     lines = ["| start | data.num_proc | tokenized splits | seconds to the first step (imports excluded) | peak RSS (MB) |",
              "|---|---:|---:|---:|---:|"]
@@ -403,15 +404,9 @@ def warm_main(argv: list[str]) -> None:
         lo, hi = min(cold), max(cold)
         lines += ["", f"Cold start on {hi} processes is {cold[lo] / cold[hi]:.2f}x faster than on {lo} (the whole start, not only tokenizing)."]
     lines += ["", f"MiniLM (family nli, max_length 128), MNLI train of {args.pairs:,} synthetic pairs plus ScoNe and MoNLI train; "
-              f"{os.cpu_count()} CPU cores, {result['machine']}. Run: `NEGTRAIN_DATA_DIR=path/to/mirror python perf/scaling.py warm`."]
+              f"{result['machine']}. Run: `NEGTRAIN_DATA_DIR=path/to/mirror python perf/scaling.py warm`."]
     (args.out / "first_step.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
-
-
-def machine_kind() -> str:
-    from negtrain.training.checks import cpu_has_native_bf16
-
-    return "native bf16" if cpu_has_native_bf16() else "no native bf16 (AVX2-only)"
 
 
 def main() -> None:
