@@ -28,6 +28,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     card.add_argument("--shots", type=int, default=0, help="few-shot examples per prompt (seq2seq / causal_lm)")
     card.add_argument("--out", type=Path, help="the card's directory (default: cards/<model>-<family>-<time>)")
     card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
+    served = p.add_argument_group("served model (--backend openai: --model is the served model's name)")
+    served.add_argument("--backend", choices=("hf", "openai"), default="hf",
+                        help="hf: load the model here (default); openai: an OpenAI-compatible server at --base-url")
+    served.add_argument("--base-url", help="the server's API root, e.g. http://127.0.0.1:8000/v1")
+    served.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the API key (the key itself is never an argument)")
+    served.add_argument("--chat", action="store_true", help="generation requests as chat turns (/v1/chat/completions)")
+    served.add_argument("--cache", type=Path, help="the response cache (a folder or .sqlite file) to share between cards (default: in --out)")
+    served.add_argument("--concurrency", type=int, help="requests in flight at once (default 4)")
+    served.add_argument("--timeout", type=float, help="seconds to wait for one answer (default 120; retried)")
+    served.add_argument("--retries", type=int, help="retries on 429, 5xx and timeouts, with backoff (default 5)")
+    served.add_argument("--max-requests", type=int, metavar="N", help="stop once N requests were sent (answers stay cached)")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -38,11 +49,20 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError("--model makes a report card; it does not combine with --predictions or --list")
         if args.shots < 0:
             raise NegtrainError(f"--shots must be >= 0, got {args.shots}")
-        make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        from negtrain.errors import Preempted
+
+        try:
+            make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        except Preempted as stopped:
+            # Never a success: the finished benchmarks are kept, and the same command continues.
+            print(f"{stopped}", flush=True)
+            return stopped.exit_code
         return 0
     card_only = [f"--{n}" for n in ("family", "adapter", "out") if getattr(args, n) is not None]
     card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
     card_only += ["--benchmarks"] if args.benchmarks != "all" else []
+    card_only += [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests")
+                  if getattr(args, n) is not None] + (["--backend"] if args.backend != "hf" else []) + (["--chat"] if args.chat else [])
     if card_only:
         raise NegtrainError(f"{', '.join(card_only)} go with --model (a report card)")
     if extra:
