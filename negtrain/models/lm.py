@@ -171,8 +171,10 @@ def prompts_with_shots(
     prompts = [prompt_text(bench, e, cfg, settings.prompt) for e in examples]
     if not settings.shots:
         return prompts, None
-    pool = bench.load(settings.shots_split or bench.default_shots_split(split))
-    drawn = draw_shots(examples, pool, settings.shots, seed, f"{bench.name}/{split}: shots")
+    shots_split = settings.shots_split or bench.default_shots_split(split)
+    pool = bench.load(shots_split)
+    drawn = draw_shots(examples, pool, settings.shots, seed, f"{bench.name}/{split}: shots",
+                       fixed=shots_split in bench.fixed_shot_splits)
     solved = {j: prompt_text(bench, pool[j], cfg, settings.prompt) + " " + answer_text(bench, pool[j], settings, cfg) for picks in drawn for j in picks}
     texts = [SHOT_SEPARATOR.join([*(solved[j] for j in picks), prompt]) for picks, prompt in zip(drawn, prompts)]
     return texts, [[pool[j].id for j in picks] for picks in drawn]
