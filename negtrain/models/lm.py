@@ -230,7 +230,7 @@ def encode_causal_eval(tokenizer, bench: Benchmark, prompts: Sequence[str], cfg:
         room = cfg.max_length - answer_room
         return EncodedSplit.from_lists([_fit(x, max(room, 2), tokenizer.bos_token_id) for x in ids], None)
 
-    return cached(_key("causal-eval", tokenizer, cfg, prompts, [str(answer_room)]), build)
+    return cached(_key("causal-eval", tokenizer, cfg, prompts, [str(answer_room)]), build, rows=len(prompts))
 
 
 def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> tuple[EncodedSplit, torch.Tensor]:
@@ -245,14 +245,14 @@ def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSetting
         return EncodedSplit.from_lists(seqs, None)
 
     key = _key("causal-train", tokenizer, cfg, prompts, [" ".join(map(str, a)) for a in answers])
-    return cached(key, build), answer_len
+    return cached(key, build, rows=len(prompts)), answer_len
 
 
 def encode_seq2seq_eval(tokenizer, bench, prompts: Sequence[str], cfg) -> EncodedSplit:
     def build() -> EncodedSplit:
         return EncodedSplit.from_lists(tokenizer(prompts, truncation=True, max_length=cfg.max_length)["input_ids"], None)
 
-    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts), build)
+    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts), build, rows=len(prompts))
 
 
 def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> list[list[int]]:
