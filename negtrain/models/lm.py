@@ -170,8 +170,10 @@ def prompts_with_shots(
     prompts = [prompt_text(bench, e, cfg, settings.prompt) for e in examples]
     if not settings.shots:
         return prompts, None
-    pool = bench.load(settings.shots_split or bench.default_shots_split(split))
-    drawn = draw_shots(examples, pool, settings.shots, seed, f"{bench.name}/{split}: shots")
+    shots_split = settings.shots_split or bench.default_shots_split(split)
+    pool = bench.load(shots_split)
+    drawn = draw_shots(examples, pool, settings.shots, seed, f"{bench.name}/{split}: shots",
+                       fixed=shots_split in bench.fixed_shot_splits)
     solved = {j: prompt_text(bench, pool[j], cfg, settings.prompt) + " " + answer_text(bench, pool[j], settings, cfg) for picks in drawn for j in picks}
     texts = [SHOT_SEPARATOR.join([*(solved[j] for j in picks), prompt]) for picks, prompt in zip(drawn, prompts)]
     return texts, [[pool[j].id for j in picks] for picks in drawn]
@@ -227,7 +229,7 @@ def encode_causal_eval(tokenizer, bench: Benchmark, prompts: Sequence[str], cfg:
         room = cfg.max_length - answer_room
         return EncodedSplit.from_lists([_fit(x, max(room, 2), tokenizer.bos_token_id) for x in ids], None)
 
-    return cached(_key("causal-eval", tokenizer, cfg, prompts, [str(answer_room)]), build)
+    return cached(_key("causal-eval", tokenizer, cfg, prompts, [str(answer_room)]), build, rows=len(prompts))
 
 
 def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> tuple[EncodedSplit, torch.Tensor]:
@@ -242,14 +244,14 @@ def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSetting
         return EncodedSplit.from_lists(seqs, None)
 
     key = _key("causal-train", tokenizer, cfg, prompts, [" ".join(map(str, a)) for a in answers])
-    return cached(key, build), answer_len
+    return cached(key, build, rows=len(prompts)), answer_len
 
 
 def encode_seq2seq_eval(tokenizer, bench, prompts: Sequence[str], cfg) -> EncodedSplit:
     def build() -> EncodedSplit:
         return EncodedSplit.from_lists(tokenizer(prompts, truncation=True, max_length=cfg.max_length)["input_ids"], None)
 
-    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts), build)
+    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts), build, rows=len(prompts))
 
 
 def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> list[list[int]]:
