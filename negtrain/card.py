@@ -45,15 +45,17 @@ from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import RUN_ONLY_SERVER_SETTINGS, load_yaml, validate_recipe
 from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
+from negtrain.io.run_lock import run_lock
 from negtrain.metrics.uncertainty import format_interval
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
 from negtrain.secrets import redact_text
 from negtrain.training.run import evaluate_each, quiet_third_party_logs, resolved_recipe_yaml
 
-#: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1).
-ACCURACY_KEYS = ("accuracy", "f1", "negated_top1_error")
+#: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1; ScoNe-NLG, scored
+#: by a model, its outcome_choice proxy, shown under that name).
+ACCURACY_KEYS = ("accuracy", "f1", "negated_top1_error", "outcome_choice_accuracy")
 #: Metric families that measure consistency over a contrast set / group.
-CONSISTENCY_BASES = ("consistency", "coherence", "strict")
+CONSISTENCY_BASES = ("consistency", "coherence", "strict", "outcome_choice_consistency")
 
 
 def _run_source(name: str) -> tuple[Path, Path] | None:
@@ -311,6 +313,12 @@ def make_card(args, extra: list[str]) -> Path:
     out = args.out or default_out(shown, recipe.model.family)
     loaded = LoadedRecipe(name=f"card:{shown}", path=Path("evaluate --model"), recipe=recipe)
     recipe_text = resolved_recipe_yaml(loaded)
+    with run_lock(out):  # one writer: a second card into the same --out is refused, naming this one
+        _write_card_dir(args, recipe, skipped, checkpoint, out, loaded, recipe_text, shown)
+    return out
+
+
+def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: LoadedRecipe, recipe_text: str, shown: str) -> None:
     entries = list(recipe.data.eval)
     if rank_zero_only.rank == 0:
         continuing = _open_card_dir(out, recipe_text)
@@ -333,7 +341,6 @@ def make_card(args, extra: list[str]) -> Path:
         write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
         write_card(out, shown, recipe.model.family, skipped)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
-    return out
 
 
 def _score_served(recipe, todo, out: Path, args) -> None:

@@ -1,0 +1,78 @@
+"""The ``evaluation:`` section: how the numbers of every evaluation are qualified, and what runs
+the model (the in-process ``hf`` backend, or a server: ``ServerConfig``)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from negtrain.config.section import Section
+
+
+class ServerConfig(Section):
+    """A model behind an OpenAI-compatible server (``evaluation.backend: openai``; see
+    negtrain/serving/openai.py). The API key itself is never a setting: only the name of the
+    environment variable that holds it."""
+
+    base_url: str = Field(description="The server's API root, e.g. http://127.0.0.1:8000/v1 (a missing /v1 is added).")
+    key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The name of the environment variable holding the API key, sent as a bearer token (none: no key).",
+    )
+    concurrency: int = Field(4, ge=1, le=256, description="Requests in flight at once.")
+    timeout: float = Field(120.0, gt=0, le=3600, description="Seconds to wait for one answer before it counts as a timeout (retried).")
+    retries: int = Field(5, ge=0, le=20, description="Retries of a request answered with 429, a 5xx or nothing, with exponential backoff.")
+    max_requests: int | None = Field(
+        None, ge=1, description="Budget guard: the run stops (its answers cached) once this many requests were sent. None: no bound."
+    )
+    chat: bool = Field(
+        False, description="Send generation requests as one user turn to /v1/chat/completions (the server applies the model's "
+        "chat template; hf's model.chat_template does the same in process), else as text to /v1/completions.",
+    )
+    allow_missing: bool = Field(
+        False, description="A request that fails after its retries leaves its example unscored (listed in the card) instead of stopping the run."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {v!r}")
+        return v
+
+
+#: Server settings that change how a card is run, not what it scores: a rerun may change them.
+RUN_ONLY_SERVER_SETTINGS = ("concurrency", "timeout", "retries", "max_requests")
+
+
+class EvaluationConfig(Section):
+    """How the numbers of every evaluation are qualified (see negtrain/metrics/uncertainty.py),
+    and what runs the model."""
+
+    bootstrap: int = Field(
+        1000,
+        ge=0,
+        description="Resamples of the percentile bootstrap that gives every metric its ci95, drawing the "
+        "benchmark's independent units (ScoNe contrast sets, NaN-NLI premises, CondaQA question groups, "
+        "...) with replacement. 0 turns it off: no ci95, and stderr only for per-item means. 1,000 "
+        "resamples cost under 0.1 s on CondaQA test on 2 CPU cores.",
+    )
+    bootstrap_seed: int = Field(
+        0, ge=0, le=2**32 - 1,
+        description="Seed of the bootstrap draws; the same seed and outcomes give the same intervals. "
+        "Independent of the recipe's `seed`, so runs with different training seeds are scored on the same resamples.",
+    )
+    backend: Literal["hf", "openai"] = Field(
+        "hf", description="hf: the model in this process (Lightning, any number of GPUs). openai: a model behind an "
+        "OpenAI-compatible server (`server`), scored by report cards (evaluate --model NAME --backend openai).",
+    )
+    server: ServerConfig | None = Field(None, description="The server, for backend openai.")
+
+    @model_validator(mode="after")
+    def _server_with_openai(self) -> EvaluationConfig:
+        if self.backend == "openai" and self.server is None:
+            raise ValueError("backend openai needs a server section (base_url)")
+        if self.backend == "hf" and self.server is not None:
+            raise ValueError("server is for backend openai")
+        return self
