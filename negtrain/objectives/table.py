@@ -2,7 +2,7 @@
 
 Each row is an :class:`negtrain.objectives.base.Objective`, built from its settings section of
 :class:`negtrain.config.ObjectiveConfig` (the field with the same name). Adding an objective: its
-module here (loss, batch transform, evaluator), its settings class and field in ``config.py``,
+module here (loss, batch transform, evaluator), its settings class and field in ``config/objective.py``,
 and one row below.
 """
 

@@ -1,0 +1,46 @@
+"""The recipe schema: YAML validated into typed, documented config.
+
+A recipe is data. Every field is documented where it is declared, one module per section
+(``model.py``, ``data.py``, ``trainer.py``, ``selection.py``, ``tracking.py``, ``objective.py``,
+``evaluation.py``), put together in ``recipe.py``; ``negtrain recipes`` and the README point here.
+Unknown keys are rejected with a "did you mean" suggestion (``suggestions.py``) before any work
+starts, so a typo never silently falls back to a default. Recipe files are read by
+``yaml_loader.py``.
+
+Every public name is re-exported here: code imports from ``negtrain.config``, not from its modules.
+"""
+
+from negtrain.config.data import DataConfig, EvalConfig, MixConfig, SourceConfig
+from negtrain.config.evaluation import EvaluationConfig
+from negtrain.config.model import AdapterConfig, ModelConfig
+from negtrain.config.objective import (
+    CorpusConfig,
+    CueMaskingConfig,
+    ObjectiveConfig,
+    RetentionConfig,
+    UnlikelihoodConfig,
+)
+from negtrain.config.recipe import SHORTHAND_SECTIONS, Recipe, is_text_field, to_dict, validate_recipe
+from negtrain.config.section import (
+    MAX_EPOCH_EXAMPLES,
+    MAX_SOURCE_WEIGHT,
+    MAX_TEMPERATURE,
+    MAX_TORCH_THREADS,
+    MIN_TEMPERATURE,
+    Section,
+)
+from negtrain.config.selection import SelectionConfig, selection_bias_note, selection_split
+from negtrain.config.suggestions import check_keys
+from negtrain.config.tracking import LoggerConfig, SweepConfig, SweepParameter
+from negtrain.config.trainer import TrainerConfig
+from negtrain.config.yaml_loader import MAX_YAML_DEPTH, MAX_YAML_VALUES, load_yaml, parse_yaml
+
+__all__ = [
+    "MAX_EPOCH_EXAMPLES", "MAX_SOURCE_WEIGHT", "MAX_TEMPERATURE", "MAX_TORCH_THREADS", "MAX_YAML_DEPTH",
+    "MAX_YAML_VALUES", "MIN_TEMPERATURE", "SHORTHAND_SECTIONS",
+    "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "EvaluationConfig",
+    "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
+    "SelectionConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",
+    "check_keys", "is_text_field", "load_yaml", "parse_yaml", "selection_bias_note", "selection_split",
+    "to_dict", "validate_recipe",
+]
