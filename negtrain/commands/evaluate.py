@@ -83,6 +83,7 @@ def listing() -> list[dict]:
                 "families": scoring["families"],
                 "prompts": scoring["prompts"],
                 "verbalizer": scoring["verbalizer"],
+                "strategies": scoring["strategies"],
             }
         )
     return out
@@ -118,4 +119,7 @@ def format_listing() -> str:
             lines.append(f"  {family} prompt: {prompt!r}")
         if b["verbalizer"]:
             lines.append("  verbalizer: " + ", ".join(f"{k} -> {v!r}" for k, v in b["verbalizer"].items()))
+        if b["strategies"]:
+            lines.append("  strategies (--strategy NAME; --shots paper: the paper's demonstrations):")
+            lines += [f"    {name}: {how}" for name, how in b["strategies"].items()]
     return "\n".join(lines)
