@@ -157,7 +157,7 @@ def comparison_markdown(result: dict[str, Any]) -> str:
             share = _f(m["share_b_le_a"])
             lines.append(f"| {k} | {_f(m['a'])} | {_f(m['b'])} | {_f(m['diff'], True)} | {ci} | {share} | "
                          f"{'higher' if m['higher_is_better'] else 'lower'} |")
-        lines += [f"", *[f"note: {n}" for n in ev["notes"]]] if ev["notes"] else []
+        lines += ["", *[f"note: {n}" for n in ev["notes"]]] if ev["notes"] else []
     if result["not_in_both"]:
         lines += ["", f"Not compared (predicted by one side only): {', '.join(result['not_in_both'])}."]
     return "\n".join(lines) + "\n"

@@ -61,7 +61,6 @@ def _is_adapter_state(state: dict[str, Any]) -> bool:
 
 def load_model(run: RunDir, checkpoint: Path):
     """The run's HF model (a peft model for a LoRA run) with the checkpoint's weights, and its epoch."""
-    import torch
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
     model_dir = run.path / "model"

@@ -15,7 +15,7 @@ import numpy as np
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.matrix import resolve_benchmarks
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import EvalConfig, Recipe, SourceConfig
+from negtrain.config import EvalConfig, Recipe
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.sources import TrainSource
