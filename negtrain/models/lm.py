@@ -440,7 +440,7 @@ class LMModule(NegtrainModule):
         generated = self.generate(batch, answering)
         responses = self.eval_responses.setdefault(eval_set.name, {})
         tokens = self.eval_tokens.setdefault(eval_set.name, {})
-        texts = self.eval_texts.setdefault(eval_set.name, {})
+        texts = self.eval_texts.setdefault(eval_set.name, {}) if bench.generative else {}
         out = []
         for idx, g in zip(index, generated):
             if eval_set.log_samples:
