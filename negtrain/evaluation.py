@@ -76,8 +76,8 @@ def _name(ids: Sequence[str]) -> str:
 
 
 class PredictionRows(list):
-    """The rows of a predictions file; ``generated``: its lines carry generated responses (a
-    strategy answered by generation), so ``n_unparsed`` is reported."""
+    """The rows of a predictions file; ``generated``: its lines come from a split answered by
+    generation with an answer rule (they carry ``"unparsed"``), so ``n_unparsed`` is reported."""
 
     generated = False
 
@@ -101,7 +101,7 @@ def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, 
         if not isinstance(obj["id"], str):
             raise PredictionError(f"{path}:{lineno}: 'id' must be a string, got {obj['id']!r}")
         pred = obj["prediction"]
-        if isinstance(obj.get("response"), str):
+        if "unparsed" in obj:  # a line of a split answered by a strategy's answer rule
             rows.generated = True
         if pred is None and bench.answer_type != "choice":
             rows.generated = True

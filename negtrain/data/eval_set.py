@@ -142,6 +142,8 @@ class EvalSet:
             row = {"id": ex.id, "prediction": prediction, "label": ex.label}
             if shots:
                 row["shots"] = shots[ex.id]
+            if self.answering is not None:  # read by an answer rule: say whether it could read it
+                row["unparsed"] = prediction is None
             if self.log_samples and self.prompts is not None:
                 row["prompt"] = self.prompts[position[ex.id]]
             if responses is not None:
