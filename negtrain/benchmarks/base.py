@@ -114,6 +114,11 @@ class Benchmark(ABC):
     def default_shots_split(self, split: str) -> str:
         return "train" if "train" in self.splits else split
 
+    #: Splits that are a paper's fixed set of shots (CondaQA's nine per few-shot split): every
+    #: scored example gets the first ``shots`` of them in file order, the same for all, not a
+    #: draw per example.
+    fixed_shot_splits: ClassVar[tuple[str, ...]] = ()
+
     #: True when people judge the model's generated text (ScoNe-NLG's completions): a predictions
     #: file may then hold each id's human judgement ``"coherent"`` (true/false, or a list with one
     #: judgement per annotator), scored by the paper's metric in the label spaces of

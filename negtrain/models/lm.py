@@ -189,8 +189,10 @@ def prompts_with_shots(
     queries = [zero_shot_text(bench, e, settings, cfg) for e in examples]
     if not settings.shots:
         return [Prompt(query=q) for q in queries], None
-    pool = bench.load(settings.shots_split or bench.default_shots_split(split))
-    drawn = draw_shots(examples, pool, int(settings.shots), seed, f"{bench.name}/{split}: shots")
+    shots_split = settings.shots_split or bench.default_shots_split(split)
+    pool = bench.load(shots_split)
+    drawn = draw_shots(examples, pool, int(settings.shots), seed, f"{bench.name}/{split}: shots",
+                       fixed=shots_split in bench.fixed_shot_splits)
     solved = {j: (zero_shot_text(bench, pool[j], settings, cfg), answer_text(bench, pool[j], settings, cfg)) for picks in drawn for j in picks}
     prompts = [Prompt(query=q, shots=tuple(solved[j] for j in picks), separator=SHOT_SEPARATOR, before_query=SHOT_SEPARATOR)
                for picks, q in zip(drawn, queries)]
@@ -278,7 +280,7 @@ def encode_causal_eval(tokenizer, bench: Benchmark, texts: Sequence[str], cfg: M
         room = cfg.max_length - answer_room
         return EncodedSplit.from_lists([_fit(x, max(room, 2), tokenizer.bos_token_id) for x in ids], None)
 
-    return cached(_key("causal-eval", tokenizer, cfg, texts, [str(answer_room), str(chatted)]), build)
+    return cached(_key("causal-eval", tokenizer, cfg, texts, [str(answer_room), str(chatted)]), build, rows=len(texts))
 
 
 def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> tuple[EncodedSplit, torch.Tensor]:
@@ -293,7 +295,7 @@ def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSetting
         return EncodedSplit.from_lists(seqs, None)
 
     key = _key("causal-train", tokenizer, cfg, prompts, [" ".join(map(str, a)) for a in answers])
-    return cached(key, build), answer_len
+    return cached(key, build, rows=len(prompts)), answer_len
 
 
 def encode_seq2seq_eval(tokenizer, bench, prompts: Sequence[str], cfg, chatted: bool = False) -> EncodedSplit:
@@ -301,7 +303,7 @@ def encode_seq2seq_eval(tokenizer, bench, prompts: Sequence[str], cfg, chatted: 
         ids = tokenizer(list(prompts), truncation=True, max_length=cfg.max_length, add_special_tokens=not chatted)["input_ids"]
         return EncodedSplit.from_lists(ids, None)
 
-    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts, [str(chatted)]), build)
+    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts, [str(chatted)]), build, rows=len(prompts))
 
 
 def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> list[list[int]]:
