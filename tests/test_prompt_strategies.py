@@ -21,7 +21,7 @@ from negtrain.prompts.answers import contains_yes, first_label_word, so_the_answ
 from negtrain.prompts.protocols import get_protocol, parse_protocols
 from negtrain.prompts.strategies import get_strategy, parse_strategies
 
-from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
+from tiny_models import lm_env, lm_world, one_thread  # noqa: F401, F811  (fixtures)
 
 
 def _scone_rows(split="test"):
@@ -183,7 +183,7 @@ def _records(out: Path):
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm_env, tmp_path):
+def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm_env, tmp_path):  # noqa: F811
     out = tmp_path / "icl"
     code = main([
         "evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--protocol", "scone-icl", "--out", str(out),
@@ -222,7 +222,7 @@ def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm
     assert "tokens generated" in (out / "card.md").read_text()
 
 
-def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env, tmp_path, capsys):
+def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env, tmp_path, capsys):  # noqa: F811
     out = tmp_path / "chat"
     code = main([
         "evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--benchmarks", "scone", "--strategy", "conditional_q",
