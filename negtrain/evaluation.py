@@ -82,7 +82,20 @@ class PredictionRows(list):
     generated = False
 
 
-def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, str | None]]:
+class PredictionLine(tuple):
+    """(line, id, raw prediction, canonical label), with the line's whole object as ``fields``
+    (a model's scores a benchmark re-scores from, e.g. NeQA's ``loglikelihoods``)."""
+
+    fields: dict
+
+
+def _line(lineno: int, id_: str, pred, label: str, fields: dict) -> PredictionLine:
+    row = PredictionLine((lineno, id_, pred, label))
+    row.fields = fields
+    return row
+
+
+def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     """(line, id, raw prediction, canonical label) per line; rejects malformed lines.
 
     For a generative benchmark the canonical label is the answer text itself. A ``null``
@@ -105,12 +118,12 @@ def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, 
             rows.generated = True
         if pred is None and bench.answer_type != "choice":
             rows.generated = True
-            rows.append((lineno, obj["id"], pred, None))
+            rows.append(_line(lineno, obj["id"], pred, None, obj))
             continue
         label = bench.normalize_prediction(pred)
         if label is None:
             raise PredictionError(f"{path}:{lineno}: prediction {pred!r} is not {bench.prediction_help}")
-        rows.append((lineno, obj["id"], pred, label))
+        rows.append(_line(lineno, obj["id"], pred, label, obj))
     if not rows:
         raise PredictionError(f"{path}: no predictions")
     return rows
@@ -258,7 +271,9 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
                 )
             chosen.append(int(choice))
         metric = bench.metric(examples)
-        metric.update(torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long), torch.tensor(chosen, dtype=torch.long))
+        index = torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long)
+        scores = _choice_loglikelihoods(rows, metric, position, path)
+        metric.update(index, scores if scores is not None else torch.tensor(chosen, dtype=torch.long))
         values = {k: float(v) for k, v in metric.compute().items()}
         if metric.note:
             notes.append(metric.note)
@@ -298,6 +313,26 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     )
     values = {k: float(v) for k, v in metric.compute().items()}
     return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes), metric
+
+
+def _choice_loglikelihoods(rows: list[PredictionLine], metric, position: dict[str, int], path: Path) -> torch.Tensor | None:
+    """Every choice's log-likelihood from the lines (as a model run writes them), when every line
+    has them: then acc and acc_norm are recomputed from them as the run computed them. A line's
+    ``choice_chars``, if given, must be the benchmark's choice lengths."""
+    if getattr(metric, "chars", None) is None or not all("loglikelihoods" in r.fields for r in rows):
+        return None
+    out = []
+    for row in rows:
+        lineno, id_ = row[0], row[1]
+        ll, width = row.fields["loglikelihoods"], int((~torch.isnan(torch.as_tensor(metric.chars[position[id_]]))).sum())
+        if not isinstance(ll, list) or len(ll) != width or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ll):
+            raise PredictionError(f"{path}:{lineno}: 'loglikelihoods' must be a list of {width} numbers, one per choice, got {ll!r}")
+        chars = row.fields.get("choice_chars")
+        if chars is not None and list(chars) != [int(c) for c in metric.chars[position[id_], :width]]:
+            raise PredictionError(f"{path}:{lineno}: 'choice_chars' {chars!r} are not the lengths of {id_!r}'s choices "
+                                  f"{[int(c) for c in metric.chars[position[id_], :width]]}")
+        out.append([float(x) for x in ll])
+    return torch.tensor(out, dtype=torch.float64)
 
 
 def _matched(bench: Benchmark, split: str, path: Path, examples, lines: list[tuple[int, str]],

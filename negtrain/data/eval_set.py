@@ -39,6 +39,9 @@ class EvalResult:
     responses: list[Any] | None = None
     #: Tokens generated over the split (None: nothing was generated).
     tokens_generated: int | None = None
+    #: Per example, the fields its prediction line carries beyond the label (a model's scores,
+    #: for re-scoring: the metric's ``prediction_fields``), or None.
+    fields: list[dict | None] | None = None
 
     def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
         """(example, prediction, correct) for every example with a prediction.
@@ -135,6 +138,7 @@ class EvalSet:
         if self.result is None or self.result.predictions is None:
             return
         shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
+        fields = dict(zip((e.id for e in self.examples), self.result.fields)) if self.result.fields else {}
         position = {e.id: i for i, e in enumerate(self.examples)}
         responses = self.result.responses if self.log_samples else None
         rows = []
@@ -142,6 +146,7 @@ class EvalSet:
             row = {"id": ex.id, "prediction": prediction, "label": ex.label}
             if shots:
                 row["shots"] = shots[ex.id]
+            row.update(fields.get(ex.id) or {})
             if self.answering is not None:  # read by an answer rule: say whether it could read it
                 row["unparsed"] = prediction is None
             if self.log_samples and self.prompts is not None:

@@ -59,7 +59,6 @@ from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
-from negtrain.metrics.multiple_choice import choose
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.choice_inputs import encode_choices, split_pair
@@ -426,8 +425,9 @@ class LMModule(NegtrainModule):
         return [answering.read(g.text) or "" for g in self.generate(batch, answering)]
 
     def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        if eval_set.evaluator is not None:  # multiple choice, cloze probes
-            return eval_set.evaluator(self, batch)
+        if eval_set.evaluator is not None:  # multiple choice, cloze probes: fp32 under precision auto
+            with self.fp32_scoring(batch["index"].device.type):
+                return eval_set.evaluator(self, batch)
         bench, examples = eval_set.benchmark, eval_set.examples
         index = batch["index"].tolist()
         answering = eval_set.answering
@@ -522,9 +522,10 @@ class CausalLMModule(LMModule):
 
 
 def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) -> torch.Tensor:
-    """A multiple-choice set's evaluator: (B, 2), the acc choice and the acc_norm choice of each
-    question in the batch. ``inputs``: (context ids, choice ids, choice lengths in characters)."""
-    contexts, choices, chars = inputs
+    """A multiple-choice set's evaluator: (B, choices) float64, every choice's summed
+    log-likelihood; the metric picks the acc and acc_norm choices from them and the prediction
+    lines carry them. ``inputs``: (context ids, choice ids, choice lengths in characters)."""
+    contexts, choices, _ = inputs
     index = batch["index"]
     rows = index.tolist()
     with torch.no_grad():
@@ -532,7 +533,7 @@ def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) ->
             module.model, [contexts[i] for i in rows], [choices[i] for i in rows],
             encoder_decoder=module.encoder_decoder, pad_id=module.pad_id,
         )
-    return choose(scores.logprob, chars[rows]).to(index.device)
+    return scores.logprob.to(device=index.device, dtype=torch.float64)
 
 
 @torch.no_grad()
