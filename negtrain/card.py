@@ -41,10 +41,11 @@ from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
 from negtrain.training import provenance
 from negtrain.training.run import evaluate, quiet_third_party_logs
 
-#: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1).
-ACCURACY_KEYS = ("accuracy", "f1", "negated_top1_error")
+#: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1; ScoNe-NLG, scored
+#: by a model, its outcome_choice proxy, shown under that name).
+ACCURACY_KEYS = ("accuracy", "f1", "negated_top1_error", "outcome_choice_accuracy")
 #: Metric families that measure consistency over a contrast set / group.
-CONSISTENCY_BASES = ("consistency", "coherence", "strict")
+CONSISTENCY_BASES = ("consistency", "coherence", "strict", "outcome_choice_consistency")
 
 
 def _run_source(name: str) -> tuple[Path, Path] | None:

@@ -12,8 +12,9 @@ from negtrain.errors import NegtrainError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", help="a registered benchmark (see --list)")
-    p.add_argument("--split", help="one of the benchmark's splits")
-    p.add_argument("--predictions", type=Path, help='JSONL, one {"id": ..., "prediction": "<label>"} per line')
+    p.add_argument("--split", help="one of the benchmark's splits, or several (a,b,...: each scored, then mean ± std over them and pooled)")
+    p.add_argument("--predictions", type=Path, action="append",
+                   help='JSONL, one {"id": ..., "prediction": "<label>"} per line; once per split, in the order of --split')
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--allow-missing", action="store_true", help="score only the predicted examples (the output says so)")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
@@ -57,7 +58,17 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
     if args.bootstrap < 0 or not 0 <= args.bootstrap_seed <= 2**32 - 1:
         raise NegtrainError("--bootstrap must be >= 0 and --bootstrap-seed between 0 and 2**32-1")
-    scored = score_file(args.benchmark, args.split, args.predictions, allow_missing=args.allow_missing,
+    splits = [s.strip() for s in args.split.split(",")]
+    if len(splits) > 1:
+        from negtrain.across_splits import format_across, score_splits
+
+        result = score_splits(args.benchmark, splits, args.predictions, allow_missing=args.allow_missing,
+                              bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
+        print(json.dumps(result.as_json()) if args.json else format_across(result))
+        return 0
+    if len(args.predictions) > 1:
+        raise NegtrainError(f"{len(args.predictions)} --predictions files for one split; give one, or a split per file (--split a,b,...)")
+    scored = score_file(args.benchmark, args.split, args.predictions[0], allow_missing=args.allow_missing,
                         bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
     print(json.dumps(scored.as_json()) if args.json else format_scored(scored))
     return 0

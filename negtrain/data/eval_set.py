@@ -35,6 +35,9 @@ class EvalResult:
     #: stderr and ci95 per metric, filled in by the run recorder on rank zero (None elsewhere, or
     #: for a metric that cannot be bootstrapped)
     uncertainty: Uncertainty | None = None
+    #: Per example, the fields its prediction line carries beyond the label (a model's scores,
+    #: for re-scoring: the metric's ``prediction_fields``), or None.
+    fields: list[dict | None] | None = None
 
     def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
         """(example, prediction, correct) for every example with a prediction.
@@ -111,8 +114,10 @@ class EvalSet:
         if self.result is None or self.result.predictions is None:
             return
         shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
+        fields = dict(zip((e.id for e in self.examples), self.result.fields)) if self.result.fields else {}
         rows = [
-            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label, **({"shots": shots[ex.id]} if shots else {})})
+            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label, **({"shots": shots[ex.id]} if shots else {}),
+                        **(fields.get(ex.id) or {})})
             for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels)
         ]
         name = f"{self.benchmark.name}-{self.split}-{suffix}.jsonl"

@@ -87,6 +87,12 @@ class ExampleMetric(Metric):
         """The metrics from column totals (scalars, or arrays over bootstrap resamples)."""
         raise NotImplementedError(f"{type(self).__name__} defines no from_totals: it cannot be bootstrapped")
 
+    def prediction_fields(self) -> list[dict | None] | None:
+        """Per example, what its prediction line carries beyond the predicted label so that
+        ``evaluate --predictions`` re-scores it exactly (a model's scores), after ``compute``;
+        None: the label is all it needs."""
+        return None
+
     @property
     def supports_uncertainty(self) -> bool:
         """Whether the metric is defined through ``unit_table`` and ``from_totals`` (every

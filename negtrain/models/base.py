@@ -3,6 +3,7 @@ optimizer. A family subclass supplies ``training_loss`` and ``predict``."""
 
 from __future__ import annotations
 
+import contextlib
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -47,6 +48,21 @@ def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | No
     return close if close.numel() else None
 
 
+#: trainer.precision values whose numbers are fp32's: ``auto`` (mixed precision where the hardware
+#: has bf16, but every scored number equal to fp32's, see :meth:`NegtrainModule.fp32_scoring`) and
+#: fp32 itself.
+FP32_NUMBERS = ("auto", "32", "32-true")
+
+
+def precision_note(precision: str) -> str | None:
+    """What an eval record says when its numbers may differ from fp32's (an explicit lower
+    ``trainer.precision``), else None."""
+    if precision in FP32_NUMBERS:
+        return None
+    return (f"scored under trainer.precision {precision} (set explicitly): the numbers may differ from fp32's; "
+            "precision auto reports fp32's numbers")
+
+
 def _metric_key(name: str) -> str:
     return name.replace(".", "\N{MIDDLE DOT}")
 
@@ -73,6 +89,22 @@ class NegtrainModule(pl.LightningModule):
         #: Bootstrap resamples (0: none) and seed for every metric's ci95 (recipe `evaluation`).
         self.bootstrap_resamples: int = int(evaluation.get("bootstrap", 1000))
         self.bootstrap_seed: int = int(evaluation.get("bootstrap_seed", 0))
+
+    @property
+    def precision(self) -> str:
+        """The recipe's ``trainer.precision`` as written (``auto`` unless set)."""
+        return str((self.recipe.get("trainer") or {}).get("precision", "auto"))
+
+    def fp32_scoring(self, device_type: str):
+        """The context an evaluator computes scores in. Under ``trainer.precision: auto`` autocast
+        is off: multiple-choice log-likelihoods (NeQA) and cloze distributions (negated LAMA's top-1
+        and rank correlation over the vocabulary) are computed in fp32, because no margin bounds
+        what bf16 changes there (a Spearman correlation depends on every rank). Label scores are
+        rechecked near ties instead (:func:`close_calls`). An explicit lower precision is kept,
+        and each eval record carries a note saying so (:func:`precision_note`)."""
+        if self.precision == "auto":
+            return torch.autocast(device_type=device_type, enabled=False)
+        return contextlib.nullcontext()
 
     @abstractmethod
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -156,7 +188,8 @@ class NegtrainModule(pl.LightningModule):
                 for idx, text in texts[name].items():
                     per_example[idx] = text
             predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
-            eval_set.result = EvalResult(name, values, predictions, metric.note, per_example)
+            note = "; ".join(n for n in (metric.note, precision_note(self.precision)) if n) or None
+            eval_set.result = EvalResult(name, values, predictions, note, per_example, fields=metric.prediction_fields())
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)

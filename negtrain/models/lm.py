@@ -60,7 +60,6 @@ from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
-from negtrain.metrics.multiple_choice import choose
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.choice_inputs import encode_choices, split_pair
@@ -171,8 +170,10 @@ def prompts_with_shots(
     prompts = [prompt_text(bench, e, cfg, settings.prompt) for e in examples]
     if not settings.shots:
         return prompts, None
-    pool = bench.load(settings.shots_split or bench.default_shots_split(split))
-    drawn = draw_shots(examples, pool, settings.shots, seed, f"{bench.name}/{split}: shots")
+    shots_split = settings.shots_split or bench.default_shots_split(split)
+    pool = bench.load(shots_split)
+    drawn = draw_shots(examples, pool, settings.shots, seed, f"{bench.name}/{split}: shots",
+                       fixed=shots_split in bench.fixed_shot_splits)
     solved = {j: prompt_text(bench, pool[j], cfg, settings.prompt) + " " + answer_text(bench, pool[j], settings, cfg) for picks in drawn for j in picks}
     texts = [SHOT_SEPARATOR.join([*(solved[j] for j in picks), prompt]) for picks, prompt in zip(drawn, prompts)]
     return texts, [[pool[j].id for j in picks] for picks in drawn]
@@ -228,7 +229,7 @@ def encode_causal_eval(tokenizer, bench: Benchmark, prompts: Sequence[str], cfg:
         room = cfg.max_length - answer_room
         return EncodedSplit.from_lists([_fit(x, max(room, 2), tokenizer.bos_token_id) for x in ids], None)
 
-    return cached(_key("causal-eval", tokenizer, cfg, prompts, [str(answer_room)]), build)
+    return cached(_key("causal-eval", tokenizer, cfg, prompts, [str(answer_room)]), build, rows=len(prompts))
 
 
 def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> tuple[EncodedSplit, torch.Tensor]:
@@ -243,14 +244,14 @@ def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSetting
         return EncodedSplit.from_lists(seqs, None)
 
     key = _key("causal-train", tokenizer, cfg, prompts, [" ".join(map(str, a)) for a in answers])
-    return cached(key, build), answer_len
+    return cached(key, build, rows=len(prompts)), answer_len
 
 
 def encode_seq2seq_eval(tokenizer, bench, prompts: Sequence[str], cfg) -> EncodedSplit:
     def build() -> EncodedSplit:
         return EncodedSplit.from_lists(tokenizer(prompts, truncation=True, max_length=cfg.max_length)["input_ids"], None)
 
-    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts), build)
+    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts), build, rows=len(prompts))
 
 
 def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> list[list[int]]:
@@ -361,8 +362,9 @@ class LMModule(NegtrainModule):
         raise NotImplementedError
 
     def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        if eval_set.evaluator is not None:  # multiple choice, cloze probes
-            return eval_set.evaluator(self, batch)
+        if eval_set.evaluator is not None:  # multiple choice, cloze probes: fp32 under precision auto
+            with self.fp32_scoring(batch["index"].device.type):
+                return eval_set.evaluator(self, batch)
         bench, examples = eval_set.benchmark, eval_set.examples
         if not bench.generative:
             return self.label_scores(batch, eval_set).argmax(-1).to(batch["index"].device)
@@ -453,9 +455,10 @@ class CausalLMModule(LMModule):
 
 
 def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) -> torch.Tensor:
-    """A multiple-choice set's evaluator: (B, 2), the acc choice and the acc_norm choice of each
-    question in the batch. ``inputs``: (context ids, choice ids, choice lengths in characters)."""
-    contexts, choices, chars = inputs
+    """A multiple-choice set's evaluator: (B, choices) float64, every choice's summed
+    log-likelihood; the metric picks the acc and acc_norm choices from them and the prediction
+    lines carry them. ``inputs``: (context ids, choice ids, choice lengths in characters)."""
+    contexts, choices, _ = inputs
     index = batch["index"]
     rows = index.tolist()
     with torch.no_grad():
@@ -463,7 +466,7 @@ def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) ->
             module.model, [contexts[i] for i in rows], [choices[i] for i in rows],
             encoder_decoder=module.encoder_decoder, pad_id=module.pad_id,
         )
-    return choose(scores.logprob, chars[rows]).to(index.device)
+    return scores.logprob.to(device=index.device, dtype=torch.float64)
 
 
 @torch.no_grad()
