@@ -24,7 +24,6 @@ import json
 import os
 import platform
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -45,7 +44,7 @@ FORMAT = 1
 PACKAGES = (
     "torch", "transformers", "lightning", "pytorch-lightning", "peft", "bitsandbytes", "datasets",
     "torchmetrics", "wandb", "tokenizers", "huggingface_hub", "safetensors", "accelerate", "numpy",
-    "pydantic", "PyYAML", "sentencepiece", "matplotlib", "deepspeed",
+    "pydantic", "PyYAML", "sentencepiece", "matplotlib", "xxhash", "deepspeed",
 )
 
 
