@@ -38,6 +38,7 @@ from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.metrics.uncertainty import format_interval
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
+from negtrain.training import provenance
 from negtrain.training.run import evaluate, quiet_third_party_logs
 
 #: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1; ScoNe-NLG, scored
@@ -246,7 +247,8 @@ def _with_ci(value: float | None, spread: dict | None) -> str:
     return _fmt(value) + (f" {interval}" if interval and _fmt(value) != "-" else "")
 
 
-def card_markdown(records: list[dict], model: str, family: str, skipped) -> str:
+def card_markdown(records: list[dict], model: str, family: str, skipped, record: dict | None = None) -> str:
+    """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end."""
     evals = [r for r in records if r["benchmark"] != "train"]
     columns: list[str] = []
     for r in evals:
@@ -290,6 +292,7 @@ def card_markdown(records: list[dict], model: str, family: str, skipped) -> str:
     if notes:
         lines += ["", "## Notes", "", *notes]
     lines += ["", "Predictions: `predictions/`; every number above is what `negtrain evaluate --predictions` gives on those files.", ""]
+    lines += provenance.markdown(record)
     return "\n".join(lines)
 
 
@@ -332,5 +335,5 @@ def write_card(out: Path, model: str, family: str, skipped) -> None:
     records = [r for r in _records(out) if r.get("stage") == "validate"]
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")
-    write_text(out / "card.md", card_markdown(records, model, family, skipped))
+    write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out)))
     plot_card(records, out / "card.png", f"{model} ({family})")
