@@ -49,6 +49,7 @@ from negtrain.io.run_lock import run_lock
 from negtrain.metrics.uncertainty import format_interval
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
 from negtrain.secrets import redact_text
+from negtrain.training import provenance
 from negtrain.training.run import evaluate_each, quiet_third_party_logs, resolved_recipe_yaml
 
 #: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1; ScoNe-NLG, scored
@@ -145,16 +146,48 @@ def default_out(model: str, family: str | None) -> Path:
     return Path("cards") / f"{stem}-{family or 'run'}-{stamp}"
 
 
+def _llm_settings(raw: dict[str, Any], args) -> None:
+    """--chat, --system, --fewshot-as-multiturn and --no-log-samples into the raw recipe."""
+    chat = getattr(args, "chat", False)
+    system = getattr(args, "system", None)
+    multiturn = getattr(args, "fewshot_as_multiturn", False)
+    if (system is not None or multiturn) and not chat:
+        raise ConfigError("--system and --fewshot-as-multiturn shape a chat prompt; add --chat")
+    if chat:
+        if raw["model"].get("family", "nli") not in ("seq2seq", "causal_lm"):
+            raise ConfigError(f"--chat: chat templates are for the seq2seq and causal_lm families, not '{raw['model'].get('family')}'")
+        raw["model"].update({"chat": True, "system": system, "fewshot_as_multiturn": multiturn})
+    if not getattr(args, "log_samples", True):
+        raw.setdefault("evaluation", {})["log_samples"] = False
+
+
+def _apply_strategy(recipe, name: str, named: bool) -> None:
+    """``--strategy NAME`` on every eval entry whose benchmark has it (``named``: the benchmarks
+    were named, so each must have it)."""
+    from negtrain.prompts.strategies import get_strategy, strategies
+
+    applied = 0
+    for entry in recipe.data.eval:
+        if name not in strategies(entry.benchmark):
+            if named and get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
+                get_strategy(entry.benchmark, name)  # raises: no such strategy (did you mean)
+            continue
+        entry.strategy, entry.prompt, entry.verbalizer = name, None, None
+        applied += 1
+    if not applied:
+        raise ConfigError(f"--strategy {name}: no benchmark of the card has a strategy of that name (see evaluate --list)")
+
+
 def _server_section(args) -> dict[str, Any] | None:
     if getattr(args, "backend", "hf") != "openai":
         given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests")
-                 if getattr(args, n, None) is not None] + (["--chat"] if getattr(args, "chat", False) else [])
+                 if getattr(args, n, None) is not None]
         if given:
             raise ConfigError(f"{', '.join(given)} go with --backend openai")
         return None
     if not args.base_url:
         raise ConfigError("--backend openai needs --base-url (the server's API root, e.g. http://127.0.0.1:8000/v1)")
-    server: dict[str, Any] = {"base_url": args.base_url, "chat": bool(args.chat), "allow_missing": bool(args.allow_missing)}
+    server: dict[str, Any] = {"base_url": args.base_url, "allow_missing": bool(args.allow_missing)}
     for name, key in (("api_key_env", "key_env"), ("concurrency", "concurrency"), ("timeout", "timeout"),
                       ("retries", "retries"), ("max_requests", "max_requests")):
         if getattr(args, name, None) is not None:
@@ -192,7 +225,15 @@ def plan_card(args, extra: list[str]):
             raise ConfigError(f"--backend openai scores a served decoder (causal_lm), not '{family}'")
         if _run_source(args.model) is not None or args.adapter is not None:
             raise ConfigError("--backend openai: --model is the served model's name; a run directory or adapter is loaded by --backend hf")
-    raw, checkpoint = card_recipe(args.model, family, args.benchmarks, args.shots, args.adapter, overrides)
+    from negtrain.prompts.protocols import get_protocol
+
+    protocol = get_protocol(args.protocol) if getattr(args, "protocol", None) else None
+    raw, checkpoint = card_recipe(args.model, family, args.benchmarks, 0 if protocol else args.shots, args.adapter, overrides)
+    if protocol is not None:
+        from negtrain.protocol import eval_entries
+
+        raw["data"]["eval"] = eval_entries(protocol, getattr(args, "chat", False))
+    _llm_settings(raw, args)
     server = _server_section(args)
     if server is not None:
         raw.setdefault("evaluation", {})
@@ -210,33 +251,41 @@ def plan_card(args, extra: list[str]):
         raise ConfigError(
             f"{where} --strict: cannot read " + "; ".join(f"{s.benchmark}/{s.split} ({s.reason})" for s in skipped)
         )
-    explicit = args.benchmarks != "all" or args.strict
+    strategy = getattr(args, "strategy", None)
+    if strategy:
+        _apply_strategy(recipe, strategy, named=args.benchmarks != "all")
+    explicit = args.benchmarks != "all" or args.strict or protocol is not None
     if recipe.evaluation.backend == "openai":
         recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit,
-                                           lambda e: _through_server(get_benchmark(e.benchmark), recipe), where)
+                                           lambda e: _through_server(e, recipe), where)
     if shots:
         for entry in recipe.data.eval:
             # Multiple choice and cloze probes build their own context: no prompt to put shots in.
             if get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
                 entry.shots = shots
-        resolve_benchmarks(recipe, announce=False)  # fills each entry's shots_split
-        # The shots come from another split (ScoNe's and CondaQA's train): one that cannot be read
-        # is skipped like unreadable data under `all`, and an error for a named benchmark.
-        recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit, _unreadable_shots, where)
-    return recipe, skipped, checkpoint
+    if shots or strategy:
+        try:
+            resolve_benchmarks(recipe, announce=False)  # fills each entry's shots_split, the strategy's verbalizer
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
+    # Drawn shots come from another split (ScoNe's and CondaQA's train): one that cannot be read
+    # is skipped like unreadable data under `all`, and an error for a named benchmark.
+    recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit, _unreadable_shots, where)
+    return recipe, skipped, checkpoint, protocol
 
 
-def _through_server(bench, recipe) -> str | None:
+def _through_server(entry, recipe) -> str | None:
     from negtrain.served import needs_logprobs, served_unsupported
 
+    bench = get_benchmark(entry.benchmark)
     reason = served_unsupported(bench)
-    if reason is None and needs_logprobs(bench) and recipe.evaluation.server.chat:
-        reason = "scoring its labels needs prompt log-probabilities, which a chat endpoint does not give; drop model.chat_template"
+    if reason is None and needs_logprobs(bench, entry) and recipe.model.chat:
+        reason = "scoring its labels needs prompt log-probabilities, which a chat endpoint does not give; drop --chat"
     return None if reason is None else f"not scored through a server: {reason}"
 
 
 def _unreadable_shots(entry) -> str | None:
-    if not entry.shots or entry.shots_split == entry.split:
+    if not isinstance(entry.shots, int) or not entry.shots or not entry.shots_split or entry.shots_split == entry.split:
         return None
     reason = unreadable_reason(get_benchmark(entry.benchmark), entry.shots_split)
     return None if reason is None else f"its shot source {entry.benchmark}/{entry.shots_split} cannot be read: {reason}"
@@ -249,8 +298,13 @@ def _unreadable_shots(entry) -> str | None:
 PARTS = "parts"
 
 
-def part_path(out: Path, benchmark: str, split: str) -> Path:
-    return out / PARTS / f"{benchmark}-{split}.json"
+def set_name(entry) -> str:
+    """The eval set's name of a recipe entry: ``benchmark/split``, ``/variant`` for a protocol's."""
+    return f"{entry.benchmark}/{entry.split}" + (f"/{entry.variant}" if getattr(entry, "variant", None) else "")
+
+
+def part_path(out: Path, name: str) -> Path:
+    return out / PARTS / (name.replace("/", "-") + ".json")
 
 
 def _identity(recipe_text: str) -> Any:
@@ -291,12 +345,11 @@ def _open_card_dir(out: Path, recipe_text: str) -> bool:
 def _keep_part(out: Path, name: str, folder: Path) -> None:
     """A benchmark scored by the hf backend into ``folder``: its predictions file moves into the
     card, then its metrics line becomes its part (the part is what marks it finished)."""
-    benchmark, split = name.split("/")
     for file in (folder / "predictions").glob("*.jsonl"):
         (out / "predictions").mkdir(exist_ok=True)
         os.replace(file, out / "predictions" / file.name)
     record = json.loads((folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1])
-    write_text(part_path(out, benchmark, split), json.dumps(record) + "\n")
+    write_text(part_path(out, name), json.dumps(record) + "\n")
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -308,23 +361,23 @@ def _staging(out: Path, name: str) -> Path:
 
 
 def make_card(args, extra: list[str]) -> Path:
-    recipe, skipped, checkpoint = plan_card(args, extra)
+    recipe, skipped, checkpoint, protocol = plan_card(args, extra)
     shown = redact_text(args.model)  # a token inside a model path never reaches a title or header
     out = args.out or default_out(shown, recipe.model.family)
     loaded = LoadedRecipe(name=f"card:{shown}", path=Path("evaluate --model"), recipe=recipe)
     recipe_text = resolved_recipe_yaml(loaded)
     with run_lock(out):  # one writer: a second card into the same --out is refused, naming this one
-        _write_card_dir(args, recipe, skipped, checkpoint, out, loaded, recipe_text, shown)
+        _write_card_dir(args, recipe, skipped, checkpoint, out, loaded, recipe_text, shown, protocol)
     return out
 
 
-def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: LoadedRecipe, recipe_text: str, shown: str) -> None:
+def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: LoadedRecipe, recipe_text: str, shown: str, protocol) -> None:
     entries = list(recipe.data.eval)
     if rank_zero_only.rank == 0:
         continuing = _open_card_dir(out, recipe_text)
     else:
         continuing = True
-    todo = [e for e in entries if not part_path(out, e.benchmark, e.split).is_file()]
+    todo = [e for e in entries if not part_path(out, set_name(e)).is_file()]
     if continuing and rank_zero_only.rank == 0:
         print(f"continuing the card in {out}: {len(entries) - len(todo)} of {len(entries)} benchmarks already scored", flush=True)
     if todo:
@@ -335,12 +388,18 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
             partial = recipe.model_copy(deep=True)
             partial.data.eval = todo
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
-            evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder))
+            evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
+                          provenance_of=loaded, provenance_dir=out)
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
-        records = [json.loads(part_path(out, e.benchmark, e.split).read_text(encoding="utf-8")) for e in entries]
+        records = [json.loads(part_path(out, set_name(e)).read_text(encoding="utf-8")) for e in entries]
         write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
         write_card(out, shown, recipe.model.family, skipped)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
+        if protocol is not None:
+            from negtrain.protocol import write_protocol
+
+            write_protocol(out, protocol, records, shown, recipe.evaluation.bootstrap, recipe.evaluation.bootstrap_seed)
+            print(f"protocol {protocol.name}: {out / 'protocol.md'}")
 
 
 def _score_served(recipe, todo, out: Path, args) -> None:
@@ -351,24 +410,29 @@ def _score_served(recipe, todo, out: Path, args) -> None:
     server = recipe.evaluation.server
     settings = ServerSettings(server.base_url, recipe.model.name, server.key_env, server.concurrency, server.timeout,
                               server.retries, server.max_requests)
+    record = provenance.collect(recipe, "server", None, None)
+    if (out / provenance.FILE_NAME).exists():  # a continued card adds this session
+        provenance.write_resumed(out, record)
+    else:
+        provenance.write(out, record)
     cache = ResponseCache(Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
     backend = OpenAIBackend(settings, cache)
-    need = [e for e in todo if needs_logprobs(get_benchmark(e.benchmark))]
+    need = [e for e in todo if needs_logprobs(get_benchmark(e.benchmark), e)]
     if need:
         ok, answer = backend.offers_prompt_logprobs()
         if not ok:
-            can = [f"{e.benchmark}/{e.split}" for e in todo if e not in need]
+            can = [set_name(e) for e in todo if e not in need]
             raise ConfigError(
                 f"the server at {settings.api_root} returns no prompt log-probabilities (echo + logprobs on /v1/completions: {answer}); "
-                f"{', '.join(f'{e.benchmark}/{e.split}' for e in need)} need them; "
-                + (f"these can run: --benchmarks {','.join(c.split('/')[0] for c in can)}" if can else "no benchmark asked for can run without them")
+                f"{', '.join(set_name(e) for e in need)} need them; "
+                + (f"these can run: --benchmarks {','.join(dict.fromkeys(c.split('/')[0] for c in can))}" if can else "no benchmark asked for can run without them")
             )
     try:
         for entry in todo:
             result = score_served(recipe, entry, backend, out, allow_missing=recipe.evaluation.server.allow_missing)
-            write_text(part_path(out, entry.benchmark, entry.split), json.dumps(result.record) + "\n")
+            write_text(part_path(out, set_name(entry)), json.dumps(result.record) + "\n")
             c = result.counts
-            print(f"{entry.benchmark}/{entry.split}: {result.record['metrics'].get(headline_accuracy(result.record['metrics']) or 'n')} "
+            print(f"{set_name(entry)}: {result.record['metrics'].get(headline_accuracy(result.record['metrics']) or 'n')} "
                   f"({c.requests} requests sent, {c.cached} answered from the cache)", flush=True)
     finally:
         cache.close()
@@ -399,14 +463,15 @@ def _with_ci(value: float | None, spread: dict | None) -> str:
     return _fmt(value) + (f" {interval}" if interval and _fmt(value) != "-" else "")
 
 
-def card_markdown(records: list[dict], model: str, family: str, skipped) -> str:
+def card_markdown(records: list[dict], model: str, family: str, skipped, record: dict | None = None) -> str:
+    """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end."""
     evals = [r for r in records if r["benchmark"] != "train"]
     columns: list[str] = []
     for r in evals:
         columns += [k for k in consistency_keys(r["metrics"]) if k not in columns]
     lines = [f"# Negation report card: `{model}` ({family})", ""]
-    lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s |")
-    lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|")
+    lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
+    lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     notes = []
     units: list[str] = []
     for r in evals:
@@ -420,9 +485,10 @@ def card_markdown(records: list[dict], model: str, family: str, skipped) -> str:
         cells = [_with_ci(m.get(k), spread.get(k)) if k in m else "" for k in columns]
         if r.get("bootstrap"):
             units.append(f"- {r['benchmark']}/{r['split']}: {r['bootstrap']['units']} × {r['bootstrap']['unit']}")
+        name = r["benchmark"] + (f" ({r['variant']})" if r.get("variant") else "")
         lines.append(
-            f"| {r['benchmark']} | {r['split']} | {acc_cell} | " + " | ".join(cells) + (" | " if columns else "")
-            + f"{int(n) if n is not None else '-'} | {seconds if seconds is not None else '-'} | {rate} |"
+            f"| {name} | {r['split']} | {acc_cell} | " + " | ".join(cells) + (" | " if columns else "")
+            + f"{int(n) if n is not None else '-'} | {seconds if seconds is not None else '-'} | {rate} | {r.get('tokens_generated', '-')} |"
         )
         if r.get("note"):
             notes.append(f"- {r['benchmark']}/{r['split']}: {r['note']}")
@@ -453,6 +519,7 @@ def card_markdown(records: list[dict], model: str, family: str, skipped) -> str:
     if notes:
         lines += ["", "## Notes", "", *notes]
     lines += ["", "Predictions: `predictions/`; every number above is what `negtrain evaluate --predictions` gives on those files.", ""]
+    lines += provenance.markdown(record)
     return "\n".join(lines)
 
 
@@ -473,7 +540,7 @@ def plot_card(records: list[dict], path: Path, title: str) -> list[str]:
         acc, cons = headline_accuracy(m), consistency_keys(m)
         if acc is None or not cons or m.get(acc) is None or m.get(cons[0]) is None:
             continue
-        name = f"{r['benchmark']}/{r['split']}"
+        name = f"{r['benchmark']}/{r['split']}" + (f"/{r['variant']}" if r.get("variant") else "")
         ax.scatter(m[acc], m[cons[0]], s=30)
         ax.annotate(f"{name} ({cons[0]})", (m[acc], m[cons[0]]), fontsize=7, xytext=(3, 3), textcoords="offset points")
         drawn.append(name)
@@ -495,5 +562,5 @@ def write_card(out: Path, model: str, family: str, skipped) -> None:
     records = [r for r in _records(out) if r.get("stage") == "validate"]
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")
-    write_text(out / "card.md", card_markdown(records, model, family, skipped))
+    write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out)))
     plot_card(records, out / "card.png", f"{model} ({family})")

@@ -54,9 +54,9 @@ def test_hf_card_killed_after_its_first_benchmark_resumes_without_recomputing_it
     scored = []
     evaluate_each = card_module.evaluate_each
 
-    def spy(loaded, *args):
+    def spy(loaded, *args, **kwargs):
         scored.extend(f"{e.benchmark}/{e.split}" for e in loaded.recipe.data.eval)
-        return evaluate_each(loaded, *args)
+        return evaluate_each(loaded, *args, **kwargs)
 
     monkeypatch.setattr(card_module, "evaluate_each", spy)
     assert _card(model, out, "scone,nannli") == 0
@@ -101,7 +101,7 @@ def test_all_with_shots_skips_a_benchmark_whose_shot_source_cannot_be_read(lm_en
     """CondaQA's shots come from its train split, which the mirror does not hold."""
     assert not (lm_env["data"] / "AbhilashaRavichander/CondaQA/data/condaqa_train.json").exists()
     args, extra = parser().parse_known_args(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--shots", "2"])
-    recipe, skipped, _ = card_module.plan_card(args, extra)
+    recipe, skipped, _, _ = card_module.plan_card(args, extra)
     planned = [e.benchmark for e in recipe.data.eval]
     assert "condaqa" not in planned and {"scone", "nannli", "tinad"} <= set(planned)
     lost = {s.benchmark: s.reason for s in skipped}

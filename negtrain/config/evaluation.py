@@ -26,10 +26,6 @@ class ServerConfig(Section):
     max_requests: int | None = Field(
         None, ge=1, description="Budget guard: the run stops (its answers cached) once this many requests were sent. None: no bound."
     )
-    chat: bool = Field(
-        False, description="Send generation requests as one user turn to /v1/chat/completions (the server applies the model's "
-        "chat template; hf's model.chat_template does the same in process), else as text to /v1/completions.",
-    )
     allow_missing: bool = Field(
         False, description="A request that fails after its retries leaves its example unscored (listed in the card) instead of stopping the run."
     )
@@ -62,6 +58,12 @@ class EvaluationConfig(Section):
         0, ge=0, le=2**32 - 1,
         description="Seed of the bootstrap draws; the same seed and outcomes give the same intervals. "
         "Independent of the recipe's `seed`, so runs with different training seeds are scored on the same resamples.",
+    )
+    log_samples: bool = Field(
+        True,
+        description="Write next to every prediction the exact prompt the model saw (after the chat "
+        "template) and its response (the generated text, or each label's score). `evaluate --no-log-samples` "
+        "turns it off for very large runs.",
     )
     backend: Literal["hf", "openai"] = Field(
         "hf", description="hf: the model in this process (Lightning, any number of GPUs). openai: a model behind an "

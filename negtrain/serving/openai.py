@@ -178,7 +178,8 @@ class OpenAIBackend:
             if request.stop:
                 common["stop"] = list(request.stop)
             if request.chat:
-                out = self._post_retrying("/chat/completions", {**common, "messages": [{"role": "user", "content": request.prompt}]}, request.example)
+                messages = [{"role": role, "content": content} for role, content in request.messages]
+                out = self._post_retrying("/chat/completions", {**common, "messages": messages}, request.example)
                 text = _first_choice(out, request.example).get("message", {}).get("content")
             else:
                 out = self._post_retrying("/completions", {**common, "prompt": request.prompt}, request.example)

@@ -20,16 +20,22 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Generation:
-    prompt: str
+    prompt: str  # the text (for a chat, what the messages say, for logs)
     max_tokens: int
     stop: tuple[str, ...] = ()
-    chat: bool = False  # the prompt is one user turn of a chat
+    #: A chat: ((role, content), ...) sent to /v1/chat/completions; empty: ``prompt`` as text.
+    messages: tuple[tuple[str, str], ...] = ()
     example: str = field(default="", compare=False)
 
     kind = "generation"
 
+    @property
+    def chat(self) -> bool:
+        return bool(self.messages)
+
     def payload(self) -> dict[str, Any]:
-        return {"kind": self.kind, "prompt": self.prompt, "max_tokens": self.max_tokens, "stop": list(self.stop), "chat": self.chat}
+        sent = {"messages": [list(m) for m in self.messages]} if self.messages else {"prompt": self.prompt}
+        return {"kind": self.kind, **sent, "max_tokens": self.max_tokens, "stop": list(self.stop)}
 
 
 @dataclass(frozen=True)

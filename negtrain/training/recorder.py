@@ -139,6 +139,10 @@ def eval_record(eval_set: EvalSet, epoch: int, stage: str, seconds: float) -> di
         "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
         "eval_seconds": round(seconds, 3),
     }
+    if eval_set.variant:
+        record["variant"] = eval_set.variant
+    if result.tokens_generated is not None:
+        record["tokens_generated"] = result.tokens_generated
     if result.uncertainty is not None:
         record["uncertainty"] = result.uncertainty.as_json()
         record["bootstrap"] = result.uncertainty.described()
