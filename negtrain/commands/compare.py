@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -38,6 +39,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             check_output_file(args.out.with_suffix(suffix), "--out")
     result = compare(args.a, args.b, args.benchmark, args.split, args.epoch, args.bootstrap, args.bootstrap_seed,
                      args.allow_missing)
+    for warning in result["warnings"]:  # on stderr too, so --json output shows them as well
+        print(f"warning: {warning}", file=sys.stderr)
     markdown = comparison_markdown(result)
     if args.out is not None:
         write_text(args.out.with_suffix(".md"), markdown)

@@ -10,6 +10,7 @@ import torch
 
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.grouped import GroupedAccuracy
+from negtrain.metrics.multiple_choice import first_argmax
 from negtrain.metrics.uncertainty import Mean, UnitTable, ratios, unit_table
 
 
@@ -93,8 +94,9 @@ class OutcomeChoice(GroupedAccuracy):
     - ``outcome_choice_consistency``: over triplets all three of whose items were scored, the
       fraction with all three choices right; ``groups_scored`` counts them. ``n``: items scored.
 
-    ``update`` takes the chosen index per item, or a model run's (B, 2) rows of (acc choice,
-    acc_norm choice) as NeQA's scorer returns them, of which the first (summed log-likelihood) is
+    ``update`` takes the chosen index per item, or a model run's (B, 2) float rows of each
+    ending's summed log-likelihood as the multiple-choice scorer returns them (the higher wins,
+    the first on a tie), or integer rows of (acc choice, acc_norm choice) of which the first is
     used. The bootstrap resamples triplets.
     """
 
@@ -104,6 +106,8 @@ class OutcomeChoice(GroupedAccuracy):
         super().__init__(gold, subsets, groups, group_size=3, subset_order=subset_order, **kwargs)
 
     def update(self, indices: torch.Tensor, predictions: torch.Tensor) -> None:
+        if predictions.is_floating_point():  # every ending's log-likelihood: the acc choice
+            predictions = first_argmax(predictions.to(torch.float64))
         super().update(indices, predictions[:, 0] if predictions.ndim == 2 else predictions)
 
     def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:

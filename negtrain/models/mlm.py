@@ -144,7 +144,8 @@ class MaskedLMModule(NegtrainModule):
         return self.objective.units(batch)
 
     def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        return eval_set.evaluator(self, batch)
+        with self.fp32_scoring(batch["input_ids"].device.type):
+            return eval_set.evaluator(self, batch)
 
 
 # ---------------------------------------------------------------------------------------------
