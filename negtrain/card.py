@@ -47,6 +47,7 @@ from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.run_lock import run_lock
 from negtrain.metrics.uncertainty import format_interval
+from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
 from negtrain.secrets import redact_text
 from negtrain.training import provenance
@@ -67,6 +68,11 @@ def _run_source(name: str) -> tuple[Path, Path] | None:
         if not (run / "recipe.yaml").is_file():
             raise ConfigError(f"--model {name}: a .ckpt outside a negtrain run directory (no {run / 'recipe.yaml'})")
         return run / "recipe.yaml", path
+    if path.is_dir() and (path / "recipe.yaml").is_file() and not (path / "checkpoints").is_dir():
+        raise ConfigError(
+            f"--model {name}: holds a recipe.yaml but no checkpoints/ folder, so no weights: a run directory whose "
+            "checkpoints were removed, or a report card; give a run with checkpoints/, a .ckpt, or a model folder"
+        )
     if path.is_dir() and (path / "recipe.yaml").is_file() and (path / "checkpoints").is_dir():
         best = sorted((path / "checkpoints").glob("best-epoch*.ckpt"), key=lambda p: p.stat().st_mtime)
         checkpoint = best[-1] if best else path / "checkpoints" / "last.ckpt"
@@ -364,6 +370,7 @@ def make_card(args, extra: list[str]) -> Path:
     recipe, skipped, checkpoint, protocol = plan_card(args, extra)
     shown = redact_text(args.model)  # a token inside a model path never reaches a title or header
     out = args.out or default_out(shown, recipe.model.family)
+    check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
     loaded = LoadedRecipe(name=f"card:{shown}", path=Path("evaluate --model"), recipe=recipe)
     recipe_text = resolved_recipe_yaml(loaded)
     with run_lock(out):  # one writer: a second card into the same --out is refused, naming this one
