@@ -109,16 +109,20 @@ class EvalSet:
 
     def write_predictions(self, run_dir: Path, suffix: str) -> None:
         """``predictions/<benchmark>-<split>-<suffix>.jsonl`` from the last result: per example
-        with a prediction, its id, the predicted label (or generated answer), the gold label and,
-        with few-shot prompts, the ids of the shots it was shown."""
+        with a prediction, its id, the predicted label (or generated answer), the gold label,
+        with few-shot prompts the ids of the shots it was shown, and what the metric needs to
+        re-score it (``EvalResult.fields``)."""
         if self.result is None or self.result.predictions is None:
             return
         shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
-        fields = dict(zip((e.id for e in self.examples), self.result.fields)) if self.result.fields else {}
+        predicted = {ex.id: prediction for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels)}
+        fields = self.result.fields or [None] * len(self.examples)
+        # In the split's order; an example with fields but no prediction (a probe the model could
+        # not score, with the reason) gets a line too, so a re-score counts it as the run did.
         rows = [
-            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label, **({"shots": shots[ex.id]} if shots else {}),
-                        **(fields.get(ex.id) or {})})
-            for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels)
+            json.dumps({"id": ex.id, "prediction": predicted.get(ex.id), "label": ex.label,
+                        **({"shots": shots[ex.id]} if shots else {}), **(extra or {})})
+            for ex, extra in zip(self.examples, fields) if ex.id in predicted or extra
         ]
         name = f"{self.benchmark.name}-{self.split}-{suffix}.jsonl"
         write_text(run_dir / "predictions" / name, "".join(r + "\n" for r in rows))
