@@ -242,3 +242,41 @@ def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env
     code = main(["evaluate", "--model", str(bare), "--family", "causal_lm", "--benchmarks", "scone", "--chat", "--out", str(tmp_path / "x")])
     assert code == 2
     assert "has no chat template" in capsys.readouterr().err
+
+
+def test_unreadable_chain_of_thought_answers_are_wrong_counted_and_kept(lm_env, tmp_path):  # noqa: F811
+    out = tmp_path / "cot"
+    code = main([
+        "evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--benchmarks", "condaqa", "--strategy", "cot",
+        "--out", str(out), "--trainer.limit_val_batches=1", "--data.eval_batch_size=4", "--trainer.torch_threads=1",
+        "--trainer.precision=32-true", "--evaluation.bootstrap=0",
+    ])
+    assert code == 0
+    (record,) = _records(out)
+    lines = [json.loads(x) for x in (out / "predictions" / "condaqa-test-validate.jsonl").read_text().splitlines()]
+    assert len(lines) == record["metrics"]["n"] == 4  # none dropped
+    unread = [x for x in lines if so_the_answer_is(x["response"]) is None]
+    assert record["metrics"]["n_unparsed"] == len(unread) > 0  # a random model never writes "So the answer is"
+    assert all(x["prediction"] is None and x["unparsed"] for x in unread)
+    assert all(x["prompt"].endswith("Answer: Let's think step by step.") for x in lines)
+    scored = score_file("condaqa", "test", out / "predictions" / "condaqa-test-validate.jsonl", allow_missing=True, bootstrap=0)
+    assert scored.metrics["n_unparsed"] == len(unread) and scored.metrics["n"] == 4
+    assert scored.metrics["accuracy"] == pytest.approx(record["metrics"]["accuracy"])
+
+
+def test_tinad_zeroshot_protocol_takes_the_plain_or_the_chat_prompt(lm_env, tmp_path):  # noqa: F811
+    common = ["--trainer.torch_threads=1", "--trainer.precision=32-true", "--evaluation.bootstrap=0"]
+    plain = tmp_path / "plain"
+    assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot", "--out", str(plain), *common]) == 0
+    (record,) = _records(plain)
+    assert record["variant"] == "plain"
+    line = json.loads((plain / "predictions" / "tinad-test-plain.jsonl").read_text().splitlines()[0])
+    assert line["prompt"].startswith("Is the following statement True or False? ") and line["prompt"].endswith(".")
+    assert not line["prompt"].endswith("..")
+    assert set(line["response"]) == {"True", "False"}  # each label's log-likelihood
+    assert line["prediction"] == max(line["response"], key=line["response"].get)
+    chat = tmp_path / "chat"
+    assert main(["evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot", "--chat", "--out", str(chat), *common]) == 0
+    (record,) = _records(chat)
+    line = json.loads((chat / "predictions" / "tinad-test-chat.jsonl").read_text().splitlines()[0])
+    assert record["variant"] == "chat" and line["prompt"].startswith("<s>[INST] Is the following statement True or False? Answer only True or False. ")
