@@ -280,3 +280,33 @@ def test_tinad_zeroshot_protocol_takes_the_plain_or_the_chat_prompt(lm_env, tmp_
     (record,) = _records(chat)
     line = json.loads((chat / "predictions" / "tinad-test-chat.jsonl").read_text().splitlines()[0])
     assert record["variant"] == "chat" and line["prompt"].startswith("<s>[INST] Is the following statement True or False? Answer only True or False. ")
+
+
+def test_generation_is_the_same_batched_alone_and_with_the_shared_prefix_run_once(lm_env, monkeypatch):  # noqa: F811
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from negtrain.models import generation
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(lm_env["llama"])
+    tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(lm_env["llama"]).eval()
+    strategy = get_strategy("scone", "hypothesis_q")
+    prompts = [strategy.paper_prompt({"premise": f"the man does not own a {w}", "hypothesis": "the man does not own a dog"}, None).text()
+               for w in ("cat", "big collie", "very small and quiet terrier", "poodle")]
+    limits = generation.Limits(12, ("\n\n",))
+    ids = tok(prompts)["input_ids"]
+    batch = torch.full((len(ids), max(map(len, ids))), tok.pad_token_id)
+    mask = torch.zeros_like(batch)
+    for i, x in enumerate(ids):
+        batch[i, batch.shape[1] - len(x):], mask[i, batch.shape[1] - len(x):] = torch.tensor(x), 1
+    p, _, _ = generation.shared_prefix(batch, mask, tok.pad_token_id)
+    assert p >= 300  # the four demonstrations and "Q: Assume that the man does not own a"
+    shared = generation.respond(model, tok, prompts, limits, batch_size=4)
+    alone = [generation.respond(model, tok, [x], limits, batch_size=1)[0] for x in prompts]
+    monkeypatch.setattr(generation, "MIN_SHARED_PREFIX", 10**9)
+    plain = generation.respond(model, tok, prompts, limits, batch_size=4)
+    assert [g.text for g in shared] == [g.text for g in plain] == [g.text for g in alone]
+    assert [g.tokens for g in shared] == [g.tokens for g in plain]
+    assert all("\n\n" not in g.text for g in shared)
