@@ -222,7 +222,7 @@ def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm
     assert "tokens generated" in (out / "card.md").read_text()
 
 
-def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env, tmp_path, capsys):  # noqa: F811
+def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env, tmp_path, capsys, monkeypatch):  # noqa: F811
     out = tmp_path / "chat"
     code = main([
         "evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--benchmarks", "scone", "--strategy", "conditional_q",
@@ -233,13 +233,15 @@ def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env
     line = json.loads((out / "predictions" / "scone-test-validate.jsonl").read_text().splitlines()[0])
     assert line["prompt"].startswith("<s>[INST] Answer briefly.[/INST]") or line["prompt"].startswith("<s>[INST] Answer briefly. [/INST]")
     assert "[INST] Is it true that if " in line["prompt"]
-    # No chat template: an error line and exit 2, before the weights are read (none are here).
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    for f in Path(lm_env["llama"]).iterdir():
-        if not f.name.endswith(".safetensors"):
-            (bare / f.name).write_bytes(f.read_bytes())
-    code = main(["evaluate", "--model", str(bare), "--family", "causal_lm", "--benchmarks", "scone", "--chat", "--out", str(tmp_path / "x")])
+    # No chat template: an error line and exit 2, before the weights are loaded.
+    import negtrain.models.lm as lm
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the weights were loaded before --chat was checked")
+
+    monkeypatch.setattr(lm, "load_base", no_loading)
+    capsys.readouterr()
+    code = main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--benchmarks", "scone", "--chat", "--out", str(tmp_path / "x")])
     assert code == 2
     assert "has no chat template" in capsys.readouterr().err
 
