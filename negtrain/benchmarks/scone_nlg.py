@@ -178,6 +178,13 @@ class SconeNlg(Benchmark):
 
     # -- metrics --------------------------------------------------------------------------------
 
+    def completions_metric(self, examples: Sequence[Example]):
+        """What a protocol's completions report before they are judged: ``n`` (see
+        :class:`negtrain.metrics.scone_nlg.CompletionsWritten`)."""
+        from negtrain.metrics.scone_nlg import CompletionsWritten
+
+        return CompletionsWritten(num_examples=len(examples))
+
     def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] = OUTCOMES):
         from negtrain.metrics.scone_nlg import JudgedCompletions, OutcomeChoice  # torch: imported when scoring
 
