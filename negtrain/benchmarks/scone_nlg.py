@@ -33,6 +33,10 @@ Two ways to score it:
   Reported as ``outcome_choice_accuracy``, ``outcome_choice_accuracy/<condition>`` and
   ``outcome_choice_consistency``: never under the paper's names, because preferring the right kind
   of ending is not writing a coherent one.
+
+The prompts are strategies in ``negtrain/prompts/scone_nlg.yaml`` (``completion``: the bare
+narrative, or after E.13's demonstrations with ``shots: paper``; ``outcome_choice``: the proxy after
+the same prompts); the ``scone-nlg`` protocol runs all four and writes the completions for judging.
 """
 
 from __future__ import annotations
