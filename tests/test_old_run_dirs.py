@@ -1,0 +1,68 @@
+"""A run directory written before the config package (and before the model section was typed per
+family) still loads, resumes, exports and is read by `report` and `compare`.
+
+The fixture ``tests/fixtures/run_before_config_package`` was written by the release before that
+change (commit e225a24): ``run/`` is ``negtrain fit`` of a 1-layer, 16-wide BERT classifier
+(``tiny-bert/``, made by ``make_tiny_bert.py``) on ScoNe for two epochs of three steps, killed
+with SIGKILL before the second epoch's first batch. Its ``recipe.yaml`` lists every field of the
+old single model section, those of other families included (``verbalizer_score`` on an NLI
+model). ``scone_minilm_recipe.yaml`` and ``causal_lm_recipe.yaml`` are the recipe.yaml of a
+``scone_minilm`` run and of a tiny causal LM's run of the same release.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from conftest import FIXTURES
+from negtrain.cli import main
+from negtrain.recipes import load_recipe
+
+OLD = FIXTURES / "run_before_config_package"
+
+
+@pytest.fixture
+def old_run(tmp_path, monkeypatch):
+    """A copy of the old run, in a working directory where its relative model name resolves."""
+    shutil.copytree(OLD / "tiny-bert", tmp_path / "tiny-bert")
+    shutil.copytree(OLD / "run", tmp_path / "run")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize("name", ["run/recipe.yaml", "scone_minilm_recipe.yaml", "causal_lm_recipe.yaml"])
+def test_an_old_recipe_yaml_loads_to_the_same_settings(name):
+    recipe = load_recipe(str(OLD / name)).recipe
+    old = yaml.safe_load((OLD / name).read_text(encoding="utf-8"))
+    dumped = recipe.model_dump(mode="json")
+    for section in ("data", "trainer", "selection", "evaluation", "logger", "adapter"):
+        assert dumped[section] == old[section], section
+    for key, value in dumped["model"].items():
+        assert old["model"][key] == value, key
+
+
+def test_an_old_run_resumes_exports_and_is_reported_and_compared(old_run, tmp_path, capsys):
+    lines = (old_run / "metrics.jsonl").read_text().splitlines()
+    assert {json.loads(line)["epoch"] for line in lines} == {0}
+    assert main(["fit", "--resume", str(old_run)]) == 0
+    records = [json.loads(line) for line in (old_run / "metrics.jsonl").read_text().splitlines()]
+    assert (old_run / "metrics.jsonl").read_text().splitlines()[: len(lines)] == lines  # epoch 0 kept as it was
+    assert sorted({r["epoch"] for r in records}) == [0, 1]
+    assert (old_run / "predictions" / "scone-test-epoch1.jsonl").exists()
+
+    out = tmp_path / "exported"
+    assert main(["export", "--run", str(old_run), "--out", str(out)]) == 0
+    assert (out / "config.json").exists() and (out / "README.md").exists()
+
+    assert main(["report", "--run", str(old_run)]) == 0
+    assert "scone/test" in (old_run / "report" / "summary.md").read_text()
+
+    untouched = tmp_path / "untouched"
+    shutil.copytree(OLD / "run", untouched)
+    capsys.readouterr()
+    assert main(["compare", str(untouched), str(old_run), "--bootstrap", "50", "--allow-missing", "--json"]) == 0
+    assert "scone" in capsys.readouterr().out
