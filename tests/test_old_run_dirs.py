@@ -1,5 +1,5 @@
 """A run directory written before the config package (and before the model section was typed per
-family) still loads, resumes, exports and is read by `report` and `compare`.
+family) still loads, resumes, exports, scores a report card and is read by `report` and `compare`.
 
 The fixture ``tests/fixtures/run_before_config_package`` was written by the release before that
 change (commit e225a24): ``run/`` is ``negtrain fit`` of a 1-layer, 16-wide BERT classifier
@@ -60,6 +60,10 @@ def test_an_old_run_resumes_exports_and_is_reported_and_compared(old_run, tmp_pa
 
     assert main(["report", "--run", str(old_run)]) == 0
     assert "scone/test" in (old_run / "report" / "summary.md").read_text()
+
+    card = tmp_path / "card"
+    assert main(["evaluate", "--model", str(old_run), "--benchmarks", "scone", "--out", str(card), "--trainer.limit_val_batches=1"]) == 0
+    assert (card / "card.md").exists()
 
     untouched = tmp_path / "untouched"
     shutil.copytree(OLD / "run", untouched)

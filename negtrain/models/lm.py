@@ -53,7 +53,7 @@ from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.models.continuation import continuation_logprobs, score_batch
 from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
-from negtrain.config import ModelConfig, to_dict
+from negtrain.config import LanguageModelConfig, Recipe
 from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_signature
 from negtrain.data.eval_set import EvalSet
@@ -74,7 +74,7 @@ def normalize_unifiedqa(text: str) -> str:
     return re.sub(r"\s+", " ", str(text).replace("\t", " ").replace("\n", " ")).strip().lower()
 
 
-def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig, template: str | None = None) -> str:
+def prompt_text(bench: Benchmark, example: Example, cfg: LanguageModelConfig, template: str | None = None) -> str:
     template = template or cfg.prompt or bench.prompt_for(cfg.family)
     if template is None:
         raise ConfigError(f"benchmark '{bench.name}' has no default prompt for a language model; set model.prompt")
@@ -91,7 +91,7 @@ def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig, template: 
     return normalize_unifiedqa(text) if cfg.normalize_input == "unifiedqa" else text
 
 
-def target_text(example: Example, cfg: ModelConfig) -> str:
+def target_text(example: Example, cfg: LanguageModelConfig) -> str:
     return normalize_unifiedqa(example.label) if cfg.normalize_input == "unifiedqa" else example.label
 
 
@@ -118,11 +118,11 @@ def continuation_ids(tokenizer, text: str, causal: bool) -> list[int]:
     return ids
 
 
-def verbalizer_text(text: str, cfg: ModelConfig) -> str:
+def verbalizer_text(text: str, cfg: LanguageModelConfig) -> str:
     return normalize_unifiedqa(text) if cfg.normalize_input == "unifiedqa" else text
 
 
-def label_continuations(tokenizer, bench: Benchmark, verbalizer: dict[str, str], cfg: ModelConfig, causal: bool) -> list[list[int]]:
+def label_continuations(tokenizer, bench: Benchmark, verbalizer: dict[str, str], cfg: LanguageModelConfig, causal: bool) -> list[list[int]]:
     """Per label of ``bench`` (in label order), its verbalizer's continuation ids."""
     conts = [continuation_ids(tokenizer, verbalizer_text(verbalizer[label], cfg), causal) for label in bench.labels]
     seen: dict[tuple[int, ...], str] = {}
@@ -155,7 +155,7 @@ class PromptSettings:
         )
 
 
-def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: ModelConfig) -> str:
+def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: LanguageModelConfig) -> str:
     """The gold answer as the model should produce it: the label's verbalizer, or the answer text."""
     if bench.generative:
         return target_text(example, cfg)
@@ -164,7 +164,7 @@ def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cf
 
 
 def prompts_with_shots(
-    bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings, cfg: ModelConfig, seed: int
+    bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings, cfg: LanguageModelConfig, seed: int
 ) -> tuple[list[str], list[list[str]] | None]:
     """Each example's prompt text, after its solved examples when ``settings.shots``; and the
     shots' ids per example (None without shots)."""
@@ -178,11 +178,11 @@ def prompts_with_shots(
     return texts, [[pool[j].id for j in picks] for picks in drawn]
 
 
-def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
+def _key(kind: str, tokenizer, cfg: LanguageModelConfig, *texts: Sequence[str]) -> str:
     return fingerprint(
         kind,
         tokenizer_signature(tokenizer),
-        str(getattr(tokenizer, "chat_template", None) if cfg.chat_template else None),
+        str(getattr(tokenizer, "chat_template", None) if cfg.wraps_in_chat_template() else None),
         str(cfg.max_length),
         str(cfg.max_target_length),
         *texts,
@@ -193,8 +193,8 @@ def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
 # Encoding
 
 
-def causal_prompt_ids(tokenizer, prompts: Sequence[str], cfg: ModelConfig) -> list[list[int]]:
-    if cfg.chat_template and getattr(tokenizer, "chat_template", None):
+def causal_prompt_ids(tokenizer, prompts: Sequence[str], cfg: LanguageModelConfig) -> list[list[int]]:
+    if cfg.wraps_in_chat_template() and getattr(tokenizer, "chat_template", None):
         texts = [
             tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
             for p in prompts
@@ -211,7 +211,7 @@ def _fit(prompt: list[int], limit: int, bos: int | None) -> list[int]:
     return prompt[len(prompt) - limit :]
 
 
-def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, settings: PromptSettings | None = None) -> list[list[int]]:
+def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, settings: PromptSettings | None = None) -> list[list[int]]:
     settings = settings or PromptSettings()
     if not bench.generative:
         conts = label_continuations(tokenizer, bench, settings.verbalizer or bench.verbalizer(), cfg, causal=True)
@@ -220,7 +220,7 @@ def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], 
     return [x[: cfg.max_target_length - 1] + [tokenizer.eos_token_id] for x in ids]
 
 
-def encode_causal_eval(tokenizer, bench: Benchmark, prompts: Sequence[str], cfg: ModelConfig, answer_room: int) -> EncodedSplit:
+def encode_causal_eval(tokenizer, bench: Benchmark, prompts: Sequence[str], cfg: LanguageModelConfig, answer_room: int) -> EncodedSplit:
     """Left-padded prompts, cut (keeping BOS and the end) so ``answer_room`` tokens still fit."""
 
     def build() -> EncodedSplit:
@@ -265,7 +265,7 @@ def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | 
 # Multiple choice (NeQA) and cloze probes (negated LAMA): the benchmark builds the context itself
 
 
-def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, causal: bool):
+def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool):
     """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice split."""
     contexts = [bench.context(e) for e in examples]
     options = [bench.choices(e) for e in examples]
@@ -329,9 +329,9 @@ class LMModule(NegtrainModule):
         self,
         model,
         tokenizer,
-        config: ModelConfig,
+        config: LanguageModelConfig,
         eval_sets: Sequence[EvalSet],
-        recipe: dict[str, Any],
+        recipe: Recipe | None = None,
     ) -> None:
         super().__init__(config, eval_sets, recipe)
         self.model = model.train()
@@ -501,7 +501,7 @@ def cloze_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[E
     )
 
 
-def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: ModelConfig, causal: bool) -> EvalSet:
+def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool) -> EvalSet:
     """A multiple-choice eval set (NeQA), scored by :func:`predict_choices`."""
     inputs = choice_inputs(tokenizer, bench, examples, cfg, causal)
     return EvalSet(
@@ -579,12 +579,12 @@ def _build_lm(recipe, loaded, family: str):
     model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
     freeze(model, cfg)
     if causal:
-        module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe))
+        module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe)
     else:
         start = AutoConfig.from_pretrained(path).decoder_start_token_id
         if start is None:
             start = tokenizer.pad_token_id
-        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe), decoder_start_token_id=start)
+        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=recipe, decoder_start_token_id=start)
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id, train, eval_sets, pad_left=causal)
     return Built(module, data, tokenizer)
 
