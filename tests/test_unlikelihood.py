@@ -217,7 +217,7 @@ def test_unlikelihood_run_end_to_end_and_evaluate_agrees(tiny_mlm, tmp_path, mon
 @pytest.mark.parametrize(
     "objective,message",
     [
-        (None, "the 'mlm' family needs an objective section"),
+        (None, "the 'mlm' family trains with an objective section"),
         ({"unlikelihood": {}, "cue_masking": {}}, "set exactly one of 'unlikelihood' or 'cue_masking'"),
         ({"unlikelihood": {"gamma": 1.5}}, "objective.unlikelihood.gamma"),
         ({"unlikelihood": {"multi_token": "first"}}, "did you mean 'multi_token_objects'"),
@@ -231,6 +231,8 @@ def test_objective_config_is_validated(objective, message):
     raw = {"description": "x", "model": {"name": "m", "family": "mlm"}, "data": {"eval": [{"benchmark": "negated_probes", "split": "test"}]}}
     if objective is not None:
         raw["objective"] = objective
+    else:  # evaluation alone needs no objective (a report card); training does
+        raw["data"]["train"] = [{"benchmark": "negated_probes", "split": "train"}]
     with pytest.raises(ConfigError, match=message):
         validate_recipe(raw, "test")
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -33,6 +34,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError("--bootstrap must be >= 0 and --bootstrap-seed between 0 and 2**32-1")
     result = compare(args.a, args.b, args.benchmark, args.split, args.epoch, args.bootstrap, args.bootstrap_seed,
                      args.allow_missing)
+    for warning in result["warnings"]:  # on stderr too, so --json output shows them as well
+        print(f"warning: {warning}", file=sys.stderr)
     markdown = comparison_markdown(result)
     if args.out is not None:
         write_text(args.out.with_suffix(".md"), markdown)

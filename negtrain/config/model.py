@@ -137,10 +137,22 @@ class LanguageModelConfig(_Rechecked):
     )
     max_target_length: int = Field(32, gt=0, description="Truncate target answers to this many tokens.")
     max_new_tokens: int = Field(16, gt=0, description="Generation length limit for free-text answers (greedy, deterministic).")
+    chat: bool = Field(
+        False,
+        description="seq2seq / causal_lm: apply the tokenizer's chat template to every prompt of every "
+        "benchmark (`evaluate --chat`); a tokenizer without one is an error before the weights load.",
+    )
+    system: str | None = Field(None, description="With `chat`: the system message put before every prompt (`evaluate --system`).")
+    fewshot_as_multiturn: bool = Field(
+        False,
+        description="With `chat`: few-shot demonstrations as alternating user/assistant turns; off: the "
+        "whole few-shot prompt is one user turn (`evaluate --fewshot-as-multiturn`).",
+    )
 
     def wraps_in_chat_template(self) -> bool:
-        """Whether prompts go through the tokenizer's chat template (a causal LM setting)."""
-        return False
+        """Whether prompts go through the tokenizer's chat template when it has one: with ``chat``;
+        a causal LM also with ``chat_template``."""
+        return self.chat
 
 
 class Seq2SeqModelConfig(LanguageModelConfig):
@@ -165,7 +177,7 @@ class CausalLmModelConfig(LanguageModelConfig):
     )
 
     def wraps_in_chat_template(self) -> bool:
-        return self.chat_template
+        return self.chat or self.chat_template
 
 
 class MlmModelConfig(ModelSection):

@@ -41,16 +41,20 @@ class Recipe(Section):
     @classmethod
     def _logger_shorthand(cls, v: Any) -> Any:
         return {SHORTHAND_SECTIONS["logger"]: v} if isinstance(v, str) else v
-    objective: ObjectiveConfig | None = Field(None, description="The 'mlm' family's objective (required there).")
+    objective: ObjectiveConfig | None = Field(None, description="The 'mlm' family's training objective (required there when it trains; evaluation alone needs none).")
 
     @model_validator(mode="after")
     def _has_something_to_do(self) -> Recipe:
         corpus = self.objective is not None and self.objective.cue_masking is not None
         if not self.data.train and not self.data.eval and not corpus:
             raise ValueError("data: a recipe needs at least one data.train source or data.eval benchmark")
-        if self.model.trains_objective != (self.objective is not None):
-            takers = " and ".join(f"'{name}'" for name, cls in FAMILY_SECTIONS.items() if cls.trains_objective)
-            raise ValueError(f"objective: the {takers} family needs an objective section, and only it takes one")
+        takers = " and ".join(f"'{name}'" for name, cls in FAMILY_SECTIONS.items() if cls.trains_objective)
+        if self.objective is not None and not self.model.trains_objective:
+            raise ValueError(f"objective: only the {takers} family takes an objective section")
+        # An evaluation-only mlm recipe (a report card) scores probes with no objective; training
+        # needs one.
+        if self.model.trains_objective and self.objective is None and self.data.train:
+            raise ValueError(f"objective: the {takers} family trains with an objective section (unlikelihood or cue_masking)")
         return self
 
 

@@ -51,6 +51,17 @@ def load_base(auto_cls, path: str, adapter: AdapterConfig, keep_full: list[str] 
     return auto_cls.from_pretrained(path, **kwargs)
 
 
+def enable_activation_checkpointing(model) -> None:
+    """Recompute activations in the backward pass (non-reentrant), through whichever method the
+    installed transformers offers: ``activation_checkpointing_enable`` where it exists (5.x, where
+    ``gradient_checkpointing_enable`` is a deprecated alias removed in v6), else the older name."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+
+
 def add_adapter(model, adapter: AdapterConfig, task_type: str):
     """Wrap ``model`` with LoRA (no-op for ``type: none``). ``task_type``: SEQ_CLS, SEQ_2_SEQ_LM, CAUSAL_LM."""
     if adapter.type == "none":
@@ -58,9 +69,10 @@ def add_adapter(model, adapter: AdapterConfig, task_type: str):
     from peft import LoraConfig, get_peft_model, prepare_model_for_kbit_training
 
     if adapter.type == "qlora":
-        model = prepare_model_for_kbit_training(
-            model, use_gradient_checkpointing=True, gradient_checkpointing_kwargs={"use_reentrant": False}
-        )
+        # Checkpointing is switched on here, not by peft: peft calls transformers'
+        # gradient_checkpointing_enable, deprecated for v6 in favour of activation_checkpointing_enable.
+        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
+        enable_activation_checkpointing(model)
     if adapter.path is not None:
         from peft import PeftModel
 

@@ -47,7 +47,7 @@ from negtrain.models.mlm_inputs import (
     with_mask_token,
 )
 from negtrain.models.sources import attention_kwargs, resolve_model_name
-from negtrain.objectives.base import Loss
+from negtrain.objectives.base import Loss, Objective, Prepared
 from negtrain.objectives.table import objective_for
 
 
@@ -142,7 +142,8 @@ class MaskedLMModule(NegtrainModule):
         return self.objective.units(batch)
 
     def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        return eval_set.evaluator(self, batch)
+        with self.fp32_scoring(batch["input_ids"].device.type):
+            return eval_set.evaluator(self, batch)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -203,10 +204,27 @@ def load_mlm(cfg: MlmModelConfig, tokenizer_hook=None):
     return tokenizer, model, fresh
 
 
+class EvaluationOnly(Loss):
+    """The loss of an mlm recipe without an objective (a report card): it only evaluates."""
+
+    def loss(self, module: Any, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise RuntimeError("this masked-LM recipe has no objective section, so it cannot train")
+
+
+class _NoObjective(Objective):
+    """Evaluation alone: no training data, no added tokens; multi-token objects are scored on
+    their first sub-token (the note on the metric says so), as the offline recipe trains them."""
+
+    multi_token_objects = "first_subtoken"
+
+    def prepare(self, recipe, loaded, tokenizer, model) -> Prepared:
+        return Prepared(loss=EvaluationOnly(), train=None, train_transform=None)
+
+
 def build_mlm(recipe, loaded):
     """The MLM family's builder (see :mod:`negtrain.models.families`)."""
     cfg = recipe.model
-    objective = objective_for(recipe.objective)
+    objective = objective_for(recipe.objective) if recipe.objective is not None else _NoObjective(None)
     for b, split, _ in loaded.eval:
         if not isinstance(b, (NegatedProbes, NegatedLama)):
             raise ConfigError(f"data.eval: the 'mlm' family scores negated_probes and negated_lama, not {b.name}/{split}")

@@ -13,6 +13,7 @@ from torch.utils.data import DataLoader
 
 from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED
+from negtrain.data.collate import PadCollator
 from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.module import NegtrainData
 from negtrain.data.sampler import SampledBatch
@@ -101,7 +102,7 @@ def encode_texts(tokenizer, texts: Iterable[str], max_length: int, *, key: str |
     def encode(chunk: list[str]) -> Columns:
         return columns(tokenizer(chunk, truncation=True, max_length=max_length, return_attention_mask=False)["input_ids"])
 
-    return build_split(key, in_chunks(texts), encode, num_proc)
+    return build_split(key, in_chunks(texts), encode, num_proc, rows=len(texts) if isinstance(texts, Sequence) else None)
 
 
 def encode_cue_texts(tokenizer, detector: CueDetector, texts: Iterable[str], max_length: int, *, key: str | None = None,
@@ -118,7 +119,7 @@ def encode_cue_texts(tokenizer, detector: CueDetector, texts: Iterable[str], max
         ids, flags = detector.tokenize(tokenizer, chunk, truncation=True, max_length=max_length)
         return columns(ids, None, flags)
 
-    return build_split(key, in_chunks(texts), encode, num_proc)
+    return build_split(key, in_chunks(texts), encode, num_proc, rows=len(texts) if isinstance(texts, Sequence) else None)
 
 
 def token_space(tokenizer) -> tuple[tuple[str, ...], torch.Tensor]:

@@ -72,7 +72,9 @@ def encode_pairs(tokenizer, examples: Iterable[Example], max_length: int, *, key
     # Only the texts go to the tokenizing processes: pickling whole Examples costs a tenth as much
     # as tokenizing them.
     chunks = (([e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk]) for chunk in in_chunks(examples))
-    return build_split(key, chunks, encode, num_proc)
+    # The rows the benchmark has: a stored entry of any other size is not this split.
+    rows = len(examples) if isinstance(examples, Sequence) else None
+    return build_split(key, chunks, encode, num_proc, rows=rows)
 
 
 class NLIModule(NegtrainModule):

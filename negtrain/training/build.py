@@ -15,7 +15,7 @@ import numpy as np
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.matrix import resolve_benchmarks
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import EvalConfig, Recipe, SourceConfig
+from negtrain.config import EvalConfig, Recipe
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.sources import TrainSource
@@ -80,9 +80,11 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
         raise ConfigError("data.train: `fit` needs at least one training source")
     seen = set()
     for spec in eval_specs:
-        if (spec.benchmark, spec.split) in seen:
-            raise ConfigError(f"data.eval lists {spec.benchmark}/{spec.split} twice")
-        seen.add((spec.benchmark, spec.split))
+        variant = getattr(spec, "variant", None)
+        if (spec.benchmark, spec.split, variant) in seen:
+            twice = f"{spec.benchmark}/{spec.split}" + (f" as variant '{variant}'" if variant else "")
+            raise ConfigError(f"data.eval lists {twice} twice (a split evaluated several ways needs a distinct `variant` per entry)")
+        seen.add((spec.benchmark, spec.split, variant))
     # Names and splits first (instant), then the files.
     train = [(_benchmark_split(s.benchmark, s.split), s.split) for s in train_specs]
     evals = [(_benchmark_split(s.benchmark, s.split), s.split) for s in eval_specs]

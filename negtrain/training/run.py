@@ -19,16 +19,17 @@ from negtrain.config import selection_bias_note, to_dict
 from negtrain.errors import ConfigError, Preempted
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
+from negtrain.io.run_lock import run_lock
 from negtrain.models.adapters import save_adapter_config
 from negtrain.recipes import LoadedRecipe
 from negtrain.secrets import redact_text
-from negtrain.training import tracking
+from negtrain.training import provenance, tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import trainer_precision
 from negtrain.training.preemption import MidEpochCheckpoint
 from negtrain.training.recorder import RunRecorder, table_width, wrapped
-from negtrain.training.resume import ResumeState, plan_resume
+from negtrain.training.resume import ResumeState, check_run_dir, plan_resume
 from negtrain.training.tracking import WandbTracker
 
 
@@ -56,13 +57,32 @@ def _build(loaded: LoadedRecipe, stage: str) -> Built:
         raise ConfigError(f"{loaded.path}: {exc}") from None
 
 
-def _prepare_run_dir(loaded: LoadedRecipe, output_dir: Path | None) -> Path:
-    run_dir = output_dir or default_run_dir(loaded.name)
+def _prepare_run_dir(loaded: LoadedRecipe, run_dir: Path) -> Path:
     _check_new_run_dir(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     # The resolved recipe sits next to the weights: what ran, with every default filled in.
     write_text(run_dir / "recipe.yaml", resolved_recipe_yaml(loaded))
     return run_dir
+
+
+def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = None) -> dict | None:
+    """The run's provenance (:mod:`negtrain.training.provenance`), collected by the process that
+    writes the run's files (global rank 0) only."""
+    if rank_zero_only.rank != 0:
+        return None
+    precision, _ = trainer_precision(loaded.recipe.trainer)
+    return provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint)
+
+
+def _write_provenance(run_dir: Path, record: dict | None, resuming: bool) -> None:
+    if record is None:
+        return
+    if not resuming:
+        provenance.write(run_dir, record)
+        return
+    # A resumed run keeps what it started with, and notes each resumption's software and machine.
+    for line in provenance.write_resumed(run_dir, record):
+        print(f"warning: resumed with a different setup: {line}", flush=True)
 
 
 def resolved_recipe_yaml(loaded: LoadedRecipe) -> str:
@@ -161,16 +181,27 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
 
     ``resuming``: continue the run in ``output_dir`` (see :mod:`negtrain.training.resume`), from
     the checkpoint ``resume_from`` (None: from the start).
+
+    The run directory is locked (:mod:`negtrain.io.run_lock`) before anything is built, so a second
+    ``fit`` into it is refused at once, and stays locked until the run ends.
     """
+    output_dir = output_dir or default_run_dir(loaded.name)
+    with run_lock(output_dir):
+        return _fit(loaded, output_dir, command, resume_from, resuming)
+
+
+def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     built = _build(loaded, "fit")
     if not resuming:
-        output_dir = output_dir or default_run_dir(loaded.name)
         _check_new_run_dir(output_dir)
-    logger = tracking.make_logger(loaded.recipe, output_dir, resuming=resuming)
+    record = _provenance(loaded, built)
+    # A resumed W&B run keeps the config it started with (its provenance included).
+    logger = tracking.make_logger(loaded.recipe, output_dir, resuming=resuming, provenance=None if resuming else record)
     # The Trainer first: a setting Lightning rejects must not leave a run directory behind.
     trainer = _trainer(loaded, built, output_dir, "fit", logger=logger)
     run_dir = output_dir if resuming else _prepare_run_dir(loaded, output_dir)
+    _write_provenance(run_dir, record, resuming)
     if command and not resuming:
         write_text(run_dir / "command.txt", redact_text(shlex.join(command)) + "\n")
     if not (resuming and (run_dir / "model" / "config.json").is_file()):
@@ -203,16 +234,19 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
 def resume(run_dir: Path) -> Path:
     """``fit --resume``: continue ``run_dir`` from its newest complete checkpoint (see
     :mod:`negtrain.training.resume`), or say that it is already complete."""
-    plan = plan_resume(run_dir)
-    if plan is None:
-        return Path(run_dir)
-    return fit(plan.loaded, plan.run_dir, resume_from=plan.checkpoint, resuming=True)
+    check_run_dir(run_dir)  # what is wrong with it, before the lock would create or write anything
+    with run_lock(run_dir):
+        plan = plan_resume(run_dir)
+        if plan is None:
+            return Path(run_dir)
+        return fit(plan.loaded, plan.run_dir, resume_from=plan.checkpoint, resuming=True)
 
 
 def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_dir: Path | None, write_recipe: bool = False) -> Path:
     """``validate`` / ``test``: score a checkpoint (or the recipe's starting model) on its benchmarks.
 
-    ``write_recipe``: also write the resolved recipe.yaml into the output directory (report cards)."""
+    ``write_recipe``: also write the resolved recipe.yaml into the output directory (report cards).
+    ``provenance.json`` is written beside it (into a folder that has none)."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
@@ -221,15 +255,18 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
         raise ConfigError(f"{loaded.path}: the recipe lists no benchmarks for `{stage}` (data.eval / data.test)")
     if checkpoint is not None:
         reload_weights(built.module, str(checkpoint))
+    record = _provenance(loaded, built, checkpoint)
     run_dir = output_dir or default_run_dir(loaded.name).with_name(default_run_dir(loaded.name).name + f"-{stage}")
     trainer = _trainer(loaded, built, run_dir, stage)
-    run_dir.mkdir(parents=True, exist_ok=True)
-    if write_recipe and trainer.is_global_zero:
-        write_text(run_dir / "recipe.yaml", resolved_recipe_yaml(loaded))
-    run = trainer.validate if stage == "validate" else trainer.test
-    # verbose=False: Lightning's own table prints once per dataloader, unrounded and with NaN rows;
-    # RunRecorder prints ours, once.
-    run(built.module, datamodule=built.data, verbose=False)
+    with run_lock(run_dir):
+        if write_recipe and trainer.is_global_zero:
+            write_text(run_dir / "recipe.yaml", resolved_recipe_yaml(loaded))
+        if write_recipe or not (run_dir / provenance.FILE_NAME).exists():  # never over a fit's own
+            _write_provenance(run_dir, record, resuming=False)
+        run = trainer.validate if stage == "validate" else trainer.test
+        # verbose=False: Lightning's own table prints once per dataloader, unrounded and with NaN
+        # rows; RunRecorder prints ours, once.
+        run(built.module, datamodule=built.data, verbose=False)
     if trainer.is_global_zero:
         if checkpoint is None and built.fresh_head:
             print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
