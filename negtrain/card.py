@@ -37,6 +37,7 @@ from negtrain.config import load_yaml, validate_recipe, without_other_families
 from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.metrics.uncertainty import format_interval
+from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
 from negtrain.training import provenance
 from negtrain.training.run import evaluate, quiet_third_party_logs
@@ -56,6 +57,11 @@ def _run_source(name: str) -> tuple[Path, Path] | None:
         if not (run / "recipe.yaml").is_file():
             raise ConfigError(f"--model {name}: a .ckpt outside a negtrain run directory (no {run / 'recipe.yaml'})")
         return run / "recipe.yaml", path
+    if path.is_dir() and (path / "recipe.yaml").is_file() and not (path / "checkpoints").is_dir():
+        raise ConfigError(
+            f"--model {name}: holds a recipe.yaml but no checkpoints/ folder, so no weights: a run directory whose "
+            "checkpoints were removed, or a report card; give a run with checkpoints/, a .ckpt, or a model folder"
+        )
     if path.is_dir() and (path / "recipe.yaml").is_file() and (path / "checkpoints").is_dir():
         best = sorted((path / "checkpoints").glob("best-epoch*.ckpt"), key=lambda p: p.stat().st_mtime)
         checkpoint = best[-1] if best else path / "checkpoints" / "last.ckpt"
@@ -205,6 +211,7 @@ def make_card(args, extra: list[str]) -> Path:
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
     out = args.out or default_out(args.model, args.family)
+    check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
     if (out / "metrics.jsonl").exists():
         raise ConfigError(f"--out {out} already holds results (metrics.jsonl); choose another directory")
     quiet_third_party_logs()

@@ -62,6 +62,7 @@ from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.choice_inputs import encode_choices, split_pair
 from negtrain.models.contract import Built
+from negtrain.models.folder_checks import load_tokenizer
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.models.generation import Limits, greedy
@@ -584,12 +585,12 @@ def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[
 
 
 def _build_lm(recipe, loaded, family: str):
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     cfg = recipe.model
     causal = family == "causal_lm"
     path = resolve_model_name(cfg.name)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path, "model")
     if tokenizer.eos_token_id is None:
         raise ConfigError(f"model '{cfg.name}': the tokenizer has no EOS token")
     if tokenizer.pad_token_id is None:
