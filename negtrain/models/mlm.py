@@ -21,6 +21,7 @@ mispriming) per source and overall; a cue-masking run also scores its held-out c
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 
