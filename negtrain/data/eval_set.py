@@ -133,16 +133,23 @@ class EvalSet:
         """``predictions/<benchmark>-<split>-<suffix>.jsonl`` (see :meth:`predictions_file`) from the
         last result: per example with a prediction, its id, the predicted label (or generated
         answer; null for a response no answer rule could read), the gold label, with few-shot
-        prompts the ids of the shots it was shown, and (``log_samples``) the exact ``prompt`` and
-        the model's ``response``."""
+        prompts the ids of the shots it was shown, what the metric needs to re-score it
+        (``EvalResult.fields``), and (``log_samples``) the exact ``prompt`` and the model's
+        ``response``."""
         if self.result is None or self.result.predictions is None:
             return
         shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
         fields = dict(zip((e.id for e in self.examples), self.result.fields)) if self.result.fields else {}
         position = {e.id: i for i, e in enumerate(self.examples)}
         responses = self.result.responses if self.log_samples else None
+        predicted = {ex.id: prediction for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels)}
         rows = []
-        for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels):
+        # In the split's order; an example with fields but no prediction (a probe the model could
+        # not score, with the reason) gets a line too, so a re-score counts it as the run did.
+        for ex in self.examples:
+            if ex.id not in predicted and not fields.get(ex.id):
+                continue
+            prediction = predicted.get(ex.id)
             row = {"id": ex.id, "prediction": prediction, "label": ex.label}
             if shots:
                 row["shots"] = shots[ex.id]

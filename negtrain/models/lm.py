@@ -58,7 +58,9 @@ from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_s
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
-from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
+from negtrain.benchmarks.negated_lama import common_vocabulary
+from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric, cloze_rows, skipped_rows
+from negtrain.models.cloze_vocab import CommonVocab, common_vocab, gold_or_skip
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.choice_inputs import encode_choices, split_pair
@@ -344,21 +346,31 @@ def cloze_prefixes(tokenizer, examples: Sequence[Example]) -> list[list[list[int
     return out
 
 
-def cloze_metric(tokenizer, examples: Sequence[Example]):
-    """The negated-LAMA metric with gold objects and primes as next-token vocabulary ids."""
-    gold, primes = [], []
-    for e in examples:
+def cloze_metric(tokenizer, examples: Sequence[Example], common: CommonVocab) -> tuple[NegatedLamaMetric, list[int]]:
+    """The negated-LAMA metric with gold objects and primes as next-token vocabulary ids (the
+    vocabulary is its own token space here), and each probe's gold id (-1: skipped). A probe is
+    skipped where its blank does not end the sentence or its object is not a one-token word of
+    LAMA's common vocabulary."""
+    gold_ids, reasons = gold_or_skip(common, [e.label for e in examples])
+    primes = []
+    for i, e in enumerate(examples):
         aff, mis = cloze_prefix(e.inputs[0]), cloze_prefix(e.inputs[2])
         if aff is None or mis is None:
-            gold.append(NOT_IN_SPACE)
+            gold_ids[i] = -1
+            reasons[i] = "a causal LM fills only a blank that ends the sentence"
             primes.append([])
             continue
-        gold.append(split_pair(tokenizer, aff, " " + e.label, causal=True)[1][0])
         words = {e.meta["prime"], e.meta["prime"].lower()} - {""}
         conts = [split_pair(tokenizer, mis, " " + w, causal=True)[1] for w in words]
         primes.append(sorted({c[0] for c in conts if len(c) == 1}))
-    note = "causal LM: only probes whose blank ends the sentence are scored (next token); multi-token objects by their first token"
-    return NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note)
+    note = "causal LM: only probes whose blank ends the sentence are scored (next token)"
+    space = tuple(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
+    metric = NegatedLamaMetric(
+        [g if g >= 0 else SKIPPED for g in gold_ids], primes, [e.subset for e in examples], [e.group for e in examples],
+        files=[e.meta["relation_file"] for e in examples], note=note, space=[t if t is not None else "" for t in space],
+        common_vocab_left_out=common.left_out, skip_reasons=reasons,
+    )
+    return metric, gold_ids
 
 
 def padded(rows: Sequence[Sequence[int]], value: int = IGNORE) -> torch.Tensor:
@@ -538,15 +550,14 @@ def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) ->
 
 
 @torch.no_grad()
-def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes) -> torch.Tensor:
-    """A causal LM's cloze evaluator: (B, 4) rows of :class:`negtrain.metrics.cloze.NegatedLamaMetric`,
-    the next-token top-1 after the affirmative, negated and misprimed prefix, and the Spearman
-    correlation of the affirmative and negated next-token scores; SKIPPED rows where the blank is
-    not final. ``prefixes``: per example, the three prefixes' ids or None."""
+def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes, common: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """A causal LM's cloze evaluator: rows of :func:`negtrain.metrics.cloze.cloze_rows` from the
+    next-token scores after the affirmative, negated and misprimed prefix (the vocabulary is the
+    token space); skipped rows where the blank is not final. ``prefixes``: per example, the three
+    prefixes' ids or None."""
     index = batch["index"]
     rows = index.tolist()
-    out = torch.full((len(rows), 4), float(SKIPPED), dtype=torch.float64)
-    out[:, 3] = float("nan")
+    out = skipped_rows(len(rows))
     scored = [r for r, i in enumerate(rows) if prefixes[i] is not None]
     if scored:
         seqs = [p for r in scored for p in prefixes[rows[r]]]
@@ -554,9 +565,9 @@ def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes) ->
         mask = padded([[1] * len(x) for x in seqs], 0).to(index.device)
         logits = module.model(input_ids=ids, attention_mask=mask).logits
         last = logits[torch.arange(len(seqs), device=ids.device), mask.sum(1) - 1].float().view(len(scored), 3, -1)
-        tops = last.argmax(-1).to(torch.float64).cpu()
-        rho = spearman(last[:, 0], last[:, 1]).cpu()
-        out[scored] = torch.cat([tops, rho.unsqueeze(1)], dim=1)
+        identity = torch.arange(last.shape[-1], device=last.device)
+        picked = torch.tensor([rows[r] for r in scored], dtype=torch.long)
+        out[scored] = cloze_rows(last[:, 0], last[:, 1], last[:, 2], identity, common, gold[picked]).cpu()
     return out.to(index.device)
 
 
@@ -566,9 +577,11 @@ def cloze_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[E
     prefixes = cloze_prefixes(tokenizer, examples)
     fallback = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
     encoded = EncodedSplit.from_lists([p[0] if p is not None else fallback for p in prefixes], None)
+    common = common_vocab(tokenizer, common_vocabulary(), causal=True)
+    metric, gold = cloze_metric(tokenizer, examples, common)
     return EvalSet(
-        bench, split, list(examples), encoded,
-        metric=cloze_metric(tokenizer, examples), evaluator=partial(predict_cloze, prefixes=prefixes),
+        bench, split, list(examples), encoded, predicted_labels=metric.space, metric=metric,
+        evaluator=partial(predict_cloze, prefixes=prefixes, common=common.ids, gold=torch.tensor(gold, dtype=torch.long)),
     )
 
 
