@@ -52,6 +52,12 @@ def _check_new_run_dir(run_dir: Path) -> None:
 
 def _build(loaded: LoadedRecipe, stage: str) -> Built:
     """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file."""
+    if loaded.recipe.evaluation.backend != "hf":
+        # Training and validate/test load the model here; a served model is scored by a card.
+        raise ConfigError(
+            f"{loaded.path}: evaluation.backend {loaded.recipe.evaluation.backend}: a served model is scored by a report card "
+            "(evaluate --model NAME --backend openai --base-url URL); fit, validate and test load the model here (backend hf)"
+        )
     try:
         return build(loaded.recipe, stage=stage)
     except ConfigError as exc:
