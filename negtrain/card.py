@@ -42,7 +42,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from negtrain.benchmarks.matrix import Skipped, check_supported, resolve_benchmarks, scorable, unreadable_reason
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
-from negtrain.config import RUN_ONLY_SERVER_SETTINGS, load_yaml, validate_recipe
+from negtrain.config import RUN_ONLY_SERVER_SETTINGS, load_yaml, validate_recipe, without_other_families
 from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.run_lock import run_lock
@@ -95,7 +95,7 @@ def card_recipe(
     source = _run_source(model)
     checkpoint = None
     if source is not None:
-        run_recipe = load_yaml(source[0])
+        run_recipe = without_other_families(load_yaml(source[0]))  # a run from before the typed model section
         model_section = dict(run_recipe["model"])
         # A run's model.prompt was written for its own benchmark; the card puts every benchmark
         # to the model with that benchmark's default prompt.

@@ -11,14 +11,13 @@ run's ``recipe.yaml`` records exactly what was scored.
 from __future__ import annotations
 
 import string
-import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
-from negtrain.config import EvalConfig, ModelConfig
+from negtrain.config import FAMILIES, EvalConfig, LanguageModelConfig
 from negtrain.errors import ConfigError, NegtrainError, did_you_mean
 from negtrain.prompts.strategies import get_strategy, strategies
 
@@ -29,7 +28,7 @@ LM_FAMILIES = ("seq2seq", "causal_lm")
 def families() -> tuple[str, ...]:
     """The model families a recipe can name (``model.family``; a test checks they are the
     builders' table, negtrain.models.families, which sits on a floor above this one)."""
-    return typing.get_args(ModelConfig.model_fields["family"].annotation)
+    return FAMILIES
 
 
 def unsupported_reason(bench: Benchmark, family: str) -> str | None:
@@ -211,6 +210,8 @@ def resolve_benchmarks(recipe, announce: bool = True) -> list[Skipped]:
     """Expand ``all``, check every (family, benchmark) pair and fill prompts and verbalizers, in
     place on ``recipe``. Returns the benchmarks ``all`` skipped (printed when ``announce``)."""
     family = recipe.model.family
+    lm = recipe.model if isinstance(recipe.model, LanguageModelConfig) else None
+    model_prompt, chat = (lm.prompt, lm.chat) if lm is not None else (None, False)
     data = recipe.data
     skipped: list[Skipped] = []
     for field in ("eval", "test"):
@@ -220,10 +221,10 @@ def resolve_benchmarks(recipe, announce: bool = True) -> list[Skipped]:
             skipped += lost
             setattr(data, field, entries)
     for i, source in enumerate(data.train):
-        _resolve_entry(source, family, recipe.model.prompt, f"data.train[{i}]", eval_entry=False)
+        _resolve_entry(source, family, model_prompt, f"data.train[{i}]", eval_entry=False)
     for field in ("eval", "test"):
         for i, entry in enumerate(getattr(data, field) or []):
-            _resolve_entry(entry, family, recipe.model.prompt, f"data.{field}[{i}]", eval_entry=True, chat=recipe.model.chat)
+            _resolve_entry(entry, family, model_prompt, f"data.{field}[{i}]", eval_entry=True, chat=chat)
     if announce:
         for s in skipped:
             print(f"all: skipping {s.benchmark}/{s.split}: {s.reason}", flush=True)
