@@ -186,7 +186,7 @@ def _apply_strategy(recipe, name: str, named: bool) -> None:
 
 def _server_section(args) -> dict[str, Any] | None:
     if getattr(args, "backend", "hf") != "openai":
-        given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests")
+        given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "max_requests")
                  if getattr(args, n, None) is not None]
         if given:
             raise ConfigError(f"{', '.join(given)} go with --backend openai")
@@ -396,7 +396,8 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
             partial.data.eval = todo
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
             evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
-                          provenance_of=loaded, provenance_dir=out)
+                          provenance_of=loaded, provenance_dir=out,
+                          response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
         records = [json.loads(part_path(out, set_name(e)).read_text(encoding="utf-8")) for e in entries]
         write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
