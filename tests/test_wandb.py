@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from conftest import SECRET_HF, SECRET_WANDB
+from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
 from wandb_files import summarize
 
 
@@ -43,6 +44,13 @@ def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
                 assert math.isnan(logged)
             else:
                 assert logged == pytest.approx(value, abs=1e-6)
+        # Each metric's standard error and 95% interval, as metrics.jsonl holds them.
+        assert record["uncertainty"]
+        for key, entry in record["uncertainty"].items():
+            assert rows[0][f"{name}/{key}/stderr"] == pytest.approx(entry["stderr"], abs=1e-9, nan_ok=True)
+            low, high = entry["ci95"]
+            assert rows[0][f"{name}/{key}/ci95_low"] == pytest.approx(low if low is not None else math.nan, abs=1e-9, nan_ok=True)
+            assert rows[0][f"{name}/{key}/ci95_high"] == pytest.approx(high if high is not None else math.nan, abs=1e-9, nan_ok=True)
     # Per-source counts at each epoch, from the train line.
     for record in (r for r in records if r["benchmark"] == "train"):
         rows = [h for h in history if h.get("epoch") == record["epoch"] and any(k.startswith("train/sources/") for k in h)]
@@ -61,8 +69,9 @@ def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
         assert len(table_files) == 2
         for path in table_files:
             table = json.loads(path.read_text())
-            assert table["columns"] == ["id", "prediction", "label", "correct", "subset", "epoch"]
-            epoch = table["data"][0][5]
+            assert table["columns"] == ["id", "prediction", "label", "correct", "subset", "shots", "epoch"]
+            epoch = table["data"][0][6]
+            assert {r[5] for r in table["data"]} == {""}  # no few-shot prompts in this run
             written = (wandb_run / "predictions" / f"{bench}-{split}-epoch{epoch}.jsonl").read_text().splitlines()
             want = [json.loads(line) for line in written]
             assert [(r[0], r[1], r[2]) for r in table["data"]] == [(w["id"], w["prediction"], w["label"]) for w in want]
@@ -122,3 +131,35 @@ def test_a_resumed_fit_continues_the_same_run_and_skips_sent_epochs(tmp_path, mo
     assert [r["epoch"] for r in tracker._new_records()] == [1]  # epoch 0 went out before the kill
     logger.experiment.finish()
     assert [p.name.rsplit("-", 1)[1] for p in (tmp_path / "wandb").glob("offline-run-*")] == ["negtrain0001"]
+
+
+def test_fewshot_prediction_tables_carry_shot_ids_and_summary_the_interval(lm_env, tmp_path, monkeypatch):
+    """A tiny Llama-style model evaluated with 2 shots per ScoNe prompt, W&B offline: every table
+    row names the shots its prompt showed, as the predictions file does, and the run summary holds
+    the last epoch's ci95 bounds."""
+    from negtrain import cli
+    from tiny_models import write_recipe
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    recipe = {
+        "description": "few-shot W&B tables",
+        "model": {"name": str(lm_env["llama"]), "family": "causal_lm", "max_length": 256, "learning_rate": 1e-3},
+        "data": {"train": [{"benchmark": "tinad", "split": "train"}], "eval": [{"benchmark": "scone", "split": "test", "shots": 2}],
+                 "batch_size": 8, "eval_batch_size": 8},
+        "trainer": {"max_epochs": 1, "limit_train_batches": 1, "limit_val_batches": 1, "enable_progress_bar": False,
+                    "accelerator": "cpu", "torch_threads": 1, "precision": "32-true"},
+        "logger": {"backend": "wandb", "log_predictions": True},
+    }
+    run_dir = tmp_path / "run"
+    assert cli.main(["fit", "--recipe", str(write_recipe(tmp_path / "r.yaml", recipe)), "--output-dir", str(run_dir)]) == 0
+    written = [json.loads(line) for line in (run_dir / "predictions" / "scone-test-epoch0.jsonl").read_text().splitlines()]
+    assert written and all(len(w["shots"]) == 2 for w in written)
+    (path,) = (run_dir / "wandb").glob("offline-run-*/files/media/table/predictions/scone/test_*.table.json")
+    table = json.loads(path.read_text())
+    shots = table["columns"].index("shots")
+    assert [(r[0], r[shots]) for r in table["data"]] == [(w["id"], ", ".join(w["shots"])) for w in written]
+    summary = summarize(run_dir)["summary"]
+    (record,) = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"scone"' in line]
+    low, high = record["uncertainty"]["accuracy"]["ci95"]
+    assert summary["scone/test/accuracy/ci95_low"] == pytest.approx(low) and summary["scone/test/accuracy/ci95_high"] == pytest.approx(high)
+    assert low <= record["metrics"]["accuracy"] <= high
