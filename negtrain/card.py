@@ -37,6 +37,7 @@ from negtrain.config import load_yaml, validate_recipe
 from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.metrics.uncertainty import format_interval
+from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
 from negtrain.training import provenance
 from negtrain.training.run import evaluate, quiet_third_party_logs
@@ -56,6 +57,11 @@ def _run_source(name: str) -> tuple[Path, Path] | None:
         if not (run / "recipe.yaml").is_file():
             raise ConfigError(f"--model {name}: a .ckpt outside a negtrain run directory (no {run / 'recipe.yaml'})")
         return run / "recipe.yaml", path
+    if path.is_dir() and (path / "recipe.yaml").is_file() and not (path / "checkpoints").is_dir():
+        raise ConfigError(
+            f"--model {name}: holds a recipe.yaml but no checkpoints/ folder, so no weights: a run directory whose "
+            "checkpoints were removed, or a report card; give a run with checkpoints/, a .ckpt, or a model folder"
+        )
     if path.is_dir() and (path / "recipe.yaml").is_file() and (path / "checkpoints").is_dir():
         best = sorted((path / "checkpoints").glob("best-epoch*.ckpt"), key=lambda p: p.stat().st_mtime)
         checkpoint = best[-1] if best else path / "checkpoints" / "last.ckpt"
@@ -135,10 +141,49 @@ def default_out(model: str, family: str | None) -> Path:
     return Path("cards") / f"{stem}-{family or 'run'}-{stamp}"
 
 
+def _llm_settings(raw: dict[str, Any], args) -> None:
+    """--chat, --system, --fewshot-as-multiturn and --no-log-samples into the raw recipe."""
+    chat = getattr(args, "chat", False)
+    system = getattr(args, "system", None)
+    multiturn = getattr(args, "fewshot_as_multiturn", False)
+    if (system is not None or multiturn) and not chat:
+        raise ConfigError("--system and --fewshot-as-multiturn shape a chat prompt; add --chat")
+    if chat:
+        if raw["model"].get("family", "nli") not in ("seq2seq", "causal_lm"):
+            raise ConfigError(f"--chat: chat templates are for the seq2seq and causal_lm families, not '{raw['model'].get('family')}'")
+        raw["model"].update({"chat": True, "system": system, "fewshot_as_multiturn": multiturn})
+    if not getattr(args, "log_samples", True):
+        raw.setdefault("evaluation", {})["log_samples"] = False
+
+
+def _apply_strategy(recipe, name: str, named: bool) -> None:
+    """``--strategy NAME`` on every eval entry whose benchmark has it (``named``: the benchmarks
+    were named, so each must have it)."""
+    from negtrain.prompts.strategies import get_strategy, strategies
+
+    applied = 0
+    for entry in recipe.data.eval:
+        if name not in strategies(entry.benchmark):
+            if named and get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
+                get_strategy(entry.benchmark, name)  # raises: no such strategy (did you mean)
+            continue
+        entry.strategy, entry.prompt, entry.verbalizer = name, None, None
+        applied += 1
+    if not applied:
+        raise ConfigError(f"--strategy {name}: no benchmark of the card has a strategy of that name (see evaluate --list)")
+
+
 def make_card(args, extra: list[str]) -> Path:
+    from negtrain.prompts.protocols import get_protocol
 
     overrides = parse_overrides(extra)
-    raw, checkpoint = card_recipe(args.model, args.family, args.benchmarks, args.shots, args.adapter, overrides)
+    protocol = get_protocol(args.protocol) if getattr(args, "protocol", None) else None
+    raw, checkpoint = card_recipe(args.model, args.family, args.benchmarks, 0 if protocol else args.shots, args.adapter, overrides)
+    if protocol is not None:
+        from negtrain.protocol import eval_entries
+
+        raw["data"]["eval"] = eval_entries(protocol, getattr(args, "chat", False))
+    _llm_settings(raw, args)
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)
@@ -152,13 +197,21 @@ def make_card(args, extra: list[str]) -> Path:
         raise ConfigError(
             f"{where} --strict: cannot read " + "; ".join(f"{s.benchmark}/{s.split} ({s.reason})" for s in skipped)
         )
+    strategy = getattr(args, "strategy", None)
+    if strategy:
+        _apply_strategy(recipe, strategy, named=args.benchmarks != "all")
     if shots:
         for entry in recipe.data.eval:
             # Multiple choice and cloze probes build their own context: no prompt to put shots in.
             if get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
                 entry.shots = shots
-        resolve_benchmarks(recipe, announce=False)  # fills each entry's shots_split
+    if shots or strategy:
+        try:
+            resolve_benchmarks(recipe, announce=False)  # fills each entry's shots_split, the strategy's verbalizer
+        except ConfigError as exc:
+            raise ConfigError(f"{where}: {exc}") from None
     out = args.out or default_out(args.model, args.family)
+    check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
     if (out / "metrics.jsonl").exists():
         raise ConfigError(f"--out {out} already holds results (metrics.jsonl); choose another directory")
     quiet_third_party_logs()
@@ -167,6 +220,12 @@ def make_card(args, extra: list[str]) -> Path:
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
         write_card(out, args.model, recipe.model.family, skipped)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
+        if protocol is not None:
+            from negtrain.protocol import write_protocol
+
+            records = [r for r in _records(out) if r.get("stage") == "validate"]
+            write_protocol(out, protocol, records, args.model, recipe.evaluation.bootstrap, recipe.evaluation.bootstrap_seed)
+            print(f"protocol {protocol.name}: {out / 'protocol.md'}")
     return out
 
 
@@ -202,8 +261,8 @@ def card_markdown(records: list[dict], model: str, family: str, skipped, record:
     for r in evals:
         columns += [k for k in consistency_keys(r["metrics"]) if k not in columns]
     lines = [f"# Negation report card: `{model}` ({family})", ""]
-    lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s |")
-    lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|")
+    lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
+    lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     notes = []
     units: list[str] = []
     for r in evals:
@@ -217,9 +276,10 @@ def card_markdown(records: list[dict], model: str, family: str, skipped, record:
         cells = [_with_ci(m.get(k), spread.get(k)) if k in m else "" for k in columns]
         if r.get("bootstrap"):
             units.append(f"- {r['benchmark']}/{r['split']}: {r['bootstrap']['units']} × {r['bootstrap']['unit']}")
+        name = r["benchmark"] + (f" ({r['variant']})" if r.get("variant") else "")
         lines.append(
-            f"| {r['benchmark']} | {r['split']} | {acc_cell} | " + " | ".join(cells) + (" | " if columns else "")
-            + f"{int(n) if n is not None else '-'} | {seconds if seconds is not None else '-'} | {rate} |"
+            f"| {name} | {r['split']} | {acc_cell} | " + " | ".join(cells) + (" | " if columns else "")
+            + f"{int(n) if n is not None else '-'} | {seconds if seconds is not None else '-'} | {rate} | {r.get('tokens_generated', '-')} |"
         )
         if r.get("note"):
             notes.append(f"- {r['benchmark']}/{r['split']}: {r['note']}")
@@ -260,7 +320,7 @@ def plot_card(records: list[dict], path: Path, title: str) -> list[str]:
         acc, cons = headline_accuracy(m), consistency_keys(m)
         if acc is None or not cons or m.get(acc) is None or m.get(cons[0]) is None:
             continue
-        name = f"{r['benchmark']}/{r['split']}"
+        name = f"{r['benchmark']}/{r['split']}" + (f"/{r['variant']}" if r.get("variant") else "")
         ax.scatter(m[acc], m[cons[0]], s=30)
         ax.annotate(f"{name} ({cons[0]})", (m[acc], m[cons[0]]), fontsize=7, xytext=(3, 3), textcoords="offset points")
         drawn.append(name)

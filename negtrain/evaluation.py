@@ -26,6 +26,7 @@ from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import DataError
+from negtrain.metrics.base import UNPARSED
 from negtrain.metrics.uncertainty import Uncertainty, estimate, format_interval, format_stderr
 
 #: At most this many ids are named in an error message.
@@ -74,6 +75,13 @@ def _name(ids: Sequence[str]) -> str:
     return shown + (f", ... ({len(ids) - SHOW} more)" if len(ids) > SHOW else "")
 
 
+class PredictionRows(list):
+    """The rows of a predictions file; ``generated``: its lines come from a split answered by
+    generation with an answer rule (they carry ``"unparsed"``), so ``n_unparsed`` is reported."""
+
+    generated = False
+
+
 class PredictionLine(tuple):
     """(line, id, raw prediction, canonical label), with the line's whole object as ``fields``
     (a model's scores a benchmark re-scores from, e.g. NeQA's ``loglikelihoods``)."""
@@ -87,16 +95,17 @@ def _line(lineno: int, id_: str, pred, label: str, fields: dict) -> PredictionLi
     return row
 
 
-def read_predictions(path: Path, bench: Benchmark) -> list[PredictionLine]:
+def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     """(line, id, raw prediction, canonical label) per line; rejects malformed lines.
 
-    For a generative benchmark the canonical label is the answer text itself."""
+    For a generative benchmark the canonical label is the answer text itself. A ``null``
+    prediction is a response no answer rule could read: label None, scored as wrong."""
     raw = _read_bounded(path)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    rows = []
+    rows = PredictionRows()
     for row in jsonl_rows(path, text, PredictionError):
         obj, lineno = row.fields, row.line
         for key in ("id", "prediction"):
@@ -105,6 +114,12 @@ def read_predictions(path: Path, bench: Benchmark) -> list[PredictionLine]:
         if not isinstance(obj["id"], str):
             raise PredictionError(f"{path}:{lineno}: 'id' must be a string, got {obj['id']!r}")
         pred = obj["prediction"]
+        if "unparsed" in obj:  # a line of a split answered by a strategy's answer rule
+            rows.generated = True
+        if pred is None and bench.answer_type != "choice":
+            rows.generated = True
+            rows.append(_line(lineno, obj["id"], pred, None, obj))
+            continue
         label = bench.normalize_prediction(pred)
         if label is None:
             raise PredictionError(f"{path}:{lineno}: prediction {pred!r} is not {bench.prediction_help}")
@@ -203,10 +218,10 @@ def _read_bounded(path: Path) -> bytes:
 def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:
     spaces = bench.spaces()
     for space in spaces:
-        if all(nli.into(label, space) is not None for _, _, _, label in rows):
+        if all(label is None or nli.into(label, space) is not None for _, _, _, label in rows):
             return tuple(space)
     coarsest = spaces[-1]
-    lineno, _, pred, _ = next(r for r in rows if nli.into(r[3], coarsest) is None)
+    lineno, _, pred, _ = next(r for r in rows if r[3] is not None and nli.into(r[3], coarsest) is None)
     raise PredictionError(
         f"{path}:{lineno}: prediction {pred!r} cannot be scored on {bench.name}, whose predictions "
         f"are labels of {' or '.join(str(list(s)) for s in spaces)}"
@@ -266,15 +281,16 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
 
     if bench.generative:
         metric = bench.metric(examples)
+        metric.counts_unparsed = rows.generated
         metric.update(
             torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-            torch.tensor([int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows], dtype=torch.long),
+            torch.tensor([UNPARSED if text is None else int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows], dtype=torch.long),
         )
         values = {k: float(v) for k, v in metric.compute().items()}
         return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes), metric
 
     if bench.open_vocabulary:
-        space = tuple(sorted({label for *_, label in rows} | {e.label for e in examples}))
+        space = tuple(sorted({label for *_, label in rows if label is not None} | {e.label for e in examples}))
         metric = bench.scorer(examples, space)
         as_label = str
     else:
@@ -282,7 +298,7 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
         metric = bench.scorer(examples, space)
         if metric.note:
             notes.append(metric.note)
-        coarsened = sum(1 for *_, label in rows if label not in space)
+        coarsened = sum(1 for *_, label in rows if label is not None and label not in space)
         if coarsened:
             notes.append(f"{coarsened} prediction(s) coarsened into {list(space)} (neutral/contradiction -> not_entailment)")
 
@@ -290,9 +306,10 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
             return nli.into(label, space)
 
     label_id = {label: i for i, label in enumerate(space)}
+    metric.counts_unparsed = rows.generated
     metric.update(
         torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-        torch.tensor([label_id[as_label(label)] for *_, label in rows], dtype=torch.long),
+        torch.tensor([UNPARSED if label is None else label_id[as_label(label)] for *_, label in rows], dtype=torch.long),
     )
     values = {k: float(v) for k, v in metric.compute().items()}
     return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes), metric

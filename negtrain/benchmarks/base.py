@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from negtrain import labels as nli
 from negtrain.benchmarks.files import HubSplit, RemoteFile, resolve
 from negtrain.errors import ConfigError, DataError, did_you_mean, unknown_name
-from negtrain.metrics.declared import Declared, find
+from negtrain.metrics.declared import Declared, count, find
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,11 @@ class Example:
     subset: str | None = None  # e.g. the ScoNe condition
     group: str | None = None  # members of one contrast set share a group
     meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: Reported by every benchmark answered by greedy generation with an answer rule (a prompt
+#: strategy): how many responses no rule could read (scored as wrong).
+GENERATION_METRICS = (count("n_unparsed"),)
 
 
 class Benchmark(ABC):
@@ -49,7 +54,7 @@ class Benchmark(ABC):
     @classmethod
     def declared(cls, key: str) -> Declared:
         """The declaration of the reported metric ``key``; a name the benchmark does not declare is an error."""
-        found = find(cls.reported_metrics, key)
+        found = find(cls.reported_metrics, key) or find(GENERATION_METRICS, key)
         if found is None:
             raise ConfigError(f"benchmark '{cls.name}' declares no metric '{key}'{did_you_mean(key, [d.name for d in cls.reported_metrics])}")
         return found

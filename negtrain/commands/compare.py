@@ -32,6 +32,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
     if args.bootstrap < 0 or not 0 <= args.bootstrap_seed <= 2**32 - 1:
         raise NegtrainError("--bootstrap must be >= 0 and --bootstrap-seed between 0 and 2**32-1")
+    if args.out is not None:  # before the work: an unwritable --out fails in a second, not after it
+        from negtrain.paths import check_output_file
+
+        for suffix in (".md", ".json"):
+            check_output_file(args.out.with_suffix(suffix), "--out")
     result = compare(args.a, args.b, args.benchmark, args.split, args.epoch, args.bootstrap, args.bootstrap_seed,
                      args.allow_missing)
     for warning in result["warnings"]:  # on stderr too, so --json output shows them as well

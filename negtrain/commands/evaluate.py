@@ -26,7 +26,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     card.add_argument("--family", choices=("nli", "seq2seq", "causal_lm", "mlm"), help="the model family (a run directory brings its own)")
     card.add_argument("--adapter", help="a trained peft adapter folder to load onto --model")
     card.add_argument("--benchmarks", default="all", help="'all' (default: every benchmark the family can score) or a,b,c")
-    card.add_argument("--shots", type=int, default=0, help="few-shot examples per prompt (seq2seq / causal_lm)")
+    card.add_argument("--shots", type=shots_arg, default=0, metavar="K|paper",
+                      help="few-shot examples per prompt (seq2seq / causal_lm): K drawn, or 'paper': the strategy's fixed demonstrations")
+    card.add_argument("--strategy", help="a named prompt strategy of the benchmarks (see --list), e.g. conditional_q")
+    card.add_argument("--protocol", help="run a paper's table: a named list of (benchmark, split, strategy, shots) variants, e.g. scone-icl")
+    card.add_argument("--chat", action="store_true", help="apply the tokenizer's chat template to every prompt (error if it has none)")
+    card.add_argument("--system", metavar="TEXT", help="with --chat: a system message before every prompt")
+    card.add_argument("--fewshot-as-multiturn", action="store_true", help="with --chat: demonstrations as alternating user/assistant turns")
+    card.add_argument("--no-log-samples", dest="log_samples", action="store_false",
+                      help="leave the prompt and response out of the prediction lines (very large runs)")
     card.add_argument("--out", type=Path, help="the card's directory (default: cards/<model>-<family>-<time>)")
     card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
 
@@ -37,11 +45,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
         if args.predictions is not None or args.list:
             raise NegtrainError("--model makes a report card; it does not combine with --predictions or --list")
-        if args.shots < 0:
-            raise NegtrainError(f"--shots must be >= 0, got {args.shots}")
+        if args.protocol and (args.strategy or args.shots or args.benchmarks != "all"):
+            raise NegtrainError("--protocol names its own benchmarks, strategies and shots; drop --benchmarks, --strategy and --shots")
+        if args.shots == "paper" and not args.strategy:
+            raise NegtrainError("--shots paper uses a strategy's fixed demonstrations; add --strategy NAME")
         make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
         return 0
-    card_only = [f"--{n}" for n in ("family", "adapter", "out") if getattr(args, n) is not None]
+    card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system") if getattr(args, n) is not None]
+    card_only += [f for f, on in (("--chat", args.chat), ("--fewshot-as-multiturn", args.fewshot_as_multiturn), ("--no-log-samples", not args.log_samples)) if on]
     card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
     card_only += ["--benchmarks"] if args.benchmarks != "all" else []
     if card_only:
@@ -74,6 +85,19 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     return 0
 
 
+def shots_arg(value: str) -> int | str:
+    """--shots: a number >= 0, or 'paper'."""
+    if value == "paper":
+        return value
+    try:
+        k = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give a number of shots or 'paper', not {value!r}") from None
+    if k < 0:
+        raise argparse.ArgumentTypeError(f"--shots must be >= 0, got {k}")
+    return k
+
+
 def listing() -> list[dict]:
     from negtrain.benchmarks.matrix import matrix
     from negtrain.benchmarks.registry import BENCHMARKS
@@ -94,6 +118,7 @@ def listing() -> list[dict]:
                 "families": scoring["families"],
                 "prompts": scoring["prompts"],
                 "verbalizer": scoring["verbalizer"],
+                "strategies": scoring["strategies"],
             }
         )
     return out
@@ -111,9 +136,19 @@ def format_matrix(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def format_protocols() -> list[str]:
+    from negtrain.prompts.protocols import protocols
+
+    lines = ["protocols (--protocol NAME: one command per paper table)"]
+    for p in protocols().values():
+        lines.append(f"  {p.name}: {p.paper}")
+        lines.append("    variants: " + ", ".join(v.name + (" (--chat)" if v.chat else "") for v in p.variants))
+    return lines
+
+
 def format_listing() -> str:
     rows = listing()
-    lines = [format_matrix(rows), ""]
+    lines = [format_matrix(rows), "", *format_protocols(), ""]
     for b in rows:
         lines.append(f"{b['benchmark']}")
         lines.append(f"  splits:  {', '.join(b['splits'])}")
@@ -129,4 +164,7 @@ def format_listing() -> str:
             lines.append(f"  {family} prompt: {prompt!r}")
         if b["verbalizer"]:
             lines.append("  verbalizer: " + ", ".join(f"{k} -> {v!r}" for k, v in b["verbalizer"].items()))
+        if b["strategies"]:
+            lines.append("  strategies (--strategy NAME; --shots paper: the paper's demonstrations):")
+            lines += [f"    {name}: {how}" for name, how in b["strategies"].items()]
     return "\n".join(lines)

@@ -23,3 +23,9 @@ class EvaluationConfig(Section):
         description="Seed of the bootstrap draws; the same seed and outcomes give the same intervals. "
         "Independent of the recipe's `seed`, so runs with different training seeds are scored on the same resamples.",
     )
+    log_samples: bool = Field(
+        True,
+        description="Write next to every prediction the exact prompt the model saw (after the chat "
+        "template) and its response (the generated text, or each label's score). `evaluate --no-log-samples` "
+        "turns it off for very large runs.",
+    )

@@ -82,6 +82,11 @@ class NegtrainModule(pl.LightningModule):
         self.recipe = recipe
         #: Generated answers of the current evaluation, per eval set name: example index -> text.
         self.eval_texts: dict[str, dict[int, str]] = {}
+        #: Per eval set name: example index -> the model's response (generated text, or each
+        #: label's score), written beside the prediction (``evaluation.log_samples``).
+        self.eval_responses: dict[str, dict[int, Any]] = {}
+        #: Per eval set name: example index -> tokens generated for it.
+        self.eval_tokens: dict[str, dict[int, int]] = {}
         #: Adapter runs checkpoint only their trainable weights (adapter + head).
         self.adapter_only = recipe.get("adapter", {}).get("type", "none") != "none"
         self.strict_loading = not self.adapter_only
@@ -165,8 +170,8 @@ class NegtrainModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._finish_evaluation()
 
-    def _gathered_texts(self) -> dict[str, dict[int, str]]:
-        texts = self.eval_texts
+    def _gathered(self, texts: dict[str, dict[int, Any]]) -> dict[str, dict[int, Any]]:
+        """Per-example values of every rank, merged."""
         if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
             parts: list[Any] = [None] * torch.distributed.get_world_size()
             torch.distributed.all_gather_object(parts, texts)
@@ -177,8 +182,10 @@ class NegtrainModule(pl.LightningModule):
         return texts
 
     def _finish_evaluation(self) -> None:
-        texts = self._gathered_texts()
-        self.eval_texts = {}
+        texts = self._gathered(self.eval_texts)
+        responses = self._gathered(self.eval_responses)
+        tokens = self._gathered(self.eval_tokens)
+        self.eval_texts, self.eval_responses, self.eval_tokens = {}, {}, {}
         for eval_set in self.eval_sets:
             metric, name = eval_set.metric, eval_set.name
             values = {k: float(v) for k, v in metric.compute().items()}
@@ -190,6 +197,10 @@ class NegtrainModule(pl.LightningModule):
             predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
             note = "; ".join(n for n in (metric.note, precision_note(self.precision)) if n) or None
             eval_set.result = EvalResult(name, values, predictions, note, per_example, fields=metric.prediction_fields())
+            if name in responses:
+                eval_set.result.responses = [responses[name].get(i) for i in range(metric.num_examples)]
+            if name in tokens:
+                eval_set.result.tokens_generated = int(sum(tokens[name].values()))
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)

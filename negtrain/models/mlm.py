@@ -32,6 +32,7 @@ from negtrain.data.eval_set import EvalSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.cloze import NegatedLamaMetric, spearman
 from negtrain.metrics.probes import ProbeMetric
+from negtrain.models.folder_checks import load_tokenizer
 from negtrain.models.base import NegtrainModule
 from negtrain.models.contract import Built
 from negtrain.models.freezing import freeze
@@ -186,18 +187,18 @@ class LamaEvaluator:
 def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
     """(tokenizer, model, fresh) for the recipe's model or ``model.init_from`` run; ``fresh``: the
     modules whose weights the source did not have (a sentence encoder has no MLM head)."""
-    from transformers import AutoConfig, AutoModelForMaskedLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForMaskedLM
 
     if cfg.init_from:
         source = resolve_init(cfg.init_from)
-        tokenizer = AutoTokenizer.from_pretrained(source.model_dir)
+        tokenizer = load_tokenizer(str(source.model_dir), "model.init_from")
         model = AutoModelForMaskedLM.from_config(AutoConfig.from_pretrained(source.model_dir), **attention_kwargs(cfg))
         report = load_into(model, source)
         print(report.summary(source), flush=True)
         missing = report.fresh
     else:
         path = resolve_model_name(cfg.name)
-        tokenizer = AutoTokenizer.from_pretrained(path)
+        tokenizer = load_tokenizer(path, "model")
         model, info = AutoModelForMaskedLM.from_pretrained(path, output_loading_info=True, **attention_kwargs(cfg))
         missing = info["missing_keys"]
     # position_ids and the like are buffers, not learned weights.

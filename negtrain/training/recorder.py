@@ -303,6 +303,10 @@ class RunRecorder(pl.Callback):
                 "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
                 "eval_seconds": round(self._span(i, seconds), 3),
             }
+            if eval_set.variant:
+                record["variant"] = eval_set.variant
+            if result.tokens_generated is not None:
+                record["tokens_generated"] = result.tokens_generated
             if result.uncertainty is not None:
                 record["uncertainty"] = result.uncertainty.as_json()
                 record["bootstrap"] = result.uncertainty.described()
