@@ -219,16 +219,17 @@ class Smoke:
         return Outcome("pass", train_rate(out), "SIGTERM mid-epoch 0, resumed to the end of epoch 1")
 
 
-CHECKS: dict[str, Callable[[Smoke], Outcome]] = {
-    "scone_minilm 1 epoch bf16": Smoke.scone_minilm_bf16,
-    "4-bit QLoRA, causal LM": Smoke.qlora_4bit_causal_lm,
-    "LoRA, seq2seq": Smoke.lora_seq2seq,
-    "DDP (NCCL)": Smoke.ddp_nccl,
-    "FSDP": Smoke.fsdp,
-    "DeepSpeed ZeRO-2": Smoke.deepspeed_zero2,
-    "report cards": Smoke.report_cards,
-    "scone-icl protocol": Smoke.scone_icl_protocol,
-    "kill and resume": Smoke.kill_and_resume,
+#: name (for --only) -> (what it checks, as the table says it, the check)
+CHECKS: dict[str, tuple[str, Callable[[Smoke], Outcome]]] = {
+    "bf16": ("scone_minilm, 1 epoch, bf16", Smoke.scone_minilm_bf16),
+    "qlora": ("4-bit QLoRA, tiny causal LM", Smoke.qlora_4bit_causal_lm),
+    "lora_seq2seq": ("LoRA, tiny T5", Smoke.lora_seq2seq),
+    "ddp": ("DDP over all GPUs (NCCL)", Smoke.ddp_nccl),
+    "fsdp": ("FSDP over all GPUs", Smoke.fsdp),
+    "deepspeed": ("DeepSpeed ZeRO-2 over all GPUs", Smoke.deepspeed_zero2),
+    "cards": ("report cards (MiniLM; tiny Llama with generation)", Smoke.report_cards),
+    "scone_icl": ("scone-icl protocol, tiny Llama", Smoke.scone_icl_protocol),
+    "resume": ("SIGTERM mid-epoch, then fit --resume", Smoke.kill_and_resume),
 }
 
 
@@ -290,7 +291,7 @@ def machine_lines() -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--work", type=Path, help="keep the runs in this folder (default: a temporary one, removed)")
-    p.add_argument("--only", help="comma-separated check names (default: all): " + ", ".join(CHECKS))
+    p.add_argument("--only", help="comma-separated checks (default: all): " + ", ".join(CHECKS))
     p.add_argument("--accelerator", choices=["gpu", "cpu"], default="gpu",
                    help="cpu: run the checks on the CPU instead, to try this script itself where no GPU is (slow; "
                    "results are not written)")
@@ -315,20 +316,21 @@ def main() -> int:
     smoke = Smoke(work, start + BUDGET_S, args.accelerator)
     results: dict[str, Outcome] = {}
     for name in chosen:
+        label, check = CHECKS[name]
         if smoke.left() < 15:
-            results[name] = Outcome("FAIL", note=f"not run: the {BUDGET_S} s budget was spent")
+            results[label] = Outcome("FAIL", note=f"not run: the {BUDGET_S} s budget was spent")
             continue
         began = time.monotonic()
-        print(f"gpu_smoke: {name} ...", flush=True)
+        print(f"gpu_smoke: {label} ...", flush=True)
         try:
-            outcome = CHECKS[name](smoke)
+            outcome = check(smoke)
         except Failed as exc:
             outcome = Outcome("FAIL", note=str(exc))
         except Exception as exc:  # a check's own bug must not hide the others' results
             outcome = Outcome("FAIL", note=f"{type(exc).__name__}: {exc}")
         outcome.seconds = time.monotonic() - began
-        results[name] = outcome
-        print(f"gpu_smoke: {name}: {outcome.status} ({outcome.seconds:.0f} s) {outcome.note}", flush=True)
+        results[label] = outcome
+        print(f"gpu_smoke: {label}: {outcome.status} ({outcome.seconds:.0f} s) {outcome.note}", flush=True)
     report = table(results)
     print(report)
     failed = [n for n, o in results.items() if o.status == "FAIL"]

@@ -46,8 +46,14 @@ def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
                 assert logged == pytest.approx(value, abs=1e-6)
         # Each metric's standard error and 95% interval, as metrics.jsonl holds them.
         assert record["uncertainty"]
+        rows = [h for h in history if h.get("epoch") == record["epoch"] and f"{name}/accuracy/ci95_low" in h]
+        assert len(rows) == 1, (name, record["epoch"])
         for key, entry in record["uncertainty"].items():
-            assert rows[0][f"{name}/{key}/stderr"] == pytest.approx(entry["stderr"], abs=1e-9, nan_ok=True)
+            se = entry["stderr"]
+            assert rows[0][f"{name}/{key}/stderr"] == pytest.approx(se if se is not None else math.nan, abs=1e-9, nan_ok=True)
+            if entry.get("ci95") is None:  # no interval (nothing to resample): none sent either
+                assert f"{name}/{key}/ci95_low" not in rows[0]
+                continue
             low, high = entry["ci95"]
             assert rows[0][f"{name}/{key}/ci95_low"] == pytest.approx(low if low is not None else math.nan, abs=1e-9, nan_ok=True)
             assert rows[0][f"{name}/{key}/ci95_high"] == pytest.approx(high if high is not None else math.nan, abs=1e-9, nan_ok=True)
@@ -69,13 +75,14 @@ def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
         assert len(table_files) == 2
         for path in table_files:
             table = json.loads(path.read_text())
-            assert table["columns"] == ["id", "prediction", "label", "correct", "subset", "shots", "epoch"]
+            assert table["columns"][:7] == ["id", "prediction", "label", "correct", "subset", "shots", "epoch"]
             epoch = table["data"][0][6]
             assert {r[5] for r in table["data"]} == {""}  # no few-shot prompts in this run
             written = (wandb_run / "predictions" / f"{bench}-{split}-epoch{epoch}.jsonl").read_text().splitlines()
             want = [json.loads(line) for line in written]
             assert [(r[0], r[1], r[2]) for r in table["data"]] == [(w["id"], w["prediction"], w["label"]) for w in want]
             assert [r[3] for r in table["data"]] == [w["prediction"] == w["label"] for w in want]
+            _same_fields(table, want)
     # The summary holds the best value of the selection metric.
     best = max(r["metrics"]["accuracy"] for r in evals if r["benchmark"] == "scone")
     assert files["summary"]["best/scone/test/accuracy"] == pytest.approx(best, abs=1e-6)
@@ -83,6 +90,17 @@ def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
     assert "best/epoch" in files["summary"]
     # Two epochs selected on scone/test, which the run reports: the best value is optimistic.
     assert files["summary"]["best/optimistic"] is True
+
+
+def _same_fields(table, lines):
+    """Every field of the predictions-file lines beyond the first columns is a table column, with
+    the same values (structured values as their JSON)."""
+    extra = table["columns"][7:]
+    assert set(extra) == {k for w in lines for k in w} - {"id", "prediction", "label", "shots"}
+    for row, line in zip(table["data"], lines):
+        for k, cell in zip(extra, row[7:]):
+            value = line.get(k)
+            assert cell == (value if value is None or isinstance(value, (str, int, float, bool)) else json.dumps(value)), k
 
 
 def test_no_secret_in_any_file(wandb_run):
@@ -135,8 +153,8 @@ def test_a_resumed_fit_continues_the_same_run_and_skips_sent_epochs(tmp_path, mo
 
 def test_fewshot_prediction_tables_carry_shot_ids_and_summary_the_interval(lm_env, tmp_path, monkeypatch):
     """A tiny Llama-style model evaluated with 2 shots per ScoNe prompt, W&B offline: every table
-    row names the shots its prompt showed, as the predictions file does, and the run summary holds
-    the last epoch's ci95 bounds."""
+    row names the shots its prompt showed, and holds the prompt and response, as the predictions
+    file does; the history holds the epoch's ci95 bounds."""
     from negtrain import cli
     from tiny_models import write_recipe
 
@@ -158,8 +176,15 @@ def test_fewshot_prediction_tables_carry_shot_ids_and_summary_the_interval(lm_en
     table = json.loads(path.read_text())
     shots = table["columns"].index("shots")
     assert [(r[0], r[shots]) for r in table["data"]] == [(w["id"], ", ".join(w["shots"])) for w in written]
-    summary = summarize(run_dir)["summary"]
+    # The exact prompt the model saw (with its two solved examples) and its response, as the file has them.
+    assert {"prompt", "response"} <= set(table["columns"])
+    _same_fields(table, written)
+    prompt = table["columns"].index("prompt")
+    assert all(r[prompt] and r[prompt] == w["prompt"] for r, w in zip(table["data"], written))
+    history = summarize(run_dir)["history"]
     (record,) = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines() if '"scone"' in line]
     low, high = record["uncertainty"]["accuracy"]["ci95"]
-    assert summary["scone/test/accuracy/ci95_low"] == pytest.approx(low) and summary["scone/test/accuracy/ci95_high"] == pytest.approx(high)
+    (row,) = [h for h in history if "scone/test/accuracy/ci95_low" in h]
+    assert row["epoch"] == 0
+    assert row["scone/test/accuracy/ci95_low"] == pytest.approx(low) and row["scone/test/accuracy/ci95_high"] == pytest.approx(high)
     assert low <= record["metrics"]["accuracy"] <= high

@@ -12,8 +12,9 @@ What a W&B run holds:
   metric's own name so a sweep optimises the best epoch, not the last), its epoch and checkpoint;
 - each metric's uncertainty, as in ``metrics.jsonl``: ``<benchmark>/<split>/<metric>/stderr``,
   ``.../ci95_low`` and ``.../ci95_high`` per epoch;
-- optionally (``logger.log_predictions``) every epoch's predictions as a ``wandb.Table``, with the
-  few-shot ids each prompt showed (``shots``) and every further field of the prediction line.
+- optionally (``logger.log_predictions``) every epoch's predictions as a ``wandb.Table``: the rows
+  of the predictions file, with the few-shot ids each prompt showed (``shots``) and every further
+  field of the line (``prompt`` and ``response`` when samples are logged).
 
 Without an API key, or with ``WANDB_MODE=offline``, the run is written offline under
 ``<run dir>/wandb/`` and the ``wandb sync`` command is printed; nothing waits for a login prompt.
@@ -173,9 +174,9 @@ class WandbTracker(pl.Callback):
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if trainer.sanity_checking:
             return
-        self.logger.experiment.log({"epoch": trainer.current_epoch, **uncertainty_metrics(pl_module.eval_sets)})
-        if self.log_predictions:
-            self.logger.experiment.log({"epoch": trainer.current_epoch, **prediction_tables(pl_module.eval_sets, trainer.current_epoch)})
+        epoch = trainer.current_epoch
+        tables = prediction_tables(pl_module.eval_sets, epoch) if self.log_predictions else {}
+        self.logger.experiment.log({"epoch": epoch, **uncertainty_metrics(pl_module.eval_sets), **tables})
 
 
 def uncertainty_metrics(eval_sets) -> dict[str, float]:
@@ -189,8 +190,8 @@ def uncertainty_metrics(eval_sets) -> dict[str, float]:
             continue
         for key, entry in result.uncertainty.metrics.items():
             prefix = f"{eval_set.name}/{key}"
-            if isinstance(entry.get("stderr"), (int, float)):
-                out[f"{prefix}/stderr"] = float(entry["stderr"])
+            if "stderr" in entry:
+                out[f"{prefix}/stderr"] = float("nan") if entry["stderr"] is None else float(entry["stderr"])
             ci = entry.get("ci95")
             if ci:
                 out[f"{prefix}/ci95_low"] = float("nan") if ci[0] is None else float(ci[0])
@@ -198,31 +199,29 @@ def uncertainty_metrics(eval_sets) -> dict[str, float]:
     return out
 
 
-#: The columns of a W&B prediction table. ``shots``: the few-shot examples' ids shown before the
-#: prompt (empty without shots); further fields a prediction line carries (a model's scores, the
-#: prompt and response of a generation) follow as their own columns.
+#: The first columns of a W&B prediction table. ``shots``: the few-shot examples' ids shown before
+#: the prompt (empty without shots); every further field of the prediction line (a model's scores,
+#: ``unparsed``, the ``prompt`` and ``response`` of a logged sample) follows as its own column.
 TABLE_COLUMNS = ["id", "prediction", "label", "correct", "subset", "shots", "epoch"]
 
 
 def prediction_tables(eval_sets, epoch: int) -> dict[str, Any]:
-    """Per eval set, a ``wandb.Table`` of the rows its predictions file holds this epoch."""
+    """Per eval set, a ``wandb.Table`` of the rows its predictions file holds this epoch
+    (:meth:`negtrain.data.eval_set.EvalSet.prediction_rows`, the same rows)."""
     import wandb
 
     tables: dict[str, Any] = {}
     for eval_set in eval_sets:
-        result = eval_set.result
-        if result is None or result.predictions is None:
+        rows = eval_set.prediction_rows()
+        if not rows:
             continue
-        shots = dict(zip((e.id for e in eval_set.examples), eval_set.shot_ids)) if eval_set.shot_ids else {}
-        fields = dict(zip((e.id for e in eval_set.examples), result.fields)) if result.fields else {}
-        extra = sorted({k for f in fields.values() if f for k in f} - set(TABLE_COLUMNS))
-        # The same rows as the run's predictions files: predicted label or generated answer.
-        rows = [
-            [ex.id, prediction, ex.label, correct, ex.subset or "", ", ".join(shots.get(ex.id) or []), epoch]
-            + [_cell((fields.get(ex.id) or {}).get(k)) for k in extra]
-            for ex, prediction, correct in result.predicted(eval_set.examples, eval_set.predicted_labels)
+        extra = list(dict.fromkeys(k for _, _, row in rows for k in row if k not in TABLE_COLUMNS))
+        data = [
+            [row["id"], row["prediction"], row["label"], correct, ex.subset or "", ", ".join(row.get("shots") or []), epoch]
+            + [_cell(row.get(k)) for k in extra]
+            for ex, correct, row in rows
         ]
-        tables[f"predictions/{eval_set.name}"] = wandb.Table(columns=TABLE_COLUMNS + extra, data=rows)
+        tables[f"predictions/{eval_set.name}"] = wandb.Table(columns=TABLE_COLUMNS + extra, data=data)
     return tables
 
 
