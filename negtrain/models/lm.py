@@ -601,7 +601,7 @@ def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[
 
 
 def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings,
-                            cfg: ModelConfig, causal: bool, seed: int, log: bool) -> EvalSet:
+                            cfg: LanguageModelConfig, causal: bool, seed: int, log: bool) -> EvalSet:
     """A multiple-choice benchmark put through one of its prompt strategies (ScoNe-NLG): with a
     generating strategy the model completes each prompt and the completions are written as the
     predictions, for people to judge (``EvalSet.completions``); with a log-likelihood strategy its
