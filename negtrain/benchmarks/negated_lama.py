@@ -213,8 +213,3 @@ class NegatedLamaHighRanked(NegatedLama):
 class NegatedLamaLowRanked(NegatedLama):
     name = "negated_lama-low_ranked"
     variant = "low_ranked"
-
-
-def probe_texts(examples: Sequence[Example]) -> list[tuple[str, str, Example]]:
-    """(affirmative, negated, example) per probe, for unlikelihood training."""
-    return [(e.inputs[0], e.inputs[1], e) for e in examples]

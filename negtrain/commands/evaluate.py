@@ -122,7 +122,9 @@ def listing() -> list[dict]:
     from negtrain.benchmarks.registry import BENCHMARKS
 
     out = []
-    for (name, cls), scoring in zip(BENCHMARKS.items(), matrix()):
+    for scoring in matrix():  # each row names its benchmark, so nothing is paired by position
+        name = scoring["benchmark"]
+        cls = BENCHMARKS[name]
         spaces = cls.prediction_spaces or (tuple(cls.labels),)
         out.append(
             {
