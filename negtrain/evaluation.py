@@ -184,6 +184,42 @@ def _scored_judgements(bench: Benchmark, split: str, path: Path, rows, allow_mis
     return Scored(bench.name, split, str(path), len(examples), len(rows), space, values, notes), metric
 
 
+def _scored_cloze(bench: Benchmark, split: str, path: Path, allow_missing: bool):
+    """:func:`scored_metric` for cloze probes (negated LAMA): the file must be prediction lines a
+    negtrain run wrote, which carry per probe the model's top-1s, rank correlation and ranks (see
+    :mod:`negtrain.metrics.cloze`); every number is recomputed from them as the run computed it."""
+    from negtrain.metrics.cloze import NegatedLamaMetric  # torch-side metric, imported when scoring
+
+    raw = _read_bounded(path)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    rows = list(jsonl_rows(path, text, PredictionError))
+    if not rows:
+        raise PredictionError(f"{path}: no predictions")
+    for row in rows:
+        if not isinstance(row.fields.get("id"), str):
+            raise PredictionError(f"{path}:{row.line}: no string 'id' field")
+        if "skipped" not in row.fields and "top1" not in row.fields:
+            raise PredictionError(
+                f"{path}:{row.line}: {bench.name} is scored from the prediction lines a negtrain run writes "
+                "(with 'top1', 'common_top1', 'rank_correlation' per probe): its metrics need the model's "
+                "scores over the vocabulary, not one predicted word"
+            )
+    examples = bench.load(split)
+    position, notes = _matched(bench, split, path, examples, [(row.line, row.fields["id"]) for row in rows], allow_missing)
+    line_of = {position[row.fields["id"]]: row.line for row in rows}
+
+    def describe(pos: int, message: str):
+        raise PredictionError(f"{path}:{line_of[pos]}: {message}")
+
+    metric, index, table = NegatedLamaMetric.from_lines(examples, [(position[row.fields["id"]], row.fields) for row in rows], describe)
+    metric.update(index, table)
+    values = {k: float(v) for k, v in metric.compute().items()}
+    return Scored(bench.name, split, str(path), len(examples), len(rows), (), values, notes), metric
+
+
 def _read_bounded(path: Path) -> bytes:
     """The file's bytes. A regular file or a pipe (``<(...)``); no line over MAX_LINE_BYTES and no
     more than MAX_FILE_BYTES in all."""
@@ -245,11 +281,7 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     bench = get_benchmark(benchmark)
     bench.check_split(split)
     if bench.answer_type == "cloze":
-        raise PredictionError(
-            f"{benchmark} cannot be scored from a predictions file: its metrics (rank correlation over the "
-            "vocabulary, top-1 of three clozes per probe) need the model itself; run `negtrain validate` "
-            "with a recipe that evaluates it"
-        )
+        return _scored_cloze(bench, split, path, allow_missing)
     judgements = read_judgements(path, bench) if bench.human_judgements else None
     if judgements is not None:
         return _scored_judgements(bench, split, path, judgements, allow_missing)

@@ -102,6 +102,9 @@ class EvalSet:
     variant: str | None = None
     #: Write each example's prompt and response beside its prediction.
     log_samples: bool = True
+    #: Generated completions to be judged by people (ScoNe-NLG): each prediction is the
+    #: completion's text, and the metric only counts them.
+    completions: bool = False
 
     def __post_init__(self) -> None:
         if self.predicted_labels is None:
@@ -117,19 +120,26 @@ class EvalSet:
         return f"{self.benchmark.name}/{self.split}" + (f"/{self.variant}" if self.variant else "")
 
     def prediction_rows(self) -> list[tuple[Example, bool, dict[str, Any]]]:
-        """(example, correct, row) per example with a prediction in the last result. The row is
-        what its predictions-file line holds (the W&B tables show the same): its id, the predicted
-        label (or generated answer; null for a response no answer rule could read), the gold
-        label, with few-shot prompts the ids of the shots it was shown, the metric's own fields,
-        and (``log_samples``) the exact ``prompt`` and the model's ``response``."""
+        """(example, correct, row) per line of the predictions file for the last result, in the
+        split's order; the W&B tables show the same rows. A row holds the example's id, the
+        predicted label (or generated answer; null for a response no answer rule could read), the
+        gold label, with few-shot prompts the ids of the shots it was shown, what the metric needs
+        to re-score it (``EvalResult.fields``), and (``log_samples``) the exact ``prompt`` and the
+        model's ``response``."""
         if self.result is None or self.result.predictions is None:
             return []
         shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
         fields = dict(zip((e.id for e in self.examples), self.result.fields)) if self.result.fields else {}
         position = {e.id: i for i, e in enumerate(self.examples)}
         responses = self.result.responses if self.log_samples else None
+        predicted = {ex.id: (prediction, correct) for ex, prediction, correct in self.result.predicted(self.examples, self.predicted_labels)}
         rows = []
-        for ex, prediction, correct in self.result.predicted(self.examples, self.predicted_labels):
+        # An example with fields but no prediction (a probe the model could not score, with the
+        # reason) gets a line too, so a re-score counts it as the run did.
+        for ex in self.examples:
+            if ex.id not in predicted and not fields.get(ex.id):
+                continue
+            prediction, correct = predicted.get(ex.id, (None, False))
             row = {"id": ex.id, "prediction": prediction, "label": ex.label}
             if shots:
                 row["shots"] = shots[ex.id]
