@@ -17,12 +17,12 @@ from dataclasses import dataclass
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
-from negtrain.config import FAMILIES, EvalConfig, LanguageModelConfig
+from negtrain.config import FAMILIES, FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families_where
 from negtrain.errors import ConfigError, NegtrainError, did_you_mean
 from negtrain.prompts.strategies import get_strategy, strategies
 
-#: Families that read a benchmark through a prompt.
-LM_FAMILIES = ("seq2seq", "causal_lm")
+#: Families that read a benchmark through a prompt (declared by each family's settings section).
+LM_FAMILIES = tuple(families_where("reads_prompts"))
 
 
 def families() -> tuple[str, ...]:
@@ -136,7 +136,7 @@ def _resolve_strategy(entry, bench: Benchmark, where: str, chat: bool) -> None:
 def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eval_entry: bool, chat: bool = False) -> None:
     bench = get_benchmark(entry.benchmark)
     bench.check_split(entry.split)
-    if family == "mlm" and not eval_entry:
+    if FAMILY_SECTIONS[family].trains_objective and not eval_entry:
         # The mlm family's objectives read training benchmarks as text (the cue-masking corpus,
         # negated-LAMA probes); its builder checks them. The matrix is about scoring.
         return
@@ -145,7 +145,7 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
     if family not in LM_FAMILIES:
         given = [s for s in settings if getattr(entry, s) not in (None, 0)]
         if given:
-            raise ConfigError(f"{where}: {', '.join(given)} apply to the seq2seq and causal_lm families, not '{family}'")
+            raise ConfigError(f"{where}: {', '.join(given)} apply to the {' and '.join(LM_FAMILIES)} families, not '{family}'")
         return
     if bench.answer_type == "choice" and eval_entry and entry.strategy is not None and strategies(bench.name):
         # A multiple-choice benchmark with strategies of its own (ScoNe-NLG): the strategy's prompt

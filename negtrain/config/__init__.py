@@ -24,7 +24,9 @@ from negtrain.config.model import (
     ModelSection,
     NliModelConfig,
     Seq2SeqModelConfig,
+    families_where,
     families_with,
+    family_names,
     family_of,
     model_config,
 )
@@ -61,7 +63,7 @@ __all__ = [
     "MAX_EPOCH_EXAMPLES", "MAX_SOURCE_WEIGHT", "MAX_TEMPERATURE", "MAX_TORCH_THREADS", "MAX_YAML_DEPTH",
     "MAX_YAML_VALUES", "MIN_TEMPERATURE", "RUN_ONLY_SERVER_SETTINGS", "SHORTHAND_SECTIONS", "DEFAULT_FAMILY", "FAMILIES", "FAMILY_SECTIONS",
     "CausalLmModelConfig", "LanguageModelConfig", "MlmModelConfig", "ModelSection", "NliModelConfig",
-    "Seq2SeqModelConfig", "families_with", "family_of", "model_config",
+    "Seq2SeqModelConfig", "families_where", "families_with", "family_names", "family_of", "model_config",
     "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "EvaluationConfig",
     "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
     "SelectionConfig", "ServerConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",

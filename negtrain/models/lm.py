@@ -637,11 +637,11 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
 # Builders (see negtrain.models.families)
 
 
-def _build_lm(recipe, loaded, family: str):
+def _build_lm(recipe, loaded, causal: bool):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     cfg = recipe.model
-    causal = family == "causal_lm"
+    family = cfg.family
     path = resolve_model_name(cfg.name)
     tokenizer = load_tokenizer(path, "model")
     if tokenizer.eos_token_id is None:
@@ -718,7 +718,7 @@ def _build_lm(recipe, loaded, family: str):
 
     auto = AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM
     model = load_base(auto, path, recipe.adapter, **attention_kwargs(cfg))
-    model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
+    model = add_adapter(model, recipe.adapter, recipe.model.peft_task_type)
     freeze(model, cfg)
     if causal:
         module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe)
@@ -732,8 +732,8 @@ def _build_lm(recipe, loaded, family: str):
 
 
 def build_seq2seq(recipe, loaded):
-    return _build_lm(recipe, loaded, "seq2seq")
+    return _build_lm(recipe, loaded, causal=False)
 
 
 def build_causal_lm(recipe, loaded):
-    return _build_lm(recipe, loaded, "causal_lm")
+    return _build_lm(recipe, loaded, causal=True)

@@ -211,7 +211,7 @@ def build_nli(recipe, loaded):
         if ckpt_labels is None and (reset := reset_loaded_head(model, info["missing_keys"])):
             print(f"model: {path}'s classification head has no NLI label names; a fresh {len(head)}-way head replaces {reset}", flush=True)
             fresh = sorted(set(fresh) | set(reset))
-    model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
+    model = add_adapter(model, recipe.adapter, cfg.peft_task_type)  # the head stays fully trainable
     freeze(model, cfg)
     module = NLIModule(model, cfg, head, eval_sets, recipe=recipe)
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
