@@ -184,7 +184,7 @@ def _apply_strategy(recipe, name: str, named: bool) -> None:
     applied = 0
     for entry in recipe.data.eval:
         if name not in strategies(entry.benchmark):
-            if named and get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
+            if named and not get_benchmark(entry.benchmark).answer_type.builds_own_context:
                 get_strategy(entry.benchmark, name)  # raises: no such strategy (did you mean)
             continue
         entry.strategy, entry.prompt, entry.verbalizer = name, None, None
@@ -277,7 +277,7 @@ def plan_card(args, extra: list[str]):
     if shots:
         for entry in recipe.data.eval:
             # Multiple choice and cloze probes build their own context: no prompt to put shots in.
-            if get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
+            if not get_benchmark(entry.benchmark).answer_type.builds_own_context:
                 entry.shots = shots
     if shots or strategy:
         try:

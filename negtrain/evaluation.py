@@ -23,7 +23,7 @@ from pathlib import Path
 import torch
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, jsonl_rows
+from negtrain.benchmarks.base import AnswerKind, Benchmark, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import DataError
 from negtrain.metrics.base import UNPARSED
@@ -116,7 +116,7 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
         pred = obj["prediction"]
         if "unparsed" in obj:  # a line of a split answered by a strategy's answer rule
             rows.generated = True
-        if pred is None and bench.answer_type != "choice":
+        if pred is None and bench.answer_type is not AnswerKind.CHOICE:
             rows.generated = True
             rows.append(_line(lineno, obj["id"], pred, None, obj))
             continue
@@ -280,7 +280,7 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     per-example state, for the bootstrap and for paired comparisons)."""
     bench = get_benchmark(benchmark)
     bench.check_split(split)
-    if bench.answer_type == "cloze":
+    if bench.answer_type is AnswerKind.CLOZE:
         return _scored_cloze(bench, split, path, allow_missing)
     judgements = read_judgements(path, bench) if bench.human_judgements else None
     if judgements is not None:
@@ -289,7 +289,7 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     examples = bench.load(split)
     position, notes = _matched(bench, split, path, examples, [(lineno, id_) for lineno, id_, _, _ in rows], allow_missing)
 
-    if bench.answer_type == "choice":
+    if bench.answer_type is AnswerKind.CHOICE:
         chosen = []
         for lineno, id_, pred, label in rows:
             choice = bench.choice_label(label, examples[position[id_]])

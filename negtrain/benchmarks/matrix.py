@@ -14,7 +14,7 @@ import string
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import FAMILIES, FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families_where
@@ -147,7 +147,7 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         if given:
             raise ConfigError(f"{where}: {', '.join(given)} apply to the {' and '.join(LM_FAMILIES)} families, not '{family}'")
         return
-    if bench.answer_type == "choice" and eval_entry and entry.strategy is not None and strategies(bench.name):
+    if bench.answer_type is AnswerKind.CHOICE and eval_entry and entry.strategy is not None and strategies(bench.name):
         # A multiple-choice benchmark with strategies of its own (ScoNe-NLG): the strategy's prompt
         # is the context, its demonstrations the shots (paper), and it is answered by its choices'
         # log-likelihood or, generating, by completions written for people to judge.
@@ -158,7 +158,7 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         if entry.shots == "paper" and strategy.fewshot is None:
             raise ConfigError(f"{where}: strategy {bench.name}/{strategy.name} has no fixed demonstrations, so shots: paper does not apply")
         return
-    if bench.answer_type in ("choice", "cloze"):
+    if bench.answer_type.builds_own_context:
         # Multiple choice (NeQA) and cloze probes (negated LAMA) build their own context from
         # the example; a prompt, verbalizer or shots would not be read, so they are refused.
         given = [s for s in settings if getattr(entry, s) not in (None, 0)]
@@ -247,8 +247,8 @@ def matrix() -> list[dict]:
                     f: {"supported": unsupported_reason(bench, f) is None, "how": bench.scoring.get(f) or unsupported_reason(bench, f)}
                     for f in families()
                 },
-                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if f in bench.scoring and bench.answer_type not in ("choice", "cloze")},
-                "verbalizer": bench.verbalizer() if bench.answer_type == "label" else None,
+                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if f in bench.scoring and not bench.answer_type.builds_own_context},
+                "verbalizer": bench.verbalizer() if bench.answer_type is AnswerKind.LABEL else None,
                 "strategies": {n: strategy_line(st) for n, st in strategies(name).items()},
             }
         )
@@ -258,7 +258,7 @@ def matrix() -> list[dict]:
 def strategy_line(strategy) -> str:
     """One line saying how a strategy is answered and where it comes from."""
     a = strategy.answer
-    scored = "the choices' log-likelihood" if get_benchmark(strategy.benchmark).answer_type == "choice" else "verbalizer log-likelihood"
+    scored = "the choices' log-likelihood" if get_benchmark(strategy.benchmark).answer_type is AnswerKind.CHOICE else "verbalizer log-likelihood"
     how = f"generate ({a.rule}, {a.max_new_tokens} tokens)" if a.generates else scored
     shots = f", paper shots: {strategy.fewshot.count}" if strategy.fewshot is not None else ""
     chat = ", chat models" if strategy.chat == "required" else ""

@@ -47,7 +47,7 @@ from functools import partial
 
 import torch
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.models.continuation import continuation_logprobs, score_batch
 from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
@@ -651,26 +651,26 @@ def _build_lm(recipe, loaded, causal: bool):
     check_chat(tokenizer, cfg)  # before any weights are loaded
 
     for b, split, _ in loaded.train:
-        if b.answer_type in ("choice", "cloze") or b.open_vocabulary:
+        if b.answer_type.builds_own_context or b.open_vocabulary:
             raise ConfigError(f"data.train: {b.name}/{split} is an evaluation probe; a {family} model cannot train on it")
     for b, split, _ in loaded.eval:
-        if b.open_vocabulary and not (causal and b.answer_type == "cloze"):
+        if b.open_vocabulary and not (causal and b.answer_type is AnswerKind.CLOZE):
             raise ConfigError(
                 f"data.eval: {b.name}/{split} is a masked-LM probe; score it with model.family mlm"
-                + (" (or causal_lm for negated_lama)" if b.answer_type == "cloze" else "")
+                + (" (or causal_lm for negated_lama)" if b.answer_type is AnswerKind.CLOZE else "")
             )
 
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):
-        if b.answer_type == "choice" and spec is not None and getattr(spec, "strategy", None):
+        if b.answer_type is AnswerKind.CHOICE and spec is not None and getattr(spec, "strategy", None):
             eval_sets.append(strategy_choice_eval_set(
                 tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples,
             ))
             continue
-        if b.answer_type in ("choice", "cloze"):
+        if b.answer_type.builds_own_context:
             # The benchmark builds the context itself: no prompt, verbalizer or shots.
-            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type == "cloze" else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
+            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type is AnswerKind.CLOZE else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
             continue
         settings = PromptSettings.of(spec)
         strategy = settings.strategy_of(b)

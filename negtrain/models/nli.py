@@ -155,7 +155,7 @@ def build_nli(recipe, loaded):
                 f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
                 "give; use model.family seq2seq or causal_lm"
             )
-        if bench.answer_type in ("choice", "cloze") or bench.open_vocabulary:
+        if bench.answer_type.builds_own_context or bench.open_vocabulary:
             raise ConfigError(
                 f"benchmark '{bench.name}' is scored by a language model's likelihoods, not an NLI head; "
                 f"use model.family {' or '.join(sorted(bench.scoring))}"
