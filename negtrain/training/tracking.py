@@ -40,7 +40,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import Recipe, to_dict
 from negtrain.io.atomic import write_text
-from negtrain.secrets import redact_text
+from negtrain.secrets import redact, redact_text
 from negtrain.training.build import best_score
 
 DEFAULT_BASE_URL = "https://api.wandb.ai"
@@ -89,8 +89,8 @@ def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False, provenanc
     # Everything sent comes from the masked recipe (negtrain.secrets), never from raw values.
     config = to_dict(recipe)
     masked = config["logger"]
-    if provenance is not None:
-        config["provenance"] = provenance
+    if provenance is not None:  # masked as provenance.json is (a token in a model path, say)
+        config["provenance"] = redact(provenance, by_key=False)
     # W&B records the program's arguments in its run metadata; a secret typed on the command line
     # must not travel with them.
     argv_has_secret = any(redact_text(a) != a for a in sys.argv)
