@@ -55,6 +55,7 @@ from negtrain.config import (
 from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.run_lock import run_lock
+from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
 from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
@@ -62,11 +63,6 @@ from negtrain.secrets import redact_text
 from negtrain.training import provenance
 from negtrain.training.run import evaluate_each, quiet_third_party_logs, resolved_recipe_yaml
 
-#: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1; ScoNe-NLG, scored
-#: by a model, its outcome_choice proxy, shown under that name).
-ACCURACY_KEYS = ("accuracy", "f1", "negated_top1_error", "outcome_choice_accuracy")
-#: Metric families that measure consistency over a contrast set / group.
-CONSISTENCY_BASES = ("consistency", "coherence", "strict", "outcome_choice_consistency")
 
 
 def _run_source(name: str) -> tuple[Path, Path] | None:
@@ -463,11 +459,12 @@ def _records(out: Path) -> list[dict]:
 
 
 def headline_accuracy(metrics: dict[str, float | None]) -> str | None:
-    return next((k for k in ACCURACY_KEYS if k in metrics), None)
+    """The record's headline metric (its role, declared in negtrain/metrics/declared.py)."""
+    return headline(metrics)
 
 
 def consistency_keys(metrics: dict[str, float | None]) -> list[str]:
-    return [k for k in metrics if k.split("/")[0] in CONSISTENCY_BASES]
+    return with_role(metrics, "consistency")
 
 
 def _fmt(value: float | None) -> str:
