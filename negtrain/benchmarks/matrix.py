@@ -148,6 +148,17 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         if given:
             raise ConfigError(f"{where}: {', '.join(given)} apply to the seq2seq and causal_lm families, not '{family}'")
         return
+    if bench.answer_type == "choice" and eval_entry and entry.strategy is not None and strategies(bench.name):
+        # A multiple-choice benchmark with strategies of its own (ScoNe-NLG): the strategy's prompt
+        # is the context, its demonstrations the shots (paper), and it is answered by its choices'
+        # log-likelihood or, generating, by completions written for people to judge.
+        given = [s for s in ("prompt", "verbalizer", "shots_split") if getattr(entry, s) is not None]
+        if given or entry.shots not in (0, "paper"):
+            raise ConfigError(f"{where}: a strategy of '{bench.name}' takes shots 0 or paper and no {', '.join(given) or 'drawn shots'}")
+        strategy = get_strategy(bench.name, entry.strategy)
+        if entry.shots == "paper" and strategy.fewshot is None:
+            raise ConfigError(f"{where}: strategy {bench.name}/{strategy.name} has no fixed demonstrations, so shots: paper does not apply")
+        return
     if bench.answer_type in ("choice", "cloze"):
         # Multiple choice (NeQA) and cloze probes (negated LAMA) build their own context from
         # the example; a prompt, verbalizer or shots would not be read, so they are refused.
@@ -246,7 +257,8 @@ def matrix() -> list[dict]:
 def strategy_line(strategy) -> str:
     """One line saying how a strategy is answered and where it comes from."""
     a = strategy.answer
-    how = f"generate ({a.rule}, {a.max_new_tokens} tokens)" if a.generates else "verbalizer log-likelihood"
+    scored = "the choices' log-likelihood" if get_benchmark(strategy.benchmark).answer_type == "choice" else "verbalizer log-likelihood"
+    how = f"generate ({a.rule}, {a.max_new_tokens} tokens)" if a.generates else scored
     shots = f", paper shots: {strategy.fewshot.count}" if strategy.fewshot is not None else ""
     chat = ", chat models" if strategy.chat == "required" else ""
     return f"{how}{shots}{chat}; {strategy.paper}: {strategy.source}"

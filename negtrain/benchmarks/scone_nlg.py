@@ -33,6 +33,10 @@ Two ways to score it:
   Reported as ``outcome_choice_accuracy``, ``outcome_choice_accuracy/<condition>`` and
   ``outcome_choice_consistency``: never under the paper's names, because preferring the right kind
   of ending is not writing a coherent one.
+
+The prompts are strategies in ``negtrain/prompts/scone_nlg.yaml`` (``completion``: the bare
+narrative, or after E.13's demonstrations with ``shots: paper``; ``outcome_choice``: the proxy after
+the same prompts); the ``scone-nlg`` protocol runs all four and writes the completions for judging.
 """
 
 from __future__ import annotations
@@ -177,6 +181,13 @@ class SconeNlg(Benchmark):
         return ONE_ANNOTATOR if annotators == 1 else TWO_ANNOTATORS
 
     # -- metrics --------------------------------------------------------------------------------
+
+    def completions_metric(self, examples: Sequence[Example]):
+        """What a protocol's completions report before they are judged: ``n`` (see
+        :class:`negtrain.metrics.scone_nlg.CompletionsWritten`)."""
+        from negtrain.metrics.scone_nlg import CompletionsWritten
+
+        return CompletionsWritten(num_examples=len(examples))
 
     def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] = OUTCOMES):
         from negtrain.metrics.scone_nlg import JudgedCompletions, OutcomeChoice  # torch: imported when scoring

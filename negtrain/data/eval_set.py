@@ -102,6 +102,9 @@ class EvalSet:
     variant: str | None = None
     #: Write each example's prompt and response beside its prediction.
     log_samples: bool = True
+    #: Generated completions to be judged by people (ScoNe-NLG): each prediction is the
+    #: completion's text, and the metric only counts them.
+    completions: bool = False
 
     def __post_init__(self) -> None:
         if self.predicted_labels is None:

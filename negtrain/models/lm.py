@@ -195,7 +195,11 @@ def prompts_with_shots(
     pool = bench.load(shots_split)
     drawn = draw_shots(examples, pool, int(settings.shots), seed, f"{bench.name}/{split}: shots",
                        fixed=shots_split in bench.fixed_shot_splits)
-    solved = {j: (zero_shot_text(bench, pool[j], settings, cfg), answer_text(bench, pool[j], settings, cfg)) for picks in drawn for j in picks}
+    def shown(example: Example) -> str:
+        answer = answer_text(bench, example, settings, cfg)
+        return strategy.shown_answer(answer) if strategy is not None else answer
+
+    solved = {j: (zero_shot_text(bench, pool[j], settings, cfg), shown(pool[j])) for picks in drawn for j in picks}
     prompts = [Prompt(query=q, shots=tuple(solved[j] for j in picks), separator=SHOT_SEPARATOR, before_query=SHOT_SEPARATOR)
                for picks, q in zip(drawn, queries)]
     return prompts, [[pool[j].id for j in picks] for picks in drawn]
@@ -455,7 +459,7 @@ class LMModule(NegtrainModule):
         generated = self.generate(batch, answering)
         responses = self.eval_responses.setdefault(eval_set.name, {})
         tokens = self.eval_tokens.setdefault(eval_set.name, {})
-        texts = self.eval_texts.setdefault(eval_set.name, {}) if bench.generative else {}
+        texts = self.eval_texts.setdefault(eval_set.name, {}) if bench.generative or eval_set.completions else {}
         out = []
         for idx, g in zip(index, generated):
             if eval_set.log_samples:
@@ -464,6 +468,9 @@ class LMModule(NegtrainModule):
             answer = answering.read(g.text)
             if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
                 out.append(UNPARSED)
+            elif eval_set.completions:  # written for people to judge: the text is the prediction
+                texts[idx] = answer
+                out.append(1)
             elif bench.generative:
                 texts[idx] = answer
                 out.append(int(bench.is_correct(answer, examples[idx])))
@@ -594,6 +601,39 @@ def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[
     )
 
 
+def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings,
+                            cfg: ModelConfig, causal: bool, seed: int, log: bool) -> EvalSet:
+    """A multiple-choice benchmark put through one of its prompt strategies (ScoNe-NLG): with a
+    generating strategy the model completes each prompt and the completions are written as the
+    predictions, for people to judge (``EvalSet.completions``); with a log-likelihood strategy its
+    choices are scored after the strategy's prompt (zero-shot, or after the paper's
+    demonstrations) as :func:`predict_choices` scores them. The choice scorer reads the plain
+    prompt text, never a chat template."""
+    strategy = settings.strategy_of(bench)
+    prompts, shot_ids = prompts_with_shots(bench, split, examples, settings, cfg, seed)
+    if strategy.answer.generates:
+        texts, chatted = rendered_prompts(tokenizer, prompts, cfg, causal)
+        if causal:
+            encoded = encode_causal_eval(tokenizer, bench, texts, cfg, strategy.answer.max_new_tokens, chatted)
+        else:
+            encoded = encode_seq2seq_eval(tokenizer, bench, texts, cfg, chatted)
+        metric = bench.completions_metric(examples)
+        metric.counts_unparsed = True
+        return EvalSet(
+            bench, split, list(examples), encoded, metric=metric, shot_ids=shot_ids, answering=strategy.answer,
+            prompts=texts if log else None, variant=settings.variant, log_samples=log, completions=True,
+        )
+    contexts = [p.text() for p in prompts]
+    options = [bench.choices(e) for e in examples]
+    ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
+    chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
+    return EvalSet(
+        bench, split, list(examples), EncodedSplit.from_lists(ctx, None), metric=bench.metric(examples),
+        evaluator=partial(predict_choices, inputs=(ctx, conts, chars)), shot_ids=shot_ids,
+        prompts=contexts if log else None, variant=settings.variant, log_samples=log,
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Builders (see negtrain.models.families)
 
@@ -624,6 +664,11 @@ def _build_lm(recipe, loaded, family: str):
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):
+        if b.answer_type == "choice" and spec is not None and getattr(spec, "strategy", None):
+            eval_sets.append(strategy_choice_eval_set(
+                tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples,
+            ))
+            continue
         if b.answer_type in ("choice", "cloze"):
             # The benchmark builds the context itself: no prompt, verbalizer or shots.
             eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type == "cloze" else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
