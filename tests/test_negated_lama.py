@@ -275,7 +275,7 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, dat
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from negtrain.benchmarks.base import Example
-    from negtrain.config import ModelConfig
+    from negtrain.config import model_config
     from negtrain.models.choice_inputs import split_pair
     from negtrain.models.lm import CausalLMModule, cloze_eval_set, cloze_prefix
 
@@ -297,7 +297,7 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, dat
     bench = NegatedLama()
     eval_set = cloze_eval_set(tok, bench, "test", examples)
     metric = eval_set.metric
-    module = CausalLMModule(model, tok, ModelConfig(name=str(path), family="causal_lm"), [eval_set], recipe={})
+    module = CausalLMModule(model, tok, model_config(name=str(path), family="causal_lm"), [eval_set])
     rows = module.predict({"index": torch.tensor([0, 1, 2])}, eval_set)
     assert rows[1, 0].item() == SKIPPED  # the SQUAD blank is mid-sentence
     with torch.no_grad():
