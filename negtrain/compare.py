@@ -29,6 +29,7 @@ from negtrain.errors import NegtrainError
 from negtrain.evaluation import scored_metric
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import paired
+from negtrain.training import provenance
 
 #: ``<benchmark>-<split>-<epochN|validate|test>.jsonl``; benchmark names may hold '-', splits do not.
 PREDICTIONS_FILE = re.compile(r"^(?P<benchmark>.+)-(?P<split>[^-]+)-(?P<stage>epoch(?P<epoch>\d+)|validate|test)\.jsonl$")
@@ -129,7 +130,22 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
         })
     only = sorted((set(side_a.files) ^ set(side_b.files)))
     return {"a": side_a.label, "b": side_b.label, "bootstrap": {"resamples": resamples, "seed": seed},
-            "evals": evals, "not_in_both": only}
+            "evals": evals, "not_in_both": only, "warnings": setup_differences(a, b)}
+
+
+def _provenance_of(arg: Path) -> dict[str, Any] | None:
+    """The provenance of a run, card or evaluation directory, or of the one a predictions file
+    sits in (``<dir>/predictions/<file>``); None where there is none."""
+    folder = arg if arg.is_dir() else arg.parent.parent
+    return provenance.read(folder) if (folder / provenance.FILE_NAME).is_file() else None
+
+
+def setup_differences(a: Path, b: Path) -> list[str]:
+    """Where A and B were produced differently in a way that moves numbers: a data file with other
+    bytes, another major version of a package (:func:`negtrain.training.provenance.differences`).
+    Sides with no provenance at all (bare predictions files) are not compared."""
+    pa, pb = _provenance_of(a), _provenance_of(b)
+    return [] if pa is None and pb is None else provenance.differences(pa, pb)
 
 
 def _num(x: float) -> float | None:
@@ -154,6 +170,8 @@ def comparison_markdown(result: dict[str, Any]) -> str:
          "benchmark's independent units, the same units drawn for A and B. 'share B ≤ A': the share of resamples "
          "in which B's value is at most A's." if boot["resamples"] else "No bootstrap (--bootstrap 0): differences only."),
     ]
+    if result.get("warnings"):
+        lines += ["", "**A and B were not produced alike:**", "", *[f"- warning: {w}" for w in result["warnings"]]]
     for ev in result["evals"]:
         lines += ["", f"## {ev['benchmark']}/{ev['split']} ({ev['units']} {ev['unit']}s)", "",
                   "| metric | A | B | B − A | 95% CI of B − A | share B ≤ A | better |", "|---|---|---|---|---|---|---|"]

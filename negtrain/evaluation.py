@@ -26,6 +26,7 @@ from negtrain import labels as nli
 from negtrain.benchmarks.base import Benchmark, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import DataError
+from negtrain.metrics.base import UNPARSED
 from negtrain.metrics.uncertainty import Uncertainty, estimate, format_interval, format_stderr
 
 #: At most this many ids are named in an error message.
@@ -80,16 +81,37 @@ def _name(ids: Sequence[str]) -> str:
     return shown + (f", ... ({len(ids) - SHOW} more)" if len(ids) > SHOW else "")
 
 
-def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, str]]:
+class PredictionRows(list):
+    """The rows of a predictions file; ``generated``: its lines come from a split answered by
+    generation with an answer rule (they carry ``"unparsed"``), so ``n_unparsed`` is reported."""
+
+    generated = False
+
+
+class PredictionLine(tuple):
+    """(line, id, raw prediction, canonical label), with the line's whole object as ``fields``
+    (a model's scores a benchmark re-scores from, e.g. NeQA's ``loglikelihoods``)."""
+
+    fields: dict
+
+
+def _line(lineno: int, id_: str, pred, label: str, fields: dict) -> PredictionLine:
+    row = PredictionLine((lineno, id_, pred, label))
+    row.fields = fields
+    return row
+
+
+def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     """(line, id, raw prediction, canonical label) per line; rejects malformed lines.
 
-    For a generative benchmark the canonical label is the answer text itself."""
+    For a generative benchmark the canonical label is the answer text itself. A ``null``
+    prediction is a response no answer rule could read: label None, scored as wrong."""
     raw = _read_bounded(path)
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    rows = []
+    rows = PredictionRows()
     for row in jsonl_rows(path, text, PredictionError):
         obj, lineno = row.fields, row.line
         for key in ("id", "prediction"):
@@ -98,13 +120,110 @@ def read_predictions(path: Path, bench: Benchmark) -> list[tuple[int, str, str, 
         if not isinstance(obj["id"], str):
             raise PredictionError(f"{path}:{lineno}: 'id' must be a string, got {obj['id']!r}")
         pred = obj["prediction"]
+        if "unparsed" in obj:  # a line of a split answered by a strategy's answer rule
+            rows.generated = True
+        if pred is None and bench.answer_type != "choice":
+            rows.generated = True
+            rows.append(_line(lineno, obj["id"], pred, None, obj))
+            continue
         label = bench.normalize_prediction(pred)
         if label is None:
             raise PredictionError(f"{path}:{lineno}: prediction {pred!r} is not {bench.prediction_help}")
-        rows.append((lineno, obj["id"], pred, label))
+        rows.append(_line(lineno, obj["id"], pred, label, obj))
     if not rows:
         raise PredictionError(f"{path}: no predictions")
     return rows
+
+
+def read_judgements(path: Path, bench: Benchmark) -> list[tuple[int, str, tuple[bool, ...]]] | None:
+    """People's judgements of generated text (a benchmark with ``human_judgements``): (line, id,
+    judgements) per line, where each line holds ``"coherent"``: true/false (one annotator) or a
+    list with one true/false per annotator (two for the paper's agreed-only rule); every line
+    the same number. None when the file holds model predictions instead (no ``"coherent"``)."""
+    raw = _read_bounded(path)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    rows = list(jsonl_rows(path, text, PredictionError))
+    if not any("coherent" in row.fields for row in rows):
+        return None
+    out, annotators = [], None
+    for row in rows:
+        obj, lineno = row.fields, row.line
+        for key in ("id", "coherent"):
+            if key not in obj:
+                raise PredictionError(f"{path}:{lineno}: no '{key}' field (a judgements file gives every id its \"coherent\")")
+        if not isinstance(obj["id"], str):
+            raise PredictionError(f"{path}:{lineno}: 'id' must be a string, got {obj['id']!r}")
+        value = obj["coherent"]
+        votes = (value,) if isinstance(value, bool) else tuple(value) if isinstance(value, list) else None
+        if not votes or not all(isinstance(v, bool) for v in votes) or len(votes) > 2:
+            raise PredictionError(
+                f"{path}:{lineno}: field 'coherent': expected true/false, or a list of one or two of them "
+                f"(one per annotator), got {value!r}"
+            )
+        if annotators is not None and len(votes) != annotators:
+            raise PredictionError(
+                f"{path}:{lineno}: field 'coherent': {len(votes)} judgement(s), but the lines before give {annotators}; "
+                "every id needs the same annotators"
+            )
+        annotators = len(votes)
+        out.append((lineno, obj["id"], votes))
+    bench.judgement_space(annotators or 1)
+    return out
+
+
+def _scored_judgements(bench: Benchmark, split: str, path: Path, rows, allow_missing: bool):
+    """:func:`scored_metric` for people's judgements: the paper's metric in the judgement space of
+    one or two annotators (two: only agreed items counted, with agreement and Fleiss' kappa)."""
+    examples = bench.load(split)
+    position, notes = _matched(bench, split, path, examples, [(lineno, id_) for lineno, id_, _ in rows], allow_missing)
+    annotators = len(rows[0][2])
+    space = bench.judgement_space(annotators)
+    metric = bench.scorer(examples, space)
+    codes = [sum(int(v) << (annotators - 1 - k) for k, v in enumerate(votes)) for _, _, votes in rows]
+    metric.update(torch.tensor([position[id_] for _, id_, _ in rows], dtype=torch.long), torch.tensor(codes, dtype=torch.long))
+    values = {k: float(v) for k, v in metric.compute().items()}
+    if annotators == 2:
+        notes.append(f"two annotators: only the {int(values['agreed'])} of {int(values['judged'])} items they agree on are counted")
+    return Scored(bench.name, split, str(path), len(examples), len(rows), space, values, notes), metric
+
+
+def _scored_cloze(bench: Benchmark, split: str, path: Path, allow_missing: bool):
+    """:func:`scored_metric` for cloze probes (negated LAMA): the file must be prediction lines a
+    negtrain run wrote, which carry per probe the model's top-1s, rank correlation and ranks (see
+    :mod:`negtrain.metrics.cloze`); every number is recomputed from them as the run computed it."""
+    from negtrain.metrics.cloze import NegatedLamaMetric  # torch-side metric, imported when scoring
+
+    raw = _read_bounded(path)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    rows = list(jsonl_rows(path, text, PredictionError))
+    if not rows:
+        raise PredictionError(f"{path}: no predictions")
+    for row in rows:
+        if not isinstance(row.fields.get("id"), str):
+            raise PredictionError(f"{path}:{row.line}: no string 'id' field")
+        if "skipped" not in row.fields and "top1" not in row.fields:
+            raise PredictionError(
+                f"{path}:{row.line}: {bench.name} is scored from the prediction lines a negtrain run writes "
+                "(with 'top1', 'common_top1', 'rank_correlation' per probe): its metrics need the model's "
+                "scores over the vocabulary, not one predicted word"
+            )
+    examples = bench.load(split)
+    position, notes = _matched(bench, split, path, examples, [(row.line, row.fields["id"]) for row in rows], allow_missing)
+    line_of = {position[row.fields["id"]]: row.line for row in rows}
+
+    def describe(pos: int, message: str):
+        raise PredictionError(f"{path}:{line_of[pos]}: {message}")
+
+    metric, index, table = NegatedLamaMetric.from_lines(examples, [(position[row.fields["id"]], row.fields) for row in rows], describe)
+    metric.update(index, table)
+    values = {k: float(v) for k, v in metric.compute().items()}
+    return Scored(bench.name, split, str(path), len(examples), len(rows), (), values, notes), metric
 
 
 def _read_bounded(path: Path) -> bytes:
@@ -141,10 +260,10 @@ def _read_bounded(path: Path) -> bytes:
 def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:
     spaces = bench.spaces()
     for space in spaces:
-        if all(nli.into(label, space) is not None for _, _, _, label in rows):
+        if all(label is None or nli.into(label, space) is not None for _, _, _, label in rows):
             return tuple(space)
     coarsest = spaces[-1]
-    lineno, _, pred, _ = next(r for r in rows if nli.into(r[3], coarsest) is None)
+    lineno, _, pred, _ = next(r for r in rows if r[3] is not None and nli.into(r[3], coarsest) is None)
     raise PredictionError(
         f"{path}:{lineno}: prediction {pred!r} cannot be scored on {bench.name}, whose predictions "
         f"are labels of {' or '.join(str(list(s)) for s in spaces)}"
@@ -168,23 +287,106 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     bench = get_benchmark(benchmark)
     bench.check_split(split)
     if bench.answer_type == "cloze":
-        raise PredictionError(
-            f"{benchmark} cannot be scored from a predictions file: its metrics (rank correlation over the "
-            "vocabulary, top-1 of three clozes per probe) need the model itself; run `negtrain validate` "
-            "with a recipe that evaluates it"
-        )
+        return _scored_cloze(bench, split, path, allow_missing)
+    judgements = read_judgements(path, bench) if bench.human_judgements else None
+    if judgements is not None:
+        return _scored_judgements(bench, split, path, judgements, allow_missing)
     rows = read_predictions(path, bench)  # malformed input is reported before any data is read
     examples = bench.load(split)
-    position = {e.id: i for i, e in enumerate(examples)}
+    position, notes = _matched(bench, split, path, examples, [(lineno, id_) for lineno, id_, _, _ in rows], allow_missing)
 
+    if bench.answer_type == "choice":
+        chosen = []
+        for lineno, id_, pred, label in rows:
+            choice = bench.choice_label(label, examples[position[id_]])
+            if choice is None:
+                options = list(bench.choices(examples[position[id_]]))
+                raise PredictionError(
+                    f"{path}:{lineno}: prediction {pred!r} for {id_!r} is neither a choice index "
+                    f"{list(bench.labels)} nor one of its choices {options}"
+                    + ("; a completion is scored by people's judgements: give \"coherent\" (true/false, or "
+                       "[first, second] for two annotators) per id" if bench.human_judgements else "")
+                )
+            chosen.append(int(choice))
+        metric = bench.metric(examples)
+        index = torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long)
+        scores = _choice_loglikelihoods(rows, metric, position, path)
+        metric.update(index, scores if scores is not None else torch.tensor(chosen, dtype=torch.long))
+        values = {k: float(v) for k, v in metric.compute().items()}
+        if metric.note:
+            notes.append(metric.note)
+        return Scored(benchmark, split, str(path), len(examples), len(rows), tuple(bench.labels), values, notes), metric
+
+    if bench.generative:
+        metric = bench.metric(examples)
+        metric.counts_unparsed = rows.generated
+        metric.update(
+            torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
+            torch.tensor([UNPARSED if text is None else int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows], dtype=torch.long),
+        )
+        values = {k: float(v) for k, v in metric.compute().items()}
+        return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes), metric
+
+    if bench.open_vocabulary:
+        space = tuple(sorted({label for *_, label in rows if label is not None} | {e.label for e in examples}))
+        metric = bench.scorer(examples, space)
+        as_label = str
+    else:
+        space = _space(bench, rows, path)
+        metric = bench.scorer(examples, space)
+        if metric.note:
+            notes.append(metric.note)
+        coarsened = sum(1 for *_, label in rows if label is not None and label not in space)
+        if coarsened:
+            notes.append(f"{coarsened} prediction(s) coarsened into {list(space)} (neutral/contradiction -> not_entailment)")
+
+        def as_label(label: str) -> str:
+            return nli.into(label, space)
+
+    label_id = {label: i for i, label in enumerate(space)}
+    metric.counts_unparsed = rows.generated
+    metric.update(
+        torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
+        torch.tensor([UNPARSED if label is None else label_id[as_label(label)] for *_, label in rows], dtype=torch.long),
+    )
+    values = {k: float(v) for k, v in metric.compute().items()}
+    return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes), metric
+
+
+def _choice_loglikelihoods(rows: list[PredictionLine], metric, position: dict[str, int], path: Path) -> torch.Tensor | None:
+    """Every choice's log-likelihood from the lines (as a model run writes them), when every line
+    has them: then acc and acc_norm are recomputed from them as the run computed them. A line's
+    ``choice_chars``, if given, must be the benchmark's choice lengths."""
+    if getattr(metric, "chars", None) is None or not all("loglikelihoods" in r.fields for r in rows):
+        return None
+    out = []
+    for row in rows:
+        lineno, id_ = row[0], row[1]
+        ll, width = row.fields["loglikelihoods"], int((~torch.isnan(torch.as_tensor(metric.chars[position[id_]]))).sum())
+        if not isinstance(ll, list) or len(ll) != width or not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in ll):
+            raise PredictionError(f"{path}:{lineno}: 'loglikelihoods' must be a list of {width} numbers, one per choice, got {ll!r}")
+        chars = row.fields.get("choice_chars")
+        if chars is not None and list(chars) != [int(c) for c in metric.chars[position[id_], :width]]:
+            raise PredictionError(f"{path}:{lineno}: 'choice_chars' {chars!r} are not the lengths of {id_!r}'s choices "
+                                  f"{[int(c) for c in metric.chars[position[id_], :width]]}")
+        out.append([float(x) for x in ll])
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def _matched(bench: Benchmark, split: str, path: Path, examples, lines: list[tuple[int, str]],
+             allow_missing: bool) -> tuple[dict[str, int], list[str]]:
+    """Each example id's position in the split, after checking the file's ids (line, id): no
+    duplicate, none unknown, none missing unless ``allow_missing`` (then a note says so)."""
+    benchmark = bench.name
+    position = {e.id: i for i, e in enumerate(examples)}
     first_line: dict[str, int] = {}
     duplicates: dict[str, list[int]] = {}  # id -> its first few lines (the message names a few, then counts)
     repeats: dict[str, int] = {}  # id -> on how many lines it is
-    for lineno, id_, _, _ in rows:
+    for lineno, id_ in lines:
         if id_ in first_line:
-            lines = duplicates.setdefault(id_, [first_line[id_]])
-            if len(lines) < 3:
-                lines.append(lineno)
+            kept = duplicates.setdefault(id_, [first_line[id_]])
+            if len(kept) < 3:
+                kept.append(lineno)
             repeats[id_] = repeats.get(id_, 1) + 1
         else:
             first_line[id_] = lineno
@@ -213,57 +415,7 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
             f"--allow-missing: scored {len(examples) - len(missing)} of {len(examples)} examples; "
             f"{len(missing)} had no prediction, so these numbers are not comparable with full-split results"
         )
-
-    if bench.answer_type == "choice":
-        chosen = []
-        for lineno, id_, pred, label in rows:
-            choice = bench.choice_label(label, examples[position[id_]])
-            if choice is None:
-                options = list(bench.choices(examples[position[id_]]))
-                raise PredictionError(
-                    f"{path}:{lineno}: prediction {pred!r} for {id_!r} is neither a choice index "
-                    f"{list(bench.labels)} nor one of its choices {options}"
-                )
-            chosen.append(int(choice))
-        metric = bench.metric(examples)
-        metric.update(torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long), torch.tensor(chosen, dtype=torch.long))
-        values = {k: float(v) for k, v in metric.compute().items()}
-        if metric.note:
-            notes.append(metric.note)
-        return Scored(benchmark, split, str(path), len(examples), len(rows), tuple(bench.labels), values, notes), metric
-
-    if bench.generative:
-        metric = bench.metric(examples)
-        metric.update(
-            torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-            torch.tensor([int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows], dtype=torch.long),
-        )
-        values = {k: float(v) for k, v in metric.compute().items()}
-        return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes), metric
-
-    if bench.open_vocabulary:
-        space = tuple(sorted({label for *_, label in rows} | {e.label for e in examples}))
-        metric = bench.scorer(examples, space)
-        as_label = str
-    else:
-        space = _space(bench, rows, path)
-        metric = bench.scorer(examples, space)
-        if metric.note:
-            notes.append(metric.note)
-        coarsened = sum(1 for *_, label in rows if label not in space)
-        if coarsened:
-            notes.append(f"{coarsened} prediction(s) coarsened into {list(space)} (neutral/contradiction -> not_entailment)")
-
-        def as_label(label: str) -> str:
-            return nli.into(label, space)
-
-    label_id = {label: i for i, label in enumerate(space)}
-    metric.update(
-        torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-        torch.tensor([label_id[as_label(label)] for *_, label in rows], dtype=torch.long),
-    )
-    values = {k: float(v) for k, v in metric.compute().items()}
-    return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes), metric
+    return position, notes
 
 
 def format_scored(s: Scored) -> str:

@@ -8,8 +8,9 @@ The folder holds:
   merged into the base weights (a plain transformers model);
 - ``negtrain_recipe.yaml``: the run's resolved recipe;
 - ``negtrain_export.json``: which run, checkpoint and epoch it came from, and that epoch's metrics;
+- ``provenance.json``: the run's (versions, machine, model revision, data file hashes, seed);
 - ``README.md``: the model card (YAML metadata with ``model-index`` results, the metrics table, the
-  exact training command, citations of the benchmarks).
+  exact training command, the provenance, citations of the benchmarks).
 
 The weights are rebuilt from the Lightning checkpoint alone (``model.*`` keys of its state dict)
 and the HF config saved in the run's ``model/`` folder, so exporting needs neither the Hub nor the
@@ -41,6 +42,7 @@ from negtrain.models.sources import hub_id, resolve_model_name
 from negtrain.paths import check_output_dir
 from negtrain.runs import RunDir, is_count
 from negtrain.secrets import redact_text
+from negtrain.training import provenance
 from negtrain.training.build import build, reload_weights
 
 ADAPTER_CONFIG = "adapter_config.json"
@@ -182,6 +184,9 @@ def export(
             "unfinished": run.unfinished,  # None for a run that trained to its end
         }
         (tmp / "negtrain_export.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        record = provenance.read(run.path)
+        if record is not None:  # what produced the weights, beside them (older runs have none)
+            (tmp / provenance.FILE_NAME).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
         card = model_card(
             run, epoch, checkpoint, repo_id or run.model_name, adapter_only=adapter_only, merged=is_peft and merge_adapter, license=license
         )
@@ -382,6 +387,7 @@ def model_card(
         run.recipe_text.rstrip(),
         "```",
         "",
+        *provenance.markdown(provenance.read(run.path)),
         "## Citations",
         "",
     ]

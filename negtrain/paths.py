@@ -53,3 +53,18 @@ def check_output_dir(path: Path, what: str = "--output-dir") -> None:
     except OSError as exc:
         reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
         raise ConfigError(f"{what} {path}: cannot write in {ancestor} ({reason})") from None
+
+
+def check_output_file(path: Path, what: str) -> None:
+    """Refuse, before any work, a file that cannot be written: a folder or a device at its name, or
+    a parent folder that cannot be created or written (see :func:`check_output_dir`)."""
+    path = Path(path)
+    try:
+        is_dir, is_other = path.is_dir(), path.exists() and not path.is_file()
+    except OSError as exc:
+        raise ConfigError(f"{what} {path}: not a usable path ({exc.strerror or exc})") from None
+    if is_dir:
+        raise ConfigError(f"{what} {path}: is a directory, not a file")
+    if is_other:
+        raise ConfigError(f"{what} {path}: exists and is not a regular file")
+    check_output_dir(path.parent, what=f"{what} {path}: its folder")

@@ -28,6 +28,7 @@ from negtrain.io.atomic import write_text
 from negtrain.runs import RunDir, is_count
 from negtrain.seeds import SeedGroup, aggregate, is_seed_group
 from negtrain.secrets import redact_text
+from negtrain.training import provenance
 
 STYLES = ("-", "--", ":", "-.")
 BOLD = ("accuracy", "consistency")
@@ -253,6 +254,9 @@ def summary_markdown(runs: list[RunDir]) -> str:
                          f"is a best-of-{len(run.epochs)} for every metric.)")
         if run.unfinished:
             lines.append(f"- `{run.name}` is unfinished: it {run.unfinished}.")
+    if len(runs) > 1:
+        for warning in provenance.differences(provenance.read(runs[0].path), provenance.read(runs[1].path)):
+            lines.append(f"- warning: `{runs[0].name}` (A) and `{runs[1].name}` (B): {warning}")
     lines += ["", "Plots: `metrics.png` (one panel per benchmark), `loss.png` (training loss).", ""]
     for run in runs:
         lines += [f"## Best epoch per metric: {run.name}", "",
@@ -296,6 +300,9 @@ def report(run_dir: Path, other: Path | None = None) -> Path:
     for run in runs:
         if not run.epochs:
             raise NegtrainError(f"--run {run.path}: metrics.jsonl holds no fit epochs to report")
+    if len(runs) > 1:
+        for warning in provenance.differences(provenance.read(runs[0].path), provenance.read(runs[1].path)):
+            print(f"warning: {runs[0].name} (A) and {runs[1].name} (B): {warning}", flush=True)
     out = runs[0].path / ("report" if len(runs) == 1 else f"report-vs-{runs[1].name}")
     out.mkdir(parents=True, exist_ok=True)
     plot_metrics(runs, out / "metrics.png")

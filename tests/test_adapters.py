@@ -63,7 +63,8 @@ def test_adapter_training_checkpoint_and_merge(tiny_nli, tmp_path, monkeypatch, 
 
         assert any(isinstance(m, bnb.nn.Linear4bit) for m in module.modules())
         # QLoRA recomputes activations, switched on without transformers' deprecated v6-removed name.
-        assert any(getattr(m, "is_gradient_checkpointing", False) for m in module.modules())
+        flag = "is_activation_checkpointing" if hasattr(module.model, "is_activation_checkpointing") else "is_gradient_checkpointing"
+        assert any(getattr(m, flag, False) for m in module.modules())
         assert not [w for w in caught if "gradient_checkpointing_enable" in str(w.message)]
     before = {n: p.detach().clone() for n, p in module.named_parameters()}
     trainable = {n for n, p in module.named_parameters() if p.requires_grad}

@@ -4,6 +4,7 @@ windowed shuffle, dealing to ranks and workers, resume at the same line, clear e
 from __future__ import annotations
 
 import hashlib
+import re
 import signal
 import sys
 from pathlib import Path
@@ -154,6 +155,109 @@ def test_a_restored_loader_continues_with_the_next_batch(corpus, tokenizer):
         StreamLoader(make_stream(path, tokenizer, seed=4)).load_state_dict(state)
     with pytest.raises(DataError, match="corpus files changed"):
         StreamLoader(make_stream(path, tokenizer, window=7)).load_state_dict(state)
+
+
+def test_a_corpus_rewritten_at_the_same_size_and_mtime_is_refused_on_resume(corpus, tokenizer):
+    import os
+
+    path, lines, _ = corpus
+    first = StreamLoader(make_stream(path, tokenizer))
+    it = iter(first)
+    next(it)
+    state = first.state_dict()
+    st = path.stat()
+    # Same length, same mtime: two cue lines swap their numbers ("mat 1" <-> "mat 2" style edits).
+    text = path.read_text(encoding="utf-8")
+    changed = text.replace("answer 1.", "answer 7.", 1)
+    assert changed != text and len(changed) == len(text)
+    path.write_text(changed, encoding="utf-8")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (path.stat().st_size, path.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    with pytest.raises(DataError, match="corpus files changed"):
+        StreamLoader(make_stream(path, tokenizer)).load_state_dict(state)
+    # Put back as it was, the same checkpoint resumes.
+    path.write_text(text, encoding="utf-8")
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    StreamLoader(make_stream(path, tokenizer)).load_state_dict(state)
+
+
+def test_a_large_file_is_digested_from_sampled_blocks(tmp_path, monkeypatch):
+    from negtrain.data import corpus_stream
+
+    monkeypatch.setattr(corpus_stream, "WHOLE_DIGEST", 1 << 20)
+    monkeypatch.setattr(corpus_stream, "SAMPLE_SIZE", 1 << 10)
+    big = tmp_path / "big.txt"
+    data = bytearray(b"x" * (4 << 20))
+    big.write_bytes(data)
+    before = corpus_stream.content_digest(big, len(data))
+    assert corpus_stream.content_digest(big, len(data)) == before
+    # One byte inside the 33rd of the evenly spread blocks, then one in the last block.
+    step = (len(data) - (1 << 10)) / 65
+    data[int(32 * step) + 5] = ord("y")
+    big.write_bytes(data)
+    after = corpus_stream.content_digest(big, len(data))
+    assert after != before
+    data[-1] = ord("\n")
+    big.write_bytes(data)
+    assert corpus_stream.content_digest(big, len(data)) not in (before, after)
+
+
+def test_a_damaged_or_foreign_index_is_rebuilt(corpus, tokenizer):
+    import zipfile
+
+    import numpy as np
+
+    path, _, _ = corpus
+    good = make_stream(path, tokenizer).index
+    cached = list((Path(__import__("os").environ["NEGTRAIN_CACHE_DIR"]) / "corpus_stream").glob("*.npz"))
+    assert len(cached) == 1
+    npz = cached[0]
+
+    def rebuilt_equal():
+        index = make_stream(path, tokenizer).index
+        assert index.fingerprint == good.fingerprint and index.n_train == good.n_train
+        assert np.array_equal(index.train_bits, good.train_bits) and np.array_equal(index.windows, good.windows)
+
+    original = npz.read_bytes()
+    damages = {
+        "truncated": original[: len(original) // 2],
+        "garbage": b"\0" * len(original),
+        "empty": b"",
+    }
+    for name, data in damages.items():
+        npz.write_bytes(data)
+        rebuilt_equal()
+    # Loadable but wrong: the bits flipped (an edited archive), a field missing.
+    with np.load(npz) as z:
+        parts = {k: z[k] for k in z.files}
+    for edit in ("bits", "missing"):
+        changed = dict(parts)
+        if edit == "bits":
+            changed["train_bits"] = ~parts["train_bits"]
+        else:
+            del changed["windows"]
+        with open(npz, "wb") as f:
+            np.savez(f, **changed)
+        rebuilt_equal()
+    assert zipfile.is_zipfile(npz)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_a_pipe_or_device_as_a_corpus_is_named_as_such(tmp_path, monkeypatch, kind):
+    import os
+
+    monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path / "cache"))
+    if kind == "fifo":
+        target = tmp_path / "pipe"
+        os.mkfifo(target)
+        expected = "is a named pipe (FIFO), not a regular text file"
+    else:
+        target = Path("/dev/zero")
+        if not target.exists():
+            pytest.skip("no /dev/zero")
+        expected = "is a character device, not a regular text file"
+    with pytest.raises(DataError, match=r"text_files: .*" + re.escape(expected)):
+        index_corpus([str(target)], CueDetector(), keep="cue_sentences", held_out_rate=0.01, held_out=10, window=4)
 
 
 def test_bad_inputs_are_clear_errors(tmp_path, monkeypatch, tokenizer):

@@ -21,7 +21,7 @@ from tinad_fixture import easy_rows, write_split
 
 #: The split each benchmark is checked on (any split works; small ones keep the test fast).
 SPLITS = {
-    "scone": "test", "monli": "test", "mnli": "validation_matched", "negnli-rte": "all", "negnli-snli": "all",
+    "scone": "test", "scone_nlg": "test", "monli": "test", "mnli": "validation_matched", "negnli-rte": "all", "negnli-snli": "all",
     "negnli-mnli": "all", "nannli": "test", "condaqa": "dev", "tinad": "test", "negated_probes": "test",
     "neqa": "test", "neqa-lettered": "test", "negated_lama": "test", "negated_lama-high_ranked": "test",
     "negated_lama-low_ranked": "test",

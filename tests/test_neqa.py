@@ -207,3 +207,62 @@ def test_validate_scores_neqa_like_the_scorer(family, data_dir, tmp_path, monkey
     from negtrain.evaluation import score_file
 
     assert score_file("neqa", "test", written).metrics["accuracy"] == pytest.approx(got["accuracy"])
+    # the lines carry every choice's log-likelihood and length, so every number re-scores, and
+    # the intervals come from the same per-question outcomes
+    assert all(len(r["loglikelihoods"]) == 2 and r["choice_chars"] == [len(c) for c in e.meta["choices"]]
+               for r, e in zip(rows, examples))
+    rescored = score_file("neqa", "test", written)
+    assert set(rescored.metrics) == set(got)
+    assert all(rescored.metrics[k] == pytest.approx(v, abs=1e-6) for k, v in got.items())  # records round to 6 digits
+    assert line["bootstrap"]["unit"] == "question" and line["bootstrap"]["units"] == 30
+    assert line["uncertainty"]["accuracy_norm"] == rescored.uncertainty.as_json()["accuracy_norm"]
+    assert line["uncertainty"]["accuracy"]["stderr"] == pytest.approx(math.sqrt(got["accuracy"] * (1 - got["accuracy"]) / 29), abs=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------
+# Precision: under `auto` every NeQA number is fp32's, also where auto picks bf16.
+
+
+def _neqa_run(tmp_path, path, name, precision):
+    from negtrain.config import validate_recipe
+    from negtrain.recipes import LoadedRecipe
+    from negtrain.training.run import evaluate
+
+    recipe = validate_recipe({
+        "description": "neqa precision", "model": {"name": str(path), "family": "causal_lm", "max_length": 160},
+        "data": {"eval": [{"benchmark": "neqa", "split": "test"}, {"benchmark": "neqa-lettered", "split": "test"}],
+                 "eval_batch_size": 20},
+        "trainer": {"enable_progress_bar": False, "accelerator": "cpu", "precision": precision},
+        "evaluation": {"bootstrap": 0}, "logger": "none",
+    }, "test")
+    run = evaluate(LoadedRecipe("neqa", tmp_path / "r.yaml", recipe), "validate", None, tmp_path / name)
+    records = {r["benchmark"]: r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())}
+    predictions = {b: [json.loads(x) for x in (run / "predictions" / f"{b}-test-validate.jsonl").read_text().splitlines()]
+                   for b in records}
+    return records, predictions
+
+
+def test_default_precision_gives_exactly_fp32s_neqa_numbers_on_the_bf16_path(data_dir, tmp_path, monkeypatch, one_thread):
+    """`precision: auto` on bf16 hardware runs bf16-mixed; NeQA and neqa-lettered must still report
+    fp32's accuracy and accuracy_norm. A CPU without native bf16 would pick fp32 under auto, so
+    the test makes auto pick bf16 here (the same path a bf16-capable CPU or a GPU takes)."""
+    import negtrain.training.checks as checks
+
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(_neqa_dir(tmp_path, data_dir, 60)))
+    path = save_tiny_llama(tmp_path / "m", None, seed=3)
+    fp32, fp32_preds = _neqa_run(tmp_path, path, "fp32", "32-true")
+    monkeypatch.setattr(checks, "native_bf16", lambda gpu: True)
+    assert checks.trainer_precision(type("T", (), {"precision": "auto", "accelerator": "cpu"})())[0] == "bf16-mixed"
+    auto, auto_preds = _neqa_run(tmp_path, path, "auto", "auto")
+    bf16, bf16_preds = _neqa_run(tmp_path, path, "bf16", "bf16-mixed")
+    for bench in ("neqa", "neqa-lettered"):
+        for key in ("accuracy", "accuracy_norm", "n"):
+            assert auto[bench]["metrics"][key] == fp32[bench]["metrics"][key], (bench, key)
+        assert auto[bench]["metrics"] == fp32[bench]["metrics"]
+        assert "note" not in auto[bench] and "precision" not in (fp32[bench].get("note") or "")
+        # an explicit bf16-mixed is kept (and may change the numbers); its record says so
+        assert "trainer.precision bf16-mixed" in bf16[bench]["note"]
+        # every choice's log-likelihood is fp32's to the bit under auto, and bf16's differ
+        for a, f in zip(auto_preds[bench], fp32_preds[bench]):
+            assert a["loglikelihoods"] == f["loglikelihoods"], (bench, a["id"])
+        assert any(b["loglikelihoods"] != f["loglikelihoods"] for b, f in zip(bf16_preds[bench], fp32_preds[bench]))

@@ -17,6 +17,7 @@ from torch.utils.data import DataLoader
 from negtrain.benchmarks.base import Example
 from negtrain.data import encoded as store
 from negtrain.data.collate import BatchIndices
+from negtrain.errors import DataError
 from negtrain.models.nli import encode_pairs
 from negtrain.models.sources import resolve_model_name
 
@@ -287,9 +288,178 @@ def test_a_killed_build_leaves_no_readable_entry(tmp_path, monkeypatch):
     assert not (root / "interrupted").exists()
     leftovers = list(root.glob("interrupted.*.part"))
     assert len(leftovers) == 1 and (leftovers[0] / "input_ids.bin").exists() and not (leftovers[0] / "meta.json").exists()
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(DataError, match="no longer whole in the token store"):
         store._mapped("interrupted")
     before = store.builds
     split = store.build_split("interrupted", store.in_chunks(range(100), 10), lambda c: store.columns([[i, i + 1] for i in c]), num_proc=1)
     assert store.builds == before + 1 and len(split) == 100 and split.input_ids[-2:].tolist() == [99, 100]
     assert not list(root.glob("interrupted.*.part"))  # the next builder cleared the dead build's files
+
+
+# ---- verified, not trusted ------------------------------------------------------------------
+
+
+def _pairs(n: int, tag: str = "") -> list:
+    rows = [([i + 1, i + 2, i + 3], [0, 1, 1], [False, True, False]) for i in range(n)]
+    return [(ids[: 1 + i % 3], types[: 1 + i % 3], flags[: 1 + i % 3]) for i, (ids, types, flags) in enumerate(rows)]
+
+
+def _encode(chunk):
+    return store.columns([r[0] for r in chunk], [r[1] for r in chunk], [r[2] for r in chunk])
+
+
+def _build(key: str, rows: list, expect: int | None = None):
+    return store.build_split(key, store.in_chunks(iter(rows), 7), _encode, num_proc=1, rows=expect)
+
+
+def _rewrite_meta(entry: Path, change, reseal: bool = False) -> None:
+    meta = json.loads((entry / "meta.json").read_text())
+    change(meta)
+    if reseal:
+        meta["seal"] = store._seal(meta)
+    (entry / "meta.json").write_text(json.dumps(meta))
+
+
+def _poke(path: Path, offset: int, data: bytes) -> None:
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        f.write(data)
+
+
+def _damages(root: Path):
+    """Damage that keeps every file's size consistent with meta.json, by name: (damage function)."""
+    import numpy as np
+
+    def shift_ids(e):  # every id to the next one: still valid ids, other text
+        ids = np.fromfile(e / "input_ids.bin", dtype=np.int32)
+        (ids + 1).tofile(e / "input_ids.bin")
+
+    def huge_offset(e):  # the 1 PB allocation of a collator padding to the longest row
+        _poke(e / "offsets.bin", 8 * 3, np.int64(10**12).tobytes())
+
+    def offsets_reversed(e):
+        offsets = np.fromfile(e / "offsets.bin", dtype=np.int64)
+        offsets[::-1].copy().tofile(e / "offsets.bin")
+
+    def types_flipped(e):
+        types = np.fromfile(e / "token_type_ids.bin", dtype=np.int8)
+        (1 - types).astype(np.int8).tofile(e / "token_type_ids.bin")
+
+    def flags_flipped(e):
+        flags = np.fromfile(e / "cue_flags.bin", dtype=np.bool_)
+        (~flags).tofile(e / "cue_flags.bin")
+
+    def meta_without_types(e):
+        _rewrite_meta(e, lambda m: (m["columns"].pop("token_type_ids"), m["hashes"].pop("token_type_ids")))
+
+    def meta_counts(e):  # fewer rows claimed, files cut to match
+        offsets = np.fromfile(e / "offsets.bin", dtype=np.int64)
+        half = (len(offsets) - 1) // 2
+        offsets[: half + 1].tofile(e / "offsets.bin")
+        _rewrite_meta(e, lambda m: m.update(examples=half))
+
+    def meta_garbage(e):
+        (e / "meta.json").write_text("{not json")
+
+    def meta_list(e):
+        (e / "meta.json").write_text("[1, 2]")
+
+    def meta_key_other(e):
+        _rewrite_meta(e, lambda m: m.update(key="other"), reseal=True)
+
+    def half_rows(e):  # rewritten whole by the writer itself, with half the rows: meta, seal and hashes agree
+        import shutil
+
+        other = root / "half-source"
+        _build("half-source", _pairs(20)[:10])
+        shutil.rmtree(e)
+        shutil.copytree(other, e)
+        _rewrite_meta(e, lambda m: m.update(key=e.name), reseal=True)
+
+    def another_split(e):  # another entry's folder copied over this one
+        import shutil
+
+        _build("another-split", _pairs(25, "x"))
+        shutil.rmtree(e)
+        shutil.copytree(root / "another-split", e)
+
+    def dangling_symlink(e):
+        import shutil
+
+        shutil.rmtree(e)
+        e.symlink_to(root / "nowhere")
+
+    def a_file(e):
+        import shutil
+
+        shutil.rmtree(e)
+        e.write_text("not an entry")
+
+    return {f.__name__: f for f in (
+        shift_ids, huge_offset, offsets_reversed, types_flipped, flags_flipped, meta_without_types, meta_counts, meta_garbage, meta_list, meta_key_other, half_rows, another_split,
+        dangling_symlink, a_file,
+    )}
+
+
+def test_damaged_entries_are_rebuilt_never_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path))
+    root = tmp_path / "tokenized"
+    rows = _pairs(20)
+    clean = _build("entry", rows, expect=20)
+    want = {k: v.clone() for k, v in clean.as_dict().items()}
+    for name, damage in _damages(root).items():
+        _build("entry", rows, expect=20)  # whole again
+        damage(root / "entry")
+        before = store.builds
+        got = _build("entry", rows, expect=20)
+        assert store.builds == before + 1, f"{name}: the damaged entry was read"
+        for column, value in want.items():
+            assert torch.equal(getattr(got, column), value), f"{name}: {column} differs from a clean build"
+        assert (root / "entry").is_dir() and not (root / "entry").is_symlink()
+
+
+def test_a_second_open_in_the_process_does_not_hash_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path))
+    _build("warm", _pairs(30), expect=30)
+    hashed = []
+    real = store.file_hash
+    monkeypatch.setattr(store, "file_hash", lambda p: hashed.append(p) or real(p))
+    store._verified.clear()
+    _build("warm", _pairs(30), expect=30)
+    assert len(hashed) == 4  # offsets, input_ids, token_type_ids, cue_flags
+    _build("warm", _pairs(30), expect=30)
+    assert len(hashed) == 4
+    # Changed since (a new mtime): hashed again, and the damage found.
+    ids = tmp_path / "tokenized" / "warm" / "input_ids.bin"
+    _poke(ids, 0, (99).to_bytes(4, "little"))
+    before = store.builds
+    assert _build("warm", _pairs(30), expect=30).input_ids[0].item() == 1
+    assert store.builds == before + 1
+
+
+def _lock_folder(entry: Path):
+    """Make ``entry`` impossible to empty: read-only for a user, immutable (chattr +i) for root,
+    who ignores permissions. Returns the undo, or None where neither is possible."""
+    if os.geteuid() != 0:
+        entry.chmod(0o555)
+        return lambda: entry.chmod(0o755)
+    if subprocess.run(["chattr", "+i", str(entry)], capture_output=True).returncode != 0:
+        return None
+    return lambda: subprocess.run(["chattr", "-i", str(entry)], check=True)
+
+
+def test_a_damaged_entry_that_cannot_be_replaced_names_the_store(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("NEGTRAIN_CACHE_DIR", str(tmp_path))
+    entry = tmp_path / "tokenized" / "stuck"
+    want = _build("stuck", _pairs(12), expect=12).input_ids.clone()
+    _poke(entry / "input_ids.bin", 0, (7).to_bytes(4, "little"))
+    undo = _lock_folder(entry)
+    if undo is None:
+        pytest.skip("cannot make a folder read-only or immutable here")
+    try:
+        got = _build("stuck", _pairs(12), expect=12)
+    finally:
+        undo()
+    assert torch.equal(got.input_ids, want) and got.cache_key is None  # built in memory, the damage unread
+    err = capsys.readouterr().err
+    assert f"the token store {tmp_path / 'tokenized'} holds a damaged entry stuck that cannot be replaced" in err

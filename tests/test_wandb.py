@@ -17,8 +17,12 @@ from wandb_files import summarize
 def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
     files = summarize(wandb_run)
     resolved = yaml.safe_load((wandb_run / "recipe.yaml").read_text())
-    # The run config is the resolved recipe, the same dict as recipe.yaml.
+    # The run config is the resolved recipe, the same dict as recipe.yaml, plus the run's provenance
+    # (versions, machine, model revision, data file hashes), the same dict as provenance.json.
     config = {k: v for k, v in files["config"].items() if not k.startswith("_")}
+    recorded = json.loads((wandb_run / "provenance.json").read_text())
+    assert config.pop("provenance") == recorded
+    assert recorded["data"] and all(len(f["sha256"]) == 64 for e in recorded["data"] for f in e["files"])
     assert config == resolved
     assert files["run"]["project"] == "negtrain" and files["run"]["tags"] == ["ci", "minilm"]
     assert files["run"]["name"] == wandb_run.name

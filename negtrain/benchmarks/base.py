@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 from negtrain import labels as nli
 from negtrain.benchmarks.files import HubSplit, RemoteFile, resolve
 from negtrain.errors import ConfigError, DataError, did_you_mean, unknown_name
-from negtrain.metrics.declared import Declared, find
+from negtrain.metrics.declared import Declared, count, find
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,6 +34,11 @@ class Example:
     subset: str | None = None  # e.g. the ScoNe condition
     group: str | None = None  # members of one contrast set share a group
     meta: Mapping[str, Any] = field(default_factory=dict)
+
+
+#: Reported by every benchmark answered by greedy generation with an answer rule (a prompt
+#: strategy): how many responses no rule could read (scored as wrong).
+GENERATION_METRICS = (count("n_unparsed"),)
 
 
 class Benchmark(ABC):
@@ -49,7 +54,7 @@ class Benchmark(ABC):
     @classmethod
     def declared(cls, key: str) -> Declared:
         """The declaration of the reported metric ``key``; a name the benchmark does not declare is an error."""
-        found = find(cls.reported_metrics, key)
+        found = find(cls.reported_metrics, key) or find(GENERATION_METRICS, key)
         if found is None:
             raise ConfigError(f"benchmark '{cls.name}' declares no metric '{key}'{did_you_mean(key, [d.name for d in cls.reported_metrics])}")
         return found
@@ -65,7 +70,7 @@ class Benchmark(ABC):
     @classmethod
     def declared_in(cls, space: Sequence[str]) -> tuple[Declared, ...]:
         """The metrics reported for predictions in label space ``space``."""
-        return tuple(d for d in cls.reported_metrics if d.space is None or d.space == tuple(space))
+        return tuple(d for d in cls.reported_metrics if d.reported_in(space))
     #: Label spaces predictions may be expressed in, finest first. ``None``: only ``labels``.
     #: A 3-way benchmark whose paper also scores merged, 2-way predictions lists both, so that a
     #: 2-way model is scored on that binary view (see :meth:`scorer`).
@@ -108,6 +113,21 @@ class Benchmark(ABC):
     #: (never the scored example's contrast group).
     def default_shots_split(self, split: str) -> str:
         return "train" if "train" in self.splits else split
+
+    #: Splits that are a paper's fixed set of shots (CondaQA's nine per few-shot split): every
+    #: scored example gets the first ``shots`` of them in file order, the same for all, not a
+    #: draw per example.
+    fixed_shot_splits: ClassVar[tuple[str, ...]] = ()
+
+    #: True when people judge the model's generated text (ScoNe-NLG's completions): a predictions
+    #: file may then hold each id's human judgement ``"coherent"`` (true/false, or a list with one
+    #: judgement per annotator), scored by the paper's metric in the label spaces of
+    #: :meth:`judgement_space` (see :mod:`negtrain.benchmarks.scone_nlg`).
+    human_judgements: ClassVar[bool] = False
+
+    def judgement_space(self, annotators: int) -> tuple[str, ...]:
+        """The label space of ``annotators`` people's judgements (benchmarks with ``human_judgements``)."""
+        raise NotImplementedError(f"benchmark '{self.name}' is not judged by people")
 
     #: True when a prediction is any token string (scored against the gold string), not one of ``labels``.
     open_vocabulary: ClassVar[bool] = False

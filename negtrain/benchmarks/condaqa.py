@@ -4,6 +4,17 @@ Each question is asked about four versions of a passage (``PassageEditID``): 0 t
 1 a paraphrase of the negation, 2 a change of its scope, 3 its removal (affirmative). Answers are
 free text (mostly yes / no / don't know), so models *generate* an answer and it is compared with the
 gold answer after lower-casing and stripping whitespace.
+
+Few-shot (Appendix C.2): the paper scores few- and zero-shot models on five disjoint test splits
+whose union is the test set, each with its own nine training shots ("sampling c", 9 shots), and
+reports the mean and standard deviation over the five. The authors' files are the splits
+``fewshot_test_1`` ... ``fewshot_test_5`` (``data/few-shot/test_splits/conda_fewshot_test_<k>.json``)
+and ``fewshot_train_1`` ... ``fewshot_train_5``
+(``data/few-shot/train_splits/sampling_c_shots_9/conda_fewshot_train_<k>.json``). A few-shot
+entry on ``fewshot_test_<k>`` takes its shots from ``fewshot_train_<k>`` by default, and those are a
+fixed set: every question gets the same shots, in file order (``Benchmark.fixed_shot_splits``).
+Scoring several splits at once (``evaluate --split fewshot_test_1,...``) reports each, the mean
+and standard deviation over them, and the pooled score (:mod:`negtrain.across_splits`).
 """
 
 from __future__ import annotations
@@ -20,6 +31,9 @@ if TYPE_CHECKING:
 
 REPO = "AbhilashaRavichander/CondaQA"
 EDITS = ("original", "paraphrase", "scope", "affirmative")  # PassageEditID 0..3
+#: The paper's five few-shot splits (Appendix C.2), each with its own nine training shots.
+FEWSHOT_TEST = tuple(f"fewshot_test_{k}" for k in range(1, 6))
+FEWSHOT_TRAIN = tuple(f"fewshot_train_{k}" for k in range(1, 6))
 
 
 def normalize_answer(text: str) -> str:
@@ -37,7 +51,8 @@ def _id(row, name: str) -> int | str:
 
 class Condaqa(Benchmark):
     name = "condaqa"
-    splits = ("train", "dev", "test")
+    splits = ("train", "dev", "test", *FEWSHOT_TEST, *FEWSHOT_TRAIN)
+    fixed_shot_splits = FEWSHOT_TRAIN
     labels = ()  # free-text answers
     prediction_help = "an answer string"
     reported_metrics = (
@@ -68,7 +83,18 @@ class Condaqa(Benchmark):
     )
 
     def files(self, split: str) -> list[RemoteFile]:
+        if split in FEWSHOT_TEST:
+            return [RemoteFile(REPO, f"data/few-shot/test_splits/conda_fewshot_test_{split.rsplit('_', 1)[1]}.json")]
+        if split in FEWSHOT_TRAIN:
+            k = split.rsplit("_", 1)[1]
+            return [RemoteFile(REPO, f"data/few-shot/train_splits/sampling_c_shots_9/conda_fewshot_train_{k}.json")]
         return [RemoteFile(REPO, f"data/condaqa_{split}.json")]
+
+    def default_shots_split(self, split: str) -> str:
+        """A few-shot test split's own nine shots; else the train split."""
+        if split in FEWSHOT_TEST:
+            return FEWSHOT_TRAIN[FEWSHOT_TEST.index(split)]
+        return super().default_shots_split(split)
 
     def read(self, split: str) -> list[Example]:
         examples = []

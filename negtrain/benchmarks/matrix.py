@@ -20,6 +20,7 @@ from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import EvalConfig, ModelConfig
 from negtrain.errors import ConfigError, NegtrainError, did_you_mean
+from negtrain.prompts.strategies import get_strategy, strategies
 
 #: Families that read a benchmark through a prompt.
 LM_FAMILIES = ("seq2seq", "causal_lm")
@@ -118,7 +119,22 @@ def check_verbalizer(bench: Benchmark, verbalizer: dict[str, str], where: str) -
         seen[key] = label
 
 
-def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eval_entry: bool) -> None:
+def _resolve_strategy(entry, bench: Benchmark, where: str, chat: bool) -> None:
+    """Check an eval entry's ``strategy`` and fill its verbalizer from it."""
+    if entry.prompt is not None:
+        raise ConfigError(f"{where}: give a strategy or a prompt, not both")
+    strategy = get_strategy(bench.name, entry.strategy)
+    check_prompt(bench, strategy.template, f"{where}.strategy {strategy.name}")
+    if strategy.chat == "required" and not chat:
+        raise ConfigError(f"{where}: strategy {bench.name}/{strategy.name} is for chat models ({strategy.source}); add --chat (model.chat: true)")
+    for word, label in strategy.answer.answers.items():
+        if label not in bench.labels:
+            raise ConfigError(f"{where}: strategy {strategy.name} answers {word!r} as '{label}', not a label of '{bench.name}'")
+    if entry.shots == "paper" and strategy.fewshot is None:
+        raise ConfigError(f"{where}: strategy {bench.name}/{strategy.name} has no fixed demonstrations, so shots: paper does not apply; give a number")
+
+
+def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eval_entry: bool, chat: bool = False) -> None:
     bench = get_benchmark(entry.benchmark)
     bench.check_split(entry.split)
     if family == "mlm" and not eval_entry:
@@ -126,11 +142,22 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         # negated-LAMA probes); its builder checks them. The matrix is about scoring.
         return
     check_supported(bench, family, where)
-    settings = ["prompt", "verbalizer"] + (["shots", "shots_split"] if eval_entry else [])
+    settings = ["prompt", "verbalizer"] + (["shots", "shots_split", "strategy"] if eval_entry else [])
     if family not in LM_FAMILIES:
         given = [s for s in settings if getattr(entry, s) not in (None, 0)]
         if given:
             raise ConfigError(f"{where}: {', '.join(given)} apply to the seq2seq and causal_lm families, not '{family}'")
+        return
+    if bench.answer_type == "choice" and eval_entry and entry.strategy is not None and strategies(bench.name):
+        # A multiple-choice benchmark with strategies of its own (ScoNe-NLG): the strategy's prompt
+        # is the context, its demonstrations the shots (paper), and it is answered by its choices'
+        # log-likelihood or, generating, by completions written for people to judge.
+        given = [s for s in ("prompt", "verbalizer", "shots_split") if getattr(entry, s) is not None]
+        if given or entry.shots not in (0, "paper"):
+            raise ConfigError(f"{where}: a strategy of '{bench.name}' takes shots 0 or paper and no {', '.join(given) or 'drawn shots'}")
+        strategy = get_strategy(bench.name, entry.strategy)
+        if entry.shots == "paper" and strategy.fewshot is None:
+            raise ConfigError(f"{where}: strategy {bench.name}/{strategy.name} has no fixed demonstrations, so shots: paper does not apply")
         return
     if bench.answer_type in ("choice", "cloze"):
         # Multiple choice (NeQA) and cloze probes (negated LAMA) build their own context from
@@ -139,21 +166,29 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         if given:
             raise ConfigError(f"{where}: {', '.join(given)} do not apply to '{bench.name}': it builds its own context per example")
         return
-    prompt = entry.prompt or model_prompt or bench.prompt_for(family)
-    if prompt is None:
-        raise ConfigError(f"{where}: benchmark '{bench.name}' has no default prompt for '{family}'; set a prompt")
-    check_prompt(bench, prompt, f"{where}.prompt" if entry.prompt else "model.prompt" if model_prompt else where)
-    entry.prompt = prompt
+    strategy = None
+    if eval_entry and entry.strategy is not None:
+        _resolve_strategy(entry, bench, where, chat)
+        strategy = get_strategy(bench.name, entry.strategy)
+    else:
+        if eval_entry and entry.shots == "paper":
+            raise ConfigError(f"{where}: shots: paper uses a strategy's fixed demonstrations; name a strategy")
+        prompt = entry.prompt or model_prompt or bench.prompt_for(family)
+        if prompt is None:
+            raise ConfigError(f"{where}: benchmark '{bench.name}' has no default prompt for '{family}'; set a prompt")
+        check_prompt(bench, prompt, f"{where}.prompt" if entry.prompt else "model.prompt" if model_prompt else where)
+        entry.prompt = prompt
     if bench.generative:
         if entry.verbalizer is not None:
             raise ConfigError(f"{where}.verbalizer: '{bench.name}' has free-text answers, so no verbalizer")
     else:
-        verbalizer = entry.verbalizer if entry.verbalizer is not None else bench.verbalizer()
+        fallback = strategy.verbalizer if strategy is not None and strategy.verbalizer is not None else bench.verbalizer()
+        verbalizer = entry.verbalizer if entry.verbalizer is not None else fallback
         if verbalizer is None:
             raise ConfigError(f"{where}: benchmark '{bench.name}' has no default verbalizer; set one")
         check_verbalizer(bench, verbalizer, f"{where}.verbalizer")
         entry.verbalizer = dict(verbalizer)
-    if eval_entry and entry.shots:
+    if eval_entry and isinstance(entry.shots, int) and entry.shots:
         shots_split = entry.shots_split or bench.default_shots_split(entry.split)
         bench.check_split(shots_split)
         entry.shots_split = shots_split
@@ -188,7 +223,7 @@ def resolve_benchmarks(recipe, announce: bool = True) -> list[Skipped]:
         _resolve_entry(source, family, recipe.model.prompt, f"data.train[{i}]", eval_entry=False)
     for field in ("eval", "test"):
         for i, entry in enumerate(getattr(data, field) or []):
-            _resolve_entry(entry, family, recipe.model.prompt, f"data.{field}[{i}]", eval_entry=True)
+            _resolve_entry(entry, family, recipe.model.prompt, f"data.{field}[{i}]", eval_entry=True, chat=recipe.model.chat)
     if announce:
         for s in skipped:
             print(f"all: skipping {s.benchmark}/{s.split}: {s.reason}", flush=True)
@@ -213,6 +248,17 @@ def matrix() -> list[dict]:
                 },
                 "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if f in bench.scoring and bench.answer_type not in ("choice", "cloze")},
                 "verbalizer": bench.verbalizer() if bench.answer_type == "label" else None,
+                "strategies": {n: strategy_line(st) for n, st in strategies(name).items()},
             }
         )
     return rows
+
+
+def strategy_line(strategy) -> str:
+    """One line saying how a strategy is answered and where it comes from."""
+    a = strategy.answer
+    scored = "the choices' log-likelihood" if get_benchmark(strategy.benchmark).answer_type == "choice" else "verbalizer log-likelihood"
+    how = f"generate ({a.rule}, {a.max_new_tokens} tokens)" if a.generates else scored
+    shots = f", paper shots: {strategy.fewshot.count}" if strategy.fewshot is not None else ""
+    chat = ", chat models" if strategy.chat == "required" else ""
+    return f"{how}{shots}{chat}; {strategy.paper}: {strategy.source}"

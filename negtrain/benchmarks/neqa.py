@@ -115,7 +115,8 @@ class Neqa(Benchmark):
     def metric(self, examples: Sequence[Example]):
         from negtrain.metrics.multiple_choice import MultipleChoiceMetric  # torch: imported when scoring, not when listing
 
-        return MultipleChoiceMetric([int(e.label) for e in examples], [e.meta["tags"] for e in examples])
+        return MultipleChoiceMetric([int(e.label) for e in examples], [e.meta["tags"] for e in examples],
+                                    [[len(c) for c in self.choices(e)] for e in examples])
 
     def normalize_prediction(self, value: Any) -> str | None:
         # Syntax only; which choice a text names is decided per question (choice_label).

@@ -12,11 +12,13 @@ from negtrain.benchmarks.neqa import Neqa, NeqaLettered
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
+from negtrain.benchmarks.scone_nlg import SconeNlg
 from negtrain.benchmarks.tinad import Tinad
 from negtrain.errors import unknown_name
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
     "scone": Scone,
+    "scone_nlg": SconeNlg,
     "monli": Monli,
     "mnli": Mnli,
     "negnli-rte": NegnliRte,

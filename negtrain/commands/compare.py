@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -30,11 +31,18 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
     if not 0 <= args.bootstrap <= MAX_BOOTSTRAP or not 0 <= args.bootstrap_seed <= 2**32 - 1:
         raise NegtrainError(f"--bootstrap must be between 0 and {MAX_BOOTSTRAP} and --bootstrap-seed between 0 and 2**32-1")
+    if args.out is not None:  # before the work: an unwritable --out fails in a second, not after it
+        from negtrain.paths import check_output_file
+
+        for suffix in (".md", ".json"):
+            check_output_file(args.out.with_suffix(suffix), "--out")
     from negtrain.compare import compare, comparison_markdown
     from negtrain.io.atomic import write_text
 
     result = compare(args.a, args.b, args.benchmark, args.split, args.epoch, args.bootstrap, args.bootstrap_seed,
                      args.allow_missing)
+    for warning in result["warnings"]:  # on stderr too, so --json output shows them as well
+        print(f"warning: {warning}", file=sys.stderr)
     markdown = comparison_markdown(result)
     if args.out is not None:
         write_text(args.out.with_suffix(".md"), markdown)

@@ -12,8 +12,9 @@ from negtrain.errors import NegtrainError
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--benchmark", help="a registered benchmark (see --list)")
-    p.add_argument("--split", help="one of the benchmark's splits")
-    p.add_argument("--predictions", type=Path, help='JSONL, one {"id": ..., "prediction": "<label>"} per line')
+    p.add_argument("--split", help="one of the benchmark's splits, or several (a,b,...: each scored, then mean ± std over them and pooled)")
+    p.add_argument("--predictions", type=Path, action="append",
+                   help='JSONL, one {"id": ..., "prediction": "<label>"} per line; once per split, in the order of --split')
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--allow-missing", action="store_true", help="score only the predicted examples (the output says so)")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
@@ -25,9 +26,27 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     card.add_argument("--family", choices=("nli", "seq2seq", "causal_lm", "mlm"), help="the model family (a run directory brings its own)")
     card.add_argument("--adapter", help="a trained peft adapter folder to load onto --model")
     card.add_argument("--benchmarks", default="all", help="'all' (default: every benchmark the family can score) or a,b,c")
-    card.add_argument("--shots", type=int, default=0, help="few-shot examples per prompt (seq2seq / causal_lm)")
+    card.add_argument("--shots", type=shots_arg, default=0, metavar="K|paper",
+                      help="few-shot examples per prompt (seq2seq / causal_lm): K drawn, or 'paper': the strategy's fixed demonstrations")
+    card.add_argument("--strategy", help="a named prompt strategy of the benchmarks (see --list), e.g. conditional_q")
+    card.add_argument("--protocol", help="run a paper's table: a named list of (benchmark, split, strategy, shots) variants, e.g. scone-icl")
+    card.add_argument("--chat", action="store_true", help="apply the tokenizer's chat template to every prompt (error if it has none)")
+    card.add_argument("--system", metavar="TEXT", help="with --chat: a system message before every prompt")
+    card.add_argument("--fewshot-as-multiturn", action="store_true", help="with --chat: demonstrations as alternating user/assistant turns")
+    card.add_argument("--no-log-samples", dest="log_samples", action="store_false",
+                      help="leave the prompt and response out of the prediction lines (very large runs)")
     card.add_argument("--out", type=Path, help="the card's directory (default: cards/<model>-<family>-<time>)")
     card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
+    served = p.add_argument_group("served model (--backend openai: --model is the served model's name)")
+    served.add_argument("--backend", choices=("hf", "openai"), default="hf",
+                        help="hf: load the model here (default); openai: an OpenAI-compatible server at --base-url")
+    served.add_argument("--base-url", help="the server's API root, e.g. http://127.0.0.1:8000/v1")
+    served.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the API key (the key itself is never an argument)")
+    served.add_argument("--cache", type=Path, help="the response cache (a folder or .sqlite file) to share between cards (default: in --out)")
+    served.add_argument("--concurrency", type=int, help="requests in flight at once (default 4)")
+    served.add_argument("--timeout", type=float, help="seconds to wait for one answer (default 120; retried)")
+    served.add_argument("--retries", type=int, help="retries on 429, 5xx and timeouts, with backoff (default 5)")
+    served.add_argument("--max-requests", type=int, metavar="N", help="stop once N requests were sent (answers stay cached)")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -36,13 +55,25 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
         if args.predictions is not None or args.list:
             raise NegtrainError("--model makes a report card; it does not combine with --predictions or --list")
-        if args.shots < 0:
-            raise NegtrainError(f"--shots must be >= 0, got {args.shots}")
-        make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        if args.protocol and (args.strategy or args.shots or args.benchmarks != "all"):
+            raise NegtrainError("--protocol names its own benchmarks, strategies and shots; drop --benchmarks, --strategy and --shots")
+        if args.shots == "paper" and not args.strategy:
+            raise NegtrainError("--shots paper uses a strategy's fixed demonstrations; add --strategy NAME")
+        from negtrain.errors import Preempted
+
+        try:
+            make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        except Preempted as stopped:
+            # Never a success: the finished benchmarks are kept, and the same command continues.
+            print(f"{stopped}", flush=True)
+            return stopped.exit_code
         return 0
-    card_only = [f"--{n}" for n in ("family", "adapter", "out") if getattr(args, n) is not None]
+    card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system") if getattr(args, n) is not None]
+    card_only += [f for f, on in (("--chat", args.chat), ("--fewshot-as-multiturn", args.fewshot_as_multiturn), ("--no-log-samples", not args.log_samples)) if on]
     card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
     card_only += ["--benchmarks"] if args.benchmarks != "all" else []
+    card_only += [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests")
+                  if getattr(args, n) is not None] + (["--backend"] if args.backend != "hf" else [])
     if card_only:
         raise NegtrainError(f"{', '.join(card_only)} go with --model (a report card)")
     if extra:
@@ -57,10 +88,33 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
     if args.bootstrap < 0 or not 0 <= args.bootstrap_seed <= 2**32 - 1:
         raise NegtrainError("--bootstrap must be >= 0 and --bootstrap-seed between 0 and 2**32-1")
-    scored = score_file(args.benchmark, args.split, args.predictions, allow_missing=args.allow_missing,
+    splits = [s.strip() for s in args.split.split(",")]
+    if len(splits) > 1:
+        from negtrain.across_splits import format_across, score_splits
+
+        result = score_splits(args.benchmark, splits, args.predictions, allow_missing=args.allow_missing,
+                              bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
+        print(json.dumps(result.as_json()) if args.json else format_across(result))
+        return 0
+    if len(args.predictions) > 1:
+        raise NegtrainError(f"{len(args.predictions)} --predictions files for one split; give one, or a split per file (--split a,b,...)")
+    scored = score_file(args.benchmark, args.split, args.predictions[0], allow_missing=args.allow_missing,
                         bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
     print(json.dumps(scored.as_json()) if args.json else format_scored(scored))
     return 0
+
+
+def shots_arg(value: str) -> int | str:
+    """--shots: a number >= 0, or 'paper'."""
+    if value == "paper":
+        return value
+    try:
+        k = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"give a number of shots or 'paper', not {value!r}") from None
+    if k < 0:
+        raise argparse.ArgumentTypeError(f"--shots must be >= 0, got {k}")
+    return k
 
 
 def listing() -> list[dict]:
@@ -83,6 +137,7 @@ def listing() -> list[dict]:
                 "families": scoring["families"],
                 "prompts": scoring["prompts"],
                 "verbalizer": scoring["verbalizer"],
+                "strategies": scoring["strategies"],
             }
         )
     return out
@@ -100,9 +155,19 @@ def format_matrix(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def format_protocols() -> list[str]:
+    from negtrain.prompts.protocols import protocols
+
+    lines = ["protocols (--protocol NAME: one command per paper table)"]
+    for p in protocols().values():
+        lines.append(f"  {p.name}: {p.paper}")
+        lines.append("    variants: " + ", ".join(v.name + (" (--chat)" if v.chat else "") for v in p.variants))
+    return lines
+
+
 def format_listing() -> str:
     rows = listing()
-    lines = [format_matrix(rows), ""]
+    lines = [format_matrix(rows), "", *format_protocols(), ""]
     for b in rows:
         lines.append(f"{b['benchmark']}")
         lines.append(f"  splits:  {', '.join(b['splits'])}")
@@ -118,4 +183,7 @@ def format_listing() -> str:
             lines.append(f"  {family} prompt: {prompt!r}")
         if b["verbalizer"]:
             lines.append("  verbalizer: " + ", ".join(f"{k} -> {v!r}" for k, v in b["verbalizer"].items()))
+        if b["strategies"]:
+            lines.append("  strategies (--strategy NAME; --shots paper: the paper's demonstrations):")
+            lines += [f"    {name}: {how}" for name, how in b["strategies"].items()]
     return "\n".join(lines)

@@ -11,7 +11,7 @@ Every public name is re-exported here: code imports from ``negtrain.config``, no
 """
 
 from negtrain.config.data import DataConfig, EvalConfig, MixConfig, SourceConfig
-from negtrain.config.evaluation import MAX_BOOTSTRAP, EvaluationConfig
+from negtrain.config.evaluation import MAX_BOOTSTRAP, RUN_ONLY_SERVER_SETTINGS, EvaluationConfig, ServerConfig
 from negtrain.config.model import AdapterConfig, ModelConfig
 from negtrain.config.objective import (
     CorpusConfig,
@@ -37,10 +37,10 @@ from negtrain.config.yaml_loader import MAX_YAML_DEPTH, MAX_YAML_VALUES, load_ya
 
 __all__ = [
     "MAX_EPOCH_EXAMPLES", "MAX_SOURCE_WEIGHT", "MAX_TEMPERATURE", "MAX_TORCH_THREADS", "MAX_YAML_DEPTH",
-    "MAX_YAML_VALUES", "MIN_TEMPERATURE", "SHORTHAND_SECTIONS",
+    "MAX_YAML_VALUES", "MIN_TEMPERATURE", "RUN_ONLY_SERVER_SETTINGS", "SHORTHAND_SECTIONS",
     "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "EvaluationConfig", "MAX_BOOTSTRAP",
     "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
-    "SelectionConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",
+    "SelectionConfig", "ServerConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",
     "check_keys", "is_text_field", "load_yaml", "parse_yaml", "selection_bias_note", "selection_split",
     "to_dict", "validate_recipe",
 ]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from negtrain.config.section import MAX_EPOCH_EXAMPLES, MAX_SOURCE_WEIGHT, MAX_TEMPERATURE, MIN_TEMPERATURE, Section
 
@@ -99,12 +99,18 @@ class EvalConfig(Section):
     split: str = Field(description="One of the benchmark's splits.")
     prompt: str | None = Field(None, description=_PROMPT_HELP)
     verbalizer: dict[str, str] | None = Field(None, description=_VERBALIZER_HELP)
-    shots: int = Field(
+    strategy: str | None = Field(
+        None,
+        description="seq2seq / causal_lm: a named prompt strategy of the benchmark (negtrain/prompts/<benchmark>.yaml, "
+        "listed by `negtrain evaluate --list`): its template, demonstrations, and how it is answered "
+        "(verbalizer log-likelihood, or greedy generation read by an answer rule). Not with `prompt`.",
+    )
+    shots: int | Literal["paper"] = Field(
         0,
-        ge=0,
         description="seq2seq / causal_lm: solved examples put before each prompt (in-context learning). "
-        "Drawn per scored example, deterministically from the seed and the example's id, never from "
-        "the scored example's contrast group; their ids are written next to each prediction.",
+        "A number K: drawn per scored example, deterministically from the seed and the example's id, never from "
+        "the scored example's contrast group; their ids are written next to each prediction. 'paper': "
+        "the strategy's fixed demonstrations, verbatim from its paper.",
     )
     shots_split: str | None = Field(
         None,
@@ -112,6 +118,19 @@ class EvalConfig(Section):
         "benchmark with no train split, e.g. nannli) the scored split itself, minus the scored "
         "example's contrast group.",
     )
+    variant: str | None = Field(
+        None,
+        description="A name for this entry when one benchmark split is evaluated several ways (a "
+        "protocol's variants, e.g. 'conditional_q/few'): metrics.jsonl lines carry it, and its predictions "
+        "go to predictions/<benchmark>-<split>-<variant with '-' for '/'>.jsonl.",
+    )
+
+    @field_validator("shots")
+    @classmethod
+    def _shots(cls, value):
+        if isinstance(value, int) and value < 0:
+            raise ValueError("shots must be >= 0 or 'paper'")
+        return value
 
 
 class DataConfig(Section):

@@ -64,6 +64,17 @@ class ModelConfig(Section):
     chat_template: bool = Field(
         True, description="causal_lm: wrap the prompt in the tokenizer's chat template when it has one."
     )
+    chat: bool = Field(
+        False,
+        description="seq2seq / causal_lm: apply the tokenizer's chat template to every prompt of every "
+        "benchmark (`evaluate --chat`); a tokenizer without one is an error before the weights load.",
+    )
+    system: str | None = Field(None, description="With `chat`: the system message put before every prompt (`evaluate --system`).")
+    fewshot_as_multiturn: bool = Field(
+        False,
+        description="With `chat`: few-shot demonstrations as alternating user/assistant turns; off: the "
+        "whole few-shot prompt is one user turn (`evaluate --fewshot-as-multiturn`).",
+    )
     prompt_loss_weight: float = Field(
         0.0,
         ge=0,

@@ -23,7 +23,10 @@ class TrainerConfig(Section):
         description="'bf16-mixed' autocasts matmuls to bf16: several times faster where the hardware computes "
         "bf16 (CUDA GPUs with bf16, CPUs with AVX512-BF16 or AMX, Arm CPUs with BF16), but on a CPU without "
         "bf16 units it is emulated and far slower than fp32. 'auto': bf16-mixed where bf16 is native, "
-        "32-true elsewhere; the run prints which.",
+        "32-true elsewhere; the run prints which. Under 'auto' every benchmark number is fp32's: label "
+        "scores are rechecked in fp32 near ties (model.fp32_recheck_margin), multiple-choice and cloze "
+        "scores are computed in fp32. An explicit lower precision is kept for scoring too, may change the "
+        "numbers, and every evaluation line of the run says so in its note.",
     )
     accelerator: str = Field(
         "auto",

@@ -8,8 +8,9 @@ The text stays on disk. Two parts:
   ``keep: all``, and not held out); the byte offset of every ``shuffle_buffer``-th training line
   (where each shuffle window starts); and the first ``held_out`` held-out sentences (the bounded
   eval set). For 10 million lines that is about 1.2 MB of bits. It is cached under the cache
-  folder, keyed by the files' paths, sizes and modification times and the settings, so a warm
-  start does not read the text.
+  folder, keyed by the files' paths, sizes, modification times and content digests (below) and
+  the settings, so a warm start does not read the text. The cached index holds its key and an
+  xxh3 hash of its contents; one that does not match, or cannot be read, is rebuilt.
 - **The stream** (:class:`CorpusStream`, an IterableDataset, and :class:`StreamLoader`): every
   epoch, the training lines in file order, shuffled inside consecutive windows of
   ``shuffle_buffer`` lines (a seeded permutation per (seed, epoch, window)), cut into global
@@ -29,6 +30,13 @@ but tokenizes only its own batches. When the last step has fewer batches than ra
 without one gets a padding batch (a repeat of that step's first batch, marked not real), so every
 rank steps the same number of times, as with the map-style sampler.
 
+Content digest: a file's size and modification time do not prove its content (a file rewritten
+and its mtime set back keeps both), so each file also has a digest: xxh3 of the whole file up to
+64 MiB, above that of 64 blocks of 64 KiB spread evenly over it plus its first and last block (4 MiB
+read, whatever the size). It is part of the index's key and of the corpus fingerprint a checkpoint
+records, so a resume over a corpus rewritten at the same size and mtime is refused. (A change
+confined to bytes between the sampled blocks of a file over 64 MiB is not seen.)
+
 Resume: the loader's position (epoch, batches trained, and from them the training lines consumed
 and the byte offset of the window they are in) goes into checkpoints through Lightning's stateful
 loader protocol, like :class:`negtrain.data.resumable.ResumableLoader`. A resumed epoch seeks to
@@ -42,9 +50,11 @@ once on disk (``shuf``) before training.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,6 +62,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import xxhash
 from torch.utils.data import DataLoader, IterableDataset, Sampler, get_worker_info
 
 from negtrain.benchmarks.files import cache_dir
@@ -59,7 +70,7 @@ from negtrain.data.sampler import kept_batches
 from negtrain.errors import DataError
 from negtrain.negation.cues import CueDetector
 
-INDEX_VERSION = "1"
+INDEX_VERSION = "2"
 #: The hash key that decides which lines are held out. Fixed (not the seed): every seed and every
 #: run over the same corpus holds out the same sentences.
 HELD_OUT_KEY = b"negtrain/cue-corpus/held-out/v1"
@@ -77,7 +88,7 @@ class CorpusIndex:
     """What one pass over the corpus learned (see the module docstring)."""
 
     files: list[str]
-    stamps: list[list[int]]  # per file: size, mtime_ns, when indexed
+    stamps: list[list]  # per file: size, mtime_ns and content digest when indexed
     window: int  # training lines per shuffle window
     n_lines: int  # physical lines
     n_kept: int  # non-empty lines that pass ``keep`` (cue sentences, or all)
@@ -97,11 +108,32 @@ class CorpusIndex:
         return bool((self.train_bits[line >> 3] >> (line & 7)) & 1)
 
 
-def _stamps(files: Sequence[Path]) -> list[list[int]]:
+#: Files up to this size are hashed whole; larger ones in SAMPLE_BLOCKS blocks of SAMPLE_SIZE bytes.
+WHOLE_DIGEST = 64 << 20
+SAMPLE_BLOCKS, SAMPLE_SIZE = 64, 64 << 10
+
+
+def content_digest(path: Path, size: int) -> str:
+    """xxh3 of the file, whole up to WHOLE_DIGEST bytes, else of evenly spread sampled blocks (see
+    the module docstring)."""
+    h = xxhash.xxh3_64()
+    with open(path, "rb") as f:
+        if size <= WHOLE_DIGEST:
+            while block := f.read(1 << 22):
+                h.update(block)
+        else:
+            step = (size - SAMPLE_SIZE) / (SAMPLE_BLOCKS + 1)
+            for k in range(SAMPLE_BLOCKS + 2):  # the first block, 64 spread ones, the last
+                f.seek(int(k * step))
+                h.update(f.read(SAMPLE_SIZE))
+    return h.hexdigest()
+
+
+def _stamps(files: Sequence[Path]) -> list[list]:
     out = []
     for p in files:
         st = p.stat()
-        out.append([st.st_size, st.st_mtime_ns])
+        out.append([st.st_size, st.st_mtime_ns, content_digest(p, st.st_size)])
     return out
 
 
@@ -112,13 +144,26 @@ def resolve_files(text_files: Sequence[str]) -> list[Path]:
         p = Path(name).expanduser()
         where = p if p.is_absolute() else Path.cwd() / p
         if not p.is_file():
-            what = "is a folder, not a text file" if p.is_dir() else "not found"
+            what = "is a folder, not a text file" if p.is_dir() else _not_a_file(p)
             raise DataError(
                 f"objective.cue_masking.corpus.text_files: {name}: {what} (looked for {where.resolve()}; "
                 "a relative path is read from the working directory)"
             )
         paths.append(p.resolve())
     return paths
+
+
+def _not_a_file(p: Path) -> str:
+    """Why ``p``, which is not a regular file or folder, cannot be a corpus."""
+    try:
+        mode = p.stat().st_mode
+    except OSError:
+        return "not found"
+    kinds = [(stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+             (stat.S_ISSOCK, "a socket")]
+    kind = next((name for test, name in kinds if test(mode)), "not a regular file")
+    # A pipe or device has no size or position to index and seek in: the stream re-reads by offset.
+    return f"is {kind}, not a regular text file (a streamed corpus is indexed and re-read by byte offset)"
 
 
 def _decode(raw: bytes, path: Path, number: int) -> str:
@@ -178,17 +223,48 @@ def index_corpus(
     ).hexdigest()[:24]
     folder = cache_dir() / "corpus_stream"
     path = folder / f"{key}.npz"
-    if path.is_file():
+    if (index := _load_index(path, key)) is not None:
+        return index
+    index = _build_index(files, detector, keep, held_out_rate, held_out, window)
+    if index.stamps != stamps:
+        raise DataError(f"the corpus files changed while they were being indexed ({', '.join(index.files)}); run again")
+    meta = {k: getattr(index, k) for k in _META}
+    with contextlib.suppress(OSError):  # a read-only cache only costs the indexing
+        folder.mkdir(parents=True, exist_ok=True)
+        part = folder / f".{key}.{os.getpid()}.part.npz"
+        np.savez(part, meta=np.array(json.dumps(meta)), train_bits=index.train_bits, windows=index.windows,
+                 seal=np.array(_index_seal(key, meta, index.train_bits, index.windows)))
+        os.replace(part, path)  # atomic: a concurrent reader sees the whole index or none
+    return index
+
+
+_META = ("files", "stamps", "window", "n_lines", "n_kept", "n_train", "n_held_out", "file_first_line", "held_out")
+
+
+def _index_seal(key: str, meta: dict, bits: np.ndarray, windows: np.ndarray) -> str:
+    h = xxhash.xxh3_128(key.encode())
+    h.update(json.dumps(meta, sort_keys=True).encode())
+    h.update(bits.tobytes())
+    h.update(np.ascontiguousarray(windows, dtype=np.int64).tobytes())
+    return h.hexdigest()
+
+
+def _load_index(path: Path, key: str) -> CorpusIndex | None:
+    """The cached index at ``path`` if it is whole and the one written for ``key``; None (rebuilt)
+    for a missing, damaged or foreign file."""
+    try:
         with np.load(path, allow_pickle=False) as z:
             meta = json.loads(str(z["meta"]))
-            return CorpusIndex(**meta, train_bits=z["train_bits"], windows=z["windows"])
-    index = _build_index(files, detector, keep, held_out_rate, held_out, window)
-    folder.mkdir(parents=True, exist_ok=True)
-    meta = {k: getattr(index, k) for k in ("files", "stamps", "window", "n_lines", "n_kept", "n_train", "n_held_out", "file_first_line", "held_out")}
-    part = folder / f".{key}.{os.getpid()}.part.npz"
-    np.savez(part, meta=np.array(json.dumps(meta)), train_bits=index.train_bits, windows=index.windows)
-    os.replace(part, path)  # atomic: a concurrent reader sees the whole index or none
-    return index
+            bits, windows, seal = z["train_bits"], z["windows"], str(z["seal"])
+        if set(meta) != set(_META) or seal != _index_seal(key, meta, bits, windows):
+            return None
+        if bits.dtype != np.uint8 or windows.dtype != np.int64 or windows.ndim != 2 or windows.shape[1] != 3:
+            return None
+        if len(bits) != -(-meta["n_lines"] // 8) or len(windows) != -(-meta["n_train"] // meta["window"]):
+            return None
+        return CorpusIndex(**meta, train_bits=bits, windows=windows)
+    except Exception:  # missing, not an archive, a key or field absent: rebuilt, never trusted
+        return None
 
 
 def check_not_empty(index: CorpusIndex, keep: str, held_out_rate: float) -> None:

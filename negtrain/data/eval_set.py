@@ -21,7 +21,7 @@ import torch
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.data.encoded import EncodedSplit
 from negtrain.io.atomic import write_text
-from negtrain.metrics.base import MISSING
+from negtrain.metrics.base import MISSING, UNPARSED
 from negtrain.metrics.uncertainty import Uncertainty
 
 
@@ -35,6 +35,13 @@ class EvalResult:
     #: stderr and ci95 per metric, filled in by the run recorder on rank zero (None elsewhere, or
     #: for a metric that cannot be bootstrapped)
     uncertainty: Uncertainty | None = None
+    #: Per example, the model's response (generated text, or each label's score); None: not logged.
+    responses: list[Any] | None = None
+    #: Tokens generated over the split (None: nothing was generated).
+    tokens_generated: int | None = None
+    #: Per example, the fields its prediction line carries beyond the label (a model's scores,
+    #: for re-scoring: the metric's ``prediction_fields``), or None.
+    fields: list[dict | None] | None = None
 
     def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
         """(example, prediction, correct) for every example with a prediction.
@@ -49,7 +56,9 @@ class EvalResult:
         for i, (ex, p) in enumerate(zip(examples, self.predictions.tolist())):
             if p == MISSING:
                 continue
-            if self.texts is not None:
+            if p == UNPARSED:  # a response no answer rule could read: no prediction, and wrong
+                rows.append((ex, None, False))
+            elif self.texts is not None:
                 rows.append((ex, self.texts[i], bool(p)))
             else:
                 rows.append((ex, labels[p], labels[p] == ex.label))
@@ -83,6 +92,19 @@ class EvalSet:
     transform: Callable | None = None
     #: The last evaluation of this set, read by the run recorder and the W&B tracker.
     result: EvalResult | None = None
+    #: How a language model answers it when not by its default (a strategy's answering: greedy
+    #: generation read by an answer rule). None: the family's default.
+    answering: Any = None
+    #: Per example, the exact prompt text the model saw (after the chat template); None: not kept.
+    prompts: list[str] | None = None
+    #: A name for this evaluation of the split when the split is evaluated several ways (a
+    #: protocol's variant, e.g. "conditional_q/few").
+    variant: str | None = None
+    #: Write each example's prompt and response beside its prediction.
+    log_samples: bool = True
+    #: Generated completions to be judged by people (ScoNe-NLG): each prediction is the
+    #: completion's text, and the metric only counts them.
+    completions: bool = False
 
     def __post_init__(self) -> None:
         if self.predicted_labels is None:
@@ -95,7 +117,13 @@ class EvalSet:
 
     @property
     def name(self) -> str:
-        return f"{self.benchmark.name}/{self.split}"
+        return f"{self.benchmark.name}/{self.split}" + (f"/{self.variant}" if self.variant else "")
+
+    def predictions_file(self, suffix: str) -> str:
+        """``<benchmark>-<split>-<suffix>.jsonl``; a variant's file is named by the variant
+        (``scone-test-conditional_q-few.jsonl``)."""
+        tail = self.variant.replace("/", "-") if self.variant else suffix
+        return f"{self.benchmark.name}-{self.split}-{tail}.jsonl"
 
     def label_map_on(self, device: torch.device) -> torch.Tensor:
         """``label_map`` on ``device``, moved there once."""
@@ -105,15 +133,35 @@ class EvalSet:
         return self.label_map
 
     def write_predictions(self, run_dir: Path, suffix: str) -> None:
-        """``predictions/<benchmark>-<split>-<suffix>.jsonl`` from the last result: per example
-        with a prediction, its id, the predicted label (or generated answer), the gold label and,
-        with few-shot prompts, the ids of the shots it was shown."""
+        """``predictions/<benchmark>-<split>-<suffix>.jsonl`` (see :meth:`predictions_file`) from the
+        last result: per example with a prediction, its id, the predicted label (or generated
+        answer; null for a response no answer rule could read), the gold label, with few-shot
+        prompts the ids of the shots it was shown, what the metric needs to re-score it
+        (``EvalResult.fields``), and (``log_samples``) the exact ``prompt`` and the model's
+        ``response``."""
         if self.result is None or self.result.predictions is None:
             return
         shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
-        rows = [
-            json.dumps({"id": ex.id, "prediction": prediction, "label": ex.label, **({"shots": shots[ex.id]} if shots else {})})
-            for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels)
-        ]
-        name = f"{self.benchmark.name}-{self.split}-{suffix}.jsonl"
-        write_text(run_dir / "predictions" / name, "".join(r + "\n" for r in rows))
+        fields = dict(zip((e.id for e in self.examples), self.result.fields)) if self.result.fields else {}
+        position = {e.id: i for i, e in enumerate(self.examples)}
+        responses = self.result.responses if self.log_samples else None
+        predicted = {ex.id: prediction for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels)}
+        rows = []
+        # In the split's order; an example with fields but no prediction (a probe the model could
+        # not score, with the reason) gets a line too, so a re-score counts it as the run did.
+        for ex in self.examples:
+            if ex.id not in predicted and not fields.get(ex.id):
+                continue
+            prediction = predicted.get(ex.id)
+            row = {"id": ex.id, "prediction": prediction, "label": ex.label}
+            if shots:
+                row["shots"] = shots[ex.id]
+            row.update(fields.get(ex.id) or {})
+            if self.answering is not None:  # read by an answer rule: say whether it could read it
+                row["unparsed"] = prediction is None
+            if self.log_samples and self.prompts is not None:
+                row["prompt"] = self.prompts[position[ex.id]]
+            if responses is not None:
+                row["response"] = responses[position[ex.id]]
+            rows.append(json.dumps(row))
+        write_text(run_dir / "predictions" / self.predictions_file(suffix), "".join(r + "\n" for r in rows))

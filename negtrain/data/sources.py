@@ -3,9 +3,12 @@
 Training needs three things from a ``data.train`` entry: its size (to mix the sources, decided
 before the model loads), its gold labels (the training targets) and its texts (tokenized, only
 when the token store lacks them). The first two are kept as one compact array, the label codes
-(int16, an index into the benchmark's label set), cached under ``<cache>/sources/<key>.npy``
+(int16, an index into the benchmark's label set), cached under ``<cache>/sources/<key>.npz``
 keyed by :meth:`negtrain.benchmarks.base.Benchmark.data_fingerprint` (the files' sizes and
-modification times and the reader's code). The tokenized text is keyed by the same fingerprint
+modification times and the reader's code). The file is verified, not trusted: beside the codes it
+holds the key it was written for, their count and an xxh3 hash of them, and a file that does not
+match (codes flipped, another source's file copied over it, a damaged archive) is recomputed
+from the data, never read. The tokenized text is keyed by the same fingerprint
 (see :func:`negtrain.models.nli.encode_pairs`). So a warm start of a 400k-pair MNLI mix reads
 no data file and makes no Python object per example, and a cold one reads and validates each
 file once, before the model loads, as before.
@@ -20,17 +23,19 @@ never holds the split); indexing reads them whole, once, and keeps them until
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import tempfile
 from collections.abc import Iterator, Sequence
 
 import numpy as np
+import xxhash
 
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.benchmarks.files import cache_dir
 
 #: Bump when the cached array changes meaning.
-SOURCES_VERSION = "1"
+SOURCES_VERSION = "2"
 #: The code of a label outside the benchmark's label set (a free-text answer, say).
 NO_CODE = -1
 
@@ -62,14 +67,13 @@ class TrainSource(Sequence):
         """Each row's gold label as its index in the benchmark's labels (:data:`NO_CODE` if it is
         not one of them), from the cache when the data is unchanged."""
         if self._codes is None:
-            path = cache_dir() / "sources" / f"{self.fingerprint}-v{SOURCES_VERSION}.npy"
-            with contextlib.suppress(OSError, ValueError):
-                self._codes = np.load(path, allow_pickle=False)
+            path = cache_dir() / "sources" / f"{self.fingerprint}-v{SOURCES_VERSION}.npz"
+            self._codes = _load(path, self.fingerprint, len(self.benchmark.labels))
             if self._codes is None:
                 index = {label: i for i, label in enumerate(self.benchmark.labels)}
                 self._codes = np.fromiter((index.get(e.label, NO_CODE) for e in self), dtype=np.int16)
                 if not os.environ.get("NEGTRAIN_NO_TOKEN_CACHE"):
-                    _save(path, self._codes)
+                    _save(path, self._codes, self.fingerprint)
         return self._codes
 
     def gold_labels(self) -> list[str]:
@@ -97,7 +101,26 @@ class TrainSource(Sequence):
         return f"TrainSource({self.name})"
 
 
-def _save(path, codes: np.ndarray) -> None:
+def _meta(codes: np.ndarray, key: str) -> str:
+    return json.dumps({"key": key, "rows": len(codes), "hash": xxhash.xxh3_128(codes.tobytes()).hexdigest()}, sort_keys=True)
+
+
+def _load(path, key: str, n_labels: int) -> np.ndarray | None:
+    """The cached codes at ``path`` if they are the ones written for ``key``, whole and unchanged;
+    None otherwise (then they are recomputed)."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            codes, meta = z["codes"], str(z["meta"])
+        if codes.dtype != np.int16 or codes.ndim != 1 or meta != _meta(codes, key):
+            return None
+        if len(codes) and (codes.min() < NO_CODE or codes.max() >= n_labels):
+            return None
+        return codes
+    except Exception:  # noqa: BLE001 - missing, not an archive, damaged in any way: recomputed, never trusted
+        return None
+
+
+def _save(path, codes: np.ndarray, key: str) -> None:
     """Write atomically (a temporary file renamed): DDP ranks may write the same file at once, and a
     killed write must not leave a truncated array that a later run trusts. A read-only cache only
     costs the reading."""
@@ -106,7 +129,7 @@ def _save(path, codes: np.ndarray) -> None:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
         try:
             with os.fdopen(fd, "wb") as out:
-                np.save(out, codes, allow_pickle=False)
+                np.savez(out, codes=codes, meta=np.array(_meta(codes, key)))
             os.replace(tmp, path)
         except BaseException:
             with contextlib.suppress(OSError):

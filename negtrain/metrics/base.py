@@ -25,6 +25,8 @@ from torchmetrics.utilities import dim_zero_cat
 from negtrain.metrics.uncertainty import Mean, UnitTable, point_values
 
 MISSING = -1
+#: A generated response that no answer rule could read: predicted, and wrong (never dropped).
+UNPARSED = -2
 
 
 def ratio(num: float, den: float) -> float:
@@ -56,6 +58,9 @@ class ExampleMetric(Metric):
         #: The full per-example state the last ``compute`` scored (after the DDP sync): what the
         #: bootstrap resamples.
         self.last_outcomes: np.ndarray | None = None
+        #: Report ``n_unparsed``, the responses no answer rule could read (set for a split
+        #: answered by generation); they are scored as wrong.
+        self.counts_unparsed = False
 
     def update(self, indices: torch.Tensor, predictions: torch.Tensor) -> None:
         self.indices.append(indices.detach().to(torch.long).flatten())
@@ -70,7 +75,10 @@ class ExampleMetric(Metric):
             full[idx] = dim_zero_cat(self.predictions).cpu().numpy()
         self.last_predictions = full
         self.last_outcomes = full
-        return {k: torch.tensor(float(v), dtype=torch.float64) for k, v in self.score(full).items()}
+        values = {k: torch.tensor(float(v), dtype=torch.float64) for k, v in self.score(full).items()}
+        if self.counts_unparsed:
+            values["n_unparsed"] = torch.tensor(float((full == UNPARSED).sum()), dtype=torch.float64)
+        return values
 
     def score(self, predictions: np.ndarray) -> dict[str, float]:
         """Metric values from the full prediction array (MISSING where not predicted).
@@ -86,6 +94,12 @@ class ExampleMetric(Metric):
     def from_totals(self, totals: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
         """The metrics from column totals (scalars, or arrays over bootstrap resamples)."""
         raise NotImplementedError(f"{type(self).__name__} defines no from_totals: it cannot be bootstrapped")
+
+    def prediction_fields(self) -> list[dict | None] | None:
+        """Per example, what its prediction line carries beyond the predicted label so that
+        ``evaluate --predictions`` re-scores it exactly (a model's scores), after ``compute``;
+        None: the label is all it needs."""
+        return None
 
     @property
     def supports_uncertainty(self) -> bool:

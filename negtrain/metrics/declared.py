@@ -24,6 +24,13 @@ class Declared:
     kind: Literal["score", "count"] = "score"
     #: Reported only when predictions are in this label space (None: in every space).
     space: tuple[str, ...] | None = None
+    #: Further label spaces it is reported in besides ``space`` (ScoNe-NLG's paper metrics are
+    #: reported for one annotator's judgements and for two annotators').
+    also_in: tuple[tuple[str, ...], ...] = ()
+
+    def reported_in(self, space: Sequence[str]) -> bool:
+        """Whether predictions in label space ``space`` get this metric."""
+        return self.space is None or tuple(space) == self.space or tuple(space) in self.also_in
 
     @property
     def family(self) -> bool:
@@ -36,16 +43,21 @@ class Declared:
         return key.startswith(prefix) and len(key) > len(prefix)
 
 
-def score(name: str, lower_is_better: bool = False, space: Sequence[str] | None = None) -> Declared:
-    return Declared(name, higher_is_better=not lower_is_better, space=tuple(space) if space is not None else None)
+def _spaces(space: Sequence[str] | None, also_in: Iterable[Sequence[str]]) -> dict:
+    return {"space": tuple(space) if space is not None else None, "also_in": tuple(tuple(s) for s in also_in)}
 
 
-def count(name: str, space: Sequence[str] | None = None) -> Declared:
-    return Declared(name, kind="count", space=tuple(space) if space is not None else None)
+def score(name: str, lower_is_better: bool = False, space: Sequence[str] | None = None,
+          also_in: Iterable[Sequence[str]] = ()) -> Declared:
+    return Declared(name, higher_is_better=not lower_is_better, **_spaces(space, also_in))
 
 
-def scores(names: Iterable[str], space: Sequence[str] | None = None) -> tuple[Declared, ...]:
-    return tuple(score(n, space=space) for n in names)
+def count(name: str, space: Sequence[str] | None = None, also_in: Iterable[Sequence[str]] = ()) -> Declared:
+    return Declared(name, kind="count", **_spaces(space, also_in))
+
+
+def scores(names: Iterable[str], space: Sequence[str] | None = None, also_in: Iterable[Sequence[str]] = ()) -> tuple[Declared, ...]:
+    return tuple(score(n, space=space, also_in=also_in) for n in names)
 
 
 def find(declared: Sequence[Declared], key: str) -> Declared | None:

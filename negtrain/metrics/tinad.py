@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.base import MISSING, UNPARSED, ExampleMetric
 from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 
 ANTONYMY_PATTERNS = frozenset({2, 4})
@@ -104,7 +104,8 @@ class TinadMetric(ExampleMetric):
     def unit_table(self, predictions: np.ndarray) -> UnitTable:
         seen = predictions != MISSING
         pred_true = predictions == self.true_id
-        right = seen & (pred_true == self.gold)
+        # An unparsed response is neither True nor False: wrong whatever the gold label.
+        right = seen & (predictions != UNPARSED) & (pred_true == self.gold)
         affirmation = (self.cells == 0) | (self.cells == 2)
         columns = {
             "seen": seen, "right": right,

@@ -22,6 +22,7 @@ import torch
 
 from negtrain.config import AdapterConfig
 from negtrain.errors import ConfigError
+from negtrain.models.folder_checks import load_adapter
 
 
 def quantization_config(adapter: AdapterConfig, keep_full: list[str] | None = None):
@@ -74,13 +75,7 @@ def add_adapter(model, adapter: AdapterConfig, task_type: str):
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         enable_activation_checkpointing(model)
     if adapter.path is not None:
-        from peft import PeftModel
-
-        from negtrain.errors import ConfigError
-
-        if not (Path(adapter.path) / "adapter_config.json").is_file():
-            raise ConfigError(f"adapter.path: {adapter.path} holds no adapter_config.json (a peft adapter folder)")
-        return PeftModel.from_pretrained(model, adapter.path, is_trainable=True)
+        return load_adapter(model, adapter.path)
     config = LoraConfig(
         r=adapter.r,
         lora_alpha=adapter.alpha,

@@ -3,6 +3,7 @@ optimizer. A family subclass supplies ``training_loss`` and ``predict``."""
 
 from __future__ import annotations
 
+import contextlib
 from abc import abstractmethod
 from collections.abc import Sequence
 from typing import Any
@@ -47,6 +48,21 @@ def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | No
     return close if close.numel() else None
 
 
+#: trainer.precision values whose numbers are fp32's: ``auto`` (mixed precision where the hardware
+#: has bf16, but every scored number equal to fp32's, see :meth:`NegtrainModule.fp32_scoring`) and
+#: fp32 itself.
+FP32_NUMBERS = ("auto", "32", "32-true")
+
+
+def precision_note(precision: str) -> str | None:
+    """What an eval record says when its numbers may differ from fp32's (an explicit lower
+    ``trainer.precision``), else None."""
+    if precision in FP32_NUMBERS:
+        return None
+    return (f"scored under trainer.precision {precision} (set explicitly): the numbers may differ from fp32's; "
+            "precision auto reports fp32's numbers")
+
+
 def _metric_key(name: str) -> str:
     return name.replace(".", "\N{MIDDLE DOT}")
 
@@ -66,6 +82,11 @@ class NegtrainModule(pl.LightningModule):
         self.recipe = recipe
         #: Generated answers of the current evaluation, per eval set name: example index -> text.
         self.eval_texts: dict[str, dict[int, str]] = {}
+        #: Per eval set name: example index -> the model's response (generated text, or each
+        #: label's score), written beside the prediction (``evaluation.log_samples``).
+        self.eval_responses: dict[str, dict[int, Any]] = {}
+        #: Per eval set name: example index -> tokens generated for it.
+        self.eval_tokens: dict[str, dict[int, int]] = {}
         #: Adapter runs checkpoint only their trainable weights (adapter + head).
         self.adapter_only = recipe.get("adapter", {}).get("type", "none") != "none"
         self.strict_loading = not self.adapter_only
@@ -73,6 +94,22 @@ class NegtrainModule(pl.LightningModule):
         #: Bootstrap resamples (0: none) and seed for every metric's ci95 (recipe `evaluation`).
         self.bootstrap_resamples: int = int(evaluation.get("bootstrap", 1000))
         self.bootstrap_seed: int = int(evaluation.get("bootstrap_seed", 0))
+
+    @property
+    def precision(self) -> str:
+        """The recipe's ``trainer.precision`` as written (``auto`` unless set)."""
+        return str((self.recipe.get("trainer") or {}).get("precision", "auto"))
+
+    def fp32_scoring(self, device_type: str):
+        """The context an evaluator computes scores in. Under ``trainer.precision: auto`` autocast
+        is off: multiple-choice log-likelihoods (NeQA) and cloze distributions (negated LAMA's top-1
+        and rank correlation over the vocabulary) are computed in fp32, because no margin bounds
+        what bf16 changes there (a Spearman correlation depends on every rank). Label scores are
+        rechecked near ties instead (:func:`close_calls`). An explicit lower precision is kept,
+        and each eval record carries a note saying so (:func:`precision_note`)."""
+        if self.precision == "auto":
+            return torch.autocast(device_type=device_type, enabled=False)
+        return contextlib.nullcontext()
 
     @abstractmethod
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -133,8 +170,8 @@ class NegtrainModule(pl.LightningModule):
     def on_test_epoch_end(self) -> None:
         self._finish_evaluation()
 
-    def _gathered_texts(self) -> dict[str, dict[int, str]]:
-        texts = self.eval_texts
+    def _gathered(self, texts: dict[str, dict[int, Any]]) -> dict[str, dict[int, Any]]:
+        """Per-example values of every rank, merged."""
         if torch.distributed.is_available() and torch.distributed.is_initialized() and torch.distributed.get_world_size() > 1:
             parts: list[Any] = [None] * torch.distributed.get_world_size()
             torch.distributed.all_gather_object(parts, texts)
@@ -145,8 +182,10 @@ class NegtrainModule(pl.LightningModule):
         return texts
 
     def _finish_evaluation(self) -> None:
-        texts = self._gathered_texts()
-        self.eval_texts = {}
+        texts = self._gathered(self.eval_texts)
+        responses = self._gathered(self.eval_responses)
+        tokens = self._gathered(self.eval_tokens)
+        self.eval_texts, self.eval_responses, self.eval_tokens = {}, {}, {}
         for eval_set in self.eval_sets:
             metric, name = eval_set.metric, eval_set.name
             values = {k: float(v) for k, v in metric.compute().items()}
@@ -156,7 +195,12 @@ class NegtrainModule(pl.LightningModule):
                 for idx, text in texts[name].items():
                     per_example[idx] = text
             predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
-            eval_set.result = EvalResult(name, values, predictions, metric.note, per_example)
+            note = "; ".join(n for n in (metric.note, precision_note(self.precision)) if n) or None
+            eval_set.result = EvalResult(name, values, predictions, note, per_example, fields=metric.prediction_fields())
+            if name in responses:
+                eval_set.result.responses = [responses[name].get(i) for i in range(metric.num_examples)]
+            if name in tokens:
+                eval_set.result.tokens_generated = int(sum(tokens[name].values()))
             for key, value in values.items():
                 # Already synced over ranks by the metric, so no further reduction.
                 self.log(f"{name}/{key}", value, add_dataloader_idx=False, sync_dist=False)

@@ -26,10 +26,16 @@ def _group(example: Example) -> str:
     return example.group if example.group is not None else f"id:{example.id}"
 
 
-def draw_shots(examples: Sequence[Example], pool: Sequence[Example], k: int, seed: int, where: str = "shots") -> list[list[int]]:
-    """Per example, ``k`` distinct indices into ``pool``, none of them in the example's group."""
+def draw_shots(examples: Sequence[Example], pool: Sequence[Example], k: int, seed: int, where: str = "shots",
+               fixed: bool = False) -> list[list[int]]:
+    """Per example, ``k`` distinct indices into ``pool``, none of them in the example's group.
+
+    ``fixed``: the pool is a paper's fixed shot set (``Benchmark.fixed_shot_splits``): every
+    example gets its first ``k`` in file order, and a scored example in their groups is an error."""
     if k == 0:
         return [[] for _ in examples]
+    if fixed:
+        return _fixed_shots(examples, pool, k, where)
     banned_by_group: dict[str, set[int]] = {}
     by_id: dict[str, int] = {}
     for i, shot in enumerate(pool):
@@ -47,3 +53,14 @@ def draw_shots(examples: Sequence[Example], pool: Sequence[Example], k: int, see
         order = rng.choice(len(pool), size=min(len(pool), k + len(banned)), replace=False)
         out.append([int(i) for i in order if int(i) not in banned][:k])
     return out
+
+
+def _fixed_shots(examples: Sequence[Example], pool: Sequence[Example], k: int, where: str) -> list[list[int]]:
+    if k > len(pool):
+        raise ConfigError(f"{where}: {k} shots asked, but the fixed shot set has {len(pool)}")
+    picks = list(range(k))
+    groups = {_group(pool[j]) for j in picks} | {pool[j].id for j in picks}
+    for ex in examples:
+        if _group(ex) in groups or ex.id in groups:
+            raise ConfigError(f"{where}: the fixed shots include {ex.id} or a member of its group; they would show the answer")
+    return [list(picks) for _ in examples]

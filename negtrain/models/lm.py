@@ -41,7 +41,6 @@ a pad token (Llama) pads with EOS; padding is masked out everywhere.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -59,19 +58,19 @@ from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_s
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
-from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
-from negtrain.metrics.multiple_choice import choose
+from negtrain.benchmarks.negated_lama import common_vocabulary
+from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric, cloze_rows, skipped_rows
+from negtrain.models.cloze_vocab import CommonVocab, common_vocab, gold_or_skip
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.choice_inputs import encode_choices, split_pair
 from negtrain.models.contract import Built
+from negtrain.models.folder_checks import load_tokenizer
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
-
-
-def normalize_unifiedqa(text: str) -> str:
-    """UnifiedQA(-v2)'s input normalisation: lower-case, tabs/newlines to spaces, single spaces."""
-    return re.sub(r"\s+", " ", str(text).replace("\t", " ").replace("\n", " ")).strip().lower()
+from negtrain.models.generation import Limits, greedy
+from negtrain.metrics.base import UNPARSED
+from negtrain.prompts.strategies import Answering, Prompt, Strategy, get_strategy, normalize_unifiedqa
 
 
 def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig, template: str | None = None) -> str:
@@ -142,8 +141,10 @@ class PromptSettings:
 
     prompt: str | None = None
     verbalizer: dict[str, str] | None = None
-    shots: int = 0
+    shots: int | str = 0  # a number drawn, or "paper": the strategy's fixed demonstrations
     shots_split: str | None = None
+    strategy: str | None = None
+    variant: str | None = None
 
     @classmethod
     def of(cls, entry) -> "PromptSettings":
@@ -152,7 +153,12 @@ class PromptSettings:
             verbalizer=getattr(entry, "verbalizer", None),
             shots=getattr(entry, "shots", 0),
             shots_split=getattr(entry, "shots_split", None),
+            strategy=getattr(entry, "strategy", None),
+            variant=getattr(entry, "variant", None),
         )
+
+    def strategy_of(self, bench: Benchmark) -> Strategy | None:
+        return get_strategy(bench.name, self.strategy) if self.strategy else None
 
 
 def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: ModelConfig) -> str:
@@ -163,26 +169,82 @@ def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cf
     return verbalizer_text(verbalizer[example.label], cfg)
 
 
+def zero_shot_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: ModelConfig) -> str:
+    strategy = settings.strategy_of(bench)
+    if strategy is None:
+        return prompt_text(bench, example, cfg, settings.prompt)
+    return strategy.render(bench.prompt_fields(example))
+
+
 def prompts_with_shots(
     bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings, cfg: ModelConfig, seed: int
-) -> tuple[list[str], list[list[str]] | None]:
-    """Each example's prompt text, after its solved examples when ``settings.shots``; and the
-    shots' ids per example (None without shots)."""
-    prompts = [prompt_text(bench, e, cfg, settings.prompt) for e in examples]
+) -> tuple[list[Prompt], list[list[str]] | None]:
+    """Each example's prompt (its solved examples first when ``settings.shots``: drawn, or the
+    strategy's fixed demonstrations for ``paper``); and the shots' ids per example (None without
+    shots; ``paper:<n>`` for the paper's n-th demonstration)."""
+    strategy = settings.strategy_of(bench)
+    if settings.shots == "paper":
+        assert strategy is not None, "shots: paper needs a strategy (checked when the recipe is resolved)"
+        prompts = [strategy.paper_prompt(bench.prompt_fields(e), e.subset) for e in examples]
+        ids = [[f"paper:{d}" for d in _demo_names(strategy, e.subset)] for e in examples]
+        return prompts, ids
+    queries = [zero_shot_text(bench, e, settings, cfg) for e in examples]
     if not settings.shots:
-        return prompts, None
-    pool = bench.load(settings.shots_split or bench.default_shots_split(split))
-    drawn = draw_shots(examples, pool, settings.shots, seed, f"{bench.name}/{split}: shots")
-    solved = {j: prompt_text(bench, pool[j], cfg, settings.prompt) + " " + answer_text(bench, pool[j], settings, cfg) for picks in drawn for j in picks}
-    texts = [SHOT_SEPARATOR.join([*(solved[j] for j in picks), prompt]) for picks, prompt in zip(drawn, prompts)]
-    return texts, [[pool[j].id for j in picks] for picks in drawn]
+        return [Prompt(query=q) for q in queries], None
+    shots_split = settings.shots_split or bench.default_shots_split(split)
+    pool = bench.load(shots_split)
+    drawn = draw_shots(examples, pool, int(settings.shots), seed, f"{bench.name}/{split}: shots",
+                       fixed=shots_split in bench.fixed_shot_splits)
+    def shown(example: Example) -> str:
+        answer = answer_text(bench, example, settings, cfg)
+        return strategy.shown_answer(answer) if strategy is not None else answer
+
+    solved = {j: (zero_shot_text(bench, pool[j], settings, cfg), shown(pool[j])) for picks in drawn for j in picks}
+    prompts = [Prompt(query=q, shots=tuple(solved[j] for j in picks), separator=SHOT_SEPARATOR, before_query=SHOT_SEPARATOR)
+               for picks, q in zip(drawn, queries)]
+    return prompts, [[pool[j].id for j in picks] for picks in drawn]
+
+
+def _demo_names(strategy: Strategy, subset: str | None) -> list[str]:
+    f = strategy.fewshot
+    assert f is not None
+    if f.demonstrations_for:
+        chosen = f.demonstrations_for[subset]
+        return [f"{chosen}/{i + 1}" for i in range(len(f.demonstration_sets[chosen]))]
+    return [str(i + 1) for i in range(len(f.demonstrations))]
+
+
+def uses_chat(tokenizer, cfg: ModelConfig, causal: bool) -> bool:
+    """Whether prompts go through the tokenizer's chat template: always with ``model.chat``; for
+    a causal LM also by default (``model.chat_template``) when the tokenizer has one."""
+    has = bool(getattr(tokenizer, "chat_template", None))
+    return has and (cfg.chat or (causal and cfg.chat_template))
+
+
+def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: ModelConfig, causal: bool) -> tuple[list[str], bool]:
+    """The exact text each prompt is given to the model as (after the chat template, when one
+    applies), and whether the chat template was applied (then the text holds its own special tokens)."""
+    if not uses_chat(tokenizer, cfg, causal):
+        return [p.text() for p in prompts], False
+    texts = [
+        tokenizer.apply_chat_template(p.messages(cfg.system, cfg.fewshot_as_multiturn), add_generation_prompt=True, tokenize=False)
+        for p in prompts
+    ]
+    return texts, True
+
+
+def check_chat(tokenizer, cfg: ModelConfig) -> None:
+    """``model.chat`` needs a chat template: an error before the weights are loaded."""
+    if cfg.chat and not getattr(tokenizer, "chat_template", None):
+        raise ConfigError(f"--chat (model.chat): the tokenizer of '{cfg.name}' has no chat template; drop --chat or use a chat model")
 
 
 def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
     return fingerprint(
         kind,
         tokenizer_signature(tokenizer),
-        str(getattr(tokenizer, "chat_template", None) if cfg.chat_template else None),
+        str(getattr(tokenizer, "chat_template", None) if (cfg.chat_template or cfg.chat) else None),
+        str((cfg.chat, cfg.system, cfg.fewshot_as_multiturn)),
         str(cfg.max_length),
         str(cfg.max_target_length),
         *texts,
@@ -193,14 +255,9 @@ def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
 # Encoding
 
 
-def causal_prompt_ids(tokenizer, prompts: Sequence[str], cfg: ModelConfig) -> list[list[int]]:
-    if cfg.chat_template and getattr(tokenizer, "chat_template", None):
-        texts = [
-            tokenizer.apply_chat_template([{"role": "user", "content": p}], add_generation_prompt=True, tokenize=False)
-            for p in prompts
-        ]
-        return tokenizer(texts, add_special_tokens=False)["input_ids"]
-    return tokenizer(list(prompts))["input_ids"]
+def causal_prompt_ids(tokenizer, prompts: Sequence[str | Prompt], cfg: ModelConfig) -> list[list[int]]:
+    texts, chatted = rendered_prompts(tokenizer, [p if isinstance(p, Prompt) else Prompt(query=p) for p in prompts], cfg, causal=True)
+    return tokenizer(texts, add_special_tokens=not chatted)["input_ids"]
 
 
 def _fit(prompt: list[int], limit: int, bos: int | None) -> list[int]:
@@ -220,15 +277,16 @@ def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], 
     return [x[: cfg.max_target_length - 1] + [tokenizer.eos_token_id] for x in ids]
 
 
-def encode_causal_eval(tokenizer, bench: Benchmark, prompts: Sequence[str], cfg: ModelConfig, answer_room: int) -> EncodedSplit:
-    """Left-padded prompts, cut (keeping BOS and the end) so ``answer_room`` tokens still fit."""
+def encode_causal_eval(tokenizer, bench: Benchmark, texts: Sequence[str], cfg: ModelConfig, answer_room: int, chatted: bool) -> EncodedSplit:
+    """Left-padded prompts (``texts`` as rendered, :func:`rendered_prompts`), cut (keeping BOS and
+    the end) so ``answer_room`` tokens still fit."""
 
     def build() -> EncodedSplit:
-        ids = causal_prompt_ids(tokenizer, prompts, cfg)
+        ids = tokenizer(list(texts), add_special_tokens=not chatted)["input_ids"]
         room = cfg.max_length - answer_room
         return EncodedSplit.from_lists([_fit(x, max(room, 2), tokenizer.bos_token_id) for x in ids], None)
 
-    return cached(_key("causal-eval", tokenizer, cfg, prompts, [str(answer_room)]), build)
+    return cached(_key("causal-eval", tokenizer, cfg, texts, [str(answer_room), str(chatted)]), build, rows=len(texts))
 
 
 def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> tuple[EncodedSplit, torch.Tensor]:
@@ -243,14 +301,15 @@ def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSetting
         return EncodedSplit.from_lists(seqs, None)
 
     key = _key("causal-train", tokenizer, cfg, prompts, [" ".join(map(str, a)) for a in answers])
-    return cached(key, build), answer_len
+    return cached(key, build, rows=len(prompts)), answer_len
 
 
-def encode_seq2seq_eval(tokenizer, bench, prompts: Sequence[str], cfg) -> EncodedSplit:
+def encode_seq2seq_eval(tokenizer, bench, prompts: Sequence[str], cfg, chatted: bool = False) -> EncodedSplit:
     def build() -> EncodedSplit:
-        return EncodedSplit.from_lists(tokenizer(prompts, truncation=True, max_length=cfg.max_length)["input_ids"], None)
+        ids = tokenizer(list(prompts), truncation=True, max_length=cfg.max_length, add_special_tokens=not chatted)["input_ids"]
+        return EncodedSplit.from_lists(ids, None)
 
-    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts), build)
+    return cached(_key("seq2seq-eval", tokenizer, cfg, prompts, [str(chatted)]), build, rows=len(prompts))
 
 
 def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> list[list[int]]:
@@ -291,21 +350,31 @@ def cloze_prefixes(tokenizer, examples: Sequence[Example]) -> list[list[list[int
     return out
 
 
-def cloze_metric(tokenizer, examples: Sequence[Example]):
-    """The negated-LAMA metric with gold objects and primes as next-token vocabulary ids."""
-    gold, primes = [], []
-    for e in examples:
+def cloze_metric(tokenizer, examples: Sequence[Example], common: CommonVocab) -> tuple[NegatedLamaMetric, list[int]]:
+    """The negated-LAMA metric with gold objects and primes as next-token vocabulary ids (the
+    vocabulary is its own token space here), and each probe's gold id (-1: skipped). A probe is
+    skipped where its blank does not end the sentence or its object is not a one-token word of
+    LAMA's common vocabulary."""
+    gold_ids, reasons = gold_or_skip(common, [e.label for e in examples])
+    primes = []
+    for i, e in enumerate(examples):
         aff, mis = cloze_prefix(e.inputs[0]), cloze_prefix(e.inputs[2])
         if aff is None or mis is None:
-            gold.append(NOT_IN_SPACE)
+            gold_ids[i] = -1
+            reasons[i] = "a causal LM fills only a blank that ends the sentence"
             primes.append([])
             continue
-        gold.append(split_pair(tokenizer, aff, " " + e.label, causal=True)[1][0])
         words = {e.meta["prime"], e.meta["prime"].lower()} - {""}
         conts = [split_pair(tokenizer, mis, " " + w, causal=True)[1] for w in words]
         primes.append(sorted({c[0] for c in conts if len(c) == 1}))
-    note = "causal LM: only probes whose blank ends the sentence are scored (next token); multi-token objects by their first token"
-    return NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note)
+    note = "causal LM: only probes whose blank ends the sentence are scored (next token)"
+    space = tuple(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
+    metric = NegatedLamaMetric(
+        [g if g >= 0 else SKIPPED for g in gold_ids], primes, [e.subset for e in examples], [e.group for e in examples],
+        files=[e.meta["relation_file"] for e in examples], note=note, space=[t if t is not None else "" for t in space],
+        common_vocab_left_out=common.left_out, skip_reasons=reasons,
+    )
+    return metric, gold_ids
 
 
 def padded(rows: Sequence[Sequence[int]], value: int = IGNORE) -> torch.Tensor:
@@ -357,31 +426,57 @@ class LMModule(NegtrainModule):
                 scores[close] = score(ids[close.to(ids.device)], mask[close.to(ids.device)])
         return scores
 
-    def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
+    def default_answering(self) -> Answering:
+        """How a free-text benchmark is answered without a strategy: greedy, ``model.max_new_tokens``;
+        a causal LM's answer is its first line (it stops at a newline)."""
         raise NotImplementedError
 
-    def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        if eval_set.evaluator is not None:  # multiple choice, cloze probes
-            return eval_set.evaluator(self, batch)
-        bench, examples = eval_set.benchmark, eval_set.examples
-        if not bench.generative:
-            return self.label_scores(batch, eval_set).argmax(-1).to(batch["index"].device)
-        texts = self.generate_texts(batch)
-        store = self.eval_texts.setdefault(eval_set.name, {})
-        right = []
-        for idx, text in zip(batch["index"].tolist(), texts):
-            store[idx] = text
-            right.append(int(bench.is_correct(text, examples[idx])))
-        return torch.tensor(right, dtype=torch.long, device=batch["index"].device)
+    def generate(self, batch: dict[str, torch.Tensor], answering: Answering):
+        """The batch's greedy responses (:func:`negtrain.models.generation.greedy`)."""
+        limits = Limits(answering.max_new_tokens, answering.stop)
+        return greedy(self.model, self.tokenizer, batch["input_ids"], batch["attention_mask"], limits, self.encoder_decoder)
 
-    def _generate_kwargs(self) -> dict[str, Any]:
-        return dict(
-            max_new_tokens=self.config.max_new_tokens,
-            do_sample=False,
-            num_beams=1,
-            pad_token_id=self.pad_id,
-            eos_token_id=self.eos_id,
-        )
+    def generate_texts(self, batch: dict[str, torch.Tensor], answering: Answering | None = None) -> list[str]:
+        """The answers the default rule reads in the batch's responses (free-text benchmarks)."""
+        answering = answering or self.default_answering()
+        return [answering.read(g.text) or "" for g in self.generate(batch, answering)]
+
+    def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
+        if eval_set.evaluator is not None:  # multiple choice, cloze probes: fp32 under precision auto
+            with self.fp32_scoring(batch["index"].device.type):
+                return eval_set.evaluator(self, batch)
+        bench, examples = eval_set.benchmark, eval_set.examples
+        index = batch["index"].tolist()
+        answering = eval_set.answering
+        if not bench.generative and (answering is None or not answering.generates):
+            scores = self.label_scores(batch, eval_set)
+            if eval_set.log_samples:
+                store = self.eval_responses.setdefault(eval_set.name, {})
+                for idx, row in zip(index, scores.float().tolist()):
+                    store[idx] = {label: round(v, 4) for label, v in zip(bench.labels, row)}
+            return scores.argmax(-1).to(batch["index"].device)
+        answering = answering or self.default_answering()
+        generated = self.generate(batch, answering)
+        responses = self.eval_responses.setdefault(eval_set.name, {})
+        tokens = self.eval_tokens.setdefault(eval_set.name, {})
+        texts = self.eval_texts.setdefault(eval_set.name, {}) if bench.generative or eval_set.completions else {}
+        out = []
+        for idx, g in zip(index, generated):
+            if eval_set.log_samples:
+                responses[idx] = g.text
+            tokens[idx] = g.tokens
+            answer = answering.read(g.text)
+            if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
+                out.append(UNPARSED)
+            elif eval_set.completions:  # written for people to judge: the text is the prediction
+                texts[idx] = answer
+                out.append(1)
+            elif bench.generative:
+                texts[idx] = answer
+                out.append(int(bench.is_correct(answer, examples[idx])))
+            else:
+                out.append(eval_set.predicted_labels.index(answer))
+        return torch.tensor(out, dtype=torch.long, device=batch["index"].device)
 
 
 class Seq2SeqModule(LMModule):
@@ -399,9 +494,8 @@ class Seq2SeqModule(LMModule):
     def loss_units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return (batch["labels"] != IGNORE).sum()  # the model's loss is a mean over answer tokens
 
-    def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
-        out = self.model.generate(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"], **self._generate_kwargs())
-        return [t.strip() for t in self._decode(out, skip_special_tokens=True)]
+    def default_answering(self) -> Answering:
+        return Answering(method="generate", rule=None, max_new_tokens=self.config.max_new_tokens)
 
 
 def _positions(mask: torch.Tensor) -> torch.Tensor:
@@ -441,21 +535,17 @@ class CausalLMModule(LMModule):
         real = (mask[:, 1:] * mask[:, :-1]).bool()  # a target and its context are both real tokens
         return torch.where(is_answer, 1.0, self.config.prompt_loss_weight) * real
 
-    def generate_texts(self, batch: dict[str, torch.Tensor]) -> list[str]:
-        ids = batch["input_ids"]
+    def default_answering(self) -> Answering:
         # Stop rule: EOS, a newline, or max_new_tokens. A row that ran past its newline while the
         # batch went on is cut there, so batching never changes an answer.
-        out = self.model.generate(
-            input_ids=ids, attention_mask=batch["attention_mask"], stop_strings=list(STOP_STRINGS),
-            tokenizer=self.tokenizer, **self._generate_kwargs(),
-        )
-        return [first_line(t) for t in self._decode(out[:, ids.shape[1] :], skip_special_tokens=True)]
+        return Answering(method="generate", rule="first_line", max_new_tokens=self.config.max_new_tokens, stop=STOP_STRINGS)
 
 
 def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) -> torch.Tensor:
-    """A multiple-choice set's evaluator: (B, 2), the acc choice and the acc_norm choice of each
-    question in the batch. ``inputs``: (context ids, choice ids, choice lengths in characters)."""
-    contexts, choices, chars = inputs
+    """A multiple-choice set's evaluator: (B, choices) float64, every choice's summed
+    log-likelihood; the metric picks the acc and acc_norm choices from them and the prediction
+    lines carry them. ``inputs``: (context ids, choice ids, choice lengths in characters)."""
+    contexts, choices, _ = inputs
     index = batch["index"]
     rows = index.tolist()
     with torch.no_grad():
@@ -463,19 +553,18 @@ def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) ->
             module.model, [contexts[i] for i in rows], [choices[i] for i in rows],
             encoder_decoder=module.encoder_decoder, pad_id=module.pad_id,
         )
-    return choose(scores.logprob, chars[rows]).to(index.device)
+    return scores.logprob.to(device=index.device, dtype=torch.float64)
 
 
 @torch.no_grad()
-def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes) -> torch.Tensor:
-    """A causal LM's cloze evaluator: (B, 4) rows of :class:`negtrain.metrics.cloze.NegatedLamaMetric`,
-    the next-token top-1 after the affirmative, negated and misprimed prefix, and the Spearman
-    correlation of the affirmative and negated next-token scores; SKIPPED rows where the blank is
-    not final. ``prefixes``: per example, the three prefixes' ids or None."""
+def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes, common: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """A causal LM's cloze evaluator: rows of :func:`negtrain.metrics.cloze.cloze_rows` from the
+    next-token scores after the affirmative, negated and misprimed prefix (the vocabulary is the
+    token space); skipped rows where the blank is not final. ``prefixes``: per example, the three
+    prefixes' ids or None."""
     index = batch["index"]
     rows = index.tolist()
-    out = torch.full((len(rows), 4), float(SKIPPED), dtype=torch.float64)
-    out[:, 3] = float("nan")
+    out = skipped_rows(len(rows))
     scored = [r for r, i in enumerate(rows) if prefixes[i] is not None]
     if scored:
         seqs = [p for r in scored for p in prefixes[rows[r]]]
@@ -483,9 +572,9 @@ def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes) ->
         mask = padded([[1] * len(x) for x in seqs], 0).to(index.device)
         logits = module.model(input_ids=ids, attention_mask=mask).logits
         last = logits[torch.arange(len(seqs), device=ids.device), mask.sum(1) - 1].float().view(len(scored), 3, -1)
-        tops = last.argmax(-1).to(torch.float64).cpu()
-        rho = spearman(last[:, 0], last[:, 1]).cpu()
-        out[scored] = torch.cat([tops, rho.unsqueeze(1)], dim=1)
+        identity = torch.arange(last.shape[-1], device=last.device)
+        picked = torch.tensor([rows[r] for r in scored], dtype=torch.long)
+        out[scored] = cloze_rows(last[:, 0], last[:, 1], last[:, 2], identity, common, gold[picked]).cpu()
     return out.to(index.device)
 
 
@@ -495,9 +584,11 @@ def cloze_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[E
     prefixes = cloze_prefixes(tokenizer, examples)
     fallback = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
     encoded = EncodedSplit.from_lists([p[0] if p is not None else fallback for p in prefixes], None)
+    common = common_vocab(tokenizer, common_vocabulary(), causal=True)
+    metric, gold = cloze_metric(tokenizer, examples, common)
     return EvalSet(
-        bench, split, list(examples), encoded,
-        metric=cloze_metric(tokenizer, examples), evaluator=partial(predict_cloze, prefixes=prefixes),
+        bench, split, list(examples), encoded, predicted_labels=metric.space, metric=metric,
+        evaluator=partial(predict_cloze, prefixes=prefixes, common=common.ids, gold=torch.tensor(gold, dtype=torch.long)),
     )
 
 
@@ -510,21 +601,55 @@ def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[
     )
 
 
+def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings,
+                            cfg: ModelConfig, causal: bool, seed: int, log: bool) -> EvalSet:
+    """A multiple-choice benchmark put through one of its prompt strategies (ScoNe-NLG): with a
+    generating strategy the model completes each prompt and the completions are written as the
+    predictions, for people to judge (``EvalSet.completions``); with a log-likelihood strategy its
+    choices are scored after the strategy's prompt (zero-shot, or after the paper's
+    demonstrations) as :func:`predict_choices` scores them. The choice scorer reads the plain
+    prompt text, never a chat template."""
+    strategy = settings.strategy_of(bench)
+    prompts, shot_ids = prompts_with_shots(bench, split, examples, settings, cfg, seed)
+    if strategy.answer.generates:
+        texts, chatted = rendered_prompts(tokenizer, prompts, cfg, causal)
+        if causal:
+            encoded = encode_causal_eval(tokenizer, bench, texts, cfg, strategy.answer.max_new_tokens, chatted)
+        else:
+            encoded = encode_seq2seq_eval(tokenizer, bench, texts, cfg, chatted)
+        metric = bench.completions_metric(examples)
+        metric.counts_unparsed = True
+        return EvalSet(
+            bench, split, list(examples), encoded, metric=metric, shot_ids=shot_ids, answering=strategy.answer,
+            prompts=texts if log else None, variant=settings.variant, log_samples=log, completions=True,
+        )
+    contexts = [p.text() for p in prompts]
+    options = [bench.choices(e) for e in examples]
+    ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
+    chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
+    return EvalSet(
+        bench, split, list(examples), EncodedSplit.from_lists(ctx, None), metric=bench.metric(examples),
+        evaluator=partial(predict_choices, inputs=(ctx, conts, chars)), shot_ids=shot_ids,
+        prompts=contexts if log else None, variant=settings.variant, log_samples=log,
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Builders (see negtrain.models.families)
 
 
 def _build_lm(recipe, loaded, family: str):
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     cfg = recipe.model
     causal = family == "causal_lm"
     path = resolve_model_name(cfg.name)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path, "model")
     if tokenizer.eos_token_id is None:
         raise ConfigError(f"model '{cfg.name}': the tokenizer has no EOS token")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
+    check_chat(tokenizer, cfg)  # before any weights are loaded
 
     for b, split, _ in loaded.train:
         if b.answer_type in ("choice", "cloze") or b.open_vocabulary:
@@ -539,19 +664,37 @@ def _build_lm(recipe, loaded, family: str):
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):
+        if b.answer_type == "choice" and spec is not None and getattr(spec, "strategy", None):
+            eval_sets.append(strategy_choice_eval_set(
+                tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples,
+            ))
+            continue
         if b.answer_type in ("choice", "cloze"):
             # The benchmark builds the context itself: no prompt, verbalizer or shots.
             eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type == "cloze" else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
             continue
         settings = PromptSettings.of(spec)
+        strategy = settings.strategy_of(b)
+        # A strategy answered by generation; None: the family's default (verbalizers, or greedy text).
+        answering = strategy.answer if strategy is not None and strategy.answer.generates else None
         prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
+        texts, chatted = rendered_prompts(tokenizer, prompts, cfg, causal)
         conts = None if b.generative else label_continuations(tokenizer, b, settings.verbalizer or b.verbalizer(), cfg, causal)
         if causal:
-            room = cfg.max_new_tokens if b.generative else max(len(c) for c in conts)
-            encoded = encode_causal_eval(tokenizer, b, prompts, cfg, room)
+            if answering is not None:
+                room = answering.max_new_tokens
+            else:
+                room = cfg.max_new_tokens if b.generative else max(len(c) for c in conts)
+            encoded = encode_causal_eval(tokenizer, b, texts, cfg, room, chatted)
         else:
-            encoded = encode_seq2seq_eval(tokenizer, b, prompts, cfg)
-        eval_sets.append(EvalSet(b, split, ex, encoded, metric=b.metric(ex), choices=conts, shot_ids=shot_ids))
+            encoded = encode_seq2seq_eval(tokenizer, b, texts, cfg, chatted)
+        metric = b.metric(ex)
+        metric.counts_unparsed = answering is not None
+        log = recipe.evaluation.log_samples
+        eval_sets.append(EvalSet(
+            b, split, ex, encoded, metric=metric, choices=conts, shot_ids=shot_ids, answering=answering,
+            prompts=texts if log else None, variant=settings.variant, log_samples=log,
+        ))
 
     train = None
     if loaded.train:

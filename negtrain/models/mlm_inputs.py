@@ -102,7 +102,7 @@ def encode_texts(tokenizer, texts: Iterable[str], max_length: int, *, key: str |
     def encode(chunk: list[str]) -> Columns:
         return columns(tokenizer(chunk, truncation=True, max_length=max_length, return_attention_mask=False)["input_ids"])
 
-    return build_split(key, in_chunks(texts), encode, num_proc)
+    return build_split(key, in_chunks(texts), encode, num_proc, rows=len(texts) if isinstance(texts, Sequence) else None)
 
 
 def encode_cue_texts(tokenizer, detector: CueDetector, texts: Iterable[str], max_length: int, *, key: str | None = None,
@@ -119,7 +119,7 @@ def encode_cue_texts(tokenizer, detector: CueDetector, texts: Iterable[str], max
         ids, flags = detector.tokenize(tokenizer, chunk, truncation=True, max_length=max_length)
         return columns(ids, None, flags)
 
-    return build_split(key, in_chunks(texts), encode, num_proc)
+    return build_split(key, in_chunks(texts), encode, num_proc, rows=len(texts) if isinstance(texts, Sequence) else None)
 
 
 def token_space(tokenizer) -> tuple[tuple[str, ...], torch.Tensor]:

@@ -23,6 +23,7 @@ from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.contract import Built
 from negtrain.models.first_token import first_position_only
+from negtrain.models.folder_checks import load_tokenizer
 from negtrain.models.freezing import freeze
 from negtrain.models.heads import (
     HEAD_MODULES,
@@ -73,7 +74,9 @@ def encode_pairs(tokenizer, examples: Iterable[Example], max_length: int, *, key
     # Only the texts go to the tokenizing processes: pickling whole Examples costs a tenth as much
     # as tokenizing them.
     chunks = (([e.inputs[0] for e in chunk], [e.inputs[1] for e in chunk]) for chunk in in_chunks(examples))
-    return build_split(key, chunks, encode, num_proc)
+    # The rows the benchmark has: a stored entry of any other size is not this split.
+    rows = len(examples) if isinstance(examples, Sequence) else None
+    return build_split(key, chunks, encode, num_proc, rows=rows)
 
 
 class NLIModule(NegtrainModule):
@@ -144,7 +147,7 @@ def prediction_spaces(recipe, loaded) -> list[tuple[str, ...]]:
 
 def build_nli(recipe, loaded):
     """The NLI family's builder (see :mod:`negtrain.models.families`)."""
-    from transformers import AutoConfig, AutoModelForSequenceClassification, AutoTokenizer
+    from transformers import AutoConfig, AutoModelForSequenceClassification
 
     cfg = recipe.model
     for bench, split, _ in loaded.train + loaded.eval:
@@ -159,7 +162,7 @@ def build_nli(recipe, loaded):
                 f"use model.family {' or '.join(sorted(bench.scoring))}"
             )
     init, path, hf_config, ckpt_labels, head = _head(recipe, loaded)
-    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer = load_tokenizer(path, "model", getattr(hf_config, "vocab_size", None))
     eval_sets = []
     for b, split, ex in loaded.eval:
         space = prediction_space(head, b.spaces(), b.name)
@@ -199,7 +202,13 @@ def build_nli(recipe, loaded):
             ignore_mismatched_sizes=ckpt_labels is None or len(ckpt_labels) != len(head),
             output_loading_info=True,
         )
-        fresh = head_parts([*info["missing_keys"], *(k for k, *_ in info.get("mismatched_keys", []))])
+        mismatched = [k for k, *_ in info.get("mismatched_keys", [])]
+        # ignore_mismatched_sizes is for the head; any other weight re-initialised would be scored as trained.
+        body = [k for k in mismatched if k.split(".")[0] not in HEAD_MODULES]
+        if body:
+            raise ConfigError(f"model: {path}: config.json does not describe its weights ({len(body)} tensors of another "
+                              f"shape, e.g. {body[0]}); was config.json edited or copied from another model?")
+        fresh = head_parts([*info["missing_keys"], *mismatched])
         if ckpt_labels is None and (reset := reset_loaded_head(model, info["missing_keys"])):
             print(f"model: {path}'s classification head has no NLI label names; a fresh {len(head)}-way head replaces {reset}", flush=True)
             fresh = sorted(set(fresh) | set(reset))

@@ -27,6 +27,9 @@ from negtrain.models.adapters import load_adapter_state
 from negtrain.models.base import NegtrainModule
 from negtrain.models.contract import Built, Loaded, Selection
 from negtrain.models.families import get_family
+from negtrain.models.folder_checks import check_adapter_folder, check_model_folder
+from negtrain.models.init_from import resolve_init
+from negtrain.models.sources import resolve_model_name
 from negtrain.training.checks import check_run
 
 
@@ -80,9 +83,11 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
         raise ConfigError("data.train: `fit` needs at least one training source")
     seen = set()
     for spec in eval_specs:
-        if (spec.benchmark, spec.split) in seen:
-            raise ConfigError(f"data.eval lists {spec.benchmark}/{spec.split} twice")
-        seen.add((spec.benchmark, spec.split))
+        variant = getattr(spec, "variant", None)
+        if (spec.benchmark, spec.split, variant) in seen:
+            twice = f"{spec.benchmark}/{spec.split}" + (f" as variant '{variant}'" if variant else "")
+            raise ConfigError(f"data.eval lists {twice} twice (a split evaluated several ways needs a distinct `variant` per entry)")
+        seen.add((spec.benchmark, spec.split, variant))
     # Names and splits first (instant), then the files.
     train = [(_benchmark_split(s.benchmark, s.split), s.split) for s in train_specs]
     evals = [(_benchmark_split(s.benchmark, s.split), s.split) for s in eval_specs]
@@ -100,6 +105,7 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
     check_run(recipe)
     if not recipe.model.init_from:  # with init_from, weights and tokenizer come from that run
         check_hub_model(recipe.model.name)
+    check_model_source(recipe)
     loaded = load_data(recipe, stage)
     if stage == "fit" and loaded.train:
         # The epoch the weights make (data.mix), sized now: an impossible one fails before the model
@@ -116,6 +122,18 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
     built.selection = resolve_selection(recipe, built.module.eval_sets)
     built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)
     return built
+
+
+def check_model_source(recipe: Recipe) -> None:
+    """The model folder (and adapter folder) checked before data is read or weights are loaded:
+    one error naming the file and what is wrong (negtrain.models.folder_checks)."""
+    cfg = recipe.model
+    if cfg.init_from:  # the run's model/ folder: config and tokenizer; the weights are its checkpoint
+        check_model_folder(str(resolve_init(cfg.init_from).model_dir), cfg.family, "model.init_from", weights=False)
+    else:
+        check_model_folder(resolve_model_name(cfg.name), cfg.family, f"model.name '{cfg.name}'")
+    if recipe.adapter.type != "none" and recipe.adapter.path is not None:
+        check_adapter_folder(recipe.adapter.path)
 
 
 def reload_weights(module: NegtrainModule, checkpoint: str) -> None:

@@ -126,6 +126,31 @@ def limit_reason(limit: int | float, setting: str) -> str | None:
     return f"{setting}={limit} left no example for them"
 
 
+def eval_record(eval_set: EvalSet, epoch: int, stage: str, seconds: float) -> dict:
+    """The metrics.jsonl line of an eval set's last result (any backend that scored it)."""
+    result = eval_set.result
+    record = {
+        "epoch": epoch,
+        "stage": stage,
+        "benchmark": eval_set.benchmark.name,
+        "split": eval_set.split,
+        "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
+        # The benchmark's declared directions, so a reader (report, a plot) needs no registry.
+        "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
+        "eval_seconds": round(seconds, 3),
+    }
+    if eval_set.variant:
+        record["variant"] = eval_set.variant
+    if result.tokens_generated is not None:
+        record["tokens_generated"] = result.tokens_generated
+    if result.uncertainty is not None:
+        record["uncertainty"] = result.uncertainty.as_json()
+        record["bootstrap"] = result.uncertainty.described()
+    if result.note:
+        record["note"] = result.note
+    return record
+
+
 class RunRecorder(pl.Callback):
     def __init__(self, run_dir: Path, stage: str = "fit", print_table: bool = True) -> None:
         self.run_dir = run_dir
@@ -293,22 +318,7 @@ class RunRecorder(pl.Callback):
                 # last_outcomes: the state compute() just scored, gathered from every rank.
                 result.uncertainty = estimate(metric, metric.last_outcomes, pl_module.bootstrap_resamples,
                                               pl_module.bootstrap_seed, eval_set.benchmark.is_count)
-            record = {
-                "epoch": epoch,
-                "stage": self.stage,
-                "benchmark": eval_set.benchmark.name,
-                "split": eval_set.split,
-                "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
-                # The benchmark's declared directions, so a reader (report, a plot) needs no registry.
-                "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
-                "eval_seconds": round(self._span(i, seconds), 3),
-            }
-            if result.uncertainty is not None:
-                record["uncertainty"] = result.uncertainty.as_json()
-                record["bootstrap"] = result.uncertainty.described()
-            if result.note:
-                record["note"] = result.note
-            lines.append(json.dumps(record))
+            lines.append(json.dumps(eval_record(eval_set, epoch, self.stage, self._span(i, seconds))))
             if trainer.is_global_zero:
                 # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
                 eval_set.write_predictions(self.run_dir, f"epoch{epoch}" if self.stage == "fit" else self.stage)

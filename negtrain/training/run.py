@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import shlex
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -23,7 +24,7 @@ from negtrain.io.run_lock import run_lock
 from negtrain.models.adapters import save_adapter_config
 from negtrain.recipes import LoadedRecipe
 from negtrain.secrets import redact_text
-from negtrain.training import tracking
+from negtrain.training import provenance, tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import trainer_precision
@@ -51,6 +52,12 @@ def _check_new_run_dir(run_dir: Path) -> None:
 
 def _build(loaded: LoadedRecipe, stage: str) -> Built:
     """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file."""
+    if loaded.recipe.evaluation.backend != "hf":
+        # Training and validate/test load the model here; a served model is scored by a card.
+        raise ConfigError(
+            f"{loaded.path}: evaluation.backend {loaded.recipe.evaluation.backend}: a served model is scored by a report card "
+            "(evaluate --model NAME --backend openai --base-url URL); fit, validate and test load the model here (backend hf)"
+        )
     try:
         return build(loaded.recipe, stage=stage)
     except ConfigError as exc:
@@ -63,6 +70,26 @@ def _prepare_run_dir(loaded: LoadedRecipe, run_dir: Path) -> Path:
     # The resolved recipe sits next to the weights: what ran, with every default filled in.
     write_text(run_dir / "recipe.yaml", resolved_recipe_yaml(loaded))
     return run_dir
+
+
+def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = None) -> dict | None:
+    """The run's provenance (:mod:`negtrain.training.provenance`), collected by the process that
+    writes the run's files (global rank 0) only."""
+    if rank_zero_only.rank != 0:
+        return None
+    precision, _ = trainer_precision(loaded.recipe.trainer)
+    return provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint)
+
+
+def _write_provenance(run_dir: Path, record: dict | None, resuming: bool) -> None:
+    if record is None:
+        return
+    if not resuming:
+        provenance.write(run_dir, record)
+        return
+    # A resumed run keeps what it started with, and notes each resumption's software and machine.
+    for line in provenance.write_resumed(run_dir, record):
+        print(f"warning: resumed with a different setup: {line}", flush=True)
 
 
 def resolved_recipe_yaml(loaded: LoadedRecipe) -> str:
@@ -180,10 +207,13 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
     built = _build(loaded, "fit")
     if not resuming:
         _check_new_run_dir(output_dir)
-    logger = tracking.make_logger(loaded.recipe, output_dir, resuming=resuming)
+    record = _provenance(loaded, built)
+    # A resumed W&B run keeps the config it started with (its provenance included).
+    logger = tracking.make_logger(loaded.recipe, output_dir, resuming=resuming, provenance=None if resuming else record)
     # The Trainer first: a setting Lightning rejects must not leave a run directory behind.
     trainer = _trainer(loaded, built, output_dir, "fit", logger=logger)
     run_dir = output_dir if resuming else _prepare_run_dir(loaded, output_dir)
+    _write_provenance(run_dir, record, resuming)
     if command and not resuming:
         write_text(run_dir / "command.txt", redact_text(shlex.join(command)) + "\n")
     if not (resuming and (run_dir / "model" / "config.json").is_file()):
@@ -227,7 +257,8 @@ def resume(run_dir: Path) -> Path:
 def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_dir: Path | None, write_recipe: bool = False) -> Path:
     """``validate`` / ``test``: score a checkpoint (or the recipe's starting model) on its benchmarks.
 
-    ``write_recipe``: also write the resolved recipe.yaml into the output directory (report cards)."""
+    ``write_recipe``: also write the resolved recipe.yaml into the output directory (report cards).
+    ``provenance.json`` is written beside it (into a folder that has none)."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
@@ -236,11 +267,14 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
         raise ConfigError(f"{loaded.path}: the recipe lists no benchmarks for `{stage}` (data.eval / data.test)")
     if checkpoint is not None:
         reload_weights(built.module, str(checkpoint))
+    record = _provenance(loaded, built, checkpoint)
     run_dir = output_dir or default_run_dir(loaded.name).with_name(default_run_dir(loaded.name).name + f"-{stage}")
     trainer = _trainer(loaded, built, run_dir, stage)
     with run_lock(run_dir):
         if write_recipe and trainer.is_global_zero:
             write_text(run_dir / "recipe.yaml", resolved_recipe_yaml(loaded))
+        if write_recipe or not (run_dir / provenance.FILE_NAME).exists():  # never over a fit's own
+            _write_provenance(run_dir, record, resuming=False)
         run = trainer.validate if stage == "validate" else trainer.test
         # verbose=False: Lightning's own table prints once per dataloader, unrounded and with NaN
         # rows; RunRecorder prints ours, once.
@@ -250,6 +284,48 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
             print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
         print(f"run directory: {run_dir}")
     return run_dir
+
+
+def evaluate_each(
+    loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path], None],
+    provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None,
+) -> None:
+    """Score the recipe's eval sets one at a time with one loaded model, for a report card that
+    survives a kill: set ``name`` is recorded into the fresh folder ``staging(name)`` (its
+    metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder)``
+    is called on rank zero as soon as that set is finished, before the next one starts.
+
+    A SIGTERM stops it with :class:`Preempted` (never a success); what ``done`` kept stays.
+    ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
+    a continued card adds this session to the one it has."""
+    if checkpoint is not None and not checkpoint.is_file():
+        raise ConfigError(f"--checkpoint {checkpoint}: no such file")
+    pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
+    built = _build(loaded, "validate")
+    if checkpoint is not None:
+        reload_weights(built.module, str(checkpoint))
+    if provenance_dir is not None:
+        record = _provenance(provenance_of or loaded, built, checkpoint)
+        _write_provenance(provenance_dir, record, resuming=(provenance_dir / provenance.FILE_NAME).exists())
+    sets = list(built.module.eval_sets)
+    trainer = _trainer(loaded, built, staging(sets[0].name), "validate")
+    recorder = next(c for c in trainer.callbacks if isinstance(c, RunRecorder))
+    for eval_set in sets:
+        folder = staging(eval_set.name)
+        recorder.run_dir = folder
+        # One set per validate call: the module and the data module iterate over these lists.
+        built.module.eval_sets = [eval_set]
+        built.data.eval_sets = [eval_set]
+        try:
+            trainer.validate(built.module, datamodule=built.data, verbose=False)
+        except SIGTERMException:
+            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue") from None
+        if trainer.is_global_zero:
+            done(eval_set.name, folder)
+        if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
+            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue")
+    if trainer.is_global_zero and checkpoint is None and built.fresh_head:
+        print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
 
 
 def zero_shot_note(fresh: list[str]) -> str:

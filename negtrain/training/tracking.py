@@ -2,7 +2,8 @@
 
 What a W&B run holds:
 
-- **config**: the resolved recipe, exactly the dict saved as ``recipe.yaml`` (:func:`negtrain.config.to_dict`);
+- **config**: the resolved recipe, exactly the dict saved as ``recipe.yaml`` (:func:`negtrain.config.to_dict`),
+  and under ``provenance`` the run's ``provenance.json`` (versions, machine, model revision, data hashes);
 - **metrics**: every benchmark metric as ``<benchmark>/<split>/<metric>``, logged by the module at the
   end of each evaluation, with ``epoch`` as its x-axis; the training loss (``train/loss_step``,
   ``train/loss_epoch``); and, per epoch, the training examples seen from each source
@@ -64,10 +65,11 @@ def wandb_mode() -> str:
     return "online" if has_wandb_key() else "offline"
 
 
-def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False):
+def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False, provenance: dict[str, Any] | None = None):
     """A ``WandbLogger`` for the recipe's ``logger`` section, or None when tracking is off.
 
     ``resuming``: continue the W&B run recorded in the run directory, if there is one.
+    ``provenance``: the run's ``provenance.json`` record, sent as the config's ``provenance`` key.
     """
     cfg = recipe.logger
     if cfg.backend == "none":
@@ -83,6 +85,8 @@ def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False):
     # Everything sent comes from the masked recipe (negtrain.secrets), never from raw values.
     config = to_dict(recipe)
     masked = config["logger"]
+    if provenance is not None:
+        config["provenance"] = provenance
     # W&B records the program's arguments in its run metadata; a secret typed on the command line
     # must not travel with them.
     argv_has_secret = any(redact_text(a) != a for a in sys.argv)

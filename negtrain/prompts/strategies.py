@@ -1,0 +1,302 @@
+"""Prompt strategies: how a benchmark example is put to a language model, as a paper defines it.
+
+A strategy file ``negtrain/prompts/<benchmark>.yaml`` holds ``defaults`` and ``strategies``; each
+strategy has
+
+- ``template``: the zero-shot prompt, the benchmark's input names as placeholders
+  (``{premise}``), and ``transforms`` per input (``capitalize_first``, ``lower_first``,
+  ``no_final_period``, ``unifiedqa``), applied before the input is put in;
+- ``fewshot`` (optional): the paper's fixed demonstrations, each ``[question, answer]`` verbatim,
+  joined by ``answer_join`` (default one space); ``template`` for the scored example after them,
+  ``prefix`` before the first, ``separator`` between them and ``before_query`` before the scored
+  example; or ``demonstration_sets`` chosen per example by its subset (``demonstrations_for``);
+- ``answer``: ``method: loglik`` (the highest verbalizer log-likelihood wins) or ``method:
+  generate`` (greedy generation read by ``rule``, see :mod:`negtrain.prompts.answers`, into one
+  of ``answers``: answer word -> label), with ``max_new_tokens`` and ``stop`` strings;
+- ``verbalizer``: label -> text, the texts log-likelihood scores, and the answers shown after
+  drawn shots (``--shots K``);
+- ``shot_answer``: how a drawn shot's gold answer is shown (``"So the answer is {answer}."``,
+  where the answer rule reads that form); default the answer alone;
+- ``chat: required`` when the strategy is only meant for chat-formatted models;
+- ``source``: the paper's table or section.
+
+Adding a strategy is one entry in one file. Loading checks every key (with "did you mean").
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from negtrain.errors import ConfigError, did_you_mean, unknown_name
+from negtrain.prompts.answers import answer_rule
+
+HERE = Path(__file__).parent
+
+
+def normalize_unifiedqa(text: str) -> str:
+    """UnifiedQA(-v2)'s input normalisation: lower-case, tabs/newlines to spaces, single spaces."""
+    import re
+
+    return re.sub(r"\s+", " ", str(text).replace("\t", " ").replace("\n", " ")).strip().lower()
+
+
+def _capitalize_first(text: str) -> str:
+    return text[:1].upper() + text[1:]
+
+
+def _lower_first(text: str) -> str:
+    return text[:1].lower() + text[1:]
+
+
+def _no_final_period(text: str) -> str:
+    return text.rstrip().rstrip(".").rstrip()
+
+
+TRANSFORMS = {
+    "capitalize_first": _capitalize_first,
+    "lower_first": _lower_first,
+    "no_final_period": _no_final_period,
+    "unifiedqa": normalize_unifiedqa,
+}
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """One example's prompt: solved demonstrations (question, answer) before the query.
+
+    ``text`` is the prompt as one string; a chat model gets it as one user turn, or the
+    demonstrations as alternating user/assistant turns (:meth:`messages`)."""
+
+    query: str
+    shots: tuple[tuple[str, str], ...] = ()
+    prefix: str = ""
+    separator: str = "\n\n"
+    before_query: str = "\n\n"
+    answer_join: str = " "
+
+    def text(self) -> str:
+        if not self.shots:
+            return self.prefix + self.query
+        solved = self.separator.join(q + self.answer_join + a for q, a in self.shots)
+        return self.prefix + solved + self.before_query + self.query
+
+    def messages(self, system: str | None = None, multiturn: bool = False) -> list[dict[str, str]]:
+        out = [{"role": "system", "content": system}] if system else []
+        if not multiturn or not self.shots:
+            return out + [{"role": "user", "content": self.text()}]
+        for i, (q, a) in enumerate(self.shots):
+            out += [{"role": "user", "content": (self.prefix if i == 0 else "") + q}, {"role": "assistant", "content": a}]
+        return out + [{"role": "user", "content": self.query}]
+
+
+@dataclass(frozen=True)
+class Answering:
+    """How a strategy's prompt is answered."""
+
+    method: str = "loglik"  # "loglik" or "generate"
+    rule: str | None = None
+    answers: Mapping[str, str] = field(default_factory=dict)  # answer word -> label (label benchmarks)
+    max_new_tokens: int = 16
+    stop: tuple[str, ...] = ()
+
+    @property
+    def generates(self) -> bool:
+        return self.method == "generate"
+
+    def read(self, response: str) -> str | None:
+        """The label (label benchmark) or answer text (free-text benchmark) the rule reads in
+        ``response``; None: unparsed."""
+        words = list(self.answers)
+        found = answer_rule(self.rule or "first_line")(response, words)
+        if found is None or not self.answers:
+            return found
+        lowered = {w.lower(): label for w, label in self.answers.items()}
+        return lowered.get(found.lower())
+
+
+@dataclass(frozen=True)
+class FewShot:
+    template: str
+    demonstrations: tuple[tuple[str, str], ...] = ()
+    demonstration_sets: Mapping[str, tuple[tuple[str, str], ...]] = field(default_factory=dict)
+    demonstrations_for: Mapping[str, str] = field(default_factory=dict)
+    prefix: str = ""
+    separator: str = "\n\n"
+    before_query: str = "\n\n"
+    answer_join: str = " "
+
+    def for_subset(self, subset: str | None, where: str) -> tuple[tuple[str, str], ...]:
+        if not self.demonstrations_for:
+            return self.demonstrations
+        if subset not in self.demonstrations_for:
+            raise ConfigError(f"{where}: no demonstrations for examples of subset {subset!r} (demonstrations_for names {sorted(self.demonstrations_for)})")
+        return self.demonstration_sets[self.demonstrations_for[subset]]
+
+    @property
+    def count(self) -> int:
+        sets = list(self.demonstration_sets.values())
+        return len(sets[0]) if sets else len(self.demonstrations)
+
+
+@dataclass(frozen=True)
+class Strategy:
+    benchmark: str
+    name: str
+    template: str
+    source: str
+    paper: str
+    answer: Answering
+    transforms: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    verbalizer: Mapping[str, str] | None = None
+    fewshot: FewShot | None = None
+    chat: str = "optional"  # or "required"
+    #: How a drawn shot's gold answer is shown after its prompt (``{answer}`` placeholder), e.g.
+    #: "So the answer is {answer}." where the answer rule reads that form; None: the answer alone.
+    shot_answer: str | None = None
+
+    def shown_answer(self, answer: str) -> str:
+        """A drawn shot's gold answer as the strategy shows it (:attr:`shot_answer`)."""
+        return self.shot_answer.format(answer=answer) if self.shot_answer else answer
+
+    @property
+    def where(self) -> str:
+        return f"strategy {self.benchmark}/{self.name}"
+
+    def fields(self, fields: Mapping[str, str]) -> dict[str, str]:
+        out = dict(fields)
+        for name, names in self.transforms.items():
+            for t in names:
+                out[name] = TRANSFORMS[t](out[name])
+        return out
+
+    def render(self, fields: Mapping[str, str]) -> str:
+        """The zero-shot prompt of an example with these inputs."""
+        return self.template.format(**self.fields(fields))
+
+    def paper_prompt(self, fields: Mapping[str, str], subset: str | None) -> Prompt:
+        """The few-shot prompt with the paper's fixed demonstrations."""
+        if self.fewshot is None:
+            raise ConfigError(f"{self.where}: the paper gives no fixed demonstrations, so --shots paper does not apply; use --shots K")
+        f = self.fewshot
+        return Prompt(
+            query=f.template.format(**self.fields(fields)), shots=f.for_subset(subset, self.where),
+            prefix=f.prefix, separator=f.separator, before_query=f.before_query, answer_join=f.answer_join,
+        )
+
+
+STRATEGY_KEYS = ("template", "transforms", "verbalizer", "fewshot", "answer", "chat", "source", "shot_answer")
+FEWSHOT_KEYS = ("template", "demonstrations", "demonstration_sets", "demonstrations_for", "prefix", "separator", "before_query", "answer_join")
+ANSWER_KEYS = ("method", "rule", "answers", "max_new_tokens", "stop")
+FILE_KEYS = ("benchmark", "paper", "defaults", "strategies")
+
+
+def _check_keys(mapping: Any, known: Sequence[str], where: str) -> dict:
+    if not isinstance(mapping, dict):
+        raise ConfigError(f"{where}: expected a mapping, got {type(mapping).__name__}")
+    for key in mapping:
+        if key not in known:
+            raise ConfigError(f"{where}: unknown key '{key}'{did_you_mean(str(key), known)}; known: {', '.join(known)}")
+    return mapping
+
+
+def _pairs(items: Any, where: str) -> tuple[tuple[str, str], ...]:
+    out = []
+    for i, item in enumerate(items or []):
+        if not (isinstance(item, list) and len(item) == 2 and all(isinstance(x, str) for x in item)):
+            raise ConfigError(f"{where}[{i}]: a demonstration is [question, answer], two strings")
+        out.append((item[0], item[1]))
+    return tuple(out)
+
+
+def _answering(raw: dict, where: str) -> Answering:
+    _check_keys(raw, ANSWER_KEYS, where)
+    method = raw.get("method", "loglik")
+    if method not in ("loglik", "generate"):
+        raise ConfigError(f"{where}.method: 'loglik' or 'generate', not {method!r}")
+    rule = raw.get("rule")
+    if rule is not None:
+        answer_rule(rule)  # an unknown rule is an error at load time
+    stop = raw.get("stop") or []
+    if not isinstance(stop, list) or not all(isinstance(s, str) and s for s in stop):
+        raise ConfigError(f"{where}.stop: a list of non-empty strings")
+    limit = raw.get("max_new_tokens", 16)
+    if not isinstance(limit, int) or limit < 1:
+        raise ConfigError(f"{where}.max_new_tokens: a positive integer, not {limit!r}")
+    return Answering(method, rule, {str(k): str(v) for k, v in (raw.get("answers") or {}).items()}, limit, tuple(stop))
+
+
+def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
+    _check_keys(raw, FILE_KEYS, path)
+    bench = raw.get("benchmark")
+    defaults = _check_keys(raw.get("defaults") or {}, ("answer", "verbalizer", "transforms"), f"{path}: defaults")
+    out = {}
+    for name, entry in (raw.get("strategies") or {}).items():
+        where = f"{path}: strategies.{name}"
+        _check_keys(entry, STRATEGY_KEYS, where)
+        if not isinstance(entry.get("template"), str):
+            raise ConfigError(f"{where}: no template")
+        answer = _answering({**(defaults.get("answer") or {}), **(entry.get("answer") or {})}, f"{where}.answer")
+        transforms = {**(defaults.get("transforms") or {}), **(entry.get("transforms") or {})}
+        for field_name, names in transforms.items():
+            for t in names:
+                if t not in TRANSFORMS:
+                    raise ConfigError(f"{where}.transforms.{field_name}: unknown transform '{t}'{did_you_mean(t, TRANSFORMS)}; known: {', '.join(TRANSFORMS)}")
+        fewshot = None
+        if entry.get("fewshot") is not None:
+            f = _check_keys(entry["fewshot"], FEWSHOT_KEYS, f"{where}.fewshot")
+            sets = {k: _pairs(v, f"{where}.fewshot.demonstration_sets.{k}") for k, v in (f.get("demonstration_sets") or {}).items()}
+            chosen = dict(f.get("demonstrations_for") or {})
+            for subset, set_name in chosen.items():
+                if set_name not in sets:
+                    raise ConfigError(f"{where}.fewshot.demonstrations_for.{subset}: no demonstration set '{set_name}'{did_you_mean(set_name, sets)}")
+            fewshot = FewShot(
+                template=f["template"], demonstrations=_pairs(f.get("demonstrations"), f"{where}.fewshot.demonstrations"),
+                demonstration_sets=sets, demonstrations_for=chosen, prefix=f.get("prefix", ""),
+                separator=f.get("separator", "\n\n"), before_query=f.get("before_query", "\n\n"), answer_join=f.get("answer_join", " "),
+            )
+        chat = entry.get("chat", "optional")
+        if chat not in ("optional", "required"):
+            raise ConfigError(f"{where}.chat: 'optional' or 'required', not {chat!r}")
+        shot_answer = entry.get("shot_answer")
+        if shot_answer is not None and (not isinstance(shot_answer, str) or "{answer}" not in shot_answer):
+            raise ConfigError(f"{where}.shot_answer: a text with the placeholder {{answer}}, not {shot_answer!r}")
+        out[name] = Strategy(
+            benchmark=bench, name=name, template=entry["template"], source=str(entry.get("source", "")), paper=str(raw.get("paper", "")),
+            answer=answer, transforms={k: tuple(v) for k, v in transforms.items()},
+            verbalizer=entry.get("verbalizer", defaults.get("verbalizer")), fewshot=fewshot, chat=chat, shot_answer=shot_answer,
+        )
+    return out
+
+
+def strategy_files() -> dict[str, Path]:
+    """benchmark -> its strategy file, for every benchmark that has one."""
+    return {p.stem: p for p in sorted(HERE.glob("*.yaml")) if p.stem != "protocols"}
+
+
+@functools.lru_cache(maxsize=None)
+def strategies(benchmark: str) -> dict[str, Strategy]:
+    """The named strategies of ``benchmark`` (empty when it has no strategy file)."""
+    path = strategy_files().get(benchmark)
+    if path is None:
+        return {}
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    found = parse_strategies(raw, f"negtrain/prompts/{path.name}")
+    if raw.get("benchmark") != benchmark:
+        raise ConfigError(f"negtrain/prompts/{path.name}: names benchmark {raw.get('benchmark')!r}, not {benchmark!r}")
+    return found
+
+
+def get_strategy(benchmark: str, name: str) -> Strategy:
+    known = strategies(benchmark)
+    if not known:
+        have = ", ".join(strategy_files()) or "none"
+        raise ConfigError(f"benchmark '{benchmark}' has no prompt strategies (strategy files exist for: {have}); give a literal prompt instead")
+    if name not in known:
+        raise unknown_name(f"strategy of '{benchmark}'", name, known)
+    return known[name]
