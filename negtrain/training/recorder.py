@@ -48,12 +48,12 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
 from tqdm import tqdm
 
-from negtrain.data.eval_set import EvalSet
+from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.data.module import NegtrainData
 from negtrain.io.atomic import append_lines
 from negtrain.metrics.uncertainty import estimate, format_stderr
-from negtrain.data.eval_set import EvalResult
 from negtrain.training.epochs import epoch_label
+from negtrain.training.resume import gather
 
 
 def _json_number(value: float) -> float | None:
@@ -209,8 +209,6 @@ class RunRecorder(pl.Callback):
 
     # ---- the epoch so far, in checkpoints (every rank's own counts) --------------------------
     def state_dict(self) -> dict:
-        from negtrain.training.resume import gather
-
         # Every rank runs this while a checkpoint is written, so gathering is a safe collective.
         mine = {
             "epoch": self._epoch,
