@@ -144,9 +144,9 @@ def test_a_resumed_fit_continues_the_same_run_and_skips_sent_epochs(tmp_path, mo
 
     tracker = WandbTracker(logger, tmp_path, ["scone/test"])
     tracker.on_fit_start(None, None)  # opens the (offline) run for real
-    with (tmp_path / "metrics.jsonl").open("a") as f:
-        f.write(sent.replace('"epoch": 0', '"epoch": 1'))
-    assert [r["epoch"] for r in tracker._new_records()] == [1]  # epoch 0 went out before the kill
+    # Epoch 0 went out before the kill: the tracker sends only the records the recorder hands it
+    # from now on (test_the_tracker_logs_what_metrics_jsonl_holds below), and reads no file.
+    assert not hasattr(tracker, "metrics_path")
     logger.experiment.finish()
     assert [p.name.rsplit("-", 1)[1] for p in (tmp_path / "wandb").glob("offline-run-*")] == ["negtrain0001"]
 
@@ -183,3 +183,76 @@ def test_fewshot_prediction_tables_carry_shot_ids_prompt_and_response(lm_env, tm
     _same_fields(table, written)
     prompt = table["columns"].index("prompt")
     assert all(r[prompt] and r[prompt] == w["prompt"] for r, w in zip(table["data"], written))
+
+
+@pytest.mark.parametrize("tracker_first", [False, True], ids=["recorder-first", "tracker-first"])
+def test_the_tracker_logs_what_metrics_jsonl_holds_in_either_callback_order(tmp_path, monkeypatch, tracker_first):
+    """A real fit of a tiny BERT with W&B offline, its callbacks in either order: every value of
+    metrics.jsonl (the training line's per-source counts and throughput, every evaluation metric)
+    is what the W&B run was sent. What the run is sent is taken at ``wandb.Run.log``, in front of
+    the W&B server (offline here)."""
+    import lightning.pytorch as pl
+    import wandb
+
+    from crash_fit import tiny_model
+    from negtrain import cli
+    from negtrain.training.recorder import RunRecorder
+    from negtrain.training.tracking import WandbTracker
+    from tiny_models import write_recipe
+
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    sent: list[dict] = []
+    log = wandb.sdk.wandb_run.Run.log
+
+    def recording_log(self, data, *args, **kwargs):
+        sent.append(dict(data))
+        return log(self, data, *args, **kwargs)
+
+    monkeypatch.setattr(wandb.sdk.wandb_run.Run, "log", recording_log)
+    init = pl.Trainer.__init__
+    seen_orders = []
+
+    def reordered(self, *args, callbacks=None, **kwargs):
+        ours = [c for c in callbacks if isinstance(c, (RunRecorder, WandbTracker))]
+        rest = [c for c in callbacks if c not in ours]
+        ours.sort(key=lambda c: isinstance(c, RunRecorder) == tracker_first)
+        seen_orders.append([type(c).__name__ for c in ours])
+        init(self, *args, callbacks=ours + rest, **kwargs)
+
+    monkeypatch.setattr(pl.Trainer, "__init__", reordered)
+    recipe = {
+        "description": "W&B mirrors metrics.jsonl",
+        "model": {"name": str(tiny_model(tmp_path / "bert")), "family": "nli", "max_length": 64},
+        "data": {"train": [{"benchmark": "monli", "split": "train"}, {"benchmark": "scone", "split": "train"}],
+                 "eval": [{"benchmark": "scone", "split": "test"}], "batch_size": 8, "eval_batch_size": 32},
+        "trainer": {"max_epochs": 2, "limit_train_batches": 2, "limit_val_batches": 2, "enable_progress_bar": False,
+                    "accelerator": "cpu", "torch_threads": 1, "precision": "32-true"},
+        "evaluation": {"bootstrap": 0},
+        "logger": "wandb",
+    }
+    run_dir = tmp_path / "run"
+    assert cli.main(["fit", "--recipe", str(write_recipe(tmp_path / "r.yaml", recipe)), "--output-dir", str(run_dir)]) == 0
+    expected_order = ["WandbTracker", "RunRecorder"] if tracker_first else ["RunRecorder", "WandbTracker"]
+    assert seen_orders and all(order == expected_order for order in seen_orders)
+
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    train = [r for r in records if r["benchmark"] == "train"]
+    evals = [r for r in records if r["benchmark"] != "train"]
+    assert [r["epoch"] for r in train] == [0, 1] and [r["epoch"] for r in evals] == [0, 1]
+    for r in train:
+        (row,) = [s for s in sent if s.get("epoch") == r["epoch"] and "train/examples" in s]
+        assert row["train/examples"] == r["train_examples"]
+        assert row["train/examples_per_second"] == r["train_examples_per_second"]
+        assert {k: v for k, v in row.items() if k.startswith("train/sources/")} == {
+            f"train/sources/{name}": info["examples"] for name, info in r["sources"].items()
+        }
+    for r in evals:
+        logged = {}
+        for s in sent:
+            if s.get("epoch") == r["epoch"]:
+                logged.update({k[len("scone/test/"):]: v for k, v in s.items() if k.startswith("scone/test/")})
+        for key, value in r["metrics"].items():
+            if value is None:
+                continue
+            assert key in logged, (r["epoch"], key)
+            assert logged[key] == pytest.approx(value, abs=1e-6), (r["epoch"], key)

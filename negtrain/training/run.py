@@ -101,7 +101,12 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     t = loaded.recipe.trainer
     if t.torch_threads:
         torch.set_num_threads(t.torch_threads)
-    callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage)]
+    tracker = None
+    if logger is not None:
+        names = [s.name for s in built.data.eval_sets]
+        tracker = WandbTracker(logger, run_dir, names, log_predictions=loaded.recipe.logger.log_predictions)
+    # The recorder hands every record it writes to the tracker: the callbacks' order does not matter.
+    callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage, listeners=[tracker.record] if tracker else [])]
     if stage == "fit" and t.ema_decay is not None:
         from lightning.pytorch.callbacks import WeightAveraging
         from torch.optim.swa_utils import get_ema_multi_avg_fn
@@ -113,9 +118,8 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         callbacks.insert(0, WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(t.ema_decay), use_buffers=False))
     if stage == "fit":
         callbacks.append(ResumeState(run_dir, loaded.recipe.seed))
-    if logger is not None:
-        names = [s.name for s in built.data.eval_sets]
-        callbacks.append(WandbTracker(logger, run_dir, names, log_predictions=loaded.recipe.logger.log_predictions))
+    if tracker is not None:
+        callbacks.append(tracker)
     if stage == "fit":
         sel = built.selection
         callbacks.append(

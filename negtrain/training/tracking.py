@@ -123,52 +123,41 @@ def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False, provenanc
 class WandbTracker(pl.Callback):
     """What Lightning does not log by itself: per-source counts, prediction tables, the epoch axis.
 
-    It must come after :class:`negtrain.training.recorder.RunRecorder` in the callback list: it
-    mirrors the lines the recorder has just written to ``metrics.jsonl``, so W&B and the file hold
-    the same numbers. Its keys are charted against ``epoch`` (``define_metric``), and ``step_sync``
+    The run recorder hands it every record it writes to ``metrics.jsonl`` (:meth:`record`, one of
+    :class:`negtrain.training.recorder.RunRecorder`'s listeners), so W&B and the file hold the same
+    numbers whatever the order of the callbacks, and nothing re-reads the file. Its keys are charted against ``epoch`` (``define_metric``), and ``step_sync``
     (set up by ``WandbLogger``) fills in ``trainer/global_step``.
     """
 
     def __init__(self, logger, run_dir: Path, eval_names: list[str], log_predictions: bool = False) -> None:
         self.logger = logger
         self.run_dir = run_dir
-        self.metrics_path = run_dir / "metrics.jsonl"
         self.eval_names = eval_names
         self.log_predictions = log_predictions
-        self._read_upto = 0
 
     @rank_zero_only
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         run = self.logger.experiment
         write_text(self.run_dir / RUN_ID_FILE, run.id + "\n")
-        # A resumed fit finds the epochs its killed predecessor already sent: skip them.
-        self._read_upto = len(self.metrics_path.read_text(encoding="utf-8")) if self.metrics_path.exists() else 0
         run.define_metric("epoch")
         for name in self.eval_names:
             run.define_metric(f"{name}/*", step_metric="epoch")
         run.define_metric("train/sources/*", step_metric="epoch")
         run.define_metric("train/examples*", step_metric="epoch")
 
-    def _new_records(self) -> list[dict[str, Any]]:
-        if not self.metrics_path.exists():
-            return []
-        text = self.metrics_path.read_text(encoding="utf-8")
-        new, self._read_upto = text[self._read_upto :], len(text)
-        return [json.loads(line) for line in new.splitlines() if line.strip()]
-
-    @rank_zero_only
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        for record in self._new_records():
-            if record.get("benchmark") != "train":
-                continue
-            metrics: dict[str, Any] = {"epoch": record["epoch"]}
-            for source, info in (record.get("sources") or {}).items():
-                # The realised number of examples drawn from the source this epoch.
-                metrics[f"train/sources/{source}"] = info["examples"]
-            for key in ("train_examples", "train_examples_per_second"):
-                if record.get(key) is not None:
-                    metrics["train/" + key[len("train_") :]] = record[key]
-            self.logger.experiment.log(metrics)
+    def record(self, record: dict[str, Any]) -> None:
+        """A record the run recorder has just written (on rank zero only; a resumed fit sends only
+        the epochs it runs itself). Training lines: per-source counts and throughput."""
+        if record.get("benchmark") != "train":
+            return
+        metrics: dict[str, Any] = {"epoch": record["epoch"]}
+        for source, info in (record.get("sources") or {}).items():
+            # The realised number of examples drawn from the source this epoch.
+            metrics[f"train/sources/{source}"] = info["examples"]
+        for key in ("train_examples", "train_examples_per_second"):
+            if record.get(key) is not None:
+                metrics["train/" + key[len("train_") :]] = record[key]
+        self.logger.experiment.log(metrics)
 
     @rank_zero_only
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
