@@ -387,6 +387,9 @@ def seed_summary_markdown(group, summary: dict) -> str:
         "",
         "Plots: `metrics.png` (mean per epoch with a ±1 std band per metric), `loss.png`.",
     ]
+    if group.missing:
+        lines += ["", "**Missing seeds** (listed in `seeds.json`, not in these numbers): "
+                  + "; ".join(f"seed {s}: {why}" for s, why in group.missing) + "."]
     last = max((r["epoch"] for rows in summary.get(next(iter(summary)), {}).values() for r in rows), default=0)
     header = "| benchmark | metric | mean | std | " + " | ".join(f"seed {s}" for s in seeds) + " |"
     rule = "|---|---|---|---|" + "---|" * len(seeds)
@@ -398,6 +401,10 @@ def seed_summary_markdown(group, summary: dict) -> str:
                 continue
             lines.append(f"| {name} | {key} | {_cell(row['mean'])} | {_cell(row['std'])} | "
                          + " | ".join(_cell(row["seeds"].get(s)) for s in seeds) + " |")
+    notes = sorted({f"{name} {key}, epoch {row['epoch']}: {row['note']}" for name, metrics in summary.items()
+                    for key, rows in metrics.items() for row in rows if row.get("note")})
+    if notes:
+        lines += ["", *[f"note: {n}" for n in notes[:20]], *([f"note: and {len(notes) - 20} more (summary.json)"] if len(notes) > 20 else [])]
     for name, metrics in summary.items():
         lines += ["", f"## {name} per epoch", "", "| metric | epoch | mean | std | " + " | ".join(f"seed {s}" for s in seeds) + " |",
                   "|---|---|---|---|" + "---|" * len(seeds)]
@@ -418,6 +425,10 @@ def seed_report(parent: Path) -> Path:
     plot_seed_metrics(group, summary, out / "metrics.png")
     plot_seed_loss(group, summary, out / "loss.png")
     write_text(out / "summary.md", seed_summary_markdown(group, summary))
-    data = {"recipe": group.recipe_name, "seeds": group.seeds, "recipes_differ_in": group.recipe_differences(), "metrics": summary}
-    write_text(out / "summary.json", json.dumps(data, indent=1) + "\n")
+    data = {"recipe": group.recipe_name, "seeds": group.seeds, "recipes_differ_in": group.recipe_differences(), "metrics": summary,
+            "missing_seeds": [{"seed": s, "why": why} for s, why in group.missing]}
+    # allow_nan=False: aggregate() turned every NaN into null with a note; valid JSON, or an error here.
+    write_text(out / "summary.json", json.dumps(data, indent=1, allow_nan=False) + "\n")
+    for seed, why in group.missing:
+        print(f"report: seed {seed} is listed in {group.path / 'seeds.json'} but not in the report: {why}", flush=True)
     return out
