@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.metrics.base import UNPARSED
@@ -47,7 +47,7 @@ from negtrain.training.recorder import eval_record
 
 def served_unsupported(bench: Benchmark) -> str | None:
     """Why ``bench`` cannot be scored through a server (None: it can)."""
-    if bench.answer_type == "cloze":
+    if bench.answer_type is AnswerKind.CLOZE:
         return "its metrics need the whole next-token distribution, which a server does not return"
     return None
 
@@ -88,8 +88,8 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
     answering = _answering(bench, settings)
     # A multiple-choice benchmark put through a generating strategy (ScoNe-NLG): its completions
     # are the predictions, written for people to judge.
-    completions = bench.answer_type == "choice" and answering is not None
-    if bench.answer_type == "choice" and not completions:
+    completions = bench.answer_type is AnswerKind.CHOICE and answering is not None
+    if bench.answer_type is AnswerKind.CHOICE and not completions:
         if settings.strategy:  # the choices after the strategy's prompt, as the hf backend scores them
             prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
             contexts = [p.text() for p in prompts]

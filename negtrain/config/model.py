@@ -22,8 +22,22 @@ DEFAULT_FAMILY = "nli"
 class ModelSection(Section):
     """What every family's model section has: the weights to load and how to optimise them."""
 
+    # What the family is, declared with its settings so that every floor (and the command line,
+    # which imports no torch) reads it here; negtrain/models/families.py adds the builder.
     #: Whether the family trains a recipe ``objective:`` (and needs one).
     trains_objective: ClassVar[bool] = False
+    #: Whether benchmarks reach the model through a prompt (prompt, verbalizer, shots, chat apply).
+    reads_prompts: ClassVar[bool] = False
+    #: Whether the model ends in a classification head that is fitted to the labels (replaced
+    #: when it does not match; its labels decide the prediction space).
+    has_head: ClassVar[bool] = False
+    #: Whether ``negtrain export`` writes its runs as from_pretrained folders.
+    exports: ClassVar[bool] = False
+    #: Whether a served model (``evaluate --backend openai``) can stand in for it.
+    served: ClassVar[bool] = False
+    #: The transformers auto class its weights load with, and peft's task type for its adapters.
+    auto_class: ClassVar[str] = ""
+    peft_task_type: ClassVar[str | None] = None
 
     name: str = Field(
         description="What to load with from_pretrained: a Hub id, a local path, or "
@@ -92,6 +106,10 @@ class NliModelConfig(_Rechecked):
     """``family: nli``: a sequence classifier on premise/hypothesis pairs."""
 
     family: Literal["nli"] = "nli"
+    has_head: ClassVar[bool] = True
+    exports: ClassVar[bool] = True
+    auto_class: ClassVar[str] = "AutoModelForSequenceClassification"
+    peft_task_type: ClassVar[str | None] = "SEQ_CLS"  # keeps the classification head fully trainable
     head_labels: list[str] | None = Field(
         None,
         description="Label names of the classification head, in head order. Leave unset to take "
@@ -110,6 +128,8 @@ class NliModelConfig(_Rechecked):
 
 class LanguageModelConfig(_Rechecked):
     """What the seq2seq and causal_lm families share: prompts, verbalizers and generation limits."""
+
+    reads_prompts: ClassVar[bool] = True
 
     prompt: str | None = Field(
         None,
@@ -159,12 +179,17 @@ class Seq2SeqModelConfig(LanguageModelConfig):
     """``family: seq2seq``: an encoder-decoder (T5, UnifiedQA, Flan-T5)."""
 
     family: Literal["seq2seq"] = "seq2seq"
+    auto_class: ClassVar[str] = "AutoModelForSeq2SeqLM"
+    peft_task_type: ClassVar[str | None] = "SEQ_2_SEQ_LM"
 
 
 class CausalLmModelConfig(LanguageModelConfig):
     """``family: causal_lm``: a decoder-only language model (Llama-style)."""
 
     family: Literal["causal_lm"] = "causal_lm"
+    served: ClassVar[bool] = True
+    auto_class: ClassVar[str] = "AutoModelForCausalLM"
+    peft_task_type: ClassVar[str | None] = "CAUSAL_LM"
     chat_template: bool = Field(
         True, description="causal_lm: wrap the prompt in the tokenizer's chat template when it has one."
     )
@@ -185,6 +210,7 @@ class MlmModelConfig(ModelSection):
 
     family: Literal["mlm"] = "mlm"
     trains_objective: ClassVar[bool] = True
+    auto_class: ClassVar[str] = "AutoModelForMaskedLM"
 
 
 #: The model families and their settings sections, in the order they are listed everywhere.
@@ -227,6 +253,16 @@ _MODEL_ADAPTER: TypeAdapter = TypeAdapter(ModelConfig)
 def model_config(**settings: Any) -> ModelSection:
     """A model section from keyword settings, typed by its ``family`` (``nli`` when unset)."""
     return _MODEL_ADAPTER.validate_python(settings)
+
+
+def families_where(declared: str) -> list[str]:
+    """The families whose declaration ``declared`` (e.g. ``reads_prompts``) is true."""
+    return [name for name, cls in FAMILY_SECTIONS.items() if getattr(cls, declared)]
+
+
+def family_names(names: list[str]) -> str:
+    """``'seq2seq' and 'causal_lm'``: families as an error message lists them."""
+    return " and ".join(f"'{n}'" for n in names)
 
 
 def families_with(setting: str) -> list[str]:

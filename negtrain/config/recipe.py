@@ -9,7 +9,7 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from negtrain.config.data import DataConfig
 from negtrain.config.evaluation import EvaluationConfig
-from negtrain.config.model import FAMILY_SECTIONS, AdapterConfig, ModelConfig, family_of
+from negtrain.config.model import FAMILY_SECTIONS, AdapterConfig, ModelConfig, families_where, family_names, family_of
 from negtrain.config.objective import ObjectiveConfig
 from negtrain.config.section import Section
 from negtrain.config.selection import SelectionConfig
@@ -48,7 +48,7 @@ class Recipe(Section):
         corpus = self.objective is not None and self.objective.cue_masking is not None
         if not self.data.train and not self.data.eval and not corpus:
             raise ValueError("data: a recipe needs at least one data.train source or data.eval benchmark")
-        takers = " and ".join(f"'{name}'" for name, cls in FAMILY_SECTIONS.items() if cls.trains_objective)
+        takers = family_names(families_where("trains_objective"))
         if self.objective is not None and not self.model.trains_objective:
             raise ValueError(f"objective: only the {takers} family takes an objective section")
         # An evaluation-only mlm recipe (a report card) scores probes with no objective; training

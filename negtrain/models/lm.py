@@ -48,7 +48,7 @@ from typing import Any
 
 import torch
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.models.continuation import continuation_logprobs, score_batch
 from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
@@ -682,11 +682,10 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
 # Builders (see negtrain.models.families)
 
 
-def _build_lm(recipe, loaded, family: str):
+def _build_lm(recipe, loaded, causal: bool):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     cfg = recipe.model
-    causal = family == "causal_lm"
     path = resolve_model_name(cfg.name)
     tokenizer = load_tokenizer(path, "model")
     if tokenizer.eos_token_id is None:
@@ -695,27 +694,18 @@ def _build_lm(recipe, loaded, family: str):
         tokenizer.pad_token = tokenizer.eos_token
     check_chat(tokenizer, cfg)  # before any weights are loaded
 
-    for b, split, _ in loaded.train:
-        if b.answer_type in ("choice", "cloze") or b.open_vocabulary:
-            raise ConfigError(f"data.train: {b.name}/{split} is an evaluation probe; a {family} model cannot train on it")
-    for b, split, _ in loaded.eval:
-        if b.open_vocabulary and not (causal and b.answer_type == "cloze"):
-            raise ConfigError(
-                f"data.eval: {b.name}/{split} is a masked-LM probe; score it with model.family mlm"
-                + (" (or causal_lm for negated_lama)" if b.answer_type == "cloze" else "")
-            )
-
+    # What the family can score and train on was decided by the scoring matrix (resolve_benchmarks).
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):
-        if b.answer_type == "choice" and spec is not None and getattr(spec, "strategy", None):
+        if b.answer_type is AnswerKind.CHOICE and spec is not None and getattr(spec, "strategy", None):
             eval_sets.append(strategy_choice_eval_set(
                 tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples,
             ))
             continue
-        if b.answer_type in ("choice", "cloze"):
+        if b.answer_type.builds_own_context:
             # The benchmark builds the context itself: no prompt, verbalizer or shots.
-            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type == "cloze" else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
+            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type is AnswerKind.CLOZE else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
             continue
         settings = PromptSettings.of(spec)
         strategy = settings.strategy_of(b)
@@ -763,7 +753,7 @@ def _build_lm(recipe, loaded, family: str):
 
     auto = AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM
     model = load_base(auto, path, recipe.adapter, **attention_kwargs(cfg))
-    model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
+    model = add_adapter(model, recipe.adapter, recipe.model.peft_task_type)
     freeze(model, cfg)
     if causal:
         module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe)
@@ -777,8 +767,8 @@ def _build_lm(recipe, loaded, family: str):
 
 
 def build_seq2seq(recipe, loaded):
-    return _build_lm(recipe, loaded, "seq2seq")
+    return _build_lm(recipe, loaded, causal=False)
 
 
 def build_causal_lm(recipe, loaded):
-    return _build_lm(recipe, loaded, "causal_lm")
+    return _build_lm(recipe, loaded, causal=True)
