@@ -52,7 +52,7 @@ from negtrain.config import (
     validate_recipe,
     without_other_families,
 )
-from negtrain.errors import ConfigError, NegtrainError, unknown_name
+from negtrain.errors import ConfigError, NegtrainError, Stopped, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.run_lock import run_lock
 from negtrain.metrics.declared import headline, with_role
@@ -380,7 +380,10 @@ def make_card(args, extra: list[str]) -> Path:
     loaded = LoadedRecipe(name=f"card:{shown}", path=Path("evaluate --model"), recipe=recipe)
     recipe_text = resolved_recipe_yaml(loaded)
     with run_lock(out):  # one writer: a second card into the same --out is refused, naming this one
-        _write_card_dir(args, recipe, skipped, checkpoint, out, loaded, recipe_text, shown, protocol)
+        try:
+            _write_card_dir(args, recipe, skipped, checkpoint, out, loaded, recipe_text, shown, protocol)
+        except Stopped as stopped:  # never a success; the finished benchmarks and cached answers stay
+            raise stopped.continue_with(f"the card in {out} keeps what it finished", "the same command") from None
     return out
 
 

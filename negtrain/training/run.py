@@ -300,7 +300,7 @@ def evaluate_each(
     metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder)``
     is called on rank zero as soon as that set is finished, before the next one starts.
 
-    A SIGTERM stops it with :class:`Preempted` (never a success); what ``done`` kept stays.
+    A SIGTERM stops it with :class:`Stopped` (never a success); what ``done`` kept stays.
     ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
     a continued card adds this session to the one it has. ``response_cache``: a language model's
     answers are kept there row by row (:class:`negtrain.serving.cache.ResponseCache`), so a set
@@ -334,11 +334,11 @@ def evaluate_each(
         try:
             trainer.validate(built.module, datamodule=built.data, verbose=False)
         except SIGTERMException:
-            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue") from None
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM") from None
         if trainer.is_global_zero:
             done(eval_set.name, folder)
         if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
-            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue")
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
     if cache is not None:
         cache.close()
     if trainer.is_global_zero and checkpoint is None and built.fresh_head:
