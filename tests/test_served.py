@@ -255,3 +255,31 @@ def test_generation_through_transformers_serve_equals_hf(small, transformers_ser
     err = capsys.readouterr().err
     assert code == 2 and "returns no prompt log-probabilities" in err and "scone/test need them" in err
     assert "these can run: --benchmarks condaqa" in err and not (tmp_path / "ll" / "parts").exists()
+
+
+def test_the_scone_nlg_protocol_through_the_standin_equals_hf(tmp_path, monkeypatch, one_thread):
+    """Every variant of a protocol: ScoNe-NLG's completions (generated, for people to judge) and
+    its outcome-choice proxy (choices after the strategy's prompt) through a server equal the
+    in-process ones, each variant kept as its own part."""
+    from test_scone_nlg import write_nlg
+    from tiny_models import save_tiny_llama
+
+    write_nlg(tmp_path / "data")
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path / "data"))
+    model = save_tiny_llama(tmp_path / "m", None)
+    common = ["--protocol", "scone-nlg", "--evaluation.bootstrap=20"]
+    assert main(["evaluate", "--model", str(model), "--family", "causal_lm", "--out", str(tmp_path / "hf"), *common, *HF,
+                 "--model.max_length=1024"]) == 0
+    with StandIn(model) as server:
+        assert main(["evaluate", "--model", str(model), "--backend", "openai", "--base-url", server.url, "--out", str(tmp_path / "served"),
+                     *common]) == 0
+    hf, served = _records(tmp_path / "hf"), _records(tmp_path / "served")
+    assert [r["variant"] for r in served] == [r["variant"] for r in hf] == ["completion/zero", "completion/few", "outcome_choice/zero", "outcome_choice/few"]
+    for a, b in zip(hf, served):
+        assert b["metrics"] == pytest.approx(a["metrics"], abs=1e-9)
+    for name in sorted(p.name for p in (tmp_path / "hf" / "predictions").iterdir()):
+        keys = ("id", "prediction", "prompt", "response")
+        rows = [[{k: r.get(k) for k in keys} for r in _predictions_named(tmp_path / d, name)] for d in ("hf", "served")]
+        assert rows[1] == rows[0], name
+    assert len(list((tmp_path / "served" / "parts").glob("scone_nlg-test-*.json"))) == 4
+    assert (tmp_path / "served" / "protocol.md").is_file()
