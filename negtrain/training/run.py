@@ -323,11 +323,11 @@ def evaluate_each(
         try:
             trainer.validate(built.module, datamodule=built.data, verbose=False)
         except SIGTERMException:
-            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue") from None
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue") from None
         if trainer.is_global_zero:
             done(eval_set.name, folder)
         if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
-            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue")
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue")
     if trainer.is_global_zero and checkpoint is None and built.fresh_head:
         print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
 
