@@ -42,10 +42,20 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from negtrain.benchmarks.matrix import Skipped, check_supported, resolve_benchmarks, scorable, unreadable_reason
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
-from negtrain.config import RUN_ONLY_SERVER_SETTINGS, load_yaml, validate_recipe
+from negtrain.config import (
+    FAMILIES,
+    FAMILY_SECTIONS,
+    RUN_ONLY_SERVER_SETTINGS,
+    families_where,
+    family_of,
+    load_yaml,
+    validate_recipe,
+    without_other_families,
+)
 from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.run_lock import run_lock
+from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
 from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
@@ -53,11 +63,6 @@ from negtrain.secrets import redact_text
 from negtrain.training import provenance
 from negtrain.training.run import evaluate_each, quiet_third_party_logs, resolved_recipe_yaml
 
-#: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1; ScoNe-NLG, scored
-#: by a model, its outcome_choice proxy, shown under that name).
-ACCURACY_KEYS = ("accuracy", "f1", "negated_top1_error", "outcome_choice_accuracy")
-#: Metric families that measure consistency over a contrast set / group.
-CONSISTENCY_BASES = ("consistency", "coherence", "strict", "outcome_choice_consistency")
 
 
 def _run_source(name: str) -> tuple[Path, Path] | None:
@@ -95,21 +100,21 @@ def card_recipe(
     source = _run_source(model)
     checkpoint = None
     if source is not None:
-        run_recipe = load_yaml(source[0])
+        run_recipe = without_other_families(load_yaml(source[0]))  # a run from before the typed model section
         model_section = dict(run_recipe["model"])
         # A run's model.prompt was written for its own benchmark; the card puts every benchmark
         # to the model with that benchmark's default prompt.
         model_section.pop("prompt", None)
         adapter_section = dict(run_recipe.get("adapter") or {"type": "none"})
-        if family is not None and family != model_section.get("family", "nli"):
+        if family is not None and family != family_of(model_section):
             raise ConfigError(f"--family {family}: the run at {model} trained a '{model_section.get('family')}' model")
         checkpoint = source[1]
     else:
         if family is None:
-            raise ConfigError("evaluate --model needs --family (nli, seq2seq, causal_lm or mlm)")
+            raise ConfigError(f"evaluate --model needs --family ({', '.join(FAMILIES[:-1])} or {FAMILIES[-1]})")
         model_section = {"name": model, "family": family}
         adapter_section = {"type": "none"}
-    family = model_section.get("family", "nli")
+    family = family_of(model_section)
     if adapter is not None:
         if source is not None:
             raise ConfigError("--adapter: a run directory brings its own weights; give the base model's name instead")
@@ -137,8 +142,8 @@ def card_recipe(
         "logger": "none",
     }
     if shots:
-        if family not in ("seq2seq", "causal_lm"):
-            raise ConfigError(f"--shots: few-shot prompts are for the seq2seq and causal_lm families, not '{family}'")
+        if not FAMILY_SECTIONS[family].reads_prompts:
+            raise ConfigError(f"--shots: few-shot prompts are for the {' and '.join(families_where('reads_prompts'))} families, not '{family}'")
         raw["data"]["shots"] = shots  # spread over the entries once `all` is expanded, below
     if overrides:
 
@@ -160,8 +165,8 @@ def _llm_settings(raw: dict[str, Any], args) -> None:
     if (system is not None or multiturn) and not chat:
         raise ConfigError("--system and --fewshot-as-multiturn shape a chat prompt; add --chat")
     if chat:
-        if raw["model"].get("family", "nli") not in ("seq2seq", "causal_lm"):
-            raise ConfigError(f"--chat: chat templates are for the seq2seq and causal_lm families, not '{raw['model'].get('family')}'")
+        if not FAMILY_SECTIONS[family_of(raw["model"])].reads_prompts:
+            raise ConfigError(f"--chat: chat templates are for the {' and '.join(families_where('reads_prompts'))} families, not '{raw['model'].get('family')}'")
         raw["model"].update({"chat": True, "system": system, "fewshot_as_multiturn": multiturn})
     if not getattr(args, "log_samples", True):
         raw.setdefault("evaluation", {})["log_samples"] = False
@@ -175,7 +180,7 @@ def _apply_strategy(recipe, name: str, named: bool) -> None:
     applied = 0
     for entry in recipe.data.eval:
         if name not in strategies(entry.benchmark):
-            if named and get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
+            if named and not get_benchmark(entry.benchmark).answer_type.builds_own_context:
                 get_strategy(entry.benchmark, name)  # raises: no such strategy (did you mean)
             continue
         entry.strategy, entry.prompt, entry.verbalizer = name, None, None
@@ -226,9 +231,10 @@ def plan_card(args, extra: list[str]):
     backend = getattr(args, "backend", "hf") or "hf"
     family = args.family
     if backend == "openai":
-        family = family or "causal_lm"
-        if family != "causal_lm":
-            raise ConfigError(f"--backend openai scores a served decoder (causal_lm), not '{family}'")
+        served = families_where("served")
+        family = family or served[0]
+        if family not in served:
+            raise ConfigError(f"--backend openai scores a served decoder ({', '.join(served)}), not '{family}'")
         if _run_source(args.model) is not None or args.adapter is not None:
             raise ConfigError("--backend openai: --model is the served model's name; a run directory or adapter is loaded by --backend hf")
     from negtrain.prompts.protocols import get_protocol
@@ -267,7 +273,7 @@ def plan_card(args, extra: list[str]):
     if shots:
         for entry in recipe.data.eval:
             # Multiple choice and cloze probes build their own context: no prompt to put shots in.
-            if get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
+            if not get_benchmark(entry.benchmark).answer_type.builds_own_context:
                 entry.shots = shots
     if shots or strategy:
         try:
@@ -453,11 +459,12 @@ def _records(out: Path) -> list[dict]:
 
 
 def headline_accuracy(metrics: dict[str, float | None]) -> str | None:
-    return next((k for k in ACCURACY_KEYS if k in metrics), None)
+    """The record's headline metric (its role, declared in negtrain/metrics/declared.py)."""
+    return headline(metrics)
 
 
 def consistency_keys(metrics: dict[str, float | None]) -> list[str]:
-    return [k for k in metrics if k.split("/")[0] in CONSISTENCY_BASES]
+    return with_role(metrics, "consistency")
 
 
 def _fmt(value: float | None) -> str:

@@ -16,14 +16,15 @@ from __future__ import annotations
 import itertools
 import math
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, jsonl_rows
+from negtrain.benchmarks.base import AnswerKind, Benchmark, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import DataError
 from negtrain.metrics.base import UNPARSED
@@ -70,8 +71,14 @@ class Scored:
         }
 
 
+def _short(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut to ``limit`` characters: an id in a message, not a page of it."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 5] + "...' (" + f"{len(text)} characters)"
+
+
 def _name(ids: Sequence[str]) -> str:
-    shown = ", ".join(repr(i) for i in ids[:SHOW])
+    shown = ", ".join(_short(i) for i in ids[:SHOW])
     return shown + (f", ... ({len(ids) - SHOW} more)" if len(ids) > SHOW else "")
 
 
@@ -99,7 +106,8 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     """(line, id, raw prediction, canonical label) per line; rejects malformed lines.
 
     For a generative benchmark the canonical label is the answer text itself. A ``null``
-    prediction is a response no answer rule could read: label None, scored as wrong."""
+    prediction with ``"unparsed": true`` is a response no answer rule could read: label None,
+    scored as wrong; a ``null`` prediction without it is an error."""
     raw = _read_bounded(path)
     try:
         text = raw.decode("utf-8-sig")
@@ -116,8 +124,7 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
         pred = obj["prediction"]
         if "unparsed" in obj:  # a line of a split answered by a strategy's answer rule
             rows.generated = True
-        if pred is None and bench.answer_type != "choice":
-            rows.generated = True
+        if pred is None and obj.get("unparsed") is True and bench.answer_type is not AnswerKind.CHOICE:
             rows.append(_line(lineno, obj["id"], pred, None, obj))
             continue
         label = bench.normalize_prediction(pred)
@@ -280,7 +287,7 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     per-example state, for the bootstrap and for paired comparisons)."""
     bench = get_benchmark(benchmark)
     bench.check_split(split)
-    if bench.answer_type == "cloze":
+    if bench.answer_type is AnswerKind.CLOZE:
         return _scored_cloze(bench, split, path, allow_missing)
     judgements = read_judgements(path, bench) if bench.human_judgements else None
     if judgements is not None:
@@ -288,39 +295,63 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     rows = read_predictions(path, bench)  # malformed input is reported before any data is read
     examples = bench.load(split)
     position, notes = _matched(bench, split, path, examples, [(lineno, id_) for lineno, id_, _, _ in rows], allow_missing)
+    scoring = PREDICTIONS_OF[bench.answer_type](bench, rows, examples, position, path, notes)
+    # The one ending every kind shares: update, compute, and the result.
+    index = torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long)
+    scoring.metric.update(index, scoring.predictions)
+    values = {k: float(v) for k, v in scoring.metric.compute().items()}
+    if scoring.note_after_compute and scoring.metric.note:
+        notes.append(scoring.metric.note)
+    return Scored(benchmark, split, str(path), len(examples), len(rows), scoring.space, values, notes), scoring.metric
 
-    if bench.answer_type == "choice":
-        chosen = []
-        for lineno, id_, pred, label in rows:
-            choice = bench.choice_label(label, examples[position[id_]])
-            if choice is None:
-                options = list(bench.choices(examples[position[id_]]))
-                raise PredictionError(
-                    f"{path}:{lineno}: prediction {pred!r} for {id_!r} is neither a choice index "
-                    f"{list(bench.labels)} nor one of its choices {options}"
-                    + ("; a completion is scored by people's judgements: give \"coherent\" (true/false, or "
-                       "[first, second] for two annotators) per id" if bench.human_judgements else "")
-                )
-            chosen.append(int(choice))
-        metric = bench.metric(examples)
-        index = torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long)
-        scores = _choice_loglikelihoods(rows, metric, position, path)
-        metric.update(index, scores if scores is not None else torch.tensor(chosen, dtype=torch.long))
-        values = {k: float(v) for k, v in metric.compute().items()}
-        if metric.note:
-            notes.append(metric.note)
-        return Scored(benchmark, split, str(path), len(examples), len(rows), tuple(bench.labels), values, notes), metric
 
-    if bench.generative:
-        metric = bench.metric(examples)
-        metric.counts_unparsed = rows.generated
-        metric.update(
-            torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-            torch.tensor([UNPARSED if text is None else int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows], dtype=torch.long),
-        )
-        values = {k: float(v) for k, v in metric.compute().items()}
-        return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes), metric
+@dataclass
+class _Predictions:
+    """What an answer kind makes of a predictions file's rows: the metric that scores them, the
+    predictions as its ``update`` takes them, and the label space reported."""
 
+    metric: Any
+    predictions: torch.Tensor
+    space: tuple[str, ...]
+    #: Whether the metric's note is known only once it has computed (multiple choice).
+    note_after_compute: bool = False
+
+
+def _choice_predictions(bench, rows, examples, position, path, notes) -> _Predictions:
+    """Multiple choice: each row's choice (an index or the choice's text), or every choice's
+    log-likelihood when the lines carry them."""
+    chosen = []
+    for lineno, id_, pred, label in rows:
+        choice = bench.choice_label(label, examples[position[id_]])
+        if choice is None:
+            options = list(bench.choices(examples[position[id_]]))
+            raise PredictionError(
+                f"{path}:{lineno}: prediction {pred!r} for {id_!r} is neither a choice index "
+                f"{list(bench.labels)} nor one of its choices {options}"
+                + ("; a completion is scored by people's judgements: give \"coherent\" (true/false, or "
+                   "[first, second] for two annotators) per id" if bench.human_judgements else "")
+            )
+        chosen.append(int(choice))
+    metric = bench.metric(examples)
+    scores = _choice_loglikelihoods(rows, metric, position, path)
+    predictions = scores if scores is not None else torch.tensor(chosen, dtype=torch.long)
+    return _Predictions(metric, predictions, tuple(bench.labels), note_after_compute=True)
+
+
+def _text_predictions(bench, rows, examples, position, path, notes) -> _Predictions:
+    """Free text: each answer right (1) or wrong (0) by the benchmark's rule; unreadable: UNPARSED."""
+    metric = bench.metric(examples)
+    metric.counts_unparsed = rows.generated
+    predictions = torch.tensor(
+        [UNPARSED if text is None else int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows],
+        dtype=torch.long,
+    )
+    return _Predictions(metric, predictions, ())
+
+
+def _label_predictions(bench, rows, examples, position, path, notes) -> _Predictions:
+    """Labels: each row's label id in the label space the predictions are in (an open-vocabulary
+    benchmark's space is every predicted and gold string)."""
     if bench.open_vocabulary:
         space = tuple(sorted({label for *_, label in rows if label is not None} | {e.label for e in examples}))
         metric = bench.scorer(examples, space)
@@ -339,12 +370,17 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
 
     label_id = {label: i for i, label in enumerate(space)}
     metric.counts_unparsed = rows.generated
-    metric.update(
-        torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-        torch.tensor([UNPARSED if label is None else label_id[as_label(label)] for *_, label in rows], dtype=torch.long),
-    )
-    values = {k: float(v) for k, v in metric.compute().items()}
-    return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes), metric
+    predictions = torch.tensor([UNPARSED if label is None else label_id[as_label(label)] for *_, label in rows], dtype=torch.long)
+    return _Predictions(metric, predictions, space)
+
+
+#: How each answer kind turns a predictions file's rows into predictions (cloze probes and human
+#: judgements are read by their own paths above: their lines hold more than one answer).
+PREDICTIONS_OF: dict[AnswerKind, Callable[..., _Predictions]] = {
+    AnswerKind.CHOICE: _choice_predictions,
+    AnswerKind.TEXT: _text_predictions,
+    AnswerKind.LABEL: _label_predictions,
+}
 
 
 def _choice_loglikelihoods(rows: list[PredictionLine], metric, position: dict[str, int], path: Path) -> torch.Tensor | None:
@@ -374,14 +410,21 @@ def _matched(bench: Benchmark, split: str, path: Path, examples, lines: list[tup
     benchmark = bench.name
     position = {e.id: i for i, e in enumerate(examples)}
     first_line: dict[str, int] = {}
-    duplicates: dict[str, list[int]] = {}
+    duplicates: dict[str, list[int]] = {}  # id -> its first few lines (the message names a few, then counts)
+    repeats: dict[str, int] = {}  # id -> on how many lines it is
     for lineno, id_ in lines:
         if id_ in first_line:
-            duplicates.setdefault(id_, [first_line[id_]]).append(lineno)
+            kept = duplicates.setdefault(id_, [first_line[id_]])
+            if len(kept) < 3:
+                kept.append(lineno)
+            repeats[id_] = repeats.get(id_, 1) + 1
         else:
             first_line[id_] = lineno
     if duplicates:
-        shown = "; ".join(f"{i!r} (lines {', '.join(map(str, ls))})" for i, ls in list(duplicates.items())[:SHOW])
+        shown = "; ".join(
+            f"{_short(i)} (lines {', '.join(map(str, ls))}{f', ...; {repeats[i]} lines in all' if repeats[i] > len(ls) else ''})"
+            for i, ls in list(duplicates.items())[:SHOW]
+        )
         more = f"; ... ({len(duplicates) - SHOW} more)" if len(duplicates) > SHOW else ""
         raise PredictionError(f"{path}: {len(duplicates)} duplicate id(s): {shown}{more}")
     unknown = [id_ for id_ in first_line if id_ not in position]

@@ -21,6 +21,13 @@ import json
 import math
 from pathlib import Path
 
+import matplotlib
+
+matplotlib.use("Agg")  # report writes image files; no display is needed or assumed
+import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import selection_bias_note
 from negtrain.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
@@ -53,8 +60,6 @@ def higher_is_better(run: RunDir, eval_name: str, metric: str) -> bool:
     """
     if eval_name in run.directions:
         return metric not in run.directions[eval_name]
-    from negtrain.benchmarks.registry import get_benchmark
-
     try:
         bench = get_benchmark(eval_name.split("/")[0])
     except NegtrainError:
@@ -104,7 +109,6 @@ def _metric_keys(runs: list[RunDir], eval_name: str) -> list[str]:
 def epoch_axis(ax, epochs: list[int]) -> None:
     """Whole epochs on the x-axis, with half an epoch of room each side: a 1-epoch run gets one
     tick at its epoch instead of matplotlib's -0.045 ... 0.045 around a single point."""
-    from matplotlib.ticker import MaxNLocator
 
     ax.set_xlabel("epoch")
     if epochs:
@@ -136,10 +140,6 @@ def _png_metadata(fig, panels: list[str]) -> dict[str, str]:
 
 
 def plot_metrics(runs: list[RunDir], path: Path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     names: list[str] = []
     for run in runs:
@@ -177,10 +177,6 @@ def plot_metrics(runs: list[RunDir], path: Path):
 
 
 def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r, run in enumerate(runs):
@@ -329,11 +325,6 @@ def _plot_band(ax, rows: list[dict], color, bold: bool, label: str) -> None:
 
 def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
     """One panel per eval set: each metric's mean across seeds, with a ±1 std band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     names = [n for n in summary if n != "train"]
     if not names:
@@ -358,11 +349,6 @@ def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
 
 
 def plot_seed_loss(group, summary: dict, path: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4))
     rows = summary.get("train", {}).get("loss", [])
@@ -401,6 +387,9 @@ def seed_summary_markdown(group, summary: dict) -> str:
         "",
         "Plots: `metrics.png` (mean per epoch with a ±1 std band per metric), `loss.png`.",
     ]
+    if group.missing:
+        lines += ["", "**Missing seeds** (listed in `seeds.json`, not in these numbers): "
+                  + "; ".join(f"seed {s}: {why}" for s, why in group.missing) + "."]
     last = max((r["epoch"] for rows in summary.get(next(iter(summary)), {}).values() for r in rows), default=0)
     header = "| benchmark | metric | mean | std | " + " | ".join(f"seed {s}" for s in seeds) + " |"
     rule = "|---|---|---|---|" + "---|" * len(seeds)
@@ -412,6 +401,10 @@ def seed_summary_markdown(group, summary: dict) -> str:
                 continue
             lines.append(f"| {name} | {key} | {_cell(row['mean'])} | {_cell(row['std'])} | "
                          + " | ".join(_cell(row["seeds"].get(s)) for s in seeds) + " |")
+    notes = sorted({f"{name} {key}, epoch {row['epoch']}: {row['note']}" for name, metrics in summary.items()
+                    for key, rows in metrics.items() for row in rows if row.get("note")})
+    if notes:
+        lines += ["", *[f"note: {n}" for n in notes[:20]], *([f"note: and {len(notes) - 20} more (summary.json)"] if len(notes) > 20 else [])]
     for name, metrics in summary.items():
         lines += ["", f"## {name} per epoch", "", "| metric | epoch | mean | std | " + " | ".join(f"seed {s}" for s in seeds) + " |",
                   "|---|---|---|---|" + "---|" * len(seeds)]
@@ -432,6 +425,10 @@ def seed_report(parent: Path) -> Path:
     plot_seed_metrics(group, summary, out / "metrics.png")
     plot_seed_loss(group, summary, out / "loss.png")
     write_text(out / "summary.md", seed_summary_markdown(group, summary))
-    data = {"recipe": group.recipe_name, "seeds": group.seeds, "recipes_differ_in": group.recipe_differences(), "metrics": summary}
-    write_text(out / "summary.json", json.dumps(data, indent=1) + "\n")
+    data = {"recipe": group.recipe_name, "seeds": group.seeds, "recipes_differ_in": group.recipe_differences(), "metrics": summary,
+            "missing_seeds": [{"seed": s, "why": why} for s, why in group.missing]}
+    # allow_nan=False: aggregate() turned every NaN into null with a note; valid JSON, or an error here.
+    write_text(out / "summary.json", json.dumps(data, indent=1, allow_nan=False) + "\n")
+    for seed, why in group.missing:
+        print(f"report: seed {seed} is listed in {group.path / 'seeds.json'} but not in the report: {why}", flush=True)
     return out

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.metrics.base import UNPARSED
@@ -47,7 +47,7 @@ from negtrain.training.recorder import eval_record
 
 def served_unsupported(bench: Benchmark) -> str | None:
     """Why ``bench`` cannot be scored through a server (None: it can)."""
-    if bench.answer_type == "cloze":
+    if bench.answer_type is AnswerKind.CLOZE:
         return "its metrics need the whole next-token distribution, which a server does not return"
     return None
 
@@ -60,8 +60,6 @@ def _answering(bench: Benchmark, settings: PromptSettings) -> Answering | None:
 
 def needs_logprobs(bench: Benchmark, entry=None) -> bool:
     """Whether scoring ``bench`` (as ``entry`` asks) needs prompt log-probabilities."""
-    if bench.answer_type == "choice":
-        return True
     if bench.generative:
         return False
     return entry is None or _answering(bench, PromptSettings.of(entry)) is None
@@ -85,14 +83,24 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
     name = f"{bench.name}/{entry.split}" + (f"/{settings.variant}" if settings.variant else "")
     metric = bench.metric(examples)
     log = recipe.evaluation.log_samples
-    texts = responses = shot_ids = rendered = answering = None
+    texts = responses = shot_ids = rendered = None
     tokens_generated = None
-    if bench.answer_type == "choice":
+    answering = _answering(bench, settings)
+    # A multiple-choice benchmark put through a generating strategy (ScoNe-NLG): its completions
+    # are the predictions, written for people to judge.
+    completions = bench.answer_type is AnswerKind.CHOICE and answering is not None
+    if bench.answer_type is AnswerKind.CHOICE and not completions:
+        if settings.strategy:  # the choices after the strategy's prompt, as the hf backend scores them
+            prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
+            contexts = [p.text() for p in prompts]
+            rendered = contexts
+        else:
+            contexts = [bench.context(e) for e in examples]
         requests, shape = [], []
-        for e in examples:
+        for e, context in zip(examples, contexts):
             options = list(bench.choices(e))
             shape.append(len(options))
-            requests += [Loglikelihood(bench.context(e), bench.target_delimiter + o, example=f"{name}/{e.id} choice {j}")
+            requests += [Loglikelihood(context, bench.target_delimiter + o, example=f"{name}/{e.id} choice {j}")
                          for j, o in enumerate(options)]
         answers = backend.answer(requests, counts, allow_missing)
         index, logprob, at = [], [], 0
@@ -105,7 +113,6 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
         if index:
             metric.update(torch.tensor(index, dtype=torch.long), torch.tensor(logprob, dtype=torch.float64))
     else:
-        answering = _answering(bench, settings)
         prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
         if cfg.chat:
             chats = [tuple((m["role"], m["content"]) for m in p.messages(cfg.system, cfg.fewshot_as_multiturn)) for p in prompts]
@@ -113,6 +120,8 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
         else:
             chats = [()] * len(prompts)
             rendered = [p.text() for p in prompts]
+        if completions:
+            metric = bench.completions_metric(examples)
         if bench.generative or answering is not None:
             metric.counts_unparsed = answering is not None
             # The causal family's default: greedy, model.max_new_tokens, the first line.
@@ -122,7 +131,7 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
             answers = backend.answer(requests, counts, allow_missing)
             responses = [None if a is None else cut_at_stop(a.text, rule.stop) for a in answers]
             tokens_generated = sum(a.tokens_out for a in answers if a is not None)
-            texts = [None] * len(examples) if bench.generative else None
+            texts = [None] * len(examples) if bench.generative or completions else None
             index, outcome = [], []
             for i, response in enumerate(responses):
                 if response is None:
@@ -131,6 +140,9 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
                 answer = rule.read(response)
                 if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
                     outcome.append(UNPARSED)
+                elif completions:  # written for people to judge: the text is the prediction
+                    texts[i] = answer
+                    outcome.append(1)
                 elif bench.generative:
                     texts[i] = answer
                     outcome.append(int(bench.is_correct(answer, examples[i])))
@@ -161,7 +173,7 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
     values = {k: float(v) for k, v in metric.compute().items()}
     predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
     eval_set = EvalSet(bench, entry.split, examples, encoded=None, metric=metric, shot_ids=shot_ids, answering=answering,
-                       prompts=rendered if log else None, variant=settings.variant, log_samples=log)
+                       prompts=rendered if log else None, variant=settings.variant, log_samples=log, completions=completions)
     eval_set.result = EvalResult(name, values, predictions, metric.note, texts, fields=metric.prediction_fields())
     if log and responses is not None:
         eval_set.result.responses = responses

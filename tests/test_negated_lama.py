@@ -275,7 +275,7 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, dat
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from negtrain.benchmarks.base import Example
-    from negtrain.config import ModelConfig
+    from negtrain.config import model_config
     from negtrain.models.choice_inputs import split_pair
     from negtrain.models.lm import CausalLMModule, cloze_eval_set, cloze_prefix
 
@@ -297,7 +297,7 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, dat
     bench = NegatedLama()
     eval_set = cloze_eval_set(tok, bench, "test", examples)
     metric = eval_set.metric
-    module = CausalLMModule(model, tok, ModelConfig(name=str(path), family="causal_lm"), [eval_set], recipe={})
+    module = CausalLMModule(model, tok, model_config(name=str(path), family="causal_lm"), [eval_set])
     rows = module.predict({"index": torch.tensor([0, 1, 2])}, eval_set)
     assert rows[1, 0].item() == SKIPPED  # the SQUAD blank is mid-sentence
     with torch.no_grad():
@@ -321,3 +321,26 @@ def test_evaluate_explains_that_negated_lama_needs_a_runs_prediction_lines(tmp_p
     preds.write_text('{"id": "negated_lama/test/TREx/P17/0", "prediction": "Germany"}\n')
     with pytest.raises(PredictionError, match="scored from the prediction lines a negtrain run writes"):
         score_file("negated_lama", "test", preds)
+
+
+def test_default_precision_scores_negated_lama_in_fp32_under_bf16_autocast(data_dir, one_thread):
+    """Under `precision: auto` on bf16 hardware the evaluation loop runs under bf16 autocast; the
+    masked-LM cloze rows (top-1s, rank correlations, ranks) must still be fp32's to the bit. An
+    explicit bf16 precision keeps autocast, and its rank correlations move."""
+    from negtrain.recipes import load_recipe, parse_overrides
+    from negtrain.training.build import build
+
+    loaded = load_recipe("unlikelihood_minilm", parse_overrides(["--data.eval_batch_size=8", "--logger=none", "--trainer.precision=auto"]))
+    built = build(loaded.recipe, stage="validate")
+    module, (eval_set,) = built.module.eval(), built.data.eval_sets
+    built.data.setup("validate")
+    batch = next(iter(built.data.val_dataloader()[0]))
+    assert module.precision == "auto"
+    with torch.no_grad():
+        fp32 = module.predict(batch, eval_set)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            auto = module.predict(batch, eval_set)
+            module.recipe = {**module.recipe, "trainer": {**module.recipe["trainer"], "precision": "bf16-mixed"}}
+            bf16 = module.predict(batch, eval_set)
+    assert torch.equal(torch.nan_to_num(auto, nan=-9), torch.nan_to_num(fp32, nan=-9))
+    assert not torch.equal(bf16[:, RHO], fp32[:, RHO])

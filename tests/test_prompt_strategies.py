@@ -312,3 +312,19 @@ def test_generation_is_the_same_batched_alone_and_with_the_shared_prefix_run_onc
     assert [g.text for g in shared] == [g.text for g in plain] == [g.text for g in alone]
     assert [g.tokens for g in shared] == [g.tokens for g in plain]
     assert all("\n\n" not in g.text for g in shared)
+
+
+def test_a_seq2seq_model_answers_a_strategy_with_the_papers_shots(lm_env, tmp_path):  # noqa: F811
+    out = tmp_path / "t5"
+    code = main([
+        "evaluate", "--model", str(lm_env["t5"]), "--family", "seq2seq", "--benchmarks", "scone", "--strategy", "hypothesis_q",
+        "--shots", "paper", "--out", str(out), "--trainer.limit_val_batches=1", "--data.eval_batch_size=4",
+        "--trainer.torch_threads=1", "--trainer.precision=32-true", "--evaluation.bootstrap=0",
+    ])
+    assert code == 0
+    (record,) = _records(out)
+    lines = [json.loads(x) for x in (out / "predictions" / "scone-test-validate.jsonl").read_text().splitlines()]
+    assert len(lines) == record["metrics"]["n"] == 4 and record["metrics"]["n_unparsed"] == 0
+    for line in lines:
+        assert line["prompt"].startswith(E4) and line["shots"] == ["paper:1", "paper:2", "paper:3", "paper:4"]
+        assert line["prediction"] == ("entailment" if "yes" in line["response"].lower() else "not_entailment")

@@ -69,6 +69,31 @@ def _predictions(out: Path, name: str) -> list[dict]:
     return [json.loads(line) for line in (out / "predictions" / f"{name}-test-validate.jsonl").read_text().splitlines()]
 
 
+def _predictions_named(out: Path, name: str) -> list[dict]:
+    return [json.loads(line) for line in (out / "predictions" / name).read_text().splitlines()]
+
+
+def test_a_generating_strategy_through_the_standin_equals_hf(small, tmp_path):
+    """ScoNe under conditional_q: greedy text read by the yes/no answer rule, the same
+    responses and predictions through a server as in process."""
+    model = small["llama"]
+    _hf_card(model, tmp_path / "hf", "scone", "--strategy", "conditional_q")
+    with StandIn(model) as server:
+        assert _served(model, server.url, tmp_path / "served", "scone", "--strategy", "conditional_q") == 0
+        assert server.answered == 18  # one generation per example, no log-probability check
+    hf, served = (_predictions_named(tmp_path / d, "scone-test-validate.jsonl") for d in ("hf", "served"))
+    assert [(r["id"], r["prediction"], r["response"], r["prompt"]) for r in served] == [(r["id"], r["prediction"], r["response"], r["prompt"]) for r in hf]
+    assert _records(tmp_path / "served")[0]["metrics"] == _records(tmp_path / "hf")[0]["metrics"]
+
+
+def test_a_recipe_with_the_openai_backend_is_scored_by_a_card_only(small, tmp_path, capsys):
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(f"description: x\nmodel: {{name: {small['llama']}, family: causal_lm}}\ndata: {{eval: [{{benchmark: tinad, split: test}}]}}\n"
+                      "evaluation: {backend: openai, server: {base_url: 'http://127.0.0.1:9/v1'}}\n")
+    assert main(["validate", "--recipe", str(recipe), "--output-dir", str(tmp_path / "v")]) == 2
+    assert "a served model is scored by a report card" in capsys.readouterr().err
+
+
 def _hf_card(model, out, benchmarks, *extra):
     assert main(["evaluate", "--model", str(model), "--family", "causal_lm", "--benchmarks", benchmarks, "--out", str(out), *HF, *extra]) == 0
 
@@ -220,7 +245,41 @@ def test_generation_through_transformers_serve_equals_hf(small, transformers_ser
     _hf_card(model, tmp_path / "hf", "condaqa", "--model.max_new_tokens=6")
     assert _served(model, transformers_serve, tmp_path / "served", "condaqa", "--model.max_new_tokens=6") == 0
     assert _predictions(tmp_path / "served", "condaqa") == _predictions(tmp_path / "hf", "condaqa")
+    # ScoNe under a generating strategy (the answer rule reads yes/no in greedy text).
+    _hf_card(model, tmp_path / "hf-q", "scone", "--strategy", "conditional_q")
+    assert _served(model, transformers_serve, tmp_path / "served-q", "scone", "--strategy", "conditional_q") == 0
+    served_q = _predictions_named(tmp_path / "served-q", "scone-test-validate.jsonl")
+    assert [r["prediction"] for r in served_q] == [r["prediction"] for r in _predictions_named(tmp_path / "hf-q", "scone-test-validate.jsonl")]
+    assert [r["response"] for r in served_q] == [r["response"] for r in _predictions_named(tmp_path / "hf-q", "scone-test-validate.jsonl")]
     code = _served(model, transformers_serve, tmp_path / "ll", "condaqa,scone")
     err = capsys.readouterr().err
     assert code == 2 and "returns no prompt log-probabilities" in err and "scone/test need them" in err
     assert "these can run: --benchmarks condaqa" in err and not (tmp_path / "ll" / "parts").exists()
+
+
+def test_the_scone_nlg_protocol_through_the_standin_equals_hf(tmp_path, monkeypatch, one_thread):
+    """Every variant of a protocol: ScoNe-NLG's completions (generated, for people to judge) and
+    its outcome-choice proxy (choices after the strategy's prompt) through a server equal the
+    in-process ones, each variant kept as its own part."""
+    from test_scone_nlg import write_nlg
+    from tiny_models import save_tiny_llama
+
+    write_nlg(tmp_path / "data")
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path / "data"))
+    model = save_tiny_llama(tmp_path / "m", None)
+    common = ["--protocol", "scone-nlg", "--evaluation.bootstrap=20"]
+    assert main(["evaluate", "--model", str(model), "--family", "causal_lm", "--out", str(tmp_path / "hf"), *common, *HF,
+                 "--model.max_length=1024"]) == 0
+    with StandIn(model) as server:
+        assert main(["evaluate", "--model", str(model), "--backend", "openai", "--base-url", server.url, "--out", str(tmp_path / "served"),
+                     *common]) == 0
+    hf, served = _records(tmp_path / "hf"), _records(tmp_path / "served")
+    assert [r["variant"] for r in served] == [r["variant"] for r in hf] == ["completion/zero", "completion/few", "outcome_choice/zero", "outcome_choice/few"]
+    for a, b in zip(hf, served):
+        assert b["metrics"] == pytest.approx(a["metrics"], abs=1e-9)
+    for name in sorted(p.name for p in (tmp_path / "hf" / "predictions").iterdir()):
+        keys = ("id", "prediction", "prompt", "response")
+        rows = [[{k: r.get(k) for k in keys} for r in _predictions_named(tmp_path / d, name)] for d in ("hf", "served")]
+        assert rows[1] == rows[0], name
+    assert len(list((tmp_path / "served" / "parts").glob("scone_nlg-test-*.json"))) == 4
+    assert (tmp_path / "served" / "protocol.md").is_file()

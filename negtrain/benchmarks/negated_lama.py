@@ -48,7 +48,7 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar
 
-from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
@@ -135,7 +135,7 @@ class NegatedLama(Benchmark):
     splits = ("train", "test", "all")
     labels = ()  # open vocabulary: the label is the object string
     open_vocabulary = True
-    answer_type = "cloze"
+    answer_type = AnswerKind.CLOZE
     scoring = {
         "mlm": "top-1 token at the [MASK] of the affirmative, negated and misprimed cloze",
         "causal_lm": "next token after the text before the blank, for probes whose blank ends the sentence (the rest: n_skipped)",
@@ -213,8 +213,3 @@ class NegatedLamaHighRanked(NegatedLama):
 class NegatedLamaLowRanked(NegatedLama):
     name = "negated_lama-low_ranked"
     variant = "low_ranked"
-
-
-def probe_texts(examples: Sequence[Example]) -> list[tuple[str, str, Example]]:
-    """(affirmative, negated, example) per probe, for unlikelihood training."""
-    return [(e.inputs[0], e.inputs[1], e) for e in examples]

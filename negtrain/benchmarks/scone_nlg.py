@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import MLM_SCORES_ONLY_CLOZE, AnswerKind, Benchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
 from negtrain.metrics.declared import count, score, scores
@@ -79,7 +79,7 @@ class SconeNlg(Benchmark):
     labels = OUTCOMES
     prediction_spaces = (OUTCOMES, ONE_ANNOTATOR, TWO_ANNOTATORS)
     human_judgements = True
-    answer_type = "choice"
+    answer_type = AnswerKind.CHOICE
     input_names = ("sentence",)
     target_delimiter = " "
     reported_metrics = (
@@ -97,7 +97,7 @@ class SconeNlg(Benchmark):
     }
     unsupported = {
         "nli": "narratives to complete, not premise/hypothesis pairs",
-        "mlm": "the mlm family scores only the [MASK] cloze probes (negated_probes, negated_lama)",
+        "mlm": MLM_SCORES_ONLY_CLOZE,
     }
     prediction_help = (
         "an ending index (0 or 1) or the text of one of the frame's two endings (the outcome_choice proxy); "

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from negtrain.config import FAMILIES
 from negtrain.errors import NegtrainError
 
 
@@ -23,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the scoring matrix and the benchmarks, their splits, labels and metric names")
     card = p.add_argument_group("report card (any model, no recipe): --model NAME --family F")
     card.add_argument("--model", help="a Hub id, local folder, pkg:<package>/<dir>, or a negtrain run directory / .ckpt")
-    card.add_argument("--family", choices=("nli", "seq2seq", "causal_lm", "mlm"), help="the model family (a run directory brings its own)")
+    card.add_argument("--family", choices=FAMILIES, help="the model family (a run directory brings its own)")
     card.add_argument("--adapter", help="a trained peft adapter folder to load onto --model")
     card.add_argument("--benchmarks", default="all", help="'all' (default: every benchmark the family can score) or a,b,c")
     card.add_argument("--shots", type=shots_arg, default=0, metavar="K|paper",
@@ -122,7 +123,9 @@ def listing() -> list[dict]:
     from negtrain.benchmarks.registry import BENCHMARKS
 
     out = []
-    for (name, cls), scoring in zip(BENCHMARKS.items(), matrix()):
+    for scoring in matrix():  # each row names its benchmark, so nothing is paired by position
+        name = scoring["benchmark"]
+        cls = BENCHMARKS[name]
         spaces = cls.prediction_spaces or (tuple(cls.labels),)
         out.append(
             {

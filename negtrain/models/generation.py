@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 import transformers
 
+from negtrain.models.continuation import returned_cache
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -76,6 +78,18 @@ def shared_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_id:
     return p, ids.to(input_ids.device), mask.to(input_ids.device)
 
 
+def producible(tokenizer, stop: Sequence[str]) -> tuple[str, ...]:
+    """The stop strings the tokenizer can write at all (a SentencePiece vocabulary has no newline):
+    a string it cannot write can never end a response, and Hugging Face's stop-string matcher
+    refuses it, so it is left out (exactly: the response is the same)."""
+    out = []
+    for s in stop:
+        probe = tokenizer.encode(f"a{s}a", add_special_tokens=False)
+        if s in tokenizer.decode(probe, skip_special_tokens=True):
+            out.append(s)
+    return tuple(out)
+
+
 @torch.no_grad()
 def greedy(model, tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tensor, limits: Limits, encoder_decoder: bool) -> list[Generated]:
     """Greedy continuations of a padded batch (causal: left-padded). A causal batch's shared
@@ -84,12 +98,13 @@ def greedy(model, tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tens
         max_new_tokens=limits.max_new_tokens, do_sample=False, num_beams=1, use_cache=True,
         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
     )
-    if limits.stop:
-        kwargs.update(stop_strings=list(limits.stop), tokenizer=tokenizer)
+    stop = producible(tokenizer, limits.stop)
+    if stop:
+        kwargs.update(stop_strings=list(stop), tokenizer=tokenizer)
     if not encoder_decoder:
         p, shared_ids, shared_mask = shared_prefix(input_ids, attention_mask, tokenizer.pad_token_id)
         if p:
-            cache = model(input_ids=shared_ids[:1, :p], use_cache=True).past_key_values
+            cache = returned_cache(model(input_ids=shared_ids[:1, :p], use_cache=True))
             cache.batch_repeat_interleave(len(shared_ids))
             input_ids, attention_mask = shared_ids, shared_mask
             kwargs[CACHE_ARGUMENT] = cache

@@ -44,15 +44,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import torch
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.models.continuation import continuation_logprobs, score_batch
 from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
-from negtrain.config import ModelConfig, to_dict
+from negtrain.config import LanguageModelConfig, Recipe
 from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_signature
 from negtrain.data.eval_set import EvalSet
@@ -73,7 +72,7 @@ from negtrain.metrics.base import UNPARSED
 from negtrain.prompts.strategies import Answering, Prompt, Strategy, get_strategy, normalize_unifiedqa
 
 
-def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig, template: str | None = None) -> str:
+def prompt_text(bench: Benchmark, example: Example, cfg: LanguageModelConfig, template: str | None = None) -> str:
     template = template or cfg.prompt or bench.prompt_for(cfg.family)
     if template is None:
         raise ConfigError(f"benchmark '{bench.name}' has no default prompt for a language model; set model.prompt")
@@ -90,7 +89,7 @@ def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig, template: 
     return normalize_unifiedqa(text) if cfg.normalize_input == "unifiedqa" else text
 
 
-def target_text(example: Example, cfg: ModelConfig) -> str:
+def target_text(example: Example, cfg: LanguageModelConfig) -> str:
     return normalize_unifiedqa(example.label) if cfg.normalize_input == "unifiedqa" else example.label
 
 
@@ -117,11 +116,11 @@ def continuation_ids(tokenizer, text: str, causal: bool) -> list[int]:
     return ids
 
 
-def verbalizer_text(text: str, cfg: ModelConfig) -> str:
+def verbalizer_text(text: str, cfg: LanguageModelConfig) -> str:
     return normalize_unifiedqa(text) if cfg.normalize_input == "unifiedqa" else text
 
 
-def label_continuations(tokenizer, bench: Benchmark, verbalizer: dict[str, str], cfg: ModelConfig, causal: bool) -> list[list[int]]:
+def label_continuations(tokenizer, bench: Benchmark, verbalizer: dict[str, str], cfg: LanguageModelConfig, causal: bool) -> list[list[int]]:
     """Per label of ``bench`` (in label order), its verbalizer's continuation ids."""
     conts = [continuation_ids(tokenizer, verbalizer_text(verbalizer[label], cfg), causal) for label in bench.labels]
     seen: dict[tuple[int, ...], str] = {}
@@ -161,7 +160,7 @@ class PromptSettings:
         return get_strategy(bench.name, self.strategy) if self.strategy else None
 
 
-def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: ModelConfig) -> str:
+def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: LanguageModelConfig) -> str:
     """The gold answer as the model should produce it: the label's verbalizer, or the answer text."""
     if bench.generative:
         return target_text(example, cfg)
@@ -169,7 +168,7 @@ def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cf
     return verbalizer_text(verbalizer[example.label], cfg)
 
 
-def zero_shot_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: ModelConfig) -> str:
+def zero_shot_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: LanguageModelConfig) -> str:
     strategy = settings.strategy_of(bench)
     if strategy is None:
         return prompt_text(bench, example, cfg, settings.prompt)
@@ -177,7 +176,7 @@ def zero_shot_text(bench: Benchmark, example: Example, settings: PromptSettings,
 
 
 def prompts_with_shots(
-    bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings, cfg: ModelConfig, seed: int
+    bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings, cfg: LanguageModelConfig, seed: int
 ) -> tuple[list[Prompt], list[list[str]] | None]:
     """Each example's prompt (its solved examples first when ``settings.shots``: drawn, or the
     strategy's fixed demonstrations for ``paper``); and the shots' ids per example (None without
@@ -214,14 +213,14 @@ def _demo_names(strategy: Strategy, subset: str | None) -> list[str]:
     return [str(i + 1) for i in range(len(f.demonstrations))]
 
 
-def uses_chat(tokenizer, cfg: ModelConfig, causal: bool) -> bool:
+def uses_chat(tokenizer, cfg: LanguageModelConfig, causal: bool) -> bool:
     """Whether prompts go through the tokenizer's chat template: always with ``model.chat``; for
     a causal LM also by default (``model.chat_template``) when the tokenizer has one."""
     has = bool(getattr(tokenizer, "chat_template", None))
-    return has and (cfg.chat or (causal and cfg.chat_template))
+    return has and cfg.wraps_in_chat_template()
 
 
-def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: ModelConfig, causal: bool) -> tuple[list[str], bool]:
+def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: LanguageModelConfig, causal: bool) -> tuple[list[str], bool]:
     """The exact text each prompt is given to the model as (after the chat template, when one
     applies), and whether the chat template was applied (then the text holds its own special tokens)."""
     if not uses_chat(tokenizer, cfg, causal):
@@ -233,17 +232,17 @@ def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: ModelConfig, cau
     return texts, True
 
 
-def check_chat(tokenizer, cfg: ModelConfig) -> None:
+def check_chat(tokenizer, cfg: LanguageModelConfig) -> None:
     """``model.chat`` needs a chat template: an error before the weights are loaded."""
     if cfg.chat and not getattr(tokenizer, "chat_template", None):
         raise ConfigError(f"--chat (model.chat): the tokenizer of '{cfg.name}' has no chat template; drop --chat or use a chat model")
 
 
-def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
+def _key(kind: str, tokenizer, cfg: LanguageModelConfig, *texts: Sequence[str]) -> str:
     return fingerprint(
         kind,
         tokenizer_signature(tokenizer),
-        str(getattr(tokenizer, "chat_template", None) if (cfg.chat_template or cfg.chat) else None),
+        str(getattr(tokenizer, "chat_template", None) if cfg.wraps_in_chat_template() else None),
         str((cfg.chat, cfg.system, cfg.fewshot_as_multiturn)),
         str(cfg.max_length),
         str(cfg.max_target_length),
@@ -255,7 +254,7 @@ def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
 # Encoding
 
 
-def causal_prompt_ids(tokenizer, prompts: Sequence[str | Prompt], cfg: ModelConfig) -> list[list[int]]:
+def causal_prompt_ids(tokenizer, prompts: Sequence[str | Prompt], cfg: LanguageModelConfig) -> list[list[int]]:
     texts, chatted = rendered_prompts(tokenizer, [p if isinstance(p, Prompt) else Prompt(query=p) for p in prompts], cfg, causal=True)
     return tokenizer(texts, add_special_tokens=not chatted)["input_ids"]
 
@@ -268,7 +267,7 @@ def _fit(prompt: list[int], limit: int, bos: int | None) -> list[int]:
     return prompt[len(prompt) - limit :]
 
 
-def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, settings: PromptSettings | None = None) -> list[list[int]]:
+def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, settings: PromptSettings | None = None) -> list[list[int]]:
     settings = settings or PromptSettings()
     if not bench.generative:
         conts = label_continuations(tokenizer, bench, settings.verbalizer or bench.verbalizer(), cfg, causal=True)
@@ -277,7 +276,7 @@ def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], 
     return [x[: cfg.max_target_length - 1] + [tokenizer.eos_token_id] for x in ids]
 
 
-def encode_causal_eval(tokenizer, bench: Benchmark, texts: Sequence[str], cfg: ModelConfig, answer_room: int, chatted: bool) -> EncodedSplit:
+def encode_causal_eval(tokenizer, bench: Benchmark, texts: Sequence[str], cfg: LanguageModelConfig, answer_room: int, chatted: bool) -> EncodedSplit:
     """Left-padded prompts (``texts`` as rendered, :func:`rendered_prompts`), cut (keeping BOS and
     the end) so ``answer_room`` tokens still fit."""
 
@@ -324,7 +323,7 @@ def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | 
 # Multiple choice (NeQA) and cloze probes (negated LAMA): the benchmark builds the context itself
 
 
-def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, causal: bool):
+def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool):
     """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice split."""
     contexts = [bench.context(e) for e in examples]
     options = [bench.choices(e) for e in examples]
@@ -398,9 +397,9 @@ class LMModule(NegtrainModule):
         self,
         model,
         tokenizer,
-        config: ModelConfig,
+        config: LanguageModelConfig,
         eval_sets: Sequence[EvalSet],
-        recipe: dict[str, Any],
+        recipe: Recipe | None = None,
     ) -> None:
         super().__init__(config, eval_sets, recipe)
         self.model = model.train()
@@ -592,7 +591,7 @@ def cloze_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[E
     )
 
 
-def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: ModelConfig, causal: bool) -> EvalSet:
+def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool) -> EvalSet:
     """A multiple-choice eval set (NeQA), scored by :func:`predict_choices`."""
     inputs = choice_inputs(tokenizer, bench, examples, cfg, causal)
     return EvalSet(
@@ -602,7 +601,7 @@ def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[
 
 
 def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings,
-                            cfg: ModelConfig, causal: bool, seed: int, log: bool) -> EvalSet:
+                            cfg: LanguageModelConfig, causal: bool, seed: int, log: bool) -> EvalSet:
     """A multiple-choice benchmark put through one of its prompt strategies (ScoNe-NLG): with a
     generating strategy the model completes each prompt and the completions are written as the
     predictions, for people to judge (``EvalSet.completions``); with a log-likelihood strategy its
@@ -638,11 +637,10 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
 # Builders (see negtrain.models.families)
 
 
-def _build_lm(recipe, loaded, family: str):
+def _build_lm(recipe, loaded, causal: bool):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     cfg = recipe.model
-    causal = family == "causal_lm"
     path = resolve_model_name(cfg.name)
     tokenizer = load_tokenizer(path, "model")
     if tokenizer.eos_token_id is None:
@@ -651,27 +649,18 @@ def _build_lm(recipe, loaded, family: str):
         tokenizer.pad_token = tokenizer.eos_token
     check_chat(tokenizer, cfg)  # before any weights are loaded
 
-    for b, split, _ in loaded.train:
-        if b.answer_type in ("choice", "cloze") or b.open_vocabulary:
-            raise ConfigError(f"data.train: {b.name}/{split} is an evaluation probe; a {family} model cannot train on it")
-    for b, split, _ in loaded.eval:
-        if b.open_vocabulary and not (causal and b.answer_type == "cloze"):
-            raise ConfigError(
-                f"data.eval: {b.name}/{split} is a masked-LM probe; score it with model.family mlm"
-                + (" (or causal_lm for negated_lama)" if b.answer_type == "cloze" else "")
-            )
-
+    # What the family can score and train on was decided by the scoring matrix (resolve_benchmarks).
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):
-        if b.answer_type == "choice" and spec is not None and getattr(spec, "strategy", None):
+        if b.answer_type is AnswerKind.CHOICE and spec is not None and getattr(spec, "strategy", None):
             eval_sets.append(strategy_choice_eval_set(
                 tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples,
             ))
             continue
-        if b.answer_type in ("choice", "cloze"):
+        if b.answer_type.builds_own_context:
             # The benchmark builds the context itself: no prompt, verbalizer or shots.
-            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type == "cloze" else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
+            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type is AnswerKind.CLOZE else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
             continue
         settings = PromptSettings.of(spec)
         strategy = settings.strategy_of(b)
@@ -719,22 +708,22 @@ def _build_lm(recipe, loaded, family: str):
 
     auto = AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM
     model = load_base(auto, path, recipe.adapter, **attention_kwargs(cfg))
-    model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
+    model = add_adapter(model, recipe.adapter, recipe.model.peft_task_type)
     freeze(model, cfg)
     if causal:
-        module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe))
+        module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe)
     else:
         start = AutoConfig.from_pretrained(path).decoder_start_token_id
         if start is None:
             start = tokenizer.pad_token_id
-        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe), decoder_start_token_id=start)
+        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=recipe, decoder_start_token_id=start)
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id, train, eval_sets, pad_left=causal)
     return Built(module, data, tokenizer)
 
 
 def build_seq2seq(recipe, loaded):
-    return _build_lm(recipe, loaded, "seq2seq")
+    return _build_lm(recipe, loaded, causal=False)
 
 
 def build_causal_lm(recipe, loaded):
-    return _build_lm(recipe, loaded, "causal_lm")
+    return _build_lm(recipe, loaded, causal=True)

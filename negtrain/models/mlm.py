@@ -27,7 +27,7 @@ import torch
 
 from negtrain.benchmarks.negated_lama import NegatedLama, common_vocabulary
 from negtrain.benchmarks.negated_probes import NEGATED, NegatedProbes
-from negtrain.config import ModelConfig, to_dict
+from negtrain.config import MlmModelConfig, Recipe
 from negtrain.data.eval_set import EvalSet
 from negtrain.errors import ConfigError
 from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric, cloze_rows
@@ -79,11 +79,11 @@ class MaskedLMModule(NegtrainModule):
     def __init__(
         self,
         model,
-        config: ModelConfig,
+        config: MlmModelConfig,
         objective: Loss,
         eval_sets: Sequence[EvalSet],
-        recipe: dict[str, Any],
         mask_id: int,
+        recipe: Recipe | None = None,
         reference=None,
     ) -> None:
         super().__init__(config, eval_sets, recipe)
@@ -183,7 +183,7 @@ class LamaEvaluator:
 # The builder.
 
 
-def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
+def load_mlm(cfg: MlmModelConfig, tokenizer_hook=None):
     """(tokenizer, model, fresh) for the recipe's model or ``model.init_from`` run; ``fresh``: the
     modules whose weights the source did not have (a sentence encoder has no MLM head)."""
     from transformers import AutoConfig, AutoModelForMaskedLM
@@ -283,7 +283,7 @@ def build_mlm(recipe, loaded):
     prepared = objective.prepare(recipe, loaded, tokenizer, model)
     eval_sets += prepared.eval_sets
     module = MaskedLMModule(
-        model, cfg, prepared.loss, eval_sets, recipe=to_dict(recipe), mask_id=tokenizer.mask_token_id, reference=prepared.reference,
+        model, cfg, prepared.loss, eval_sets, recipe=recipe, mask_id=tokenizer.mask_token_id, reference=prepared.reference,
     )
     data_config = recipe.data
     if prepared.train_sources is not None:
