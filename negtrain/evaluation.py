@@ -106,7 +106,8 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     """(line, id, raw prediction, canonical label) per line; rejects malformed lines.
 
     For a generative benchmark the canonical label is the answer text itself. A ``null``
-    prediction is a response no answer rule could read: label None, scored as wrong."""
+    prediction with ``"unparsed": true`` is a response no answer rule could read: label None,
+    scored as wrong; a ``null`` prediction without it is an error."""
     raw = _read_bounded(path)
     try:
         text = raw.decode("utf-8-sig")
@@ -123,8 +124,7 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
         pred = obj["prediction"]
         if "unparsed" in obj:  # a line of a split answered by a strategy's answer rule
             rows.generated = True
-        if pred is None and bench.answer_type is not AnswerKind.CHOICE:
-            rows.generated = True
+        if pred is None and obj.get("unparsed") is True and bench.answer_type is not AnswerKind.CHOICE:
             rows.append(_line(lineno, obj["id"], pred, None, obj))
             continue
         label = bench.normalize_prediction(pred)
