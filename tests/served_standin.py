@@ -11,7 +11,8 @@ does, from a real (tiny) Hugging Face model:
 - without: greedy generation up to ``max_tokens`` or the first stop string.
 
 It counts the requests it answers, and can be told to answer some with an error status first
-(``fail``: a list of statuses used up one per request, or ``always`` for every request), and to
+(``fail``: a list of statuses used up one per request, or ``always`` for every request; with
+``echo_auth`` the error quotes the request's Authorization header, as a careless server might), and to
 call ``on_request(count)`` after answering each one (the tests kill a card from there).
 """
 
@@ -26,13 +27,14 @@ import torch
 
 
 class StandIn:
-    def __init__(self, model_dir: Path, fail: list[int] | None = None, always: int | None = None) -> None:
+    def __init__(self, model_dir: Path, fail: list[int] | None = None, always: int | None = None, echo_auth: bool = False) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
         self.model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
         self.fail = list(fail or [])
         self.always = always
+        self.echo_auth = echo_auth  # a careless server: its error quotes the Authorization header
         self.answered = 0  # requests answered with 200
         self.refused = 0  # requests answered with an error status
         self.on_request = None
@@ -51,7 +53,8 @@ class StandIn:
                     status = standin.always or (standin.fail.pop(0) if standin.fail else 200)
                     if status != 200:
                         standin.refused += 1
-                        self._send(status, {"error": {"message": f"stand-in says {status}"}}, {"Retry-After": "0"})
+                        said = f"stand-in says {status}" + (f" to {self.headers.get('Authorization')}" if standin.echo_auth else "")
+                        self._send(status, {"error": {"message": said}}, {"Retry-After": "0"})
                         return
                     if not self.path.endswith("/v1/completions"):
                         self._send(404, {"error": {"message": f"no route {self.path}"}})

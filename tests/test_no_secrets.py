@@ -91,9 +91,18 @@ def test_a_served_cards_api_key_appears_in_no_file_and_no_output(lm_env, tmp_pat
                      "--api-key-env", "SERVED_API_KEY", "--out", str(tmp_path / "refused")]) == 2
     printed = capsys.readouterr()
     assert "HTTP 401" in printed.err and "log-probabilities" not in printed.err
-    written = [p for folder in (out, cache, tmp_path / "refused") for p in folder.rglob("*") if p.is_file()]
+    # A server quoting the key back in its error, the key in a variable with no secret-looking
+    # name: the error line masks it all the same.
+    monkeypatch.setenv("MYSERVER", canary)
+    with StandIn(lm_env["llama"], always=500, echo_auth=True) as server:
+        assert main(["evaluate", "--model", str(lm_env["llama"]), "--backend", "openai", "--base-url", server.url, "--benchmarks", "tinad",
+                     "--api-key-env", "MYSERVER", "--retries", "0", "--out", str(tmp_path / "echoed")]) == 2
+    echoed = capsys.readouterr()
+    assert "stand-in says 500 to Bearer ***" in echoed.err
+    said = printed.out + printed.err + echoed.out + echoed.err
+    written = [p for folder in (out, cache, tmp_path / "refused", tmp_path / "echoed") for p in folder.rglob("*") if p.is_file()]
     assert any(p.suffix == ".sqlite" for p in written) and (out / "card.md") in written
     for path in written:
         assert canary.encode() not in path.read_bytes(), path
-    assert canary not in printed.out + printed.err
+    assert canary not in said
     assert "key_env: SERVED_API_KEY" in (out / "recipe.yaml").read_text()

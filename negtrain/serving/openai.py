@@ -115,6 +115,7 @@ class OpenAIBackend:
             key = os.environ.get(settings.key_env)
             if not key:
                 raise ConfigError(f"the API key variable {settings.key_env} is not set (or empty) in the environment")
+        self._key = key  # only to mask it in a server's answer quoted in an error
         self._headers = {"Content-Type": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
@@ -161,14 +162,18 @@ class OpenAIBackend:
             try:
                 return self._post(path, body)
             except RequestFailed as exc:
-                raise RequestFailed(f"{example}: {redact_text(str(exc))}", status=exc.status) from None
+                raise RequestFailed(f"{example}: {self._masked(str(exc))}", status=exc.status) from None
             except _Transient as exc:
                 last = str(exc)
                 if attempt == self.settings.retries:
                     break
                 wait_s = exc.wait if exc.wait is not None else FIRST_WAIT * 2**attempt * (1 + random.random() / 4)
                 time.sleep(min(wait_s, MAX_WAIT))
-        raise RequestFailed(f"{example}: failed after {self.settings.retries} retries; the server's last answer: {redact_text(last)}", transient=True)
+        raise RequestFailed(f"{example}: failed after {self.settings.retries} retries; the server's last answer: {self._masked(last)}", transient=True)
+
+    def _masked(self, text: str) -> str:
+        """``text`` without the key (whatever its variable is called) or any other secret."""
+        return redact_text(text.replace(self._key, "***") if self._key else text)
 
     # ---- requests ------------------------------------------------------------------------
     def _send(self, request: Request) -> Answer:
