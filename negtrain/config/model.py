@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field
 
-from negtrain.config.section import Section
+from negtrain.config.section import MAX_LENGTH, Section
 
 
 class ModelConfig(Section):
@@ -36,7 +36,7 @@ class ModelConfig(Section):
         "them from the checkpoint's id2label; a checkpoint without NLI label names gets a fresh "
         "head sized to the training data's label space.",
     )
-    max_length: int = Field(256, gt=8, description="Truncate encoded inputs to this many tokens.")
+    max_length: int = Field(256, gt=8, le=MAX_LENGTH, description="Truncate encoded inputs to this many tokens.")
     prompt: str | None = Field(
         None,
         description="seq2seq / causal_lm: the input template, with the benchmark's input names as "
