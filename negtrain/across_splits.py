@@ -101,6 +101,8 @@ def score_splits(benchmark: str, splits: Sequence[str], paths: Sequence[Path], a
         return AcrossSplits(benchmark, scored, summary, None, notes)
     (space,) = spaces
     pooled_metric = bench.scorer(examples, space) if space else bench.metric(examples)
+    # responses no answer rule could read stay wrong, and counted, in the pooled score too
+    pooled_metric.counts_unparsed = any(getattr(m, "counts_unparsed", False) for m in metrics)
     full = np.concatenate(outcomes)
     seen = np.flatnonzero(full != MISSING)
     pooled_metric.update(torch.from_numpy(seen), torch.from_numpy(full[seen]))

@@ -17,7 +17,13 @@ several GPUs, and ``--trainer.precision`` defaults to ``auto``), and writes into
 ``NAME`` is a Hub id, a local folder, ``pkg:<package>/<dir>``, or a negtrain run directory or
 ``.ckpt`` (then the run's own recipe.yaml gives the model and family, and its checkpoint the
 weights). With ``all``, a benchmark whose data cannot be read is skipped and listed (``--strict``:
-an error instead); a benchmark named in ``--benchmarks`` must be readable.
+an error instead); a benchmark named in ``--benchmarks`` must be readable. The same holds for the
+split its shots come from.
+
+A card survives a kill: benchmarks are scored one at a time and each is kept as soon as it is
+done (``parts/<benchmark>-<split>.json``, after its predictions file), and the same command into
+the same ``DIR`` continues from there; ``metrics.jsonl`` and the card are assembled from the parts.
+``--backend openai`` scores a served model instead of loading one (:mod:`negtrain.served`).
 """
 
 from __future__ import annotations
@@ -25,28 +31,38 @@ from __future__ import annotations
 import datetime as dt
 import json
 import math
+import os
 import re
+import shutil
 from pathlib import Path
 from typing import Any
 
+import yaml
 from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
-from negtrain.benchmarks.matrix import check_supported, resolve_benchmarks, scorable
+from negtrain.benchmarks.matrix import Skipped, check_supported, resolve_benchmarks, scorable, unreadable_reason
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
-from negtrain.config import load_yaml, validate_recipe
+from negtrain.config import (
+    FAMILIES,
+    FAMILY_SECTIONS,
+    RUN_ONLY_SERVER_SETTINGS,
+    families_where,
+    family_of,
+    load_yaml,
+    validate_recipe,
+    without_other_families,
+)
 from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.io.atomic import write_text
+from negtrain.io.run_lock import run_lock
+from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
 from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
+from negtrain.secrets import redact_text
 from negtrain.training import provenance
-from negtrain.training.run import evaluate, quiet_third_party_logs
+from negtrain.training.run import evaluate_each, quiet_third_party_logs, resolved_recipe_yaml
 
-#: The accuracy-like headline of a benchmark, first found wins (NaN-NLI reports F1; ScoNe-NLG, scored
-#: by a model, its outcome_choice proxy, shown under that name).
-ACCURACY_KEYS = ("accuracy", "f1", "negated_top1_error", "outcome_choice_accuracy")
-#: Metric families that measure consistency over a contrast set / group.
-CONSISTENCY_BASES = ("consistency", "coherence", "strict", "outcome_choice_consistency")
 
 
 def _run_source(name: str) -> tuple[Path, Path] | None:
@@ -84,21 +100,21 @@ def card_recipe(
     source = _run_source(model)
     checkpoint = None
     if source is not None:
-        run_recipe = load_yaml(source[0])
+        run_recipe = without_other_families(load_yaml(source[0]))  # a run from before the typed model section
         model_section = dict(run_recipe["model"])
         # A run's model.prompt was written for its own benchmark; the card puts every benchmark
         # to the model with that benchmark's default prompt.
         model_section.pop("prompt", None)
         adapter_section = dict(run_recipe.get("adapter") or {"type": "none"})
-        if family is not None and family != model_section.get("family", "nli"):
+        if family is not None and family != family_of(model_section):
             raise ConfigError(f"--family {family}: the run at {model} trained a '{model_section.get('family')}' model")
         checkpoint = source[1]
     else:
         if family is None:
-            raise ConfigError("evaluate --model needs --family (nli, seq2seq, causal_lm or mlm)")
+            raise ConfigError(f"evaluate --model needs --family ({', '.join(FAMILIES[:-1])} or {FAMILIES[-1]})")
         model_section = {"name": model, "family": family}
         adapter_section = {"type": "none"}
-    family = model_section.get("family", "nli")
+    family = family_of(model_section)
     if adapter is not None:
         if source is not None:
             raise ConfigError("--adapter: a run directory brings its own weights; give the base model's name instead")
@@ -126,8 +142,8 @@ def card_recipe(
         "logger": "none",
     }
     if shots:
-        if family not in ("seq2seq", "causal_lm"):
-            raise ConfigError(f"--shots: few-shot prompts are for the seq2seq and causal_lm families, not '{family}'")
+        if not FAMILY_SECTIONS[family].reads_prompts:
+            raise ConfigError(f"--shots: few-shot prompts are for the {' and '.join(families_where('reads_prompts'))} families, not '{family}'")
         raw["data"]["shots"] = shots  # spread over the entries once `all` is expanded, below
     if overrides:
 
@@ -149,8 +165,8 @@ def _llm_settings(raw: dict[str, Any], args) -> None:
     if (system is not None or multiturn) and not chat:
         raise ConfigError("--system and --fewshot-as-multiturn shape a chat prompt; add --chat")
     if chat:
-        if raw["model"].get("family", "nli") not in ("seq2seq", "causal_lm"):
-            raise ConfigError(f"--chat: chat templates are for the seq2seq and causal_lm families, not '{raw['model'].get('family')}'")
+        if not FAMILY_SECTIONS[family_of(raw["model"])].reads_prompts:
+            raise ConfigError(f"--chat: chat templates are for the {' and '.join(families_where('reads_prompts'))} families, not '{raw['model'].get('family')}'")
         raw["model"].update({"chat": True, "system": system, "fewshot_as_multiturn": multiturn})
     if not getattr(args, "log_samples", True):
         raw.setdefault("evaluation", {})["log_samples"] = False
@@ -164,7 +180,7 @@ def _apply_strategy(recipe, name: str, named: bool) -> None:
     applied = 0
     for entry in recipe.data.eval:
         if name not in strategies(entry.benchmark):
-            if named and get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
+            if named and not get_benchmark(entry.benchmark).answer_type.builds_own_context:
                 get_strategy(entry.benchmark, name)  # raises: no such strategy (did you mean)
             continue
         entry.strategy, entry.prompt, entry.verbalizer = name, None, None
@@ -173,17 +189,67 @@ def _apply_strategy(recipe, name: str, named: bool) -> None:
         raise ConfigError(f"--strategy {name}: no benchmark of the card has a strategy of that name (see evaluate --list)")
 
 
-def make_card(args, extra: list[str]) -> Path:
+def _server_section(args) -> dict[str, Any] | None:
+    if getattr(args, "backend", "hf") != "openai":
+        given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests")
+                 if getattr(args, n, None) is not None]
+        if given:
+            raise ConfigError(f"{', '.join(given)} go with --backend openai")
+        return None
+    if not args.base_url:
+        raise ConfigError("--backend openai needs --base-url (the server's API root, e.g. http://127.0.0.1:8000/v1)")
+    server: dict[str, Any] = {"base_url": args.base_url, "allow_missing": bool(args.allow_missing)}
+    for name, key in (("api_key_env", "key_env"), ("concurrency", "concurrency"), ("timeout", "timeout"),
+                      ("retries", "retries"), ("max_requests", "max_requests")):
+        if getattr(args, name, None) is not None:
+            server[key] = getattr(args, name)
+    return server
+
+
+def _skip_or_refuse(entries, skipped, explicit: bool, why, where: str) -> list:
+    """Drop the entries ``why(entry)`` gives a reason for: listed in ``skipped`` under ``all``, an
+    error when the benchmark was named."""
+    kept = []
+    for entry in entries:
+        reason = why(entry)
+        if reason is None:
+            kept.append(entry)
+        elif explicit:
+            raise ConfigError(f"{where}: --benchmarks {entry.benchmark}: {reason}")
+        else:
+            print(f"all: skipping {entry.benchmark}/{entry.split}: {reason}", flush=True)
+            skipped.append(Skipped(entry.benchmark, entry.split, reason))
+    if not kept:
+        raise ConfigError(f"{where}: no benchmark is left to score")
+    return kept
+
+
+def plan_card(args, extra: list[str]):
+    """The card's resolved recipe, the benchmarks skipped (with why), and the checkpoint: found in
+    seconds, before any model is loaded or request sent."""
+    overrides = parse_overrides(extra)
+    backend = getattr(args, "backend", "hf") or "hf"
+    family = args.family
+    if backend == "openai":
+        served = families_where("served")
+        family = family or served[0]
+        if family not in served:
+            raise ConfigError(f"--backend openai scores a served decoder ({', '.join(served)}), not '{family}'")
+        if _run_source(args.model) is not None or args.adapter is not None:
+            raise ConfigError("--backend openai: --model is the served model's name; a run directory or adapter is loaded by --backend hf")
     from negtrain.prompts.protocols import get_protocol
 
-    overrides = parse_overrides(extra)
     protocol = get_protocol(args.protocol) if getattr(args, "protocol", None) else None
-    raw, checkpoint = card_recipe(args.model, args.family, args.benchmarks, 0 if protocol else args.shots, args.adapter, overrides)
+    raw, checkpoint = card_recipe(args.model, family, args.benchmarks, 0 if protocol else args.shots, args.adapter, overrides)
     if protocol is not None:
         from negtrain.protocol import eval_entries
 
         raw["data"]["eval"] = eval_entries(protocol, getattr(args, "chat", False))
     _llm_settings(raw, args)
+    server = _server_section(args)
+    if server is not None:
+        raw.setdefault("evaluation", {})
+        raw["evaluation"] = {**raw["evaluation"], "backend": "openai", "server": {**server, **(raw["evaluation"].get("server") or {})}}
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)
@@ -200,33 +266,189 @@ def make_card(args, extra: list[str]) -> Path:
     strategy = getattr(args, "strategy", None)
     if strategy:
         _apply_strategy(recipe, strategy, named=args.benchmarks != "all")
+    explicit = args.benchmarks != "all" or args.strict or protocol is not None
+    if recipe.evaluation.backend == "openai":
+        recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit,
+                                           lambda e: _through_server(e, recipe), where)
     if shots:
         for entry in recipe.data.eval:
             # Multiple choice and cloze probes build their own context: no prompt to put shots in.
-            if get_benchmark(entry.benchmark).answer_type not in ("choice", "cloze"):
+            if not get_benchmark(entry.benchmark).answer_type.builds_own_context:
                 entry.shots = shots
     if shots or strategy:
         try:
             resolve_benchmarks(recipe, announce=False)  # fills each entry's shots_split, the strategy's verbalizer
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}") from None
-    out = args.out or default_out(args.model, args.family)
-    check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
+    # Drawn shots come from another split (ScoNe's and CondaQA's train): one that cannot be read
+    # is skipped like unreadable data under `all`, and an error for a named benchmark.
+    recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit, _unreadable_shots, where)
+    return recipe, skipped, checkpoint, protocol
+
+
+def _through_server(entry, recipe) -> str | None:
+    from negtrain.served import needs_logprobs, served_unsupported
+
+    bench = get_benchmark(entry.benchmark)
+    reason = served_unsupported(bench)
+    if reason is None and needs_logprobs(bench, entry) and recipe.model.chat:
+        reason = "scoring its labels needs prompt log-probabilities, which a chat endpoint does not give; drop --chat"
+    return None if reason is None else f"not scored through a server: {reason}"
+
+
+def _unreadable_shots(entry) -> str | None:
+    if not isinstance(entry.shots, int) or not entry.shots or not entry.shots_split or entry.shots_split == entry.split:
+        return None
+    reason = unreadable_reason(get_benchmark(entry.benchmark), entry.shots_split)
+    return None if reason is None else f"its shot source {entry.benchmark}/{entry.shots_split} cannot be read: {reason}"
+
+
+# ---- the card's directory: written benchmark by benchmark, continued by a rerun ---------------
+
+#: Finished benchmarks: ``parts/<benchmark>-<split>.json``, each the benchmark's metrics line,
+#: written (atomically) after its predictions file. ``metrics.jsonl`` is assembled from them.
+PARTS = "parts"
+
+
+def set_name(entry) -> str:
+    """The eval set's name of a recipe entry: ``benchmark/split``, ``/variant`` for a protocol's."""
+    return f"{entry.benchmark}/{entry.split}" + (f"/{entry.variant}" if getattr(entry, "variant", None) else "")
+
+
+def part_path(out: Path, name: str) -> Path:
+    return out / PARTS / (name.replace("/", "-") + ".json")
+
+
+def _identity(recipe_text: str) -> Any:
+    """What must match for a rerun to continue a card: the resolved recipe, less the settings
+    that only change how it runs (a larger --max-requests continues a card stopped by its budget)."""
+    data = yaml.safe_load(recipe_text.split("\n", 1)[1])
+    server = (data.get("evaluation") or {}).get("server") or {}
+    for key in RUN_ONLY_SERVER_SETTINGS:
+        server.pop(key, None)
+    return data
+
+
+def _open_card_dir(out: Path, recipe_text: str) -> bool:
+    """Create ``out`` with its recipe.yaml, or check that it holds this same card; True when
+    continuing one."""
+    recipe_file = out / "recipe.yaml"
+    if recipe_file.is_file():
+        try:
+            same = _identity(recipe_file.read_text(encoding="utf-8")) == _identity(recipe_text)
+        except (yaml.YAMLError, AttributeError, IndexError, UnicodeDecodeError):
+            same = False
+        if not same:
+            raise ConfigError(
+                f"--out {out} holds another card or run (its recipe.yaml differs from this command's); "
+                "choose another directory, or rerun the exact command that started it to continue it"
+            )
+        return True
     if (out / "metrics.jsonl").exists():
         raise ConfigError(f"--out {out} already holds results (metrics.jsonl); choose another directory")
-    quiet_third_party_logs()
-    loaded = LoadedRecipe(name=f"card:{args.model}", path=Path(where), recipe=recipe)
-    evaluate(loaded, "validate", checkpoint, out, write_recipe=True)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"--out {out}: cannot create the card's directory ({exc.strerror or exc})") from None
+    write_text(recipe_file, recipe_text)
+    return False
+
+
+def _keep_part(out: Path, name: str, folder: Path) -> None:
+    """A benchmark scored by the hf backend into ``folder``: its predictions file moves into the
+    card, then its metrics line becomes its part (the part is what marks it finished)."""
+    for file in (folder / "predictions").glob("*.jsonl"):
+        (out / "predictions").mkdir(exist_ok=True)
+        os.replace(file, out / "predictions" / file.name)
+    record = json.loads((folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1])
+    write_text(part_path(out, name), json.dumps(record) + "\n")
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def _staging(out: Path, name: str) -> Path:
+    folder = out / PARTS / (".scoring-" + name.replace("/", "-"))
+    shutil.rmtree(folder, ignore_errors=True)  # what a killed attempt left
+    folder.mkdir(parents=True)
+    return folder
+
+
+def make_card(args, extra: list[str]) -> Path:
+    recipe, skipped, checkpoint, protocol = plan_card(args, extra)
+    shown = redact_text(args.model)  # a token inside a model path never reaches a title or header
+    out = args.out or default_out(shown, recipe.model.family)
+    check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
+    loaded = LoadedRecipe(name=f"card:{shown}", path=Path("evaluate --model"), recipe=recipe)
+    recipe_text = resolved_recipe_yaml(loaded)
+    with run_lock(out):  # one writer: a second card into the same --out is refused, naming this one
+        _write_card_dir(args, recipe, skipped, checkpoint, out, loaded, recipe_text, shown, protocol)
+    return out
+
+
+def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: LoadedRecipe, recipe_text: str, shown: str, protocol) -> None:
+    entries = list(recipe.data.eval)
+    if rank_zero_only.rank == 0:
+        continuing = _open_card_dir(out, recipe_text)
+    else:
+        continuing = True
+    todo = [e for e in entries if not part_path(out, set_name(e)).is_file()]
+    if continuing and rank_zero_only.rank == 0:
+        print(f"continuing the card in {out}: {len(entries) - len(todo)} of {len(entries)} benchmarks already scored", flush=True)
+    if todo:
+        quiet_third_party_logs()
+        if recipe.evaluation.backend == "openai":
+            _score_served(recipe, todo, out, args)
+        else:
+            partial = recipe.model_copy(deep=True)
+            partial.data.eval = todo
+            part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
+            evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
+                          provenance_of=loaded, provenance_dir=out)
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
-        write_card(out, args.model, recipe.model.family, skipped)
+        records = [json.loads(part_path(out, set_name(e)).read_text(encoding="utf-8")) for e in entries]
+        write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+        write_card(out, shown, recipe.model.family, skipped)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
         if protocol is not None:
             from negtrain.protocol import write_protocol
 
-            records = [r for r in _records(out) if r.get("stage") == "validate"]
-            write_protocol(out, protocol, records, args.model, recipe.evaluation.bootstrap, recipe.evaluation.bootstrap_seed)
+            write_protocol(out, protocol, records, shown, recipe.evaluation.bootstrap, recipe.evaluation.bootstrap_seed)
             print(f"protocol {protocol.name}: {out / 'protocol.md'}")
-    return out
+
+
+def _score_served(recipe, todo, out: Path, args) -> None:
+    from negtrain.served import needs_logprobs, score_served
+    from negtrain.serving.cache import ResponseCache
+    from negtrain.serving.openai import OpenAIBackend, ServerSettings
+
+    server = recipe.evaluation.server
+    settings = ServerSettings(server.base_url, recipe.model.name, server.key_env, server.concurrency, server.timeout,
+                              server.retries, server.max_requests)
+    record = provenance.collect(recipe, "server", None, None)
+    if (out / provenance.FILE_NAME).exists():  # a continued card adds this session
+        provenance.write_resumed(out, record)
+    else:
+        provenance.write(out, record)
+    cache = ResponseCache(Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
+    backend = OpenAIBackend(settings, cache)
+    need = [e for e in todo if needs_logprobs(get_benchmark(e.benchmark), e)]
+    if need:
+        ok, answer = backend.offers_prompt_logprobs()
+        if not ok:
+            can = [set_name(e) for e in todo if e not in need]
+            raise ConfigError(
+                f"the server at {settings.api_root} returns no prompt log-probabilities (echo + logprobs on /v1/completions: {answer}); "
+                f"{', '.join(set_name(e) for e in need)} need them; "
+                + (f"these can run: --benchmarks {','.join(dict.fromkeys(c.split('/')[0] for c in can))}" if can else "no benchmark asked for can run without them")
+            )
+    try:
+        for entry in todo:
+            result = score_served(recipe, entry, backend, out, allow_missing=recipe.evaluation.server.allow_missing)
+            write_text(part_path(out, set_name(entry)), json.dumps(result.record) + "\n")
+            c = result.counts
+            print(f"{set_name(entry)}: {result.record['metrics'].get(headline_accuracy(result.record['metrics']) or 'n')} "
+                  f"({c.requests} requests sent, {c.cached} answered from the cache)", flush=True)
+    finally:
+        cache.close()
 
 
 # ---- the card files ----------------------------------------------------------------------------
@@ -237,11 +459,12 @@ def _records(out: Path) -> list[dict]:
 
 
 def headline_accuracy(metrics: dict[str, float | None]) -> str | None:
-    return next((k for k in ACCURACY_KEYS if k in metrics), None)
+    """The record's headline metric (its role, declared in negtrain/metrics/declared.py)."""
+    return headline(metrics)
 
 
 def consistency_keys(metrics: dict[str, float | None]) -> list[str]:
-    return [k for k in metrics if k.split("/")[0] in CONSISTENCY_BASES]
+    return with_role(metrics, "consistency")
 
 
 def _fmt(value: float | None) -> str:
@@ -293,6 +516,17 @@ def card_markdown(records: list[dict], model: str, family: str, skipped, record:
             "",
             *units,
         ]
+    served = [r for r in evals if r.get("requests")]
+    if served:
+        lines += ["", "## Requests", "", "Per benchmark, the requests it took to the server (answers from the response cache included):", "",
+                  "| benchmark | split | requests | tokens in | tokens out |", "|---|---|---|---|---|"]
+        for r in served:
+            q = r["requests"]
+            lines.append(f"| {r['benchmark']} | {r['split']} | {q['sent'] + q['cached']} | {q['tokens_in']} | {q['tokens_out']} |")
+    missing = [(r, m) for r in evals for m in r.get("missing", [])]
+    if missing:
+        lines += ["", "## Missing", "", "Requests that failed after their retries (--allow-missing); their examples are not scored:", ""]
+        lines += [f"- {m}" for _, m in missing]
     if skipped:
         lines += ["", "## Skipped", ""]
         lines += [f"- {s.benchmark}/{s.split}: {s.reason}" for s in skipped]

@@ -16,14 +16,15 @@ from __future__ import annotations
 import itertools
 import math
 import stat
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import Benchmark, jsonl_rows
+from negtrain.benchmarks.base import AnswerKind, Benchmark, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import DataError
 from negtrain.metrics.base import UNPARSED
@@ -116,7 +117,7 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
         pred = obj["prediction"]
         if "unparsed" in obj:  # a line of a split answered by a strategy's answer rule
             rows.generated = True
-        if pred is None and bench.answer_type != "choice":
+        if pred is None and bench.answer_type is not AnswerKind.CHOICE:
             rows.generated = True
             rows.append(_line(lineno, obj["id"], pred, None, obj))
             continue
@@ -184,6 +185,42 @@ def _scored_judgements(bench: Benchmark, split: str, path: Path, rows, allow_mis
     return Scored(bench.name, split, str(path), len(examples), len(rows), space, values, notes), metric
 
 
+def _scored_cloze(bench: Benchmark, split: str, path: Path, allow_missing: bool):
+    """:func:`scored_metric` for cloze probes (negated LAMA): the file must be prediction lines a
+    negtrain run wrote, which carry per probe the model's top-1s, rank correlation and ranks (see
+    :mod:`negtrain.metrics.cloze`); every number is recomputed from them as the run computed it."""
+    from negtrain.metrics.cloze import NegatedLamaMetric  # torch-side metric, imported when scoring
+
+    raw = _read_bounded(path)
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    rows = list(jsonl_rows(path, text, PredictionError))
+    if not rows:
+        raise PredictionError(f"{path}: no predictions")
+    for row in rows:
+        if not isinstance(row.fields.get("id"), str):
+            raise PredictionError(f"{path}:{row.line}: no string 'id' field")
+        if "skipped" not in row.fields and "top1" not in row.fields:
+            raise PredictionError(
+                f"{path}:{row.line}: {bench.name} is scored from the prediction lines a negtrain run writes "
+                "(with 'top1', 'common_top1', 'rank_correlation' per probe): its metrics need the model's "
+                "scores over the vocabulary, not one predicted word"
+            )
+    examples = bench.load(split)
+    position, notes = _matched(bench, split, path, examples, [(row.line, row.fields["id"]) for row in rows], allow_missing)
+    line_of = {position[row.fields["id"]]: row.line for row in rows}
+
+    def describe(pos: int, message: str):
+        raise PredictionError(f"{path}:{line_of[pos]}: {message}")
+
+    metric, index, table = NegatedLamaMetric.from_lines(examples, [(position[row.fields["id"]], row.fields) for row in rows], describe)
+    metric.update(index, table)
+    values = {k: float(v) for k, v in metric.compute().items()}
+    return Scored(bench.name, split, str(path), len(examples), len(rows), (), values, notes), metric
+
+
 def _read_bounded(path: Path) -> bytes:
     """The file's bytes. A regular file or a pipe (``<(...)``); no line over MAX_LINE_BYTES and no
     more than MAX_FILE_BYTES in all."""
@@ -244,51 +281,71 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     per-example state, for the bootstrap and for paired comparisons)."""
     bench = get_benchmark(benchmark)
     bench.check_split(split)
-    if bench.answer_type == "cloze":
-        raise PredictionError(
-            f"{benchmark} cannot be scored from a predictions file: its metrics (rank correlation over the "
-            "vocabulary, top-1 of three clozes per probe) need the model itself; run `negtrain validate` "
-            "with a recipe that evaluates it"
-        )
+    if bench.answer_type is AnswerKind.CLOZE:
+        return _scored_cloze(bench, split, path, allow_missing)
     judgements = read_judgements(path, bench) if bench.human_judgements else None
     if judgements is not None:
         return _scored_judgements(bench, split, path, judgements, allow_missing)
     rows = read_predictions(path, bench)  # malformed input is reported before any data is read
     examples = bench.load(split)
     position, notes = _matched(bench, split, path, examples, [(lineno, id_) for lineno, id_, _, _ in rows], allow_missing)
+    scoring = PREDICTIONS_OF[bench.answer_type](bench, rows, examples, position, path, notes)
+    # The one ending every kind shares: update, compute, and the result.
+    index = torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long)
+    scoring.metric.update(index, scoring.predictions)
+    values = {k: float(v) for k, v in scoring.metric.compute().items()}
+    if scoring.note_after_compute and scoring.metric.note:
+        notes.append(scoring.metric.note)
+    return Scored(benchmark, split, str(path), len(examples), len(rows), scoring.space, values, notes), scoring.metric
 
-    if bench.answer_type == "choice":
-        chosen = []
-        for lineno, id_, pred, label in rows:
-            choice = bench.choice_label(label, examples[position[id_]])
-            if choice is None:
-                options = list(bench.choices(examples[position[id_]]))
-                raise PredictionError(
-                    f"{path}:{lineno}: prediction {pred!r} for {id_!r} is neither a choice index "
-                    f"{list(bench.labels)} nor one of its choices {options}"
-                    + ("; a completion is scored by people's judgements: give \"coherent\" (true/false, or "
-                       "[first, second] for two annotators) per id" if bench.human_judgements else "")
-                )
-            chosen.append(int(choice))
-        metric = bench.metric(examples)
-        index = torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long)
-        scores = _choice_loglikelihoods(rows, metric, position, path)
-        metric.update(index, scores if scores is not None else torch.tensor(chosen, dtype=torch.long))
-        values = {k: float(v) for k, v in metric.compute().items()}
-        if metric.note:
-            notes.append(metric.note)
-        return Scored(benchmark, split, str(path), len(examples), len(rows), tuple(bench.labels), values, notes), metric
 
-    if bench.generative:
-        metric = bench.metric(examples)
-        metric.counts_unparsed = rows.generated
-        metric.update(
-            torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-            torch.tensor([UNPARSED if text is None else int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows], dtype=torch.long),
-        )
-        values = {k: float(v) for k, v in metric.compute().items()}
-        return Scored(benchmark, split, str(path), len(examples), len(rows), (), values, notes), metric
+@dataclass
+class _Predictions:
+    """What an answer kind makes of a predictions file's rows: the metric that scores them, the
+    predictions as its ``update`` takes them, and the label space reported."""
 
+    metric: Any
+    predictions: torch.Tensor
+    space: tuple[str, ...]
+    #: Whether the metric's note is known only once it has computed (multiple choice).
+    note_after_compute: bool = False
+
+
+def _choice_predictions(bench, rows, examples, position, path, notes) -> _Predictions:
+    """Multiple choice: each row's choice (an index or the choice's text), or every choice's
+    log-likelihood when the lines carry them."""
+    chosen = []
+    for lineno, id_, pred, label in rows:
+        choice = bench.choice_label(label, examples[position[id_]])
+        if choice is None:
+            options = list(bench.choices(examples[position[id_]]))
+            raise PredictionError(
+                f"{path}:{lineno}: prediction {pred!r} for {id_!r} is neither a choice index "
+                f"{list(bench.labels)} nor one of its choices {options}"
+                + ("; a completion is scored by people's judgements: give \"coherent\" (true/false, or "
+                   "[first, second] for two annotators) per id" if bench.human_judgements else "")
+            )
+        chosen.append(int(choice))
+    metric = bench.metric(examples)
+    scores = _choice_loglikelihoods(rows, metric, position, path)
+    predictions = scores if scores is not None else torch.tensor(chosen, dtype=torch.long)
+    return _Predictions(metric, predictions, tuple(bench.labels), note_after_compute=True)
+
+
+def _text_predictions(bench, rows, examples, position, path, notes) -> _Predictions:
+    """Free text: each answer right (1) or wrong (0) by the benchmark's rule; unreadable: UNPARSED."""
+    metric = bench.metric(examples)
+    metric.counts_unparsed = rows.generated
+    predictions = torch.tensor(
+        [UNPARSED if text is None else int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows],
+        dtype=torch.long,
+    )
+    return _Predictions(metric, predictions, ())
+
+
+def _label_predictions(bench, rows, examples, position, path, notes) -> _Predictions:
+    """Labels: each row's label id in the label space the predictions are in (an open-vocabulary
+    benchmark's space is every predicted and gold string)."""
     if bench.open_vocabulary:
         space = tuple(sorted({label for *_, label in rows if label is not None} | {e.label for e in examples}))
         metric = bench.scorer(examples, space)
@@ -307,12 +364,17 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
 
     label_id = {label: i for i, label in enumerate(space)}
     metric.counts_unparsed = rows.generated
-    metric.update(
-        torch.tensor([position[id_] for _, id_, _, _ in rows], dtype=torch.long),
-        torch.tensor([UNPARSED if label is None else label_id[as_label(label)] for *_, label in rows], dtype=torch.long),
-    )
-    values = {k: float(v) for k, v in metric.compute().items()}
-    return Scored(benchmark, split, str(path), len(examples), len(rows), space, values, notes), metric
+    predictions = torch.tensor([UNPARSED if label is None else label_id[as_label(label)] for *_, label in rows], dtype=torch.long)
+    return _Predictions(metric, predictions, space)
+
+
+#: How each answer kind turns a predictions file's rows into predictions (cloze probes and human
+#: judgements are read by their own paths above: their lines hold more than one answer).
+PREDICTIONS_OF: dict[AnswerKind, Callable[..., _Predictions]] = {
+    AnswerKind.CHOICE: _choice_predictions,
+    AnswerKind.TEXT: _text_predictions,
+    AnswerKind.LABEL: _label_predictions,
+}
 
 
 def _choice_loglikelihoods(rows: list[PredictionLine], metric, position: dict[str, int], path: Path) -> torch.Tensor | None:

@@ -33,7 +33,7 @@ import torch
 import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import selection_bias_note
+from negtrain.config import families_where, family_names, selection_bias_note
 from negtrain.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import atomic_dir
@@ -68,8 +68,11 @@ def load_model(run: RunDir, checkpoint: Path):
     model_dir = run.path / "model"
     if not (model_dir / "config.json").is_file():
         raise NegtrainError(f"--run {run.path}: no model/config.json (the run's HF config)")
-    if run.recipe.model.family != "nli":
-        raise NegtrainError(f"export supports the 'nli' family (sequence classification); this run is '{run.recipe.model.family}'")
+    if not run.recipe.model.exports:
+        raise NegtrainError(
+            f"export supports the {family_names(families_where('exports'))} family (sequence classification); "
+            f"this run is '{run.recipe.model.family}'"
+        )
     ckpt = read_checkpoint(checkpoint, what="checkpoint", require_recipe=False)  # the run dir was checked
     check_finite({k: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}, checkpoint)
     if ckpt.get("negtrain_adapter_only"):

@@ -59,7 +59,8 @@ def _cell(value: float | None, spread: dict | None) -> str:
     return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and ci[0] is not None else "")
 
 
-def protocol_markdown(protocol: Protocol, records: list[dict], model: str, resamples: int, seed: int) -> str:
+def protocol_markdown(protocol: Protocol, records: list[dict], model: str, resamples: int, seed: int,
+                      out: Path | None = None) -> str:
     by_variant = {r.get("variant"): r for r in records}
     headers = [h for _, h in protocol.columns]
     lines = [f"# {protocol.name}: `{model}`", "", f"{protocol.paper}", ""]
@@ -87,17 +88,65 @@ def protocol_markdown(protocol: Protocol, records: list[dict], model: str, resam
         cells = [_cell(values.get(k), spread.get(k)) for k, _ in protocol.columns]
         lines.append(f"| {title} | " + " | ".join(cells) + f" | {int(values.get('n', 0))} | - | - | - |")
         lines += ["", f"{title}: a baseline computed from the data (every example of {split}), not from the model."]
+    if protocol.across_splits:
+        lines += split_summary_rows(protocol, by_variant, out, resamples, seed)
     lines += [
         "",
         "Brackets: the 95% percentile-bootstrap interval (contrast sets resampled whole). `-`: undefined on what was scored.",
         "n_unparsed: responses no answer rule could read, scored as wrong.",
-        "",
     ]
+    if protocol.across_splits:
+        lines.append("mean ± std: over the splits, the sample standard deviation (n - 1). pooled: every split's "
+                     "predictions scored as one set.")
+    if protocol.note:
+        lines += ["", protocol.note]
+    lines.append("")
     return "\n".join(lines)
 
 
+def split_summary_rows(protocol: Protocol, by_variant: dict, out: Path | None, resamples: int, seed: int) -> list[str]:
+    """Per format (variants named ``<format>/<split number>``), a row of the mean ± std over its
+    splits and, with the run directory ``out``, a row of the pooled score (the splits'
+    predictions files scored as one set, :mod:`negtrain.across_splits`)."""
+    from negtrain.across_splits import score_splits, summarize
+
+    formats: dict[str, list] = {}
+    for v in protocol.variants:
+        if v.name in by_variant:
+            formats.setdefault(v.name.rsplit("/", 1)[0], []).append(v)
+    rows = []
+    pad = " | -" * 4
+    for fmt, variants in formats.items():
+        records = [by_variant[v.name] for v in variants]
+        bench = get_benchmark(variants[0].benchmark)
+        summary = summarize([r["metrics"] for r in records], bench.is_count)
+        cells = [_mean_std(summary.get(k)) for k, _ in protocol.columns]
+        rows.append(f"| {fmt}: mean ± std over {len(variants)} splits | " + " | ".join(cells) + pad + " |")
+        if out is None:
+            continue
+        paths = [out / "predictions" / f"{v.file_stem}.jsonl" for v in variants]
+        if not all(p.is_file() for p in paths):
+            continue
+        pooled = score_splits(bench.name, [v.split for v in variants], paths, bootstrap=resamples, bootstrap_seed=seed).pooled
+        if pooled is None:
+            continue
+        spread = pooled.uncertainty.as_json() if pooled.uncertainty is not None else {}
+        cells = [_cell(pooled.metrics.get(k), spread.get(k)) for k, _ in protocol.columns]
+        n, unparsed = pooled.metrics.get("n"), pooled.metrics.get("n_unparsed")
+        rows.append(f"| {fmt}: pooled | " + " | ".join(cells)
+                    + f" | {int(n) if n is not None else '-'} | {int(unparsed) if unparsed is not None else '-'} | - | - |")
+    return rows
+
+
+def _mean_std(stats: dict | None) -> str:
+    if not stats or stats.get("mean") is None:
+        return "-"
+    std = stats.get("std")
+    return f"{stats['mean']:.2f}" + (f" ± {std:.2f}" if std is not None else "")
+
+
 def write_protocol(out: Path, protocol: Protocol, records: list[dict], model: str, resamples: int, seed: int) -> None:
-    write_text(out / "protocol.md", protocol_markdown(protocol, records, model, resamples, seed))
+    write_text(out / "protocol.md", protocol_markdown(protocol, records, model, resamples, seed, out))
 
 
 

@@ -21,6 +21,13 @@ import json
 import math
 from pathlib import Path
 
+import matplotlib
+
+matplotlib.use("Agg")  # report writes image files; no display is needed or assumed
+import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
+from matplotlib.ticker import MaxNLocator  # noqa: E402
+
+from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import selection_bias_note
 from negtrain.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
@@ -53,8 +60,6 @@ def higher_is_better(run: RunDir, eval_name: str, metric: str) -> bool:
     """
     if eval_name in run.directions:
         return metric not in run.directions[eval_name]
-    from negtrain.benchmarks.registry import get_benchmark
-
     try:
         bench = get_benchmark(eval_name.split("/")[0])
     except NegtrainError:
@@ -104,7 +109,6 @@ def _metric_keys(runs: list[RunDir], eval_name: str) -> list[str]:
 def epoch_axis(ax, epochs: list[int]) -> None:
     """Whole epochs on the x-axis, with half an epoch of room each side: a 1-epoch run gets one
     tick at its epoch instead of matplotlib's -0.045 ... 0.045 around a single point."""
-    from matplotlib.ticker import MaxNLocator
 
     ax.set_xlabel("epoch")
     if epochs:
@@ -136,10 +140,6 @@ def _png_metadata(fig, panels: list[str]) -> dict[str, str]:
 
 
 def plot_metrics(runs: list[RunDir], path: Path):
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     names: list[str] = []
     for run in runs:
@@ -177,10 +177,6 @@ def plot_metrics(runs: list[RunDir], path: Path):
 
 
 def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r, run in enumerate(runs):
@@ -329,11 +325,6 @@ def _plot_band(ax, rows: list[dict], color, bold: bool, label: str) -> None:
 
 def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
     """One panel per eval set: each metric's mean across seeds, with a ±1 std band."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     names = [n for n in summary if n != "train"]
     if not names:
@@ -358,11 +349,6 @@ def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
 
 
 def plot_seed_loss(group, summary: dict, path: Path) -> list[str]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import MaxNLocator
 
     fig, ax = plt.subplots(figsize=(6, 4))
     rows = summary.get("train", {}).get("loss", [])

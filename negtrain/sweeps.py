@@ -39,7 +39,7 @@ def available_metrics(recipe: Recipe) -> dict[str, bool]:
 
     loaded = load_data(recipe, "fit")
     spaces = [None] * len(loaded.eval)
-    if recipe.model.family == "nli":
+    if recipe.model.has_head:  # the head's labels decide the prediction spaces
         from negtrain.models.nli import prediction_spaces
 
         try:

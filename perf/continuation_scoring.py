@@ -41,7 +41,7 @@ def main() -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from negtrain.benchmarks.registry import get_benchmark
-    from negtrain.config import ModelConfig
+    from negtrain.config import model_config
     from negtrain.models import continuation
     from negtrain.models.lm import continuation_ids, prompt_text
 
@@ -55,7 +55,7 @@ def main() -> None:
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path).eval()
         bench = get_benchmark("scone")
-        cfg = ModelConfig(name=path, family="causal_lm")
+        cfg = model_config(name=path, family="causal_lm")
         examples = bench.load("test")[: args.rows]
         prompts = [tok(prompt_text(bench, e, cfg))["input_ids"] for e in examples]
         pad = tok.pad_token_id if tok.pad_token_id is not None else tok.eos_token_id

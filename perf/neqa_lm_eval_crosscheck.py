@@ -68,7 +68,7 @@ def ours(model_dir: Path, bench_name: str, causal: bool) -> dict:
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
     from negtrain.benchmarks.registry import get_benchmark
-    from negtrain.config import ModelConfig
+    from negtrain.config import model_config
     from negtrain.metrics.multiple_choice import choose
     from negtrain.models.continuation import continuation_logprobs
     from negtrain.models.lm import choice_inputs
@@ -79,7 +79,7 @@ def ours(model_dir: Path, bench_name: str, causal: bool) -> dict:
     if tok.pad_token_id is None:
         tok.pad_token = tok.eos_token
     model = (AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM).from_pretrained(model_dir).eval()
-    cfg = ModelConfig(name=str(model_dir), family="causal_lm" if causal else "seq2seq", max_length=512)
+    cfg = model_config(name=str(model_dir), family="causal_lm" if causal else "seq2seq", max_length=512)
     ctx, conts, chars = choice_inputs(tok, bench, examples, cfg, causal)
     metric = bench.metric(examples)
     lls = []

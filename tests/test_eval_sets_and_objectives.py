@@ -55,7 +55,7 @@ class _Constant(NegtrainModule):
 def test_the_module_scores_each_eval_set_through_its_own_metric_and_label_map(tmp_path):
     a = _eval_set("test", label_map=torch.tensor([0, 1]))
     b = _eval_set("train", label_map=torch.tensor([1, 0]))
-    module = _Constant(config=None, eval_sets=[a, b], recipe={})
+    module = _Constant(config=None, eval_sets=[a, b])
     # Registered as children by name: Lightning moves them to the device and DDP syncs them.
     assert dict(module.metrics.items()) == {"monli/test": a.metric, "monli/train": b.metric}
     module.log = lambda *args, **kwargs: None  # outside a Trainer
@@ -72,13 +72,13 @@ def test_the_module_scores_each_eval_set_through_its_own_metric_and_label_map(tm
 
 def test_an_eval_set_named_twice_is_refused():
     with pytest.raises(ValueError, match="named twice"):
-        _Constant(config=None, eval_sets=[_eval_set(), _eval_set()], recipe={})
+        _Constant(config=None, eval_sets=[_eval_set(), _eval_set()])
 
 
 def test_a_copy_of_the_module_shares_its_eval_sets():
     # EMA's averaged model deep-copies the module: the encoded examples must not be duplicated.
     s = _eval_set()
-    module = _Constant(config=None, eval_sets=[s], recipe={})
+    module = _Constant(config=None, eval_sets=[s])
     assert copy.deepcopy(module).eval_sets[0] is s
 
 

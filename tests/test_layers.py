@@ -166,3 +166,54 @@ def test_the_check_catches_each_kind_of_breach():
         "negtrain/stray.py: negtrain.stray is on no floor of ARCHITECTURE.md",
         "import cycle among: negtrain.training.resume, negtrain.training.run",
     ]
+
+
+# ---- a model family is asked, never named --------------------------------------------------
+
+#: Where a family's name may be compared: its settings section (the declaration) and the table.
+FAMILY_HOMES = {"negtrain/config/model.py", "negtrain/models/families.py"}
+
+
+def family_name_comparisons(source: str, names: set[str]) -> list[int]:
+    """Lines where a family is compared with a family's name as a string (``family == "nli"``,
+    ``recipe.model.family in ("seq2seq", "causal_lm")``, ...): code that should ask the family
+    instead. Only comparisons whose other side speaks of a family count (a loss named "mlm" is
+    not a family)."""
+    lines = []
+    for node in ast.walk(ast.parse(source)):
+        if not isinstance(node, ast.Compare):
+            continue
+        sides = [node.left, *node.comparators]
+        for side in sides:
+            items = side.elts if isinstance(side, (ast.Tuple, ast.List, ast.Set)) else [side]
+            named = any(isinstance(i, ast.Constant) and i.value in names for i in items)
+            others = [ast.unparse(s) for s in sides if s is not side]
+            if named and any("family" in o for o in others):
+                lines.append(node.lineno)
+                break
+    return lines
+
+
+def test_no_code_outside_the_family_table_compares_a_family_name():
+    from negtrain.config import FAMILIES
+
+    found = []
+    for path in sorted((REPO / "negtrain").rglob("*.py")):
+        rel = path.relative_to(REPO).as_posix()
+        if rel not in FAMILY_HOMES:
+            found += [f"{rel}:{line}" for line in family_name_comparisons(path.read_text(encoding="utf-8"), set(FAMILIES))]
+    assert not found, "compare a family's declaration (negtrain/config/model.py), not its name: " + ", ".join(found)
+
+
+def test_the_family_check_catches_each_form():
+    source = (
+        "a = family == 'nli'\n"
+        "b = 'mlm' != recipe.model.family\n"
+        "c = family in ('seq2seq', 'causal_lm')\n"
+        "d = family not in ['causal_lm']\n"
+        "e = family == 'bert'\n"  # not a family
+        "f = {'nli': 1}['nli']\n"  # a table keyed by family: no comparison
+        "g = section.get('family', 'nli') != 'nli'\n"
+        "h = loss == 'mlm'\n"  # not about a family
+    )
+    assert family_name_comparisons(source, {"nli", "seq2seq", "causal_lm", "mlm"}) == [1, 2, 3, 4, 7]

@@ -34,19 +34,19 @@ def _recipe(model, family, **model_extra):
 
 def test_unifiedqa_input_format():
     from negtrain.benchmarks.base import Example
-    from negtrain.config import ModelConfig
+    from negtrain.config import model_config
     from negtrain.models.lm import prompt_text, target_text
 
     bench = get_benchmark("condaqa")
     ex = Example("condaqa/dev/1", ("The Cat\tsat.\nIt did  NOT move.", "Did it move?"), "NO")
-    cfg = ModelConfig(name="x", family="seq2seq", normalize_input="unifiedqa")
+    cfg = model_config(name="x", family="seq2seq", normalize_input="unifiedqa")
     assert prompt_text(bench, ex, cfg) == "the cat sat. it did not move. \\n did it move?"
     assert target_text(ex, cfg) == "no"
     tinad = get_benchmark("tinad")
     ex2 = Example("tinad/x/0", ("A dog is an animal.",), "True")
-    assert prompt_text(tinad, ex2, ModelConfig(name="x")) == "Is the following statement True or False? A dog is an animal."
+    assert prompt_text(tinad, ex2, model_config(name="x", family="seq2seq")) == "Is the following statement True or False? A dog is an animal."
     with pytest.raises(ConfigError, match=r"placeholder 'question' is not an input of benchmark 'tinad'"):
-        prompt_text(tinad, ex2, ModelConfig(name="x", prompt="{question}"))
+        prompt_text(tinad, ex2, model_config(name="x", family="seq2seq", prompt="{question}"))
 
 
 def _module(lm_env, tmp_path, key, family, **extra):
@@ -91,7 +91,8 @@ def test_true_false_scorer_picks_the_likelier_verbalizer(lm_env, tmp_path, key, 
 
 @pytest.mark.parametrize("key,family", [("llama_chat", "causal_lm"), ("t5", "seq2seq")])
 def test_loss_goes_down_on_easy_fixture(lm_env, tmp_path, key, family):
-    built = _module(lm_env, tmp_path, key, family, prompt_loss_weight=0.0)
+    # prompt_loss_weight is a causal_lm setting (its default, 0.0: the loss is on the answer tokens)
+    built = _module(lm_env, tmp_path, key, family, **({"prompt_loss_weight": 0.0} if family == "causal_lm" else {}))
     module = built.module
     if family == "causal_lm":  # the chat template was applied to the prompts
         first = built.data.train.encoded.input_ids[: built.data.train.encoded.offsets[1]].tolist()

@@ -106,3 +106,16 @@ def test_run_files_print_counts_as_integers_from_the_declaration():
     assert is_count("cue_corpus/heldout", "n_cues") and not is_count("cue_corpus/heldout", "mlm_loss")
     assert not is_count("scone/test", "consistency")
     assert not is_count("no_such_benchmark/test", "n")  # a foreign eval set: shown as a score
+
+
+def test_every_benchmark_has_one_headline_and_roles_come_from_the_declaration():
+    from negtrain.metrics.declared import headline, role_of, with_role
+
+    for name, cls in BENCHMARKS.items():
+        roles = {d.name: d.role for d in cls.reported_metrics}
+        assert "headline" in roles.values(), name
+        assert all(roles[d.name] == "count" for d in cls.reported_metrics if d.kind == "count"), name
+    assert role_of("consistency/scope") == "consistency" and role_of("accuracy/scope") == "score"
+    assert headline(["n", "f1", "accuracy"]) == "accuracy"  # a record's preferred headline
+    assert headline(["n", "strict"]) is None
+    assert with_role(["accuracy", "coherence/input", "n", "strict"], "consistency") == ["coherence/input", "strict"]

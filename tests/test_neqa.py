@@ -167,7 +167,7 @@ def test_evaluate_takes_an_index_or_the_choice_text(data_dir, tmp_path, monkeypa
 def test_validate_scores_neqa_like_the_scorer(family, data_dir, tmp_path, monkeypatch, one_thread):
     from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from negtrain.config import ModelConfig, validate_recipe
+    from negtrain.config import model_config, validate_recipe
     from negtrain.models.continuation import continuation_logprobs
     from negtrain.models.lm import choice_inputs
     from negtrain.recipes import LoadedRecipe
@@ -191,7 +191,7 @@ def test_validate_scores_neqa_like_the_scorer(family, data_dir, tmp_path, monkey
     examples = bench.load("test")
     tok = AutoTokenizer.from_pretrained(path)
     model = (AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM).from_pretrained(path).eval()
-    ctx, conts, chars = choice_inputs(tok, bench, examples, ModelConfig(name=str(path), family=family, max_length=128), causal)
+    ctx, conts, chars = choice_inputs(tok, bench, examples, model_config(name=str(path), family=family, max_length=128), causal)
     right = right_norm = 0
     for i, e in enumerate(examples):
         ll = continuation_logprobs(model, [ctx[i]], [conts[i]], encoder_decoder=not causal, pad_id=tok.pad_token_id or 0).logprob[0]

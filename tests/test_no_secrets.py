@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from negtrain.cli import main
+from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
 
 SECRETS = {
     "HF_TOKEN": "hf_plantedTokenValue0123456789",
@@ -69,3 +70,30 @@ def test_planted_tokens_appear_in_no_file_and_no_output(tmp_path, monkeypatch, c
         assert value not in printed.out and value not in printed.err
     # The masking is visible where the token was: the recipe says it was redacted.
     assert "***" in (run / "recipe.yaml").read_text()
+
+
+def test_a_served_cards_api_key_appears_in_no_file_and_no_output(lm_env, tmp_path, monkeypatch, capsys):
+    """The served-model backend's key (read from the variable --api-key-env names) reaches the
+    server's Authorization header and nothing else: not recipe.yaml, the response cache, the
+    card, the metrics or what is printed, also when a request fails."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from served_standin import StandIn
+
+    canary = "sk-canaryServedKey-0123456789abcdef"
+    monkeypatch.setenv("SERVED_API_KEY", canary)
+    out, cache = tmp_path / "card", tmp_path / "shared-cache"
+    with StandIn(lm_env["llama"]) as server:
+        assert main(["evaluate", "--model", str(lm_env["llama"]), "--backend", "openai", "--base-url", server.url, "--benchmarks", "tinad",
+                     "--api-key-env", "SERVED_API_KEY", "--out", str(out), "--cache", str(cache)]) == 0
+        assert set(server.auth) == {f"Bearer {canary}"}
+    with StandIn(lm_env["llama"], always=401) as server:
+        assert main(["evaluate", "--model", str(lm_env["llama"]), "--backend", "openai", "--base-url", server.url, "--benchmarks", "tinad",
+                     "--api-key-env", "SERVED_API_KEY", "--out", str(tmp_path / "refused")]) == 2
+    printed = capsys.readouterr()
+    assert "HTTP 401" in printed.err and "log-probabilities" not in printed.err
+    written = [p for folder in (out, cache, tmp_path / "refused") for p in folder.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".sqlite" for p in written) and (out / "card.md") in written
+    for path in written:
+        assert canary.encode() not in path.read_bytes(), path
+    assert canary not in printed.out + printed.err
+    assert "key_env: SERVED_API_KEY" in (out / "recipe.yaml").read_text()

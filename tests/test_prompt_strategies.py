@@ -222,7 +222,7 @@ def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm
     assert "tokens generated" in (out / "card.md").read_text()
 
 
-def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env, tmp_path, capsys):  # noqa: F811
+def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env, tmp_path, capsys, monkeypatch):  # noqa: F811
     out = tmp_path / "chat"
     code = main([
         "evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--benchmarks", "scone", "--strategy", "conditional_q",
@@ -233,12 +233,98 @@ def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env
     line = json.loads((out / "predictions" / "scone-test-validate.jsonl").read_text().splitlines()[0])
     assert line["prompt"].startswith("<s>[INST] Answer briefly.[/INST]") or line["prompt"].startswith("<s>[INST] Answer briefly. [/INST]")
     assert "[INST] Is it true that if " in line["prompt"]
-    # No chat template: an error line and exit 2, before the weights are read (none are here).
-    bare = tmp_path / "bare"
-    bare.mkdir()
-    for f in Path(lm_env["llama"]).iterdir():
-        if not f.name.endswith(".safetensors"):
-            (bare / f.name).write_bytes(f.read_bytes())
-    code = main(["evaluate", "--model", str(bare), "--family", "causal_lm", "--benchmarks", "scone", "--chat", "--out", str(tmp_path / "x")])
+    # No chat template: an error line and exit 2, before the weights are loaded.
+    import negtrain.models.lm as lm
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the weights were loaded before --chat was checked")
+
+    monkeypatch.setattr(lm, "load_base", no_loading)
+    capsys.readouterr()
+    code = main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--benchmarks", "scone", "--chat", "--out", str(tmp_path / "x")])
     assert code == 2
     assert "has no chat template" in capsys.readouterr().err
+
+
+def test_unreadable_chain_of_thought_answers_are_wrong_counted_and_kept(lm_env, tmp_path):  # noqa: F811
+    out = tmp_path / "cot"
+    code = main([
+        "evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--benchmarks", "condaqa", "--strategy", "cot",
+        "--out", str(out), "--trainer.limit_val_batches=1", "--data.eval_batch_size=4", "--trainer.torch_threads=1",
+        "--trainer.precision=32-true", "--evaluation.bootstrap=0",
+    ])
+    assert code == 0
+    (record,) = _records(out)
+    lines = [json.loads(x) for x in (out / "predictions" / "condaqa-test-validate.jsonl").read_text().splitlines()]
+    assert len(lines) == record["metrics"]["n"] == 4  # none dropped
+    unread = [x for x in lines if so_the_answer_is(x["response"]) is None]
+    assert record["metrics"]["n_unparsed"] == len(unread) > 0  # a random model never writes "So the answer is"
+    assert all(x["prediction"] is None and x["unparsed"] for x in unread)
+    assert all(x["prompt"].endswith("Answer: Let's think step by step.") for x in lines)
+    scored = score_file("condaqa", "test", out / "predictions" / "condaqa-test-validate.jsonl", allow_missing=True, bootstrap=0)
+    assert scored.metrics["n_unparsed"] == len(unread) and scored.metrics["n"] == 4
+    assert scored.metrics["accuracy"] == pytest.approx(record["metrics"]["accuracy"])
+
+
+def test_tinad_zeroshot_protocol_takes_the_plain_or_the_chat_prompt(lm_env, tmp_path):  # noqa: F811
+    common = ["--trainer.torch_threads=1", "--trainer.precision=32-true", "--evaluation.bootstrap=0"]
+    plain = tmp_path / "plain"
+    assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot", "--out", str(plain), *common]) == 0
+    (record,) = _records(plain)
+    assert record["variant"] == "plain"
+    line = json.loads((plain / "predictions" / "tinad-test-plain.jsonl").read_text().splitlines()[0])
+    assert line["prompt"].startswith("Is the following statement True or False? ") and line["prompt"].endswith(".")
+    assert not line["prompt"].endswith("..")
+    assert set(line["response"]) == {"True", "False"}  # each label's log-likelihood
+    assert line["prediction"] == max(line["response"], key=line["response"].get)
+    chat = tmp_path / "chat"
+    assert main(["evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot", "--chat", "--out", str(chat), *common]) == 0
+    (record,) = _records(chat)
+    line = json.loads((chat / "predictions" / "tinad-test-chat.jsonl").read_text().splitlines()[0])
+    assert record["variant"] == "chat" and line["prompt"].startswith("<s>[INST] Is the following statement True or False? Answer only True or False. ")
+
+
+def test_generation_is_the_same_batched_alone_and_with_the_shared_prefix_run_once(lm_env, monkeypatch):  # noqa: F811
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from negtrain.models import generation
+
+    torch.manual_seed(0)
+    tok = AutoTokenizer.from_pretrained(lm_env["llama"])
+    tok.pad_token = tok.eos_token
+    model = AutoModelForCausalLM.from_pretrained(lm_env["llama"]).eval()
+    strategy = get_strategy("scone", "hypothesis_q")
+    prompts = [strategy.paper_prompt({"premise": f"the man does not own a {w}", "hypothesis": "the man does not own a dog"}, None).text()
+               for w in ("cat", "big collie", "very small and quiet terrier", "poodle")]
+    limits = generation.Limits(12, ("\n\n",))
+    ids = tok(prompts)["input_ids"]
+    batch = torch.full((len(ids), max(map(len, ids))), tok.pad_token_id)
+    mask = torch.zeros_like(batch)
+    for i, x in enumerate(ids):
+        batch[i, batch.shape[1] - len(x):], mask[i, batch.shape[1] - len(x):] = torch.tensor(x), 1
+    p, _, _ = generation.shared_prefix(batch, mask, tok.pad_token_id)
+    assert p >= 300  # the four demonstrations and "Q: Assume that the man does not own a"
+    shared = generation.respond(model, tok, prompts, limits, batch_size=4)
+    alone = [generation.respond(model, tok, [x], limits, batch_size=1)[0] for x in prompts]
+    monkeypatch.setattr(generation, "MIN_SHARED_PREFIX", 10**9)
+    plain = generation.respond(model, tok, prompts, limits, batch_size=4)
+    assert [g.text for g in shared] == [g.text for g in plain] == [g.text for g in alone]
+    assert [g.tokens for g in shared] == [g.tokens for g in plain]
+    assert all("\n\n" not in g.text for g in shared)
+
+
+def test_a_seq2seq_model_answers_a_strategy_with_the_papers_shots(lm_env, tmp_path):  # noqa: F811
+    out = tmp_path / "t5"
+    code = main([
+        "evaluate", "--model", str(lm_env["t5"]), "--family", "seq2seq", "--benchmarks", "scone", "--strategy", "hypothesis_q",
+        "--shots", "paper", "--out", str(out), "--trainer.limit_val_batches=1", "--data.eval_batch_size=4",
+        "--trainer.torch_threads=1", "--trainer.precision=32-true", "--evaluation.bootstrap=0",
+    ])
+    assert code == 0
+    (record,) = _records(out)
+    lines = [json.loads(x) for x in (out / "predictions" / "scone-test-validate.jsonl").read_text().splitlines()]
+    assert len(lines) == record["metrics"]["n"] == 4 and record["metrics"]["n_unparsed"] == 0
+    for line in lines:
+        assert line["prompt"].startswith(E4) and line["shots"] == ["paper:1", "paper:2", "paper:3", "paper:4"]
+        assert line["prediction"] == ("entailment" if "yes" in line["response"].lower() else "not_entailment")

@@ -96,6 +96,28 @@ def test_fit_records_data_hashes_model_hash_versions_and_constraints(tiny_nli, d
     assert main(["env", "--constraints", str(run)]) == 0
     assert capsys.readouterr().out == out.read_text()
 
+    # An export carries it beside the weights and in its model card.
+    exported = tmp_path / "export"
+    assert main(["export", "--run", str(run), "--out", str(exported)]) == 0
+    assert json.loads((exported / "provenance.json").read_text()) == record
+    card = (exported / "README.md").read_text()
+    assert "## Provenance" in card and _sha256(data_dir / MONLI_TEST) in card and record["model"]["content_sha256"] in card
+
+    # report --run A --run B warns when B read other bytes or ran another major version.
+    other = tmp_path / "other"
+    shutil.copytree(run, other, ignore=shutil.ignore_patterns("checkpoints", ".negtrain.lock"))
+    changed = json.loads((other / "provenance.json").read_text())
+    changed["data"][1]["files"][0]["sha256"] = "0" * 64
+    bumped = f"{int(record['packages']['transformers'].split('.')[0]) + 1}.0.0"
+    changed["packages"]["transformers"] = bumped
+    (other / "provenance.json").write_text(json.dumps(changed))
+    capsys.readouterr()
+    assert main(["report", "--run", str(run), "--run", str(other)]) == 0
+    said = capsys.readouterr().out
+    summary = (run / "report-vs-other" / "summary.md").read_text()
+    for warning in (f"data file {MONLI_TEST} differs", f"transformers major version differs: {record['packages']['transformers']} in A, {bumped} in B"):
+        assert warning in said and warning in summary
+
 
 def _card(model, out):
     args = ["evaluate", "--model", str(model), "--family", "nli", "--benchmarks", "monli", "--out", str(out),

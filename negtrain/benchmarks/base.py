@@ -15,6 +15,7 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -39,6 +40,33 @@ class Example:
 #: Reported by every benchmark answered by greedy generation with an answer rule (a prompt
 #: strategy): how many responses no rule could read (scored as wrong).
 GENERATION_METRICS = (count("n_unparsed"),)
+
+
+class AnswerKind(str, Enum):
+    """What a benchmark's answer is, declared once per benchmark (``Benchmark.answer_type``);
+    what a model family can do with each kind is the family's business.
+
+    A ``str`` enum, so the kind reads and writes as its name (``"choice"``) in listings and files."""
+
+    #: A prediction is one of ``labels`` (its id).
+    LABEL = "label"
+    #: A prediction is a generated answer, scored by ``is_correct``; the metric receives 1 or 0.
+    TEXT = "text"
+    #: Multiple choice by log-likelihood: the benchmark provides ``context(example)``,
+    #: ``choices(example)``, ``target_delimiter`` and ``choice_label(prediction, example)``, and
+    #: ``labels`` are the choice indices (see :mod:`negtrain.benchmarks.neqa`).
+    CHOICE = "choice"
+    #: Cloze probes: a token fills a blank (negated LAMA).
+    CLOZE = "cloze"
+
+    @property
+    def builds_own_context(self) -> bool:
+        """Whether each example brings its own context (choices, a blank), so that no prompt,
+        verbalizer or shots apply."""
+        return self in (AnswerKind.CHOICE, AnswerKind.CLOZE)
+
+    def __str__(self) -> str:
+        return self.value
 
 
 class Benchmark(ABC):
@@ -79,12 +107,8 @@ class Benchmark(ABC):
     def spaces(self) -> tuple[tuple[str, ...], ...]:
         return self.prediction_spaces or (tuple(self.labels),)
 
-    #: "label": a prediction is one of ``labels`` (its id). "text": a prediction is a generated
-    #: answer, scored by :meth:`is_correct`; the metric then receives 1 (right) or 0 (wrong).
-    #: "choice": multiple choice by log-likelihood; the benchmark provides ``context(example)``,
-    #: ``choices(example)``, ``target_delimiter`` and ``choice_label(prediction, example)``, and
-    #: ``labels`` are the choice indices (see :mod:`negtrain.benchmarks.neqa`).
-    answer_type: ClassVar[str] = "label"
+    #: What an answer is (see :class:`AnswerKind`).
+    answer_type: ClassVar[AnswerKind] = AnswerKind.LABEL
     #: Names of ``Example.inputs`` as placeholders of a prompt template, e.g. "{premise}".
     input_names: ClassVar[tuple[str, ...]] = ("premise", "hypothesis")
     #: The input a language-model family builds when the recipe sets no prompt.
@@ -147,7 +171,7 @@ class Benchmark(ABC):
 
     @property
     def generative(self) -> bool:
-        return self.answer_type == "text"
+        return self.answer_type is AnswerKind.TEXT
 
     def prompt_fields(self, example: Example) -> dict[str, str]:
         return dict(zip(self.input_names, example.inputs))
@@ -235,6 +259,10 @@ class Benchmark(ABC):
 
 
 # --------------------------------------------------------------------------------------------
+#: Why the mlm family cannot score a benchmark other than its cloze probes: the one wording every
+#: benchmark's ``unsupported`` row uses.
+MLM_SCORES_ONLY_CLOZE = "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)"
+
 # NLI benchmarks: one scoring row and one prompt/verbalizer convention for all of them.
 
 #: How each family scores a premise/hypothesis benchmark.
@@ -244,7 +272,7 @@ NLI_SCORING: Mapping[str, str] = {
     "causal_lm": "log-likelihood of each label's verbalizer as the prompt's continuation (prompt run once)",
 }
 NLI_UNSUPPORTED: Mapping[str, str] = {
-    "mlm": "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)",
+    "mlm": MLM_SCORES_ONLY_CLOZE,
 }
 #: Default LM prompts: the pair as a question whose answer is the verbalizer.
 NLI2_PROMPT = '{premise}\nQuestion: Does this imply that "{hypothesis}"? Yes or no?\nAnswer:'

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import MLM_SCORES_ONLY_CLOZE, AnswerKind, Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, scores
 
@@ -60,7 +60,7 @@ class Condaqa(Benchmark):
         count("groups_scored"),
         count("n"),
     )
-    answer_type = "text"
+    answer_type = AnswerKind.TEXT
     input_names = ("passage", "question")
     # UnifiedQA's input format: the question-answering context and question joined by the
     # literal two characters backslash-n (UnifiedQA's separator), passage first as in CondaQA's
@@ -75,7 +75,7 @@ class Condaqa(Benchmark):
     }
     unsupported = {
         "nli": "free-text answers: a classification head cannot produce them",
-        "mlm": "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)",
+        "mlm": MLM_SCORES_ONLY_CLOZE,
     }
     citation = (
         "Ravichander, Gardner, Marasović (2022). CONDAQA: A Contrastive Reading Comprehension "

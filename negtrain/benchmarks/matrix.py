@@ -11,25 +11,24 @@ run's ``recipe.yaml`` records exactly what was scored.
 from __future__ import annotations
 
 import string
-import typing
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
-from negtrain.config import EvalConfig, ModelConfig
+from negtrain.config import FAMILIES, FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families_where
 from negtrain.errors import ConfigError, NegtrainError, did_you_mean
 from negtrain.prompts.strategies import get_strategy, strategies
 
-#: Families that read a benchmark through a prompt.
-LM_FAMILIES = ("seq2seq", "causal_lm")
+#: Families that read a benchmark through a prompt (declared by each family's settings section).
+LM_FAMILIES = tuple(families_where("reads_prompts"))
 
 
 def families() -> tuple[str, ...]:
     """The model families a recipe can name (``model.family``; a test checks they are the
     builders' table, negtrain.models.families, which sits on a floor above this one)."""
-    return typing.get_args(ModelConfig.model_fields["family"].annotation)
+    return FAMILIES
 
 
 def unsupported_reason(bench: Benchmark, family: str) -> str | None:
@@ -137,7 +136,7 @@ def _resolve_strategy(entry, bench: Benchmark, where: str, chat: bool) -> None:
 def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eval_entry: bool, chat: bool = False) -> None:
     bench = get_benchmark(entry.benchmark)
     bench.check_split(entry.split)
-    if family == "mlm" and not eval_entry:
+    if FAMILY_SECTIONS[family].trains_objective and not eval_entry:
         # The mlm family's objectives read training benchmarks as text (the cue-masking corpus,
         # negated-LAMA probes); its builder checks them. The matrix is about scoring.
         return
@@ -146,9 +145,20 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
     if family not in LM_FAMILIES:
         given = [s for s in settings if getattr(entry, s) not in (None, 0)]
         if given:
-            raise ConfigError(f"{where}: {', '.join(given)} apply to the seq2seq and causal_lm families, not '{family}'")
+            raise ConfigError(f"{where}: {', '.join(given)} apply to the {' and '.join(LM_FAMILIES)} families, not '{family}'")
         return
-    if bench.answer_type in ("choice", "cloze"):
+    if bench.answer_type is AnswerKind.CHOICE and eval_entry and entry.strategy is not None and strategies(bench.name):
+        # A multiple-choice benchmark with strategies of its own (ScoNe-NLG): the strategy's prompt
+        # is the context, its demonstrations the shots (paper), and it is answered by its choices'
+        # log-likelihood or, generating, by completions written for people to judge.
+        given = [s for s in ("prompt", "verbalizer", "shots_split") if getattr(entry, s) is not None]
+        if given or entry.shots not in (0, "paper"):
+            raise ConfigError(f"{where}: a strategy of '{bench.name}' takes shots 0 or paper and no {', '.join(given) or 'drawn shots'}")
+        strategy = get_strategy(bench.name, entry.strategy)
+        if entry.shots == "paper" and strategy.fewshot is None:
+            raise ConfigError(f"{where}: strategy {bench.name}/{strategy.name} has no fixed demonstrations, so shots: paper does not apply")
+        return
+    if bench.answer_type.builds_own_context:
         # Multiple choice (NeQA) and cloze probes (negated LAMA) build their own context from
         # the example; a prompt, verbalizer or shots would not be read, so they are refused.
         given = [s for s in settings if getattr(entry, s) not in (None, 0)]
@@ -200,6 +210,8 @@ def resolve_benchmarks(recipe, announce: bool = True) -> list[Skipped]:
     """Expand ``all``, check every (family, benchmark) pair and fill prompts and verbalizers, in
     place on ``recipe``. Returns the benchmarks ``all`` skipped (printed when ``announce``)."""
     family = recipe.model.family
+    lm = recipe.model if isinstance(recipe.model, LanguageModelConfig) else None
+    model_prompt, chat = (lm.prompt, lm.chat) if lm is not None else (None, False)
     data = recipe.data
     skipped: list[Skipped] = []
     for field in ("eval", "test"):
@@ -209,10 +221,10 @@ def resolve_benchmarks(recipe, announce: bool = True) -> list[Skipped]:
             skipped += lost
             setattr(data, field, entries)
     for i, source in enumerate(data.train):
-        _resolve_entry(source, family, recipe.model.prompt, f"data.train[{i}]", eval_entry=False)
+        _resolve_entry(source, family, model_prompt, f"data.train[{i}]", eval_entry=False)
     for field in ("eval", "test"):
         for i, entry in enumerate(getattr(data, field) or []):
-            _resolve_entry(entry, family, recipe.model.prompt, f"data.{field}[{i}]", eval_entry=True, chat=recipe.model.chat)
+            _resolve_entry(entry, family, model_prompt, f"data.{field}[{i}]", eval_entry=True, chat=chat)
     if announce:
         for s in skipped:
             print(f"all: skipping {s.benchmark}/{s.split}: {s.reason}", flush=True)
@@ -235,8 +247,8 @@ def matrix() -> list[dict]:
                     f: {"supported": unsupported_reason(bench, f) is None, "how": bench.scoring.get(f) or unsupported_reason(bench, f)}
                     for f in families()
                 },
-                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if f in bench.scoring and bench.answer_type not in ("choice", "cloze")},
-                "verbalizer": bench.verbalizer() if bench.answer_type == "label" else None,
+                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if f in bench.scoring and not bench.answer_type.builds_own_context},
+                "verbalizer": bench.verbalizer() if bench.answer_type is AnswerKind.LABEL else None,
                 "strategies": {n: strategy_line(st) for n, st in strategies(name).items()},
             }
         )
@@ -246,7 +258,8 @@ def matrix() -> list[dict]:
 def strategy_line(strategy) -> str:
     """One line saying how a strategy is answered and where it comes from."""
     a = strategy.answer
-    how = f"generate ({a.rule}, {a.max_new_tokens} tokens)" if a.generates else "verbalizer log-likelihood"
+    scored = "the choices' log-likelihood" if get_benchmark(strategy.benchmark).answer_type is AnswerKind.CHOICE else "verbalizer log-likelihood"
+    how = f"generate ({a.rule}, {a.max_new_tokens} tokens)" if a.generates else scored
     shots = f", paper shots: {strategy.fewshot.count}" if strategy.fewshot is not None else ""
     chat = ", chat models" if strategy.chat == "required" else ""
     return f"{how}{shots}{chat}; {strategy.paper}: {strategy.source}"

@@ -27,11 +27,18 @@ Splits (this project's; the paper has none, it only probes):
   test cloze appears in training. The same subject can appear on both sides with different
   relations, and relations are on both sides: the split tests new facts, not new relations.
 
-Scoring and metrics: :class:`negtrain.metrics.cloze.NegatedLamaMetric`. Families: ``mlm`` (the
-blank is the mask token; multi-token objects follow ``objective.unlikelihood.multi_token_objects``,
-else are an error) and ``causal_lm`` (blanks that end the sentence only, see
-:mod:`negtrain.models.lm`). ``negtrain evaluate --predictions`` cannot score it: the rank
-correlation needs the model's scores over the vocabulary.
+Scoring and metrics: :class:`negtrain.metrics.cloze.NegatedLamaMetric`, over LAMA's common
+vocabulary as Kassner & Schütze's code scores it (:func:`common_vocabulary`: a probe whose object is
+not in it, or is not one token of the scored model, is skipped, ``n_skipped``). Families: ``mlm``
+(the blank is the mask token) and ``causal_lm`` (blanks that end the sentence only, see
+:mod:`negtrain.models.lm`). ``negtrain evaluate --predictions`` re-scores a run's own prediction
+lines, which carry the model's top-1s, rank correlation and ranks per probe.
+
+The common vocabulary: LAMA (Petroni et al. 2019) distributes ``common_vocab_cased.txt`` (21,018
+words: the vocabulary the models it compares share) from its own server; the identical file is in
+``ncarraz/OptiPrompt`` as ``common_vocabs/common_vocab_cased.txt.original`` (OptiPrompt's
+``common_vocab_cased.txt`` is a different, smaller file), and it is read from there like every
+other benchmark file.
 """
 
 from __future__ import annotations
@@ -41,9 +48,10 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar
 
-from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.benchmarks.files import RemoteFile
+from negtrain.errors import DataError
 from negtrain.metrics.declared import count, score
 
 #: The negated-LAMA scores where lower is better (NegatedLamaMetric reports them; the declaration
@@ -61,6 +69,27 @@ TREX_RELATIONS = (
 )
 GOOGLE_RE = {"place_of_birth": "P19", "place_of_death": "P20", "date_of_birth": "P569"}
 TEST_PERCENT = 20
+#: LAMA's common vocabulary (see the module docstring).
+COMMON_VOCAB = RemoteFile("ncarraz/OptiPrompt", "common_vocabs/common_vocab_cased.txt.original", revision="main")
+
+
+def common_vocabulary() -> list[str]:
+    """LAMA's common vocabulary, one word a line, in the file's order (duplicates dropped)."""
+    path = local(COMMON_VOCAB)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    words = list(dict.fromkeys(w.strip() for w in text.splitlines() if w.strip()))
+    if not words:
+        raise DataError(f"{path}: the common vocabulary is empty")
+    return words
+
+
+def relation_file(source: str, relation: str) -> str:
+    """The relation file a probe comes from, as K&S average per file: one per TREx and GoogleRE
+    relation, ``ConceptNet`` and ``SQUAD/squad`` one file each."""
+    return f"{source}/{relation}" if relation else source
 INPUTS = ("affirmative", "negated", "misprimed")
 
 
@@ -106,7 +135,7 @@ class NegatedLama(Benchmark):
     splits = ("train", "test", "all")
     labels = ()  # open vocabulary: the label is the object string
     open_vocabulary = True
-    answer_type = "cloze"
+    answer_type = AnswerKind.CLOZE
     scoring = {
         "mlm": "top-1 token at the [MASK] of the affirmative, negated and misprimed cloze",
         "causal_lm": "next token after the text before the blank, for probes whose blank ends the sentence (the rest: n_skipped)",
@@ -124,8 +153,9 @@ class NegatedLama(Benchmark):
         *(d for name in LOWER_IS_BETTER for d in (score(name, lower_is_better=True), score(f"{name}/<source>", lower_is_better=True))),
         count("n_probes"),
         count("n_skipped"),
+        count("common_vocab_left_out"),
     )
-    prediction_help = "(predictions files are not supported: the metrics need the model's scores)"
+    prediction_help = "a line a negtrain run wrote (top-1s, rank correlation and ranks per probe)"
     citation = (
         "Kassner, Schütze (2020). Negated and Misprimed Probes for Pretrained Language Models: Birds Can "
         "Talk, But Cannot Fly. ACL 2020. Petroni et al. (2019). Language Models as Knowledge Bases? "
@@ -133,7 +163,8 @@ class NegatedLama(Benchmark):
     )
 
     def files(self, split: str) -> list[RemoteFile]:
-        return [RemoteFile(REPO, path, revision="master") for _, _, path in lama_files(self.variant)]
+        # The common vocabulary last: read() pairs the probe files with lama_files() in order.
+        return [*(RemoteFile(REPO, path, revision="master") for _, _, path in lama_files(self.variant)), COMMON_VOCAB]
 
     def read(self, split: str) -> list[Example]:
         examples = []
@@ -153,15 +184,19 @@ class NegatedLama(Benchmark):
                         label=obj,
                         subset=source,
                         group=f"{source}/{rel}",
-                        meta={"file": str(row.path), "line": row.line, "key": key, "prime": prime_word(texts[2])},
+                        meta={"file": str(row.path), "line": row.line, "key": key, "prime": prime_word(texts[2]),
+                              "relation_file": relation_file(source, relation)},
                     )
                 )
         return examples
 
     def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None):
-        from negtrain.metrics.cloze import NegatedLamaMetric  # torch: imported when scoring, not when listing
+        from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric  # torch: imported when scoring, not when listing
 
-        return NegatedLamaMetric.for_examples(examples, predicted_labels or ())
+        # Without a model the gold objects have no token ids: what a run scores is built by the
+        # family (see negtrain.models.mlm / lm); this one names the metrics.
+        return NegatedLamaMetric([SKIPPED] * len(examples), [[] for _ in examples], [e.subset for e in examples],
+                                 [e.group for e in examples], files=[e.meta["relation_file"] for e in examples])
 
     def scorer(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None):
         return self.metric(examples, predicted_labels)
@@ -178,8 +213,3 @@ class NegatedLamaHighRanked(NegatedLama):
 class NegatedLamaLowRanked(NegatedLama):
     name = "negated_lama-low_ranked"
     variant = "low_ranked"
-
-
-def probe_texts(examples: Sequence[Example]) -> list[tuple[str, str, Example]]:
-    """(affirmative, negated, example) per probe, for unlikelihood training."""
-    return [(e.inputs[0], e.inputs[1], e) for e in examples]

@@ -33,6 +33,10 @@ Two ways to score it:
   Reported as ``outcome_choice_accuracy``, ``outcome_choice_accuracy/<condition>`` and
   ``outcome_choice_consistency``: never under the paper's names, because preferring the right kind
   of ending is not writing a coherent one.
+
+The prompts are strategies in ``negtrain/prompts/scone_nlg.yaml`` (``completion``: the bare
+narrative, or after E.13's demonstrations with ``shots: paper``; ``outcome_choice``: the proxy after
+the same prompts); the ``scone-nlg`` protocol runs all four and writes the completions for judging.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.benchmarks.base import Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import MLM_SCORES_ONLY_CLOZE, AnswerKind, Benchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
 from negtrain.metrics.declared import count, score, scores
@@ -75,7 +79,7 @@ class SconeNlg(Benchmark):
     labels = OUTCOMES
     prediction_spaces = (OUTCOMES, ONE_ANNOTATOR, TWO_ANNOTATORS)
     human_judgements = True
-    answer_type = "choice"
+    answer_type = AnswerKind.CHOICE
     input_names = ("sentence",)
     target_delimiter = " "
     reported_metrics = (
@@ -93,7 +97,7 @@ class SconeNlg(Benchmark):
     }
     unsupported = {
         "nli": "narratives to complete, not premise/hypothesis pairs",
-        "mlm": "the mlm family scores only the [MASK] cloze probes (negated_probes, negated_lama)",
+        "mlm": MLM_SCORES_ONLY_CLOZE,
     }
     prediction_help = (
         "an ending index (0 or 1) or the text of one of the frame's two endings (the outcome_choice proxy); "
@@ -177,6 +181,13 @@ class SconeNlg(Benchmark):
         return ONE_ANNOTATOR if annotators == 1 else TWO_ANNOTATORS
 
     # -- metrics --------------------------------------------------------------------------------
+
+    def completions_metric(self, examples: Sequence[Example]):
+        """What a protocol's completions report before they are judged: ``n`` (see
+        :class:`negtrain.metrics.scone_nlg.CompletionsWritten`)."""
+        from negtrain.metrics.scone_nlg import CompletionsWritten
+
+        return CompletionsWritten(num_examples=len(examples))
 
     def metric(self, examples: Sequence[Example], predicted_labels: Sequence[str] = OUTCOMES):
         from negtrain.metrics.scone_nlg import JudgedCompletions, OutcomeChoice  # torch: imported when scoring

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from negtrain.benchmarks.base import Benchmark, Example, Row, local, read_jsonl
+from negtrain.benchmarks.base import MLM_SCORES_ONLY_CLOZE, Benchmark, Example, Row, local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
 from negtrain.metrics.declared import count, score, scores
 
@@ -57,7 +57,7 @@ class Tinad(Benchmark):
     }
     unsupported = {
         "nli": "single sentences judged True/False, not premise/hypothesis pairs",
-        "mlm": "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)",
+        "mlm": MLM_SCORES_ONLY_CLOZE,
     }
     citation = (
         "García-Ferrero, Altuna, Álvez, Gonzalez-Dios, Rigau (2023). This is not a Dataset: A Large "

@@ -7,6 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
+from negtrain.config import FAMILIES
 from negtrain.errors import NegtrainError
 
 
@@ -23,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the scoring matrix and the benchmarks, their splits, labels and metric names")
     card = p.add_argument_group("report card (any model, no recipe): --model NAME --family F")
     card.add_argument("--model", help="a Hub id, local folder, pkg:<package>/<dir>, or a negtrain run directory / .ckpt")
-    card.add_argument("--family", choices=("nli", "seq2seq", "causal_lm", "mlm"), help="the model family (a run directory brings its own)")
+    card.add_argument("--family", choices=FAMILIES, help="the model family (a run directory brings its own)")
     card.add_argument("--adapter", help="a trained peft adapter folder to load onto --model")
     card.add_argument("--benchmarks", default="all", help="'all' (default: every benchmark the family can score) or a,b,c")
     card.add_argument("--shots", type=shots_arg, default=0, metavar="K|paper",
@@ -37,6 +38,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="leave the prompt and response out of the prediction lines (very large runs)")
     card.add_argument("--out", type=Path, help="the card's directory (default: cards/<model>-<family>-<time>)")
     card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
+    served = p.add_argument_group("served model (--backend openai: --model is the served model's name)")
+    served.add_argument("--backend", choices=("hf", "openai"), default="hf",
+                        help="hf: load the model here (default); openai: an OpenAI-compatible server at --base-url")
+    served.add_argument("--base-url", help="the server's API root, e.g. http://127.0.0.1:8000/v1")
+    served.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the API key (the key itself is never an argument)")
+    served.add_argument("--cache", type=Path, help="the response cache (a folder or .sqlite file) to share between cards (default: in --out)")
+    served.add_argument("--concurrency", type=int, help="requests in flight at once (default 4)")
+    served.add_argument("--timeout", type=float, help="seconds to wait for one answer (default 120; retried)")
+    served.add_argument("--retries", type=int, help="retries on 429, 5xx and timeouts, with backoff (default 5)")
+    served.add_argument("--max-requests", type=int, metavar="N", help="stop once N requests were sent (answers stay cached)")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -49,12 +60,21 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError("--protocol names its own benchmarks, strategies and shots; drop --benchmarks, --strategy and --shots")
         if args.shots == "paper" and not args.strategy:
             raise NegtrainError("--shots paper uses a strategy's fixed demonstrations; add --strategy NAME")
-        make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        from negtrain.errors import Preempted
+
+        try:
+            make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        except Preempted as stopped:
+            # Never a success: the finished benchmarks are kept, and the same command continues.
+            print(f"{stopped}", flush=True)
+            return stopped.exit_code
         return 0
     card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system") if getattr(args, n) is not None]
     card_only += [f for f, on in (("--chat", args.chat), ("--fewshot-as-multiturn", args.fewshot_as_multiturn), ("--no-log-samples", not args.log_samples)) if on]
     card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
     card_only += ["--benchmarks"] if args.benchmarks != "all" else []
+    card_only += [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests")
+                  if getattr(args, n) is not None] + (["--backend"] if args.backend != "hf" else [])
     if card_only:
         raise NegtrainError(f"{', '.join(card_only)} go with --model (a report card)")
     if extra:
@@ -103,7 +123,9 @@ def listing() -> list[dict]:
     from negtrain.benchmarks.registry import BENCHMARKS
 
     out = []
-    for (name, cls), scoring in zip(BENCHMARKS.items(), matrix()):
+    for scoring in matrix():  # each row names its benchmark, so nothing is paired by position
+        name = scoring["benchmark"]
+        cls = BENCHMARKS[name]
         spaces = cls.prediction_spaces or (tuple(cls.labels),)
         out.append(
             {

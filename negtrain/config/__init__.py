@@ -11,8 +11,25 @@ Every public name is re-exported here: code imports from ``negtrain.config``, no
 """
 
 from negtrain.config.data import DataConfig, EvalConfig, MixConfig, SourceConfig
-from negtrain.config.evaluation import EvaluationConfig
-from negtrain.config.model import AdapterConfig, ModelConfig
+from negtrain.config.evaluation import RUN_ONLY_SERVER_SETTINGS, EvaluationConfig, ServerConfig
+from negtrain.config.model import (
+    DEFAULT_FAMILY,
+    FAMILIES,
+    FAMILY_SECTIONS,
+    AdapterConfig,
+    CausalLmModelConfig,
+    LanguageModelConfig,
+    MlmModelConfig,
+    ModelConfig,
+    ModelSection,
+    NliModelConfig,
+    Seq2SeqModelConfig,
+    families_where,
+    families_with,
+    family_names,
+    family_of,
+    model_config,
+)
 from negtrain.config.objective import (
     CorpusConfig,
     CueMaskingConfig,
@@ -20,7 +37,14 @@ from negtrain.config.objective import (
     RetentionConfig,
     UnlikelihoodConfig,
 )
-from negtrain.config.recipe import SHORTHAND_SECTIONS, Recipe, is_text_field, to_dict, validate_recipe
+from negtrain.config.recipe import (
+    SHORTHAND_SECTIONS,
+    Recipe,
+    is_text_field,
+    to_dict,
+    validate_recipe,
+    without_other_families,
+)
 from negtrain.config.section import (
     MAX_EPOCH_EXAMPLES,
     MAX_SOURCE_WEIGHT,
@@ -37,10 +61,12 @@ from negtrain.config.yaml_loader import MAX_YAML_DEPTH, MAX_YAML_VALUES, load_ya
 
 __all__ = [
     "MAX_EPOCH_EXAMPLES", "MAX_SOURCE_WEIGHT", "MAX_TEMPERATURE", "MAX_TORCH_THREADS", "MAX_YAML_DEPTH",
-    "MAX_YAML_VALUES", "MIN_TEMPERATURE", "SHORTHAND_SECTIONS",
+    "MAX_YAML_VALUES", "MIN_TEMPERATURE", "RUN_ONLY_SERVER_SETTINGS", "SHORTHAND_SECTIONS", "DEFAULT_FAMILY", "FAMILIES", "FAMILY_SECTIONS",
+    "CausalLmModelConfig", "LanguageModelConfig", "MlmModelConfig", "ModelSection", "NliModelConfig",
+    "Seq2SeqModelConfig", "families_where", "families_with", "family_names", "family_of", "model_config",
     "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "EvaluationConfig",
     "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
-    "SelectionConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",
+    "SelectionConfig", "ServerConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",
     "check_keys", "is_text_field", "load_yaml", "parse_yaml", "selection_bias_note", "selection_split",
-    "to_dict", "validate_recipe",
+    "to_dict", "validate_recipe", "without_other_families",
 ]

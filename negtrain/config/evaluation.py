@@ -1,14 +1,50 @@
-"""The ``evaluation:`` section: how the numbers of every evaluation are qualified."""
+"""The ``evaluation:`` section: how the numbers of every evaluation are qualified, and what runs
+the model (the in-process ``hf`` backend, or a server: ``ServerConfig``)."""
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Literal
+
+from pydantic import Field, field_validator, model_validator
 
 from negtrain.config.section import Section
 
 
+class ServerConfig(Section):
+    """A model behind an OpenAI-compatible server (``evaluation.backend: openai``; see
+    negtrain/serving/openai.py). The API key itself is never a setting: only the name of the
+    environment variable that holds it."""
+
+    base_url: str = Field(description="The server's API root, e.g. http://127.0.0.1:8000/v1 (a missing /v1 is added).")
+    key_env: str | None = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description="The name of the environment variable holding the API key, sent as a bearer token (none: no key).",
+    )
+    concurrency: int = Field(4, ge=1, le=256, description="Requests in flight at once.")
+    timeout: float = Field(120.0, gt=0, le=3600, description="Seconds to wait for one answer before it counts as a timeout (retried).")
+    retries: int = Field(5, ge=0, le=20, description="Retries of a request answered with 429, a 5xx or nothing, with exponential backoff.")
+    max_requests: int | None = Field(
+        None, ge=1, description="Budget guard: the run stops (its answers cached) once this many requests were sent. None: no bound."
+    )
+    allow_missing: bool = Field(
+        False, description="A request that fails after its retries leaves its example unscored (listed in the card) instead of stopping the run."
+    )
+
+    @field_validator("base_url")
+    @classmethod
+    def _http(cls, v: str) -> str:
+        if not v.startswith(("http://", "https://")):
+            raise ValueError(f"base_url must start with http:// or https://, got {v!r}")
+        return v
+
+
+#: Server settings that change how a card is run, not what it scores: a rerun may change them.
+RUN_ONLY_SERVER_SETTINGS = ("concurrency", "timeout", "retries", "max_requests")
+
+
 class EvaluationConfig(Section):
-    """How the numbers of every evaluation are qualified (see negtrain/metrics/uncertainty.py)."""
+    """How the numbers of every evaluation are qualified (see negtrain/metrics/uncertainty.py),
+    and what runs the model."""
 
     bootstrap: int = Field(
         1000,
@@ -29,3 +65,16 @@ class EvaluationConfig(Section):
         "template) and its response (the generated text, or each label's score). `evaluate --no-log-samples` "
         "turns it off for very large runs.",
     )
+    backend: Literal["hf", "openai"] = Field(
+        "hf", description="hf: the model in this process (Lightning, any number of GPUs). openai: a model behind an "
+        "OpenAI-compatible server (`server`), scored by report cards (evaluate --model NAME --backend openai).",
+    )
+    server: ServerConfig | None = Field(None, description="The server, for backend openai.")
+
+    @model_validator(mode="after")
+    def _server_with_openai(self) -> EvaluationConfig:
+        if self.backend == "openai" and self.server is None:
+            raise ValueError("backend openai needs a server section (base_url)")
+        if self.backend == "hf" and self.server is not None:
+            raise ValueError("server is for backend openai")
+        return self

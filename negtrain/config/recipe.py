@@ -9,11 +9,11 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from negtrain.config.data import DataConfig
 from negtrain.config.evaluation import EvaluationConfig
-from negtrain.config.model import AdapterConfig, ModelConfig
+from negtrain.config.model import FAMILY_SECTIONS, AdapterConfig, ModelConfig, families_where, family_names, family_of
 from negtrain.config.objective import ObjectiveConfig
 from negtrain.config.section import Section
 from negtrain.config.selection import SelectionConfig
-from negtrain.config.suggestions import check_keys, model_class
+from negtrain.config.suggestions import check_keys, field_sections
 from negtrain.config.tracking import LoggerConfig, SweepConfig
 from negtrain.config.trainer import TrainerConfig
 from negtrain.errors import ConfigError
@@ -48,12 +48,13 @@ class Recipe(Section):
         corpus = self.objective is not None and self.objective.cue_masking is not None
         if not self.data.train and not self.data.eval and not corpus:
             raise ValueError("data: a recipe needs at least one data.train source or data.eval benchmark")
-        if self.objective is not None and self.model.family != "mlm":
-            raise ValueError("objective: only the 'mlm' family takes an objective section")
+        takers = family_names(families_where("trains_objective"))
+        if self.objective is not None and not self.model.trains_objective:
+            raise ValueError(f"objective: only the {takers} family takes an objective section")
         # An evaluation-only mlm recipe (a report card) scores probes with no objective; training
         # needs one.
-        if self.model.family == "mlm" and self.objective is None and self.data.train:
-            raise ValueError("objective: the 'mlm' family trains with an objective section (unlikelihood or cue_masking)")
+        if self.model.trains_objective and self.objective is None and self.data.train:
+            raise ValueError(f"objective: the {takers} family trains with an objective section (unlikelihood or cue_masking)")
         return self
 
 
@@ -63,28 +64,55 @@ def is_text_field(dotted: str) -> bool:
     A command-line override of such a field is taken verbatim: parsed as YAML, ``a # b`` would
     lose its end, ``Statement: {x}`` would become a mapping and ``2024`` a number.
     """
-    model: type[BaseModel] | None = Recipe
+    sections: list[type[BaseModel]] = [Recipe]
     parts = dotted.split(".")
     for part in parts[:-1]:
-        field = model.model_fields.get(part) if model is not None else None
-        model = model_class(field.annotation) if field is not None else None
-    field = model.model_fields.get(parts[-1]) if model is not None else None
-    if field is None:
-        return False
-    annotation = field.annotation
-    return annotation is str or set(typing.get_args(annotation)) == {str, type(None)}
+        fields = [s.model_fields[part] for s in sections if part in s.model_fields]
+        sections = [sub for f in fields for sub in field_sections(f)]
+    annotations = [s.model_fields[parts[-1]].annotation for s in sections if parts[-1] in s.model_fields]
+    # A setting of several families' sections (model.prompt) has the same type in each.
+    return any(a is str or set(typing.get_args(a)) == {str, type(None)} for a in annotations)
+
+
+#: Every key of the model section before it was typed per family. A run's recipe.yaml written by
+#: a release before that lists all of them, the settings of other families included (at values
+#: that release ignored); such a file still loads, without those settings. A recipe written by
+#: hand never lists them all, so there a setting of another family stays an error.
+OLD_MODEL_KEYS = frozenset({
+    "name", "family", "init_from", "head_labels", "max_length", "prompt", "verbalizer_score", "normalize_input",
+    "chat_template", "prompt_loss_weight", "max_target_length", "max_new_tokens", "learning_rate", "weight_decay",
+    "warmup_ratio", "scheduler", "freeze_embeddings", "freeze", "attn_implementation", "fp32_recheck_margin",
+    "first_token_only", "optimizer_impl",
+})
+
+
+def without_other_families(raw: dict[str, Any]) -> dict[str, Any]:
+    """An old run's recipe (see OLD_MODEL_KEYS) with its model section cut to its own family's settings."""
+    model = raw.get("model")
+    if not (isinstance(model, dict) and OLD_MODEL_KEYS <= set(model) and family_of(model) in FAMILY_SECTIONS):
+        return raw
+    own = FAMILY_SECTIONS[family_of(model)].model_fields
+    return {**raw, "model": {key: value for key, value in model.items() if key in own}}
 
 
 def validate_recipe(raw: Any, where: str) -> Recipe:
     """Validate a parsed recipe mapping; ``where`` names its source in error messages."""
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: a recipe must be a YAML mapping, got {type(raw).__name__}")
+    raw = without_other_families(raw)
     check_keys(raw, Recipe, where)
+    model = raw.get("model")
+    if isinstance(model, dict) and family_of(model) not in FAMILY_SECTIONS:
+        families = ", ".join(f"'{name}'" for name in FAMILY_SECTIONS)
+        raise ConfigError(f"{where}: model.family: Input should be {families.rsplit(', ', 1)[0]} or {families.rsplit(', ', 1)[1]} (got {family_of(model)!r})")
     try:
         return Recipe.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        parts = list(first["loc"])
+        if parts[:1] == ["model"] and len(parts) > 1 and parts[1] in FAMILY_SECTIONS:
+            del parts[1]  # the union's tag: the model section of that family is simply "model"
+        loc = ".".join(str(p) for p in parts) or "(top level)"
         given = f" (got {first['input']!r})" if "input" in first and not isinstance(first["input"], dict) else ""
         raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from None
 

@@ -9,7 +9,8 @@ import difflib
 import typing
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Discriminator, Tag
+from pydantic.fields import FieldInfo
 
 from negtrain.errors import ConfigError
 
@@ -25,6 +26,31 @@ def model_class(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
+def tagged_sections(field: FieldInfo) -> tuple[dict[str, type[BaseModel]], typing.Callable[[Any], str]] | None:
+    """For a field typed as a discriminated union of sections (``Union[Annotated[X, Tag("x")], ...]``
+    with a callable ``Discriminator``, such as the model section per family): the sections by tag,
+    and the function that picks a tag from the raw value. None for any other field."""
+    discriminator = next((m.discriminator for m in field.metadata if isinstance(m, Discriminator)), None)
+    if not callable(discriminator):
+        return None
+    members: dict[str, type[BaseModel]] = {}
+    for arg in typing.get_args(field.annotation):
+        inner, *meta = typing.get_args(arg) or (arg,)
+        tag = next((m.tag for m in meta if isinstance(m, Tag)), None)
+        if tag is not None and isinstance(inner, type) and issubclass(inner, BaseModel):
+            members[tag] = inner
+    return (members, discriminator) if members else None
+
+
+def field_sections(field: FieldInfo) -> list[type[BaseModel]]:
+    """Every section a field may hold: each member of a discriminated union, else the one inside."""
+    tagged = tagged_sections(field)
+    if tagged is not None:
+        return list(tagged[0].values())
+    found = model_class(field.annotation)
+    return [found] if found is not None else []
+
+
 def _is_mapping_of_models(annotation: Any) -> bool:
     if typing.get_origin(annotation) is dict:
         return True
@@ -38,11 +64,11 @@ def _field_paths(model: type[BaseModel], prefix: str = "") -> list[str]:
     for name, field in model.model_fields.items():
         dotted = f"{prefix}.{name}" if prefix else name
         paths.append(dotted)
-        sub = model_class(field.annotation)
         origin = typing.get_origin(field.annotation)
         inner = [typing.get_origin(a) for a in typing.get_args(field.annotation)]
-        if sub is not None and not _is_mapping_of_models(field.annotation) and list not in (origin, *inner):
-            paths += _field_paths(sub, dotted)
+        if not _is_mapping_of_models(field.annotation) and list not in (origin, *inner):
+            for sub in field_sections(field):
+                paths += [p for p in _field_paths(sub, dotted) if p not in paths]
     return paths
 
 
@@ -82,6 +108,10 @@ def check_keys(raw: Any, model: type[BaseModel], where: str, prefix: str = "", r
         if key not in fields:
             raise ConfigError(f"{where}: unknown key '{dotted}'{_suggestion(str(key), fields, root)}")
         annotation = fields[key].annotation
+        tagged = tagged_sections(fields[key])
+        if tagged is not None:
+            _check_tagged(value, *tagged, where, dotted, root)
+            continue
         sub = model_class(annotation)
         if sub is not None and _is_mapping_of_models(annotation):
             # dict[str, Model]: the keys are free (e.g. sweep parameter names), the values are checked.
@@ -90,3 +120,24 @@ def check_keys(raw: Any, model: type[BaseModel], where: str, prefix: str = "", r
                     check_keys(item, sub, where, f"{dotted}.{name}", root)
         elif sub is not None:
             check_keys(value, sub, where, dotted, root)
+
+
+def _check_tagged(
+    raw: Any, members: dict[str, type[BaseModel]], pick: typing.Callable[[Any], str], where: str, prefix: str, root: type[BaseModel]
+) -> None:
+    """Check a discriminated section (the model section of one family) against the member its
+    tag picks; a key that only another member has is named with the members that have it. A tag
+    that picks no member is left to validation, which names the valid ones."""
+    if not isinstance(raw, dict):
+        return
+    tag = pick(raw)
+    section = members.get(tag) if isinstance(tag, str) else None
+    if section is None:
+        return
+    tag_key = f"{prefix}.{getattr(pick, 'key', 'tag')}"
+    for key in raw:
+        if key not in section.model_fields:
+            owners = [name for name, other in members.items() if key in other.model_fields]
+            if owners:
+                raise ConfigError(f"{where}: '{prefix}.{key}' is a setting of {tag_key} {' and '.join(owners)}, not of {tag_key} '{tag}'")
+    check_keys(raw, section, where, prefix, root)

@@ -102,6 +102,9 @@ class EvalSet:
     variant: str | None = None
     #: Write each example's prompt and response beside its prediction.
     log_samples: bool = True
+    #: Generated completions to be judged by people (ScoNe-NLG): each prediction is the
+    #: completion's text, and the metric only counts them.
+    completions: bool = False
 
     def __post_init__(self) -> None:
         if self.predicted_labels is None:
@@ -115,6 +118,40 @@ class EvalSet:
     @property
     def name(self) -> str:
         return f"{self.benchmark.name}/{self.split}" + (f"/{self.variant}" if self.variant else "")
+
+    def prediction_rows(self) -> list[tuple[Example, bool, dict[str, Any]]]:
+        """(example, correct, row) per line of the predictions file for the last result, in the
+        split's order; the W&B tables show the same rows. A row holds the example's id, the
+        predicted label (or generated answer; null for a response no answer rule could read), the
+        gold label, with few-shot prompts the ids of the shots it was shown, what the metric needs
+        to re-score it (``EvalResult.fields``), and (``log_samples``) the exact ``prompt`` and the
+        model's ``response``."""
+        if self.result is None or self.result.predictions is None:
+            return []
+        shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
+        fields = dict(zip((e.id for e in self.examples), self.result.fields)) if self.result.fields else {}
+        position = {e.id: i for i, e in enumerate(self.examples)}
+        responses = self.result.responses if self.log_samples else None
+        predicted = {ex.id: (prediction, correct) for ex, prediction, correct in self.result.predicted(self.examples, self.predicted_labels)}
+        rows = []
+        # An example with fields but no prediction (a probe the model could not score, with the
+        # reason) gets a line too, so a re-score counts it as the run did.
+        for ex in self.examples:
+            if ex.id not in predicted and not fields.get(ex.id):
+                continue
+            prediction, correct = predicted.get(ex.id, (None, False))
+            row = {"id": ex.id, "prediction": prediction, "label": ex.label}
+            if shots:
+                row["shots"] = shots[ex.id]
+            row.update(fields.get(ex.id) or {})
+            if self.answering is not None:  # read by an answer rule: say whether it could read it
+                row["unparsed"] = prediction is None
+            if self.log_samples and self.prompts is not None:
+                row["prompt"] = self.prompts[position[ex.id]]
+            if responses is not None:
+                row["response"] = responses[position[ex.id]]
+            rows.append((ex, correct, row))
+        return rows
 
     def predictions_file(self, suffix: str) -> str:
         """``<benchmark>-<split>-<suffix>.jsonl``; a variant's file is named by the variant
@@ -131,27 +168,8 @@ class EvalSet:
 
     def write_predictions(self, run_dir: Path, suffix: str) -> None:
         """``predictions/<benchmark>-<split>-<suffix>.jsonl`` (see :meth:`predictions_file`) from the
-        last result: per example with a prediction, its id, the predicted label (or generated
-        answer; null for a response no answer rule could read), the gold label, with few-shot
-        prompts the ids of the shots it was shown, and (``log_samples``) the exact ``prompt`` and
-        the model's ``response``."""
+        last result: one line per :meth:`prediction_rows` row."""
         if self.result is None or self.result.predictions is None:
             return
-        shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
-        fields = dict(zip((e.id for e in self.examples), self.result.fields)) if self.result.fields else {}
-        position = {e.id: i for i, e in enumerate(self.examples)}
-        responses = self.result.responses if self.log_samples else None
-        rows = []
-        for ex, prediction, _ in self.result.predicted(self.examples, self.predicted_labels):
-            row = {"id": ex.id, "prediction": prediction, "label": ex.label}
-            if shots:
-                row["shots"] = shots[ex.id]
-            row.update(fields.get(ex.id) or {})
-            if self.answering is not None:  # read by an answer rule: say whether it could read it
-                row["unparsed"] = prediction is None
-            if self.log_samples and self.prompts is not None:
-                row["prompt"] = self.prompts[position[ex.id]]
-            if responses is not None:
-                row["response"] = responses[position[ex.id]]
-            rows.append(json.dumps(row))
+        rows = [json.dumps(row) for _, _, row in self.prediction_rows()]
         write_text(run_dir / "predictions" / self.predictions_file(suffix), "".join(r + "\n" for r in rows))

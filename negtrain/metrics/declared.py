@@ -1,5 +1,6 @@
 """What a benchmark declares about each metric it reports: the one place for a metric's name, the
-direction in which it is better, and whether it is a score or a count.
+direction in which it is better, whether it is a score or a count, and its role (headline,
+consistency, count; report cards read it).
 
 Every reader takes these facts from here, through the benchmark: ``evaluate --list``, checkpoint
 selection, the run recorder (``lower_is_better`` in ``metrics.jsonl``), report, model cards and
@@ -12,6 +13,40 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
+
+
+#: What a metric is for, beyond its direction: "headline" (a benchmark's accuracy-like number,
+#: the first column of a report card), "consistency" (all of a contrast set or group right),
+#: "count" (how many examples or groups were scored), "score" (any other number).
+Role = Literal["headline", "consistency", "count", "score"]
+
+#: Metric names that are a benchmark's headline, in order of preference when a record has several
+#: (NaN-NLI reports F1; the cloze probes their negated top-1 error; ScoNe-NLG scored by a model its
+#: outcome_choice proxy).
+HEADLINE_NAMES = ("accuracy", "f1", "negated_top1_error", "outcome_choice_accuracy")
+#: Metrics that measure consistency over a contrast set or group, by the part of their name before
+#: the first '/' (``consistency/scope`` is one of CondaQA's).
+CONSISTENCY_BASES = ("consistency", "coherence", "strict", "outcome_choice_consistency")
+
+
+def role_of(name: str) -> Role:
+    """The role of the score named ``name`` (a metric key of a record, or a declared name)."""
+    if name in HEADLINE_NAMES:
+        return "headline"
+    if name.split("/")[0] in CONSISTENCY_BASES:
+        return "consistency"
+    return "score"
+
+
+def headline(keys: Iterable[str]) -> str | None:
+    """The headline metric among ``keys`` (a record's metric names), by HEADLINE_NAMES' preference."""
+    present = set(keys)
+    return next((name for name in HEADLINE_NAMES if name in present), None)
+
+
+def with_role(keys: Iterable[str], role: Role) -> list[str]:
+    """The names among ``keys`` with ``role``, in their order."""
+    return [k for k in keys if role_of(k) == role]
 
 
 @dataclass(frozen=True)
@@ -27,6 +62,10 @@ class Declared:
     #: Further label spaces it is reported in besides ``space`` (ScoNe-NLG's paper metrics are
     #: reported for one annotator's judgements and for two annotators').
     also_in: tuple[tuple[str, ...], ...] = ()
+
+    @property
+    def role(self) -> Role:
+        return "count" if self.kind == "count" else role_of(self.name)
 
     def reported_in(self, space: Sequence[str]) -> bool:
         """Whether predictions in label space ``space`` get this metric."""

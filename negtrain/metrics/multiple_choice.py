@@ -167,5 +167,5 @@ class MultipleChoiceMetric(ExampleMetric):
     def note(self) -> str | None:  # type: ignore[override]
         outcomes = self.last_outcomes
         if outcomes is not None and (outcomes[:, NORM] == MISSING).all() and (outcomes[:, ACC] != MISSING).any():
-            return "accuracy_norm needs the model's log-likelihoods of every choice; a predictions file gives one choice"
+            return "accuracy_norm needs the model's log-likelihoods of every choice (\"loglikelihoods\" on each line); this file gives one choice"
         return None

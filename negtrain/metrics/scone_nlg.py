@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import torch
 
-from negtrain.metrics.base import MISSING
+from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.metrics.grouped import GroupedAccuracy
 from negtrain.metrics.multiple_choice import first_argmax
 from negtrain.metrics.uncertainty import Mean, UnitTable, ratios, unit_table
@@ -117,3 +117,18 @@ class OutcomeChoice(GroupedAccuracy):
                 key = f"outcome_choice_{key}"
             renamed[key] = value
         return renamed
+
+
+class CompletionsWritten(ExampleMetric):
+    """A protocol's ScoNe-NLG completions, before anyone has judged them: ``n``, how many were
+    written (1 per completion; the paper's metric needs people's judgements, see
+    :class:`JudgedCompletions`); a count, so no interval."""
+
+    resampling_unit = "example"
+
+    def unit_table(self, predictions: np.ndarray) -> UnitTable:
+        written = predictions != MISSING
+        return unit_table(self.resampling_unit, np.arange(len(predictions)), len(predictions), {"written": written})
+
+    def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
+        return {"n": t["written"]}

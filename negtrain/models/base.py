@@ -12,7 +12,7 @@ import lightning.pytorch as pl
 import torch
 from torch import nn
 
-from negtrain.config import ModelConfig
+from negtrain.config import AdapterConfig, EvaluationConfig, ModelSection, Recipe, to_dict
 from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.errors import ConfigError
 from negtrain.models.adapters import trainable_state
@@ -68,7 +68,7 @@ def _metric_key(name: str) -> str:
 
 
 class NegtrainModule(pl.LightningModule):
-    def __init__(self, config: ModelConfig, eval_sets: Sequence[EvalSet], recipe: dict[str, Any]) -> None:
+    def __init__(self, config: ModelSection, eval_sets: Sequence[EvalSet], recipe: Recipe | None = None) -> None:
         super().__init__()
         self.config = config
         #: The eval sets, in the order of the DataModule's eval dataloaders (``dataloader_idx``).
@@ -79,7 +79,11 @@ class NegtrainModule(pl.LightningModule):
         # Each set's metric, registered as a child so that Lightning moves it to the device and
         # DDP syncs it; keyed by the set's name ('.' is not allowed in a module name).
         self.metrics = nn.ModuleDict({_metric_key(s.name): s.metric for s in self.eval_sets})
-        self.recipe = recipe
+        #: The resolved recipe as saved in every checkpoint (``negtrain_recipe``); empty for a module
+        #: built outside a recipe (tests), which takes the sections' defaults.
+        self.recipe: dict[str, Any] = to_dict(recipe) if recipe is not None else {}
+        adapter = recipe.adapter if recipe is not None else AdapterConfig()
+        evaluation = recipe.evaluation if recipe is not None else EvaluationConfig()
         #: Generated answers of the current evaluation, per eval set name: example index -> text.
         self.eval_texts: dict[str, dict[int, str]] = {}
         #: Per eval set name: example index -> the model's response (generated text, or each
@@ -88,12 +92,11 @@ class NegtrainModule(pl.LightningModule):
         #: Per eval set name: example index -> tokens generated for it.
         self.eval_tokens: dict[str, dict[int, int]] = {}
         #: Adapter runs checkpoint only their trainable weights (adapter + head).
-        self.adapter_only = recipe.get("adapter", {}).get("type", "none") != "none"
+        self.adapter_only = adapter.type != "none"
         self.strict_loading = not self.adapter_only
-        evaluation = recipe.get("evaluation") or {}
         #: Bootstrap resamples (0: none) and seed for every metric's ci95 (recipe `evaluation`).
-        self.bootstrap_resamples: int = int(evaluation.get("bootstrap", 1000))
-        self.bootstrap_seed: int = int(evaluation.get("bootstrap_seed", 0))
+        self.bootstrap_resamples: int = evaluation.bootstrap
+        self.bootstrap_seed: int = evaluation.bootstrap_seed
 
     @property
     def precision(self) -> str:

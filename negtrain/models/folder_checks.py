@@ -25,16 +25,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from negtrain.config import FAMILY_SECTIONS
 from negtrain.errors import ConfigError, did_you_mean
 from negtrain.models.heads import HEAD_MODULES
 
-#: The auto class each family loads a model with.
-AUTO_CLASS = {
-    "nli": "AutoModelForSequenceClassification",
-    "seq2seq": "AutoModelForSeq2SeqLM",
-    "causal_lm": "AutoModelForCausalLM",
-    "mlm": "AutoModelForMaskedLM",
-}
+#: The auto class each family loads a model with (declared with the family's settings).
+AUTO_CLASS = {name: section.auto_class for name, section in FAMILY_SECTIONS.items()}
 #: Weight files from_pretrained reads, in its order of preference.
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 #: Sizes a config may carry; each must be a positive integer where present.
@@ -150,7 +146,7 @@ def check_weights(config, family: str, folder: Path, where: str) -> None:
         name = next((n for n in (key, prefix + key, key.removeprefix(prefix)) if n in own), None)
         if name is None or own[name] == shape:
             continue
-        if family == "nli" and name.split(".")[0] in HEAD_MODULES:
+        if FAMILY_SECTIONS[family].has_head and name.split(".")[0] in HEAD_MODULES:
             continue  # the classification head is replaced to fit the labels
         wrong.append(f"{key} is {list(shape)} in {found.name}, {list(own[name])} by config.json")
     if wrong:

@@ -11,11 +11,11 @@ from fnmatch import fnmatchcase
 
 import torch
 
-from negtrain.config import ModelConfig
+from negtrain.config import ModelSection
 from negtrain.errors import ConfigError
 
 
-def freeze(model: torch.nn.Module, cfg: ModelConfig) -> None:
+def freeze(model: torch.nn.Module, cfg: ModelSection) -> None:
     """Apply the recipe's freezing to ``model``."""
     if cfg.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)

@@ -44,21 +44,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from typing import Any
 
 import torch
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.models.continuation import continuation_logprobs, score_batch
 from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
-from negtrain.config import ModelConfig, to_dict
+from negtrain.config import LanguageModelConfig, Recipe
 from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_signature
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.errors import ConfigError
-from negtrain.metrics.cloze import NOT_IN_SPACE, SKIPPED, NegatedLamaMetric, spearman
+from negtrain.benchmarks.negated_lama import common_vocabulary
+from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric, cloze_rows, skipped_rows
+from negtrain.models.cloze_vocab import CommonVocab, common_vocab, gold_or_skip
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.choice_inputs import encode_choices, split_pair
@@ -71,7 +72,7 @@ from negtrain.metrics.base import UNPARSED
 from negtrain.prompts.strategies import Answering, Prompt, Strategy, get_strategy, normalize_unifiedqa
 
 
-def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig, template: str | None = None) -> str:
+def prompt_text(bench: Benchmark, example: Example, cfg: LanguageModelConfig, template: str | None = None) -> str:
     template = template or cfg.prompt or bench.prompt_for(cfg.family)
     if template is None:
         raise ConfigError(f"benchmark '{bench.name}' has no default prompt for a language model; set model.prompt")
@@ -88,7 +89,7 @@ def prompt_text(bench: Benchmark, example: Example, cfg: ModelConfig, template: 
     return normalize_unifiedqa(text) if cfg.normalize_input == "unifiedqa" else text
 
 
-def target_text(example: Example, cfg: ModelConfig) -> str:
+def target_text(example: Example, cfg: LanguageModelConfig) -> str:
     return normalize_unifiedqa(example.label) if cfg.normalize_input == "unifiedqa" else example.label
 
 
@@ -115,11 +116,11 @@ def continuation_ids(tokenizer, text: str, causal: bool) -> list[int]:
     return ids
 
 
-def verbalizer_text(text: str, cfg: ModelConfig) -> str:
+def verbalizer_text(text: str, cfg: LanguageModelConfig) -> str:
     return normalize_unifiedqa(text) if cfg.normalize_input == "unifiedqa" else text
 
 
-def label_continuations(tokenizer, bench: Benchmark, verbalizer: dict[str, str], cfg: ModelConfig, causal: bool) -> list[list[int]]:
+def label_continuations(tokenizer, bench: Benchmark, verbalizer: dict[str, str], cfg: LanguageModelConfig, causal: bool) -> list[list[int]]:
     """Per label of ``bench`` (in label order), its verbalizer's continuation ids."""
     conts = [continuation_ids(tokenizer, verbalizer_text(verbalizer[label], cfg), causal) for label in bench.labels]
     seen: dict[tuple[int, ...], str] = {}
@@ -159,7 +160,7 @@ class PromptSettings:
         return get_strategy(bench.name, self.strategy) if self.strategy else None
 
 
-def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: ModelConfig) -> str:
+def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: LanguageModelConfig) -> str:
     """The gold answer as the model should produce it: the label's verbalizer, or the answer text."""
     if bench.generative:
         return target_text(example, cfg)
@@ -167,7 +168,7 @@ def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cf
     return verbalizer_text(verbalizer[example.label], cfg)
 
 
-def zero_shot_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: ModelConfig) -> str:
+def zero_shot_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: LanguageModelConfig) -> str:
     strategy = settings.strategy_of(bench)
     if strategy is None:
         return prompt_text(bench, example, cfg, settings.prompt)
@@ -175,7 +176,7 @@ def zero_shot_text(bench: Benchmark, example: Example, settings: PromptSettings,
 
 
 def prompts_with_shots(
-    bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings, cfg: ModelConfig, seed: int
+    bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings, cfg: LanguageModelConfig, seed: int
 ) -> tuple[list[Prompt], list[list[str]] | None]:
     """Each example's prompt (its solved examples first when ``settings.shots``: drawn, or the
     strategy's fixed demonstrations for ``paper``); and the shots' ids per example (None without
@@ -193,7 +194,11 @@ def prompts_with_shots(
     pool = bench.load(shots_split)
     drawn = draw_shots(examples, pool, int(settings.shots), seed, f"{bench.name}/{split}: shots",
                        fixed=shots_split in bench.fixed_shot_splits)
-    solved = {j: (zero_shot_text(bench, pool[j], settings, cfg), answer_text(bench, pool[j], settings, cfg)) for picks in drawn for j in picks}
+    def shown(example: Example) -> str:
+        answer = answer_text(bench, example, settings, cfg)
+        return strategy.shown_answer(answer) if strategy is not None else answer
+
+    solved = {j: (zero_shot_text(bench, pool[j], settings, cfg), shown(pool[j])) for picks in drawn for j in picks}
     prompts = [Prompt(query=q, shots=tuple(solved[j] for j in picks), separator=SHOT_SEPARATOR, before_query=SHOT_SEPARATOR)
                for picks, q in zip(drawn, queries)]
     return prompts, [[pool[j].id for j in picks] for picks in drawn]
@@ -208,14 +213,14 @@ def _demo_names(strategy: Strategy, subset: str | None) -> list[str]:
     return [str(i + 1) for i in range(len(f.demonstrations))]
 
 
-def uses_chat(tokenizer, cfg: ModelConfig, causal: bool) -> bool:
+def uses_chat(tokenizer, cfg: LanguageModelConfig, causal: bool) -> bool:
     """Whether prompts go through the tokenizer's chat template: always with ``model.chat``; for
     a causal LM also by default (``model.chat_template``) when the tokenizer has one."""
     has = bool(getattr(tokenizer, "chat_template", None))
-    return has and (cfg.chat or (causal and cfg.chat_template))
+    return has and cfg.wraps_in_chat_template()
 
 
-def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: ModelConfig, causal: bool) -> tuple[list[str], bool]:
+def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: LanguageModelConfig, causal: bool) -> tuple[list[str], bool]:
     """The exact text each prompt is given to the model as (after the chat template, when one
     applies), and whether the chat template was applied (then the text holds its own special tokens)."""
     if not uses_chat(tokenizer, cfg, causal):
@@ -227,17 +232,17 @@ def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: ModelConfig, cau
     return texts, True
 
 
-def check_chat(tokenizer, cfg: ModelConfig) -> None:
+def check_chat(tokenizer, cfg: LanguageModelConfig) -> None:
     """``model.chat`` needs a chat template: an error before the weights are loaded."""
     if cfg.chat and not getattr(tokenizer, "chat_template", None):
         raise ConfigError(f"--chat (model.chat): the tokenizer of '{cfg.name}' has no chat template; drop --chat or use a chat model")
 
 
-def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
+def _key(kind: str, tokenizer, cfg: LanguageModelConfig, *texts: Sequence[str]) -> str:
     return fingerprint(
         kind,
         tokenizer_signature(tokenizer),
-        str(getattr(tokenizer, "chat_template", None) if (cfg.chat_template or cfg.chat) else None),
+        str(getattr(tokenizer, "chat_template", None) if cfg.wraps_in_chat_template() else None),
         str((cfg.chat, cfg.system, cfg.fewshot_as_multiturn)),
         str(cfg.max_length),
         str(cfg.max_target_length),
@@ -249,7 +254,7 @@ def _key(kind: str, tokenizer, cfg: ModelConfig, *texts: Sequence[str]) -> str:
 # Encoding
 
 
-def causal_prompt_ids(tokenizer, prompts: Sequence[str | Prompt], cfg: ModelConfig) -> list[list[int]]:
+def causal_prompt_ids(tokenizer, prompts: Sequence[str | Prompt], cfg: LanguageModelConfig) -> list[list[int]]:
     texts, chatted = rendered_prompts(tokenizer, [p if isinstance(p, Prompt) else Prompt(query=p) for p in prompts], cfg, causal=True)
     return tokenizer(texts, add_special_tokens=not chatted)["input_ids"]
 
@@ -262,7 +267,7 @@ def _fit(prompt: list[int], limit: int, bos: int | None) -> list[int]:
     return prompt[len(prompt) - limit :]
 
 
-def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, settings: PromptSettings | None = None) -> list[list[int]]:
+def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, settings: PromptSettings | None = None) -> list[list[int]]:
     settings = settings or PromptSettings()
     if not bench.generative:
         conts = label_continuations(tokenizer, bench, settings.verbalizer or bench.verbalizer(), cfg, causal=True)
@@ -271,7 +276,7 @@ def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], 
     return [x[: cfg.max_target_length - 1] + [tokenizer.eos_token_id] for x in ids]
 
 
-def encode_causal_eval(tokenizer, bench: Benchmark, texts: Sequence[str], cfg: ModelConfig, answer_room: int, chatted: bool) -> EncodedSplit:
+def encode_causal_eval(tokenizer, bench: Benchmark, texts: Sequence[str], cfg: LanguageModelConfig, answer_room: int, chatted: bool) -> EncodedSplit:
     """Left-padded prompts (``texts`` as rendered, :func:`rendered_prompts`), cut (keeping BOS and
     the end) so ``answer_room`` tokens still fit."""
 
@@ -318,7 +323,7 @@ def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | 
 # Multiple choice (NeQA) and cloze probes (negated LAMA): the benchmark builds the context itself
 
 
-def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: ModelConfig, causal: bool):
+def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool):
     """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice split."""
     contexts = [bench.context(e) for e in examples]
     options = [bench.choices(e) for e in examples]
@@ -344,21 +349,31 @@ def cloze_prefixes(tokenizer, examples: Sequence[Example]) -> list[list[list[int
     return out
 
 
-def cloze_metric(tokenizer, examples: Sequence[Example]):
-    """The negated-LAMA metric with gold objects and primes as next-token vocabulary ids."""
-    gold, primes = [], []
-    for e in examples:
+def cloze_metric(tokenizer, examples: Sequence[Example], common: CommonVocab) -> tuple[NegatedLamaMetric, list[int]]:
+    """The negated-LAMA metric with gold objects and primes as next-token vocabulary ids (the
+    vocabulary is its own token space here), and each probe's gold id (-1: skipped). A probe is
+    skipped where its blank does not end the sentence or its object is not a one-token word of
+    LAMA's common vocabulary."""
+    gold_ids, reasons = gold_or_skip(common, [e.label for e in examples])
+    primes = []
+    for i, e in enumerate(examples):
         aff, mis = cloze_prefix(e.inputs[0]), cloze_prefix(e.inputs[2])
         if aff is None or mis is None:
-            gold.append(NOT_IN_SPACE)
+            gold_ids[i] = -1
+            reasons[i] = "a causal LM fills only a blank that ends the sentence"
             primes.append([])
             continue
-        gold.append(split_pair(tokenizer, aff, " " + e.label, causal=True)[1][0])
         words = {e.meta["prime"], e.meta["prime"].lower()} - {""}
         conts = [split_pair(tokenizer, mis, " " + w, causal=True)[1] for w in words]
         primes.append(sorted({c[0] for c in conts if len(c) == 1}))
-    note = "causal LM: only probes whose blank ends the sentence are scored (next token); multi-token objects by their first token"
-    return NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note)
+    note = "causal LM: only probes whose blank ends the sentence are scored (next token)"
+    space = tuple(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
+    metric = NegatedLamaMetric(
+        [g if g >= 0 else SKIPPED for g in gold_ids], primes, [e.subset for e in examples], [e.group for e in examples],
+        files=[e.meta["relation_file"] for e in examples], note=note, space=[t if t is not None else "" for t in space],
+        common_vocab_left_out=common.left_out, skip_reasons=reasons,
+    )
+    return metric, gold_ids
 
 
 def padded(rows: Sequence[Sequence[int]], value: int = IGNORE) -> torch.Tensor:
@@ -382,9 +397,9 @@ class LMModule(NegtrainModule):
         self,
         model,
         tokenizer,
-        config: ModelConfig,
+        config: LanguageModelConfig,
         eval_sets: Sequence[EvalSet],
-        recipe: dict[str, Any],
+        recipe: Recipe | None = None,
     ) -> None:
         super().__init__(config, eval_sets, recipe)
         self.model = model.train()
@@ -443,7 +458,7 @@ class LMModule(NegtrainModule):
         generated = self.generate(batch, answering)
         responses = self.eval_responses.setdefault(eval_set.name, {})
         tokens = self.eval_tokens.setdefault(eval_set.name, {})
-        texts = self.eval_texts.setdefault(eval_set.name, {}) if bench.generative else {}
+        texts = self.eval_texts.setdefault(eval_set.name, {}) if bench.generative or eval_set.completions else {}
         out = []
         for idx, g in zip(index, generated):
             if eval_set.log_samples:
@@ -452,6 +467,9 @@ class LMModule(NegtrainModule):
             answer = answering.read(g.text)
             if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
                 out.append(UNPARSED)
+            elif eval_set.completions:  # written for people to judge: the text is the prediction
+                texts[idx] = answer
+                out.append(1)
             elif bench.generative:
                 texts[idx] = answer
                 out.append(int(bench.is_correct(answer, examples[idx])))
@@ -538,15 +556,14 @@ def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) ->
 
 
 @torch.no_grad()
-def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes) -> torch.Tensor:
-    """A causal LM's cloze evaluator: (B, 4) rows of :class:`negtrain.metrics.cloze.NegatedLamaMetric`,
-    the next-token top-1 after the affirmative, negated and misprimed prefix, and the Spearman
-    correlation of the affirmative and negated next-token scores; SKIPPED rows where the blank is
-    not final. ``prefixes``: per example, the three prefixes' ids or None."""
+def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes, common: torch.Tensor, gold: torch.Tensor) -> torch.Tensor:
+    """A causal LM's cloze evaluator: rows of :func:`negtrain.metrics.cloze.cloze_rows` from the
+    next-token scores after the affirmative, negated and misprimed prefix (the vocabulary is the
+    token space); skipped rows where the blank is not final. ``prefixes``: per example, the three
+    prefixes' ids or None."""
     index = batch["index"]
     rows = index.tolist()
-    out = torch.full((len(rows), 4), float(SKIPPED), dtype=torch.float64)
-    out[:, 3] = float("nan")
+    out = skipped_rows(len(rows))
     scored = [r for r, i in enumerate(rows) if prefixes[i] is not None]
     if scored:
         seqs = [p for r in scored for p in prefixes[rows[r]]]
@@ -554,9 +571,9 @@ def predict_cloze(module: LMModule, batch: dict[str, torch.Tensor], prefixes) ->
         mask = padded([[1] * len(x) for x in seqs], 0).to(index.device)
         logits = module.model(input_ids=ids, attention_mask=mask).logits
         last = logits[torch.arange(len(seqs), device=ids.device), mask.sum(1) - 1].float().view(len(scored), 3, -1)
-        tops = last.argmax(-1).to(torch.float64).cpu()
-        rho = spearman(last[:, 0], last[:, 1]).cpu()
-        out[scored] = torch.cat([tops, rho.unsqueeze(1)], dim=1)
+        identity = torch.arange(last.shape[-1], device=last.device)
+        picked = torch.tensor([rows[r] for r in scored], dtype=torch.long)
+        out[scored] = cloze_rows(last[:, 0], last[:, 1], last[:, 2], identity, common, gold[picked]).cpu()
     return out.to(index.device)
 
 
@@ -566,13 +583,15 @@ def cloze_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[E
     prefixes = cloze_prefixes(tokenizer, examples)
     fallback = [tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id]
     encoded = EncodedSplit.from_lists([p[0] if p is not None else fallback for p in prefixes], None)
+    common = common_vocab(tokenizer, common_vocabulary(), causal=True)
+    metric, gold = cloze_metric(tokenizer, examples, common)
     return EvalSet(
-        bench, split, list(examples), encoded,
-        metric=cloze_metric(tokenizer, examples), evaluator=partial(predict_cloze, prefixes=prefixes),
+        bench, split, list(examples), encoded, predicted_labels=metric.space, metric=metric,
+        evaluator=partial(predict_cloze, prefixes=prefixes, common=common.ids, gold=torch.tensor(gold, dtype=torch.long)),
     )
 
 
-def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: ModelConfig, causal: bool) -> EvalSet:
+def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool) -> EvalSet:
     """A multiple-choice eval set (NeQA), scored by :func:`predict_choices`."""
     inputs = choice_inputs(tokenizer, bench, examples, cfg, causal)
     return EvalSet(
@@ -581,15 +600,48 @@ def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[
     )
 
 
+def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings,
+                            cfg: LanguageModelConfig, causal: bool, seed: int, log: bool) -> EvalSet:
+    """A multiple-choice benchmark put through one of its prompt strategies (ScoNe-NLG): with a
+    generating strategy the model completes each prompt and the completions are written as the
+    predictions, for people to judge (``EvalSet.completions``); with a log-likelihood strategy its
+    choices are scored after the strategy's prompt (zero-shot, or after the paper's
+    demonstrations) as :func:`predict_choices` scores them. The choice scorer reads the plain
+    prompt text, never a chat template."""
+    strategy = settings.strategy_of(bench)
+    prompts, shot_ids = prompts_with_shots(bench, split, examples, settings, cfg, seed)
+    if strategy.answer.generates:
+        texts, chatted = rendered_prompts(tokenizer, prompts, cfg, causal)
+        if causal:
+            encoded = encode_causal_eval(tokenizer, bench, texts, cfg, strategy.answer.max_new_tokens, chatted)
+        else:
+            encoded = encode_seq2seq_eval(tokenizer, bench, texts, cfg, chatted)
+        metric = bench.completions_metric(examples)
+        metric.counts_unparsed = True
+        return EvalSet(
+            bench, split, list(examples), encoded, metric=metric, shot_ids=shot_ids, answering=strategy.answer,
+            prompts=texts if log else None, variant=settings.variant, log_samples=log, completions=True,
+        )
+    contexts = [p.text() for p in prompts]
+    options = [bench.choices(e) for e in examples]
+    ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
+    chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
+    return EvalSet(
+        bench, split, list(examples), EncodedSplit.from_lists(ctx, None), metric=bench.metric(examples),
+        evaluator=partial(predict_choices, inputs=(ctx, conts, chars)), shot_ids=shot_ids,
+        prompts=contexts if log else None, variant=settings.variant, log_samples=log,
+    )
+
+
 # ---------------------------------------------------------------------------------------------
 # Builders (see negtrain.models.families)
 
 
-def _build_lm(recipe, loaded, family: str):
+def _build_lm(recipe, loaded, causal: bool):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     cfg = recipe.model
-    causal = family == "causal_lm"
+    family = cfg.family
     path = resolve_model_name(cfg.name)
     tokenizer = load_tokenizer(path, "model")
     if tokenizer.eos_token_id is None:
@@ -599,21 +651,26 @@ def _build_lm(recipe, loaded, family: str):
     check_chat(tokenizer, cfg)  # before any weights are loaded
 
     for b, split, _ in loaded.train:
-        if b.answer_type in ("choice", "cloze") or b.open_vocabulary:
+        if b.answer_type.builds_own_context or b.open_vocabulary:
             raise ConfigError(f"data.train: {b.name}/{split} is an evaluation probe; a {family} model cannot train on it")
     for b, split, _ in loaded.eval:
-        if b.open_vocabulary and not (causal and b.answer_type == "cloze"):
+        if b.open_vocabulary and not (causal and b.answer_type is AnswerKind.CLOZE):
             raise ConfigError(
                 f"data.eval: {b.name}/{split} is a masked-LM probe; score it with model.family mlm"
-                + (" (or causal_lm for negated_lama)" if b.answer_type == "cloze" else "")
+                + (" (or causal_lm for negated_lama)" if b.answer_type is AnswerKind.CLOZE else "")
             )
 
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):
-        if b.answer_type in ("choice", "cloze"):
+        if b.answer_type is AnswerKind.CHOICE and spec is not None and getattr(spec, "strategy", None):
+            eval_sets.append(strategy_choice_eval_set(
+                tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples,
+            ))
+            continue
+        if b.answer_type.builds_own_context:
             # The benchmark builds the context itself: no prompt, verbalizer or shots.
-            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type == "cloze" else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
+            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type is AnswerKind.CLOZE else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
             continue
         settings = PromptSettings.of(spec)
         strategy = settings.strategy_of(b)
@@ -661,22 +718,22 @@ def _build_lm(recipe, loaded, family: str):
 
     auto = AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM
     model = load_base(auto, path, recipe.adapter, **attention_kwargs(cfg))
-    model = add_adapter(model, recipe.adapter, "CAUSAL_LM" if causal else "SEQ_2_SEQ_LM")
+    model = add_adapter(model, recipe.adapter, recipe.model.peft_task_type)
     freeze(model, cfg)
     if causal:
-        module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe))
+        module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe)
     else:
         start = AutoConfig.from_pretrained(path).decoder_start_token_id
         if start is None:
             start = tokenizer.pad_token_id
-        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=to_dict(recipe), decoder_start_token_id=start)
+        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=recipe, decoder_start_token_id=start)
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id, train, eval_sets, pad_left=causal)
     return Built(module, data, tokenizer)
 
 
 def build_seq2seq(recipe, loaded):
-    return _build_lm(recipe, loaded, "seq2seq")
+    return _build_lm(recipe, loaded, causal=False)
 
 
 def build_causal_lm(recipe, loaded):
-    return _build_lm(recipe, loaded, "causal_lm")
+    return _build_lm(recipe, loaded, causal=True)

@@ -25,15 +25,16 @@ from typing import Any
 
 import torch
 
-from negtrain.benchmarks.negated_lama import NegatedLama
+from negtrain.benchmarks.negated_lama import NegatedLama, common_vocabulary
 from negtrain.benchmarks.negated_probes import NEGATED, NegatedProbes
-from negtrain.config import ModelConfig, to_dict
+from negtrain.config import MlmModelConfig, Recipe
 from negtrain.data.eval_set import EvalSet
 from negtrain.errors import ConfigError
-from negtrain.metrics.cloze import NegatedLamaMetric, spearman
+from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric, cloze_rows
 from negtrain.metrics.probes import ProbeMetric
 from negtrain.models.folder_checks import load_tokenizer
 from negtrain.models.base import NegtrainModule
+from negtrain.models.cloze_vocab import common_vocab, gold_or_skip
 from negtrain.models.contract import Built
 from negtrain.models.freezing import freeze
 from negtrain.models.init_from import load_into, resolve_init
@@ -78,11 +79,11 @@ class MaskedLMModule(NegtrainModule):
     def __init__(
         self,
         model,
-        config: ModelConfig,
+        config: MlmModelConfig,
         objective: Loss,
         eval_sets: Sequence[EvalSet],
-        recipe: dict[str, Any],
         mask_id: int,
+        recipe: Recipe | None = None,
         reference=None,
     ) -> None:
         super().__init__(config, eval_sets, recipe)
@@ -164,27 +165,25 @@ class ProbeEvaluator:
 
 
 class LamaEvaluator:
-    """Per negated-LAMA probe: top-1 space ids at the blank of the affirmative, negated and
-    misprimed cloze, and the Spearman correlation of the affirmative and negated vocabulary scores
-    (see :mod:`negtrain.metrics.cloze`)."""
+    """Per negated-LAMA probe, the row of :func:`negtrain.metrics.cloze.cloze_rows` from the scores
+    at the blank of its affirmative, negated and misprimed cloze. ``common``: LAMA's common
+    vocabulary as vocabulary ids; ``gold``: per probe its object's vocabulary id (-1: skipped)."""
 
-    def __init__(self, vocab_to_space: torch.Tensor) -> None:
-        self.vocab_to_space = vocab_to_space
+    def __init__(self, vocab_to_space: torch.Tensor, common: torch.Tensor, gold: torch.Tensor) -> None:
+        self.vocab_to_space, self.common, self.gold = vocab_to_space, common, gold
 
     def __call__(self, module: MaskedLMModule, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        aff = module.mask_logits(batch["input_ids"], batch["attention_mask"]).float()
-        neg = module.mask_logits(batch["neg_input_ids"], batch["neg_attention_mask"]).float()
-        mis = module.mask_logits(batch["mis_input_ids"], batch["mis_attention_mask"]).float()
-        space = self.vocab_to_space.to(aff.device)
-        tops = torch.stack([space[x.argmax(-1)] for x in (aff, neg, mis)], dim=1).to(torch.float64)
-        return torch.cat([tops, spearman(aff, neg).unsqueeze(1)], dim=1)
+        aff = module.mask_logits(batch["input_ids"], batch["attention_mask"])
+        neg = module.mask_logits(batch["neg_input_ids"], batch["neg_attention_mask"])
+        mis = module.mask_logits(batch["mis_input_ids"], batch["mis_attention_mask"])
+        return cloze_rows(aff, neg, mis, self.vocab_to_space, self.common, self.gold[batch["index"].cpu()])
 
 
 # ---------------------------------------------------------------------------------------------
 # The builder.
 
 
-def load_mlm(cfg: ModelConfig, tokenizer_hook=None):
+def load_mlm(cfg: MlmModelConfig, tokenizer_hook=None):
     """(tokenizer, model, fresh) for the recipe's model or ``model.init_from`` run; ``fresh``: the
     modules whose weights the source did not have (a sentence encoder has no MLM head)."""
     from transformers import AutoConfig, AutoModelForMaskedLM
@@ -253,12 +252,21 @@ def build_mlm(recipe, loaded):
                 enc = encode_texts(tokenizer, [with_mask_token(e.inputs[k], tokenizer) for e in examples], cfg.max_length)
                 check_one_mask(enc, tokenizer.mask_token_id, examples, what, cfg.max_length)
                 encoded.append(enc)
-            gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, probe_location(e))]) for e in examples]
+            # Scored over LAMA's common vocabulary, as K&S score it: a probe whose object is not a
+            # one-token word of it for this model is skipped (multi_token_objects is for training).
+            common = common_vocab(tokenizer, common_vocabulary(), causal=False)
+            gold_ids, reasons = gold_or_skip(common, [e.label for e in examples])
+            gold = [int(vocab_to_space[g]) if g >= 0 else SKIPPED for g in gold_ids]
             primes = [[int(vocab_to_space[i]) for i in prime_token_ids(tokenizer, e.meta["prime"])] for e in examples]
-            metric = NegatedLamaMetric(gold, primes, [e.subset for e in examples], [e.group for e in examples], note=note)
+            metric = NegatedLamaMetric(
+                gold, primes, [e.subset for e in examples], [e.group for e in examples],
+                files=[e.meta["relation_file"] for e in examples], space=space, common_vocab_left_out=common.left_out,
+                skip_reasons=reasons,
+            )
             eval_sets.append(EvalSet(
                 b, split, list(examples), encoded[0], predicted_labels=space, metric=metric,
-                evaluator=LamaEvaluator(vocab_to_space), transform=ClozeTransform(encoded[1], encoded[2], pad_id),
+                evaluator=LamaEvaluator(vocab_to_space, common.ids, torch.tensor(gold_ids, dtype=torch.long)),
+                transform=ClozeTransform(encoded[1], encoded[2], pad_id),
             ))
             continue
         texts = [with_mask_token(e.inputs[0], tokenizer) for e in examples]
@@ -266,7 +274,8 @@ def build_mlm(recipe, loaded):
         encoded = encode_texts(tokenizer, texts, cfg.max_length)
         check_one_mask(encoded, tokenizer.mask_token_id, examples, "probe", cfg.max_length)
         note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
-        metric = ProbeMetric(gold, [e.subset == NEGATED for e in examples], note=note)
+        # A probe's two sentences are one bootstrap unit, as when its predictions file is scored.
+        metric = ProbeMetric(gold, [e.subset == NEGATED for e in examples], note=note, groups=[e.group for e in examples])
         eval_sets.append(EvalSet(
             b, split, list(examples), encoded, predicted_labels=space, metric=metric, evaluator=ProbeEvaluator(vocab_to_space),
         ))
@@ -274,7 +283,7 @@ def build_mlm(recipe, loaded):
     prepared = objective.prepare(recipe, loaded, tokenizer, model)
     eval_sets += prepared.eval_sets
     module = MaskedLMModule(
-        model, cfg, prepared.loss, eval_sets, recipe=to_dict(recipe), mask_id=tokenizer.mask_token_id, reference=prepared.reference,
+        model, cfg, prepared.loss, eval_sets, recipe=recipe, mask_id=tokenizer.mask_token_id, reference=prepared.reference,
     )
     data_config = recipe.data
     if prepared.train_sources is not None:

@@ -8,12 +8,11 @@ two-way data through the probability mass of the matching classes (see :mod:`neg
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import torch
 
 from negtrain.benchmarks.base import Example
-from negtrain.config import ModelConfig, to_dict
+from negtrain.config import NliModelConfig, Recipe
 from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
@@ -83,10 +82,10 @@ class NLIModule(NegtrainModule):
     def __init__(
         self,
         model,
-        config: ModelConfig,
+        config: NliModelConfig,
         head_labels: Sequence[str],
         eval_sets: Sequence[EvalSet],
-        recipe: dict[str, Any],
+        recipe: Recipe | None = None,
     ) -> None:
         super().__init__(config, eval_sets, recipe)
         # from_pretrained returns the model in eval mode; Lightning keeps modules' modes, so
@@ -156,7 +155,7 @@ def build_nli(recipe, loaded):
                 f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
                 "give; use model.family seq2seq or causal_lm"
             )
-        if bench.answer_type in ("choice", "cloze") or bench.open_vocabulary:
+        if bench.answer_type.builds_own_context or bench.open_vocabulary:
             raise ConfigError(
                 f"benchmark '{bench.name}' is scored by a language model's likelihoods, not an NLI head; "
                 f"use model.family {' or '.join(sorted(bench.scoring))}"
@@ -212,9 +211,9 @@ def build_nli(recipe, loaded):
         if ckpt_labels is None and (reset := reset_loaded_head(model, info["missing_keys"])):
             print(f"model: {path}'s classification head has no NLI label names; a fresh {len(head)}-way head replaces {reset}", flush=True)
             fresh = sorted(set(fresh) | set(reset))
-    model = add_adapter(model, recipe.adapter, "SEQ_CLS")  # the head stays fully trainable
+    model = add_adapter(model, recipe.adapter, cfg.peft_task_type)  # the head stays fully trainable
     freeze(model, cfg)
-    module = NLIModule(model, cfg, head, eval_sets, recipe=to_dict(recipe))
+    module = NLIModule(model, cfg, head, eval_sets, recipe=recipe)
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id or 0, train, eval_sets)
     return Built(module, data, tokenizer, fresh_head=fresh)
 

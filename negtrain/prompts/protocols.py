@@ -14,7 +14,7 @@ from negtrain.errors import ConfigError, unknown_name
 from negtrain.prompts.strategies import _check_keys, get_strategy
 
 PATH = Path(__file__).parent / "protocols.yaml"
-PROTOCOL_KEYS = ("paper", "table", "variants")
+PROTOCOL_KEYS = ("paper", "table", "variants", "note")
 VARIANT_KEYS = ("name", "benchmark", "split", "strategy", "shots", "chat")
 
 
@@ -41,6 +41,12 @@ class Protocol:
     columns: tuple[tuple[str, str], ...] = ()
     baseline: str | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: Printed under the protocol's table (what its numbers are, and are not).
+    note: str = ""
+    #: The variants are one format on several disjoint splits, named ``<format>/<split number>``:
+    #: protocol.md adds, per format, the mean ± std over the splits and the pooled score
+    #: (:mod:`negtrain.across_splits`).
+    across_splits: bool = False
 
     def selected(self, chat: bool) -> list[Variant]:
         return [v for v in self.variants if v.chat is None or v.chat == chat]
@@ -53,7 +59,7 @@ def parse_protocols(raw: Any, where: str) -> dict[str, Protocol]:
     for name, entry in raw.items():
         w = f"{where}: {name}"
         _check_keys(entry, PROTOCOL_KEYS, w)
-        table = _check_keys(entry.get("table") or {}, ("columns", "baseline"), f"{w}.table")
+        table = _check_keys(entry.get("table") or {}, ("columns", "baseline", "across_splits"), f"{w}.table")
         variants = []
         for i, v in enumerate(entry.get("variants") or []):
             _check_keys(v, VARIANT_KEYS, f"{w}.variants[{i}]")
@@ -68,7 +74,8 @@ def parse_protocols(raw: Any, where: str) -> dict[str, Protocol]:
         if len(set(names)) != len(names) or not names:
             raise ConfigError(f"{w}: variants need distinct names (got {names})")
         out[name] = Protocol(name, str(entry.get("paper", "")), tuple(variants),
-                             tuple((c[0], c[1]) for c in table.get("columns") or []), table.get("baseline"))
+                             tuple((c[0], c[1]) for c in table.get("columns") or []), table.get("baseline"),
+                             note=str(entry.get("note", "")).strip(), across_splits=bool(table.get("across_splits", False)))
     return out
 
 

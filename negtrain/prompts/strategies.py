@@ -15,6 +15,8 @@ strategy has
   of ``answers``: answer word -> label), with ``max_new_tokens`` and ``stop`` strings;
 - ``verbalizer``: label -> text, the texts log-likelihood scores, and the answers shown after
   drawn shots (``--shots K``);
+- ``shot_answer``: how a drawn shot's gold answer is shown (``"So the answer is {answer}."``,
+  where the answer rule reads that form); default the answer alone;
 - ``chat: required`` when the strategy is only meant for chat-formatted models;
 - ``source``: the paper's table or section.
 
@@ -154,6 +156,13 @@ class Strategy:
     verbalizer: Mapping[str, str] | None = None
     fewshot: FewShot | None = None
     chat: str = "optional"  # or "required"
+    #: How a drawn shot's gold answer is shown after its prompt (``{answer}`` placeholder), e.g.
+    #: "So the answer is {answer}." where the answer rule reads that form; None: the answer alone.
+    shot_answer: str | None = None
+
+    def shown_answer(self, answer: str) -> str:
+        """A drawn shot's gold answer as the strategy shows it (:attr:`shot_answer`)."""
+        return self.shot_answer.format(answer=answer) if self.shot_answer else answer
 
     @property
     def where(self) -> str:
@@ -181,7 +190,7 @@ class Strategy:
         )
 
 
-STRATEGY_KEYS = ("template", "transforms", "verbalizer", "fewshot", "answer", "chat", "source")
+STRATEGY_KEYS = ("template", "transforms", "verbalizer", "fewshot", "answer", "chat", "source", "shot_answer")
 FEWSHOT_KEYS = ("template", "demonstrations", "demonstration_sets", "demonstrations_for", "prefix", "separator", "before_query", "answer_join")
 ANSWER_KEYS = ("method", "rule", "answers", "max_new_tokens", "stop")
 FILE_KEYS = ("benchmark", "paper", "defaults", "strategies")
@@ -254,10 +263,13 @@ def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
         chat = entry.get("chat", "optional")
         if chat not in ("optional", "required"):
             raise ConfigError(f"{where}.chat: 'optional' or 'required', not {chat!r}")
+        shot_answer = entry.get("shot_answer")
+        if shot_answer is not None and (not isinstance(shot_answer, str) or "{answer}" not in shot_answer):
+            raise ConfigError(f"{where}.shot_answer: a text with the placeholder {{answer}}, not {shot_answer!r}")
         out[name] = Strategy(
             benchmark=bench, name=name, template=entry["template"], source=str(entry.get("source", "")), paper=str(raw.get("paper", "")),
             answer=answer, transforms={k: tuple(v) for k, v in transforms.items()},
-            verbalizer=entry.get("verbalizer", defaults.get("verbalizer")), fewshot=fewshot, chat=chat,
+            verbalizer=entry.get("verbalizer", defaults.get("verbalizer")), fewshot=fewshot, chat=chat, shot_answer=shot_answer,
         )
     return out
 

@@ -101,7 +101,7 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
 
 
 def build(recipe: Recipe, stage: str = "fit") -> Built:
-    builder = get_family(recipe.model.family)
+    builder = get_family(recipe.model.family).build
     check_run(recipe)
     if not recipe.model.init_from:  # with init_from, weights and tokenizer come from that run
         check_hub_model(recipe.model.name)

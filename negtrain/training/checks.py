@@ -257,5 +257,5 @@ def check_run(recipe: Recipe) -> None:
                     f"and outputs in multiples of {n_block}): {', '.join(narrow[:3])}"
                     f"{', ...' if len(narrow) > 3 else ''}; use adapter.bits 8, adapter.type lora, or a wider model"
                 )
-    if adapter.type != "none" and recipe.model.family == "nli" and adapter.target_modules != "all-linear" and not adapter.target_modules:
+    if adapter.type != "none" and recipe.model.has_head and adapter.target_modules != "all-linear" and not adapter.target_modules:
         raise ConfigError("adapter.target_modules: name at least one module, or 'all-linear'")

@@ -35,6 +35,7 @@ from negtrain.config import Recipe
 from negtrain.errors import NegtrainError
 from negtrain.io.atomic import write_text
 from negtrain.io.digests import file_sha256, folder_sha256
+from negtrain.secrets import redact
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.training.checks import cpu_has_native_bf16
 
@@ -239,7 +240,8 @@ def collect(recipe: Recipe, precision: str, model_config: Any = None, checkpoint
 
 def write(run_dir: Path, record: dict[str, Any]) -> Path:
     path = Path(run_dir) / FILE_NAME
-    write_text(path, json.dumps(record, indent=1) + "\n")
+    # A token can sit inside a model or data path; values only are masked (keys are ours).
+    write_text(path, json.dumps(redact(record, by_key=False), indent=1) + "\n")
     return path
 
 

@@ -48,12 +48,12 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
 from tqdm import tqdm
 
-from negtrain.data.eval_set import EvalSet
+from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.data.module import NegtrainData
 from negtrain.io.atomic import append_lines
 from negtrain.metrics.uncertainty import estimate, format_stderr
-from negtrain.data.eval_set import EvalResult
 from negtrain.training.epochs import epoch_label
+from negtrain.training.resume import gather
 
 
 def _json_number(value: float) -> float | None:
@@ -126,8 +126,36 @@ def limit_reason(limit: int | float, setting: str) -> str | None:
     return f"{setting}={limit} left no example for them"
 
 
+def eval_record(eval_set: EvalSet, epoch: int, stage: str, seconds: float) -> dict:
+    """The metrics.jsonl line of an eval set's last result (any backend that scored it)."""
+    result = eval_set.result
+    record = {
+        "epoch": epoch,
+        "stage": stage,
+        "benchmark": eval_set.benchmark.name,
+        "split": eval_set.split,
+        "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
+        # The benchmark's declared directions, so a reader (report, a plot) needs no registry.
+        "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
+        "eval_seconds": round(seconds, 3),
+    }
+    if eval_set.variant:
+        record["variant"] = eval_set.variant
+    if result.tokens_generated is not None:
+        record["tokens_generated"] = result.tokens_generated
+    if result.uncertainty is not None:
+        record["uncertainty"] = result.uncertainty.as_json()
+        record["bootstrap"] = result.uncertainty.described()
+    if result.note:
+        record["note"] = result.note
+    return record
+
+
 class RunRecorder(pl.Callback):
-    def __init__(self, run_dir: Path, stage: str = "fit", print_table: bool = True) -> None:
+    def __init__(self, run_dir: Path, stage: str = "fit", print_table: bool = True,
+                 listeners: Sequence[Callable[[dict], None]] = ()) -> None:
+        #: Called with every record as it is written (rank zero): the W&B tracker's ``record``.
+        self.listeners = list(listeners)
         self.run_dir = run_dir
         self.stage = stage
         self.print_table = print_table
@@ -184,8 +212,6 @@ class RunRecorder(pl.Callback):
 
     # ---- the epoch so far, in checkpoints (every rank's own counts) --------------------------
     def state_dict(self) -> dict:
-        from negtrain.training.resume import gather
-
         # Every rank runs this while a checkpoint is written, so gathering is a safe collective.
         mine = {
             "epoch": self._epoch,
@@ -271,7 +297,7 @@ class RunRecorder(pl.Callback):
                 name: {"size": size, "share": round(share, 6), "examples": int(count)}
                 for name, size, share, count in zip(data.train.sources, data.train.source_sizes, data.train_shares, counts)
             }
-        self._write(trainer, [json.dumps(record)])
+        self._write(trainer, [record])
 
     # ---- evaluation ---------------------------------------------------------------------
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -293,26 +319,7 @@ class RunRecorder(pl.Callback):
                 # last_outcomes: the state compute() just scored, gathered from every rank.
                 result.uncertainty = estimate(metric, metric.last_outcomes, pl_module.bootstrap_resamples,
                                               pl_module.bootstrap_seed, eval_set.benchmark.is_count)
-            record = {
-                "epoch": epoch,
-                "stage": self.stage,
-                "benchmark": eval_set.benchmark.name,
-                "split": eval_set.split,
-                "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
-                # The benchmark's declared directions, so a reader (report, a plot) needs no registry.
-                "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
-                "eval_seconds": round(self._span(i, seconds), 3),
-            }
-            if eval_set.variant:
-                record["variant"] = eval_set.variant
-            if result.tokens_generated is not None:
-                record["tokens_generated"] = result.tokens_generated
-            if result.uncertainty is not None:
-                record["uncertainty"] = result.uncertainty.as_json()
-                record["bootstrap"] = result.uncertainty.described()
-            if result.note:
-                record["note"] = result.note
-            lines.append(json.dumps(record))
+            lines.append(eval_record(eval_set, epoch, self.stage, self._span(i, seconds)))
             if trainer.is_global_zero:
                 # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
                 eval_set.write_predictions(self.run_dir, f"epoch{epoch}" if self.stage == "fit" else self.stage)
@@ -331,8 +338,13 @@ class RunRecorder(pl.Callback):
         return span[1] - span[0] if span else fallback
 
     @rank_zero_only
-    def _write(self, trainer: pl.Trainer, lines: list[str]) -> None:
-        append_lines(self.metrics_path, lines)
+    def _write(self, trainer: pl.Trainer, records: list[dict]) -> None:
+        """Each record to metrics.jsonl and then to every listener (the W&B tracker), as it is
+        written: nothing reads back the file to learn what was just recorded."""
+        append_lines(self.metrics_path, [json.dumps(r) for r in records])
+        for record in records:
+            for listener in self.listeners:
+                listener(record)
 
 
 def _print_above_progress_bar(trainer: pl.Trainer, text: str) -> None:

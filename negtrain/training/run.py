@@ -6,6 +6,7 @@ import datetime as dt
 import os
 import shlex
 import signal
+from collections.abc import Callable
 from pathlib import Path
 
 import lightning.pytorch as pl
@@ -51,6 +52,12 @@ def _check_new_run_dir(run_dir: Path) -> None:
 
 def _build(loaded: LoadedRecipe, stage: str) -> Built:
     """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file."""
+    if loaded.recipe.evaluation.backend != "hf":
+        # Training and validate/test load the model here; a served model is scored by a card.
+        raise ConfigError(
+            f"{loaded.path}: evaluation.backend {loaded.recipe.evaluation.backend}: a served model is scored by a report card "
+            "(evaluate --model NAME --backend openai --base-url URL); fit, validate and test load the model here (backend hf)"
+        )
     try:
         return build(loaded.recipe, stage=stage)
     except ConfigError as exc:
@@ -94,7 +101,12 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     t = loaded.recipe.trainer
     if t.torch_threads:
         torch.set_num_threads(t.torch_threads)
-    callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage)]
+    tracker = None
+    if logger is not None:
+        names = [s.name for s in built.data.eval_sets]
+        tracker = WandbTracker(logger, run_dir, names, log_predictions=loaded.recipe.logger.log_predictions)
+    # The recorder hands every record it writes to the tracker: the callbacks' order does not matter.
+    callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage, listeners=[tracker.record] if tracker else [])]
     if stage == "fit" and t.ema_decay is not None:
         from lightning.pytorch.callbacks import WeightAveraging
         from torch.optim.swa_utils import get_ema_multi_avg_fn
@@ -106,9 +118,8 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         callbacks.insert(0, WeightAveraging(multi_avg_fn=get_ema_multi_avg_fn(t.ema_decay), use_buffers=False))
     if stage == "fit":
         callbacks.append(ResumeState(run_dir, loaded.recipe.seed))
-    if logger is not None:
-        names = [s.name for s in built.data.eval_sets]
-        callbacks.append(WandbTracker(logger, run_dir, names, log_predictions=loaded.recipe.logger.log_predictions))
+    if tracker is not None:
+        callbacks.append(tracker)
     if stage == "fit":
         sel = built.selection
         callbacks.append(
@@ -274,6 +285,48 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
             print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
         print(f"run directory: {run_dir}")
     return run_dir
+
+
+def evaluate_each(
+    loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path], None],
+    provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None,
+) -> None:
+    """Score the recipe's eval sets one at a time with one loaded model, for a report card that
+    survives a kill: set ``name`` is recorded into the fresh folder ``staging(name)`` (its
+    metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder)``
+    is called on rank zero as soon as that set is finished, before the next one starts.
+
+    A SIGTERM stops it with :class:`Preempted` (never a success); what ``done`` kept stays.
+    ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
+    a continued card adds this session to the one it has."""
+    if checkpoint is not None and not checkpoint.is_file():
+        raise ConfigError(f"--checkpoint {checkpoint}: no such file")
+    pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
+    built = _build(loaded, "validate")
+    if checkpoint is not None:
+        reload_weights(built.module, str(checkpoint))
+    if provenance_dir is not None:
+        record = _provenance(provenance_of or loaded, built, checkpoint)
+        _write_provenance(provenance_dir, record, resuming=(provenance_dir / provenance.FILE_NAME).exists())
+    sets = list(built.module.eval_sets)
+    trainer = _trainer(loaded, built, staging(sets[0].name), "validate")
+    recorder = next(c for c in trainer.callbacks if isinstance(c, RunRecorder))
+    for eval_set in sets:
+        folder = staging(eval_set.name)
+        recorder.run_dir = folder
+        # One set per validate call: the module and the data module iterate over these lists.
+        built.module.eval_sets = [eval_set]
+        built.data.eval_sets = [eval_set]
+        try:
+            trainer.validate(built.module, datamodule=built.data, verbose=False)
+        except SIGTERMException:
+            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue") from None
+        if trainer.is_global_zero:
+            done(eval_set.name, folder)
+        if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
+            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue")
+    if trainer.is_global_zero and checkpoint is None and built.fresh_head:
+        print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
 
 
 def zero_shot_note(fresh: list[str]) -> str:

@@ -10,7 +10,11 @@ What a W&B run holds:
   (``train/sources/<benchmark>/<split>``: examples drawn this epoch) and throughput, read from the run's ``metrics.jsonl`` line;
 - **summary**: the best value of the selection metric (``best/<monitor>``, also written under the
   metric's own name so a sweep optimises the best epoch, not the last), its epoch and checkpoint;
-- optionally (``logger.log_predictions``) every epoch's predictions as a ``wandb.Table``.
+- each metric's uncertainty, as in ``metrics.jsonl``: ``<benchmark>/<split>/<metric>/stderr``,
+  ``.../ci95_low`` and ``.../ci95_high`` per epoch;
+- optionally (``logger.log_predictions``) every epoch's predictions as a ``wandb.Table``: the rows
+  of the predictions file, with the few-shot ids each prompt showed (``shots``) and every further
+  field of the line (``prompt`` and ``response`` when samples are logged).
 
 Without an API key, or with ``WANDB_MODE=offline``, the run is written offline under
 ``<run dir>/wandb/`` and the ``wandb sync`` command is printed; nothing waits for a login prompt.
@@ -36,7 +40,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import Recipe, to_dict
 from negtrain.io.atomic import write_text
-from negtrain.secrets import redact_text
+from negtrain.secrets import redact, redact_text
 from negtrain.training.build import best_score
 
 DEFAULT_BASE_URL = "https://api.wandb.ai"
@@ -85,8 +89,8 @@ def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False, provenanc
     # Everything sent comes from the masked recipe (negtrain.secrets), never from raw values.
     config = to_dict(recipe)
     masked = config["logger"]
-    if provenance is not None:
-        config["provenance"] = provenance
+    if provenance is not None:  # masked as provenance.json is (a token in a model path, say)
+        config["provenance"] = redact(provenance, by_key=False)
     # W&B records the program's arguments in its run metadata; a secret typed on the command line
     # must not travel with them.
     argv_has_secret = any(redact_text(a) != a for a in sys.argv)
@@ -119,74 +123,100 @@ def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False, provenanc
 class WandbTracker(pl.Callback):
     """What Lightning does not log by itself: per-source counts, prediction tables, the epoch axis.
 
-    It must come after :class:`negtrain.training.recorder.RunRecorder` in the callback list: it
-    mirrors the lines the recorder has just written to ``metrics.jsonl``, so W&B and the file hold
-    the same numbers. Its keys are charted against ``epoch`` (``define_metric``), and ``step_sync``
+    The run recorder hands it every record it writes to ``metrics.jsonl`` (:meth:`record`, one of
+    :class:`negtrain.training.recorder.RunRecorder`'s listeners), so W&B and the file hold the same
+    numbers whatever the order of the callbacks, and nothing re-reads the file. Its keys are charted against ``epoch`` (``define_metric``), and ``step_sync``
     (set up by ``WandbLogger``) fills in ``trainer/global_step``.
     """
 
     def __init__(self, logger, run_dir: Path, eval_names: list[str], log_predictions: bool = False) -> None:
         self.logger = logger
         self.run_dir = run_dir
-        self.metrics_path = run_dir / "metrics.jsonl"
         self.eval_names = eval_names
         self.log_predictions = log_predictions
-        self._read_upto = 0
 
     @rank_zero_only
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         run = self.logger.experiment
         write_text(self.run_dir / RUN_ID_FILE, run.id + "\n")
-        # A resumed fit finds the epochs its killed predecessor already sent: skip them.
-        self._read_upto = len(self.metrics_path.read_text(encoding="utf-8")) if self.metrics_path.exists() else 0
         run.define_metric("epoch")
         for name in self.eval_names:
             run.define_metric(f"{name}/*", step_metric="epoch")
         run.define_metric("train/sources/*", step_metric="epoch")
         run.define_metric("train/examples*", step_metric="epoch")
 
-    def _new_records(self) -> list[dict[str, Any]]:
-        if not self.metrics_path.exists():
-            return []
-        text = self.metrics_path.read_text(encoding="utf-8")
-        new, self._read_upto = text[self._read_upto :], len(text)
-        return [json.loads(line) for line in new.splitlines() if line.strip()]
-
-    @rank_zero_only
-    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        for record in self._new_records():
-            if record.get("benchmark") != "train":
-                continue
-            metrics: dict[str, Any] = {"epoch": record["epoch"]}
-            for source, info in (record.get("sources") or {}).items():
-                # The realised number of examples drawn from the source this epoch.
-                metrics[f"train/sources/{source}"] = info["examples"]
-            for key in ("train_examples", "train_examples_per_second"):
-                if record.get(key) is not None:
-                    metrics["train/" + key[len("train_") :]] = record[key]
-            self.logger.experiment.log(metrics)
+    def record(self, record: dict[str, Any]) -> None:
+        """A record the run recorder has just written (on rank zero only; a resumed fit sends only
+        the epochs it runs itself). Training lines: per-source counts and throughput."""
+        if record.get("benchmark") != "train":
+            return
+        metrics: dict[str, Any] = {"epoch": record["epoch"]}
+        for source, info in (record.get("sources") or {}).items():
+            # The realised number of examples drawn from the source this epoch.
+            metrics[f"train/sources/{source}"] = info["examples"]
+        for key in ("train_examples", "train_examples_per_second"):
+            if record.get(key) is not None:
+                metrics["train/" + key[len("train_") :]] = record[key]
+        self.logger.experiment.log(metrics)
 
     @rank_zero_only
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.sanity_checking or not self.log_predictions:
+        if trainer.sanity_checking:
             return
-        import wandb
-
         epoch = trainer.current_epoch
-        tables: dict[str, Any] = {"epoch": epoch}
-        for eval_set in pl_module.eval_sets:
-            result = eval_set.result
-            if result is None or result.predictions is None:
-                continue
-            # The same rows as the run's predictions files: predicted label or generated answer.
-            rows = [
-                [ex.id, prediction, ex.label, correct, ex.subset or "", epoch]
-                for ex, prediction, correct in result.predicted(eval_set.examples, eval_set.predicted_labels)
-            ]
-            tables[f"predictions/{eval_set.name}"] = wandb.Table(
-                columns=["id", "prediction", "label", "correct", "subset", "epoch"], data=rows
-            )
-        self.logger.experiment.log(tables)
+        tables = prediction_tables(pl_module.eval_sets, epoch) if self.log_predictions else {}
+        self.logger.experiment.log({"epoch": epoch, **uncertainty_metrics(pl_module.eval_sets), **tables})
+
+
+def uncertainty_metrics(eval_sets) -> dict[str, float]:
+    """Each metric's standard error and 95% interval, as the run recorder just computed them for
+    ``metrics.jsonl``: ``<benchmark>/<split>/<metric>/stderr``, ``.../ci95_low``, ``.../ci95_high``
+    (charted against ``epoch`` with the metric itself). An undefined bound is NaN, as the metric."""
+    out: dict[str, float] = {}
+    for eval_set in eval_sets:
+        result = eval_set.result
+        if result is None or result.uncertainty is None:
+            continue
+        for key, entry in result.uncertainty.metrics.items():
+            prefix = f"{eval_set.name}/{key}"
+            if "stderr" in entry:
+                out[f"{prefix}/stderr"] = float("nan") if entry["stderr"] is None else float(entry["stderr"])
+            ci = entry.get("ci95")
+            if ci:
+                out[f"{prefix}/ci95_low"] = float("nan") if ci[0] is None else float(ci[0])
+                out[f"{prefix}/ci95_high"] = float("nan") if ci[1] is None else float(ci[1])
+    return out
+
+
+#: The first columns of a W&B prediction table. ``shots``: the few-shot examples' ids shown before
+#: the prompt (empty without shots); every further field of the prediction line (a model's scores,
+#: ``unparsed``, the ``prompt`` and ``response`` of a logged sample) follows as its own column.
+TABLE_COLUMNS = ["id", "prediction", "label", "correct", "subset", "shots", "epoch"]
+
+
+def prediction_tables(eval_sets, epoch: int) -> dict[str, Any]:
+    """Per eval set, a ``wandb.Table`` of the rows its predictions file holds this epoch
+    (:meth:`negtrain.data.eval_set.EvalSet.prediction_rows`, the same rows)."""
+    import wandb
+
+    tables: dict[str, Any] = {}
+    for eval_set in eval_sets:
+        rows = eval_set.prediction_rows()
+        if not rows:
+            continue
+        extra = list(dict.fromkeys(k for _, _, row in rows for k in row if k not in TABLE_COLUMNS))
+        data = [
+            [row["id"], row["prediction"], row["label"], correct, ex.subset or "", ", ".join(row.get("shots") or []), epoch]
+            + [_cell(row.get(k)) for k in extra]
+            for ex, correct, row in rows
+        ]
+        tables[f"predictions/{eval_set.name}"] = wandb.Table(columns=TABLE_COLUMNS + extra, data=data)
+    return tables
+
+
+def _cell(value: Any) -> Any:
+    """A table cell: text and numbers as they are, anything structured as its JSON."""
+    return value if value is None or isinstance(value, (str, int, float, bool)) else json.dumps(value)
 
 
 _EPOCH = re.compile(r"epoch(\d+)")

@@ -1,0 +1,192 @@
+"""Scoring benchmark splits through a request backend (a model behind an OpenAI-compatible
+server), into the same files as the in-process ``hf`` backend.
+
+An eval entry becomes requests (:mod:`negtrain.serving.requests`) built from the same prompts,
+shots, strategies and verbalizers as the ``causal_lm`` family builds them
+(:mod:`negtrain.models.lm`, :mod:`negtrain.prompts`):
+
+- answered by generation (a free-text benchmark such as CondaQA, or a strategy whose answer
+  rule reads the label out of generated text): one greedy :class:`Generation` per example with
+  the same limits and stop strings as the ``hf`` backend (:class:`negtrain.prompts.strategies.Answering`),
+  the response read by the same answer rule; a chat (``--chat``, ``--system``,
+  ``--fewshot-as-multiturn``) goes to the chat endpoint as messages;
+- a label benchmark scored by verbalizers: one :class:`Loglikelihood` per example and label, the
+  verbalizer after a space as the continuation; the label with the highest summed (or per-token
+  mean, ``model.verbalizer_score``) log-probability wins;
+- a multiple-choice benchmark (NeQA): one per example and choice, the benchmark's own context
+  and delimiter; the metric picks from the log-likelihoods as it does from the ``hf`` ones.
+
+Cloze probes (negated LAMA) need the whole next-token distribution, which no server returns:
+they are not scored through a server. The metric, the bootstrap intervals, the metrics line and
+the predictions file are the ``hf`` backend's own (:func:`negtrain.training.recorder.eval_record`,
+:meth:`negtrain.data.eval_set.EvalSet.write_predictions`).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+from negtrain.benchmarks.base import AnswerKind, Benchmark
+from negtrain.benchmarks.registry import get_benchmark
+from negtrain.data.eval_set import EvalResult, EvalSet
+from negtrain.metrics.base import UNPARSED
+from negtrain.metrics.multiple_choice import first_argmax
+from negtrain.metrics.uncertainty import estimate
+from negtrain.models.generation import cut_at_stop
+from negtrain.models.lm import STOP_STRINGS, PromptSettings, prompts_with_shots, verbalizer_text
+from negtrain.prompts.strategies import Answering
+from negtrain.serving.openai import Counts, OpenAIBackend
+from negtrain.serving.requests import Generation, Loglikelihood
+from negtrain.training.recorder import eval_record
+
+
+def served_unsupported(bench: Benchmark) -> str | None:
+    """Why ``bench`` cannot be scored through a server (None: it can)."""
+    if bench.answer_type is AnswerKind.CLOZE:
+        return "its metrics need the whole next-token distribution, which a server does not return"
+    return None
+
+
+def _answering(bench: Benchmark, settings: PromptSettings) -> Answering | None:
+    """A strategy's answering by generation, or None (the family's default)."""
+    strategy = settings.strategy_of(bench)
+    return strategy.answer if strategy is not None and strategy.answer.generates else None
+
+
+def needs_logprobs(bench: Benchmark, entry=None) -> bool:
+    """Whether scoring ``bench`` (as ``entry`` asks) needs prompt log-probabilities."""
+    if bench.generative:
+        return False
+    return entry is None or _answering(bench, PromptSettings.of(entry)) is None
+
+
+@dataclass
+class ServedResult:
+    record: dict
+    counts: Counts
+
+
+def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing: bool = False) -> ServedResult:
+    """Score one eval entry through ``backend``; write its predictions file into ``out`` and
+    return its metrics line (with the requests it took under ``"requests"``)."""
+    bench = get_benchmark(entry.benchmark)
+    cfg = recipe.model
+    examples = list(bench.load(entry.split))
+    counts = Counts()
+    start = time.perf_counter()
+    settings = PromptSettings.of(entry)
+    name = f"{bench.name}/{entry.split}" + (f"/{settings.variant}" if settings.variant else "")
+    metric = bench.metric(examples)
+    log = recipe.evaluation.log_samples
+    texts = responses = shot_ids = rendered = None
+    tokens_generated = None
+    answering = _answering(bench, settings)
+    # A multiple-choice benchmark put through a generating strategy (ScoNe-NLG): its completions
+    # are the predictions, written for people to judge.
+    completions = bench.answer_type is AnswerKind.CHOICE and answering is not None
+    if bench.answer_type is AnswerKind.CHOICE and not completions:
+        if settings.strategy:  # the choices after the strategy's prompt, as the hf backend scores them
+            prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
+            contexts = [p.text() for p in prompts]
+            rendered = contexts
+        else:
+            contexts = [bench.context(e) for e in examples]
+        requests, shape = [], []
+        for e, context in zip(examples, contexts):
+            options = list(bench.choices(e))
+            shape.append(len(options))
+            requests += [Loglikelihood(context, bench.target_delimiter + o, example=f"{name}/{e.id} choice {j}")
+                         for j, o in enumerate(options)]
+        answers = backend.answer(requests, counts, allow_missing)
+        index, logprob, at = [], [], 0
+        for i, k in enumerate(shape):
+            got = answers[at : at + k]
+            at += k
+            if all(a is not None for a in got):
+                index.append(i)
+                logprob.append([a.logprob for a in got])
+        if index:
+            metric.update(torch.tensor(index, dtype=torch.long), torch.tensor(logprob, dtype=torch.float64))
+    else:
+        prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
+        if cfg.chat:
+            chats = [tuple((m["role"], m["content"]) for m in p.messages(cfg.system, cfg.fewshot_as_multiturn)) for p in prompts]
+            rendered = [json.dumps([dict(role=r, content=c) for r, c in m], ensure_ascii=False) for m in chats]
+        else:
+            chats = [()] * len(prompts)
+            rendered = [p.text() for p in prompts]
+        if completions:
+            metric = bench.completions_metric(examples)
+        if bench.generative or answering is not None:
+            metric.counts_unparsed = answering is not None
+            # The causal family's default: greedy, model.max_new_tokens, the first line.
+            rule = answering or Answering(method="generate", rule="first_line", max_new_tokens=cfg.max_new_tokens, stop=STOP_STRINGS)
+            requests = [Generation(p.text(), rule.max_new_tokens, tuple(rule.stop), m, example=f"{name}/{e.id}")
+                        for p, m, e in zip(prompts, chats, examples)]
+            answers = backend.answer(requests, counts, allow_missing)
+            responses = [None if a is None else cut_at_stop(a.text, rule.stop) for a in answers]
+            tokens_generated = sum(a.tokens_out for a in answers if a is not None)
+            texts = [None] * len(examples) if bench.generative or completions else None
+            index, outcome = [], []
+            for i, response in enumerate(responses):
+                if response is None:
+                    continue
+                index.append(i)
+                answer = rule.read(response)
+                if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
+                    outcome.append(UNPARSED)
+                elif completions:  # written for people to judge: the text is the prediction
+                    texts[i] = answer
+                    outcome.append(1)
+                elif bench.generative:
+                    texts[i] = answer
+                    outcome.append(int(bench.is_correct(answer, examples[i])))
+                else:
+                    outcome.append(list(bench.labels).index(answer))
+            if index:
+                metric.update(torch.tensor(index, dtype=torch.long), torch.tensor(outcome, dtype=torch.long))
+        else:
+            verbalizer = settings.verbalizer or bench.verbalizer()
+            # The continuation is the verbalizer after a space, as the causal family splits it.
+            conts = [" " + verbalizer_text(verbalizer[label], cfg) for label in bench.labels]
+            requests = [Loglikelihood(p.text(), c, example=f"{name}/{e.id} label {label!r}")
+                        for p, e in zip(prompts, examples) for c, label in zip(conts, bench.labels)]
+            answers = backend.answer(requests, counts, allow_missing)
+            k = len(conts)
+            index, scores = [], []
+            responses = [None] * len(examples)
+            for i in range(len(examples)):
+                got = answers[i * k : (i + 1) * k]
+                if any(a is None for a in got):
+                    continue
+                index.append(i)
+                row = [a.logprob / (a.n_tokens if cfg.verbalizer_score == "mean" else 1) for a in got]
+                scores.append(row)
+                responses[i] = {label: round(v, 4) for label, v in zip(bench.labels, row)}
+            if index:
+                metric.update(torch.tensor(index, dtype=torch.long), first_argmax(torch.tensor(scores, dtype=torch.float64)))
+    values = {k: float(v) for k, v in metric.compute().items()}
+    predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
+    eval_set = EvalSet(bench, entry.split, examples, encoded=None, metric=metric, shot_ids=shot_ids, answering=answering,
+                       prompts=rendered if log else None, variant=settings.variant, log_samples=log, completions=completions)
+    eval_set.result = EvalResult(name, values, predictions, metric.note, texts, fields=metric.prediction_fields())
+    if log and responses is not None:
+        eval_set.result.responses = responses
+    eval_set.result.tokens_generated = tokens_generated
+    if metric.last_outcomes is not None and metric.supports_uncertainty:
+        evaluation = recipe.evaluation
+        eval_set.result.uncertainty = estimate(metric, metric.last_outcomes, evaluation.bootstrap, evaluation.bootstrap_seed, bench.is_count)
+    eval_set.write_predictions(out, "validate")
+    record = eval_record(eval_set, 0, "validate", time.perf_counter() - start)
+    record["requests"] = counts.as_json()
+    if counts.missing:
+        note = (f"--allow-missing: {len(counts.missing)} request(s) failed, so {len(examples) - len(index)} of {len(examples)} "
+                "examples have no prediction and these numbers are not comparable with full-split results")
+        record["note"] = f"{record['note']}; {note}" if record.get("note") else note
+        record["missing"] = counts.missing
+    return ServedResult(record, counts)

@@ -1,0 +1,56 @@
+"""Answers of a model on disk, so a rerun (or a run resumed after a kill) sends no request that
+was already answered.
+
+One SQLite file (``responses.sqlite``): a row per answered request, keyed by
+:func:`negtrain.serving.requests.cache_key`, committed one at a time. SQLite's journal makes
+each commit atomic, so a kill leaves either the whole answer or none of it, never half an entry
+read back as an answer; several processes may share one file (``--cache PATH``), SQLite locks it.
+Only answers are stored: no request headers, so no API key ever reaches the file.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from pathlib import Path
+
+from negtrain.errors import ConfigError
+from negtrain.serving.requests import Answer
+
+FILE_NAME = "responses.sqlite"
+
+
+class ResponseCache:
+    def __init__(self, path: Path) -> None:
+        """``path``: the SQLite file, or a folder to hold ``responses.sqlite``."""
+        path = Path(path)
+        if path.is_dir() or path.suffix == "":
+            path = path / FILE_NAME
+        self.path = path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._db = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
+            self._db.execute("PRAGMA journal_mode=WAL")
+            self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)")
+        except (OSError, sqlite3.Error) as exc:
+            raise ConfigError(f"--cache {path}: cannot open the response cache ({exc})") from None
+        self._lock = threading.Lock()
+
+    def get(self, key: str) -> Answer | None:
+        with self._lock:
+            row = self._db.execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
+        return None if row is None else Answer.of(json.loads(row[0]))
+
+    def put(self, key: str, answer: Answer) -> None:
+        with self._lock:
+            # Autocommit: one statement, one atomic transaction.
+            self._db.execute("INSERT OR REPLACE INTO answers (key, answer) VALUES (?, ?)", (key, json.dumps(answer.as_json())))
+
+    def __len__(self) -> int:
+        with self._lock:
+            return self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()

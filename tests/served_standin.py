@@ -1,0 +1,127 @@
+"""A STAND-IN for an OpenAI-compatible server, for the tests of the served-model backend.
+
+No server that runs here returns prompt log-probabilities (``transformers serve`` ignores
+``echo`` and ``logprobs``), so this small stand-in, written for the tests on the standard
+library's ``http.server`` and bound to 127.0.0.1 only, answers ``/v1/completions`` the way vLLM
+does, from a real (tiny) Hugging Face model:
+
+- with ``echo`` and ``logprobs``: the prompt's tokens, each one's log-probability given the ones
+  before (None for the first), their character offsets (``text_offset``) and the top token at each
+  position, then one generated token (``max_tokens: 1``);
+- without: greedy generation up to ``max_tokens`` or the first stop string.
+
+It counts the requests it answers, and can be told to answer some with an error status first
+(``fail``: a list of statuses used up one per request, or ``always`` for every request), and to
+call ``on_request(count)`` after answering each one (the tests kill a card from there).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import torch
+
+
+class StandIn:
+    def __init__(self, model_dir: Path, fail: list[int] | None = None, always: int | None = None) -> None:
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
+        self.model = AutoModelForCausalLM.from_pretrained(model_dir).eval()
+        self.fail = list(fail or [])
+        self.always = always
+        self.answered = 0  # requests answered with 200
+        self.refused = 0  # requests answered with an error status
+        self.on_request = None
+        self.auth: list[str | None] = []  # the Authorization header of every request
+        self._lock = threading.Lock()
+        standin = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                standin.auth.append(self.headers.get("Authorization"))
+                with standin._lock:
+                    status = standin.always or (standin.fail.pop(0) if standin.fail else 200)
+                    if status != 200:
+                        standin.refused += 1
+                        self._send(status, {"error": {"message": f"stand-in says {status}"}}, {"Retry-After": "0"})
+                        return
+                    if not self.path.endswith("/v1/completions"):
+                        self._send(404, {"error": {"message": f"no route {self.path}"}})
+                        return
+                    answer = standin.logprobs(body) if body.get("echo") else standin.generate(body)
+                    standin.answered += 1
+                    count = standin.answered
+                self._send(200, answer)
+                if standin.on_request is not None:
+                    standin.on_request(count)
+
+            def _send(self, status: int, data: dict, headers: dict | None = None) -> None:
+                raw = json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> "StandIn":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+    @torch.no_grad()
+    def logprobs(self, body: dict) -> dict:
+        text = body["prompt"]
+        enc = self.tokenizer(text, return_offsets_mapping=True)
+        ids = enc["input_ids"]
+        logits = self.model(input_ids=torch.tensor([ids])).logits[0].float()
+        lp = torch.log_softmax(logits, -1)
+        token_logprobs = [None] + [float(lp[i - 1, ids[i]]) for i in range(1, len(ids))]
+        tops = [None] + [{self.tokenizer.convert_ids_to_tokens(int(lp[i - 1].argmax())): float(lp[i - 1].max())} for i in range(1, len(ids))]
+        tokens = self.tokenizer.convert_ids_to_tokens(ids)
+        offsets = [o[0] for o in enc["offset_mapping"]]
+        nxt = int(lp[-1].argmax())  # max_tokens: 1
+        tokens.append(self.tokenizer.convert_ids_to_tokens(nxt))
+        token_logprobs.append(float(lp[-1, nxt]))
+        tops.append({tokens[-1]: float(lp[-1, nxt])})
+        offsets.append(len(text))
+        return {
+            "object": "text_completion", "model": body["model"],
+            "choices": [{"index": 0, "text": text + self.tokenizer.decode([nxt]), "finish_reason": "length",
+                         "logprobs": {"tokens": tokens, "token_logprobs": token_logprobs, "text_offset": offsets, "top_logprobs": tops}}],
+            "usage": {"prompt_tokens": len(ids), "completion_tokens": 1, "total_tokens": len(ids) + 1},
+        }
+
+    @torch.no_grad()
+    def generate(self, body: dict) -> dict:
+        ids = self.tokenizer(body["prompt"], return_tensors="pt")["input_ids"]
+        out = self.model.generate(input_ids=ids, max_new_tokens=body["max_tokens"], do_sample=False,
+                                  pad_token_id=self.tokenizer.eos_token_id, stop_strings=body.get("stop") or None,
+                                  tokenizer=self.tokenizer)
+        new = out[0, ids.shape[1]:]
+        text = self.tokenizer.decode(new, skip_special_tokens=True)
+        for stop in body.get("stop") or []:
+            text = text.split(stop, 1)[0]
+        return {"object": "text_completion", "model": body["model"],
+                "choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": ids.shape[1], "completion_tokens": len(new), "total_tokens": ids.shape[1] + len(new)}}

@@ -1,0 +1,135 @@
+"""Report cards that survive a kill: each benchmark is kept as soon as it is scored, and the same
+command into the same --out continues without redoing it; SIGTERM never reads as success; a shot
+source that cannot be read is skipped under `all` like unreadable data; a token inside the model
+path reaches neither the card's title nor recipe.yaml's header."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import negtrain.card as card_module
+from negtrain.cli import main, parser
+from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
+
+ROOT = Path(__file__).resolve().parent.parent
+LIMIT = ["--trainer.limit_val_batches=1", "--data.eval_batch_size=8", "--trainer.torch_threads=1", "--trainer.precision=32-true"]
+
+
+def _card(model, out, benchmarks, *extra) -> int:
+    return main(["evaluate", "--model", str(model), "--family", "causal_lm", "--benchmarks", benchmarks, "--out", str(out), *LIMIT, *extra])
+
+
+def _stable(out: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if k != "eval_seconds"} for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+class Killed(BaseException):
+    """Stands for the process dying right after its first benchmark was kept."""
+
+
+def test_hf_card_killed_after_its_first_benchmark_resumes_without_recomputing_it(lm_env, tmp_path, monkeypatch):
+    model = lm_env["llama"]
+    assert _card(model, tmp_path / "whole", "scone,nannli") == 0
+    out = tmp_path / "card"
+    keep = card_module._keep_part
+
+    def keep_then_die(out_, name, folder):
+        keep(out_, name, folder)
+        raise Killed()
+
+    monkeypatch.setattr(card_module, "_keep_part", keep_then_die)
+    with pytest.raises(Killed):
+        _card(model, out, "scone,nannli")
+    monkeypatch.setattr(card_module, "_keep_part", keep)
+    first = (out / "parts" / "scone-test.json").read_bytes()
+    assert not (out / "metrics.jsonl").exists() and not (out / "parts" / "nannli-test.json").exists()
+    scored = []
+    evaluate_each = card_module.evaluate_each
+
+    def spy(loaded, *args, **kwargs):
+        scored.extend(f"{e.benchmark}/{e.split}" for e in loaded.recipe.data.eval)
+        return evaluate_each(loaded, *args, **kwargs)
+
+    monkeypatch.setattr(card_module, "evaluate_each", spy)
+    assert _card(model, out, "scone,nannli") == 0
+    assert scored == ["nannli/test"]  # ScoNe is not scored again...
+    assert (out / "parts" / "scone-test.json").read_bytes() == first  # ...and its result is the one kept
+    assert _stable(out) == _stable(tmp_path / "whole")
+    for name in ("scone-test-validate.jsonl", "nannli-test-validate.jsonl"):
+        assert (out / "predictions" / name).read_bytes() == (tmp_path / "whole" / "predictions" / name).read_bytes()
+    assert (out / "recipe.yaml").read_bytes() == (tmp_path / "whole" / "recipe.yaml").read_bytes()
+    assert not list((out / "parts").glob(".scoring-*"))
+    # A finished card rerun: nothing scored, the same files.
+    scored.clear()
+    before = (out / "metrics.jsonl").read_bytes()
+    assert _card(model, out, "scone,nannli") == 0
+    assert scored == [] and (out / "metrics.jsonl").read_bytes() == before
+    # Killed between metrics.jsonl and card.md: the rerun writes the card.
+    (out / "card.md").unlink()
+    assert _card(model, out, "scone,nannli") == 0 and (out / "card.md").is_file()
+    # Another command into the same --out is refused, not mixed in.
+    assert _card(model, out, "scone") == 2
+
+
+def test_sigterm_to_a_card_is_no_success_and_the_rerun_finishes_it(lm_env, tmp_path):
+    out = tmp_path / "card"
+    command = [sys.executable, "-m", "negtrain", "evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm",
+               "--benchmarks", "scone,nannli,tinad", "--out", str(out), *LIMIT]
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + 120
+    while not (out / "recipe.yaml").exists() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=120)
+    assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)  # by our handler, or by the signal itself
+    assert not (out / "card.md").exists()
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert [r["benchmark"] for r in _stable(out)] == ["scone", "nannli", "tinad"] and (out / "card.md").is_file()
+
+
+def test_all_with_shots_skips_a_benchmark_whose_shot_source_cannot_be_read(lm_env, capsys):
+    """CondaQA's shots come from its train split, which the mirror does not hold."""
+    assert not (lm_env["data"] / "AbhilashaRavichander/CondaQA/data/condaqa_train.json").exists()
+    args, extra = parser().parse_known_args(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--shots", "2"])
+    recipe, skipped, _, _ = card_module.plan_card(args, extra)
+    planned = [e.benchmark for e in recipe.data.eval]
+    assert "condaqa" not in planned and {"scone", "nannli", "tinad"} <= set(planned)
+    lost = {s.benchmark: s.reason for s in skipped}
+    assert "its shot source condaqa/train cannot be read" in lost["condaqa"]
+    assert "all: skipping condaqa/test: its shot source condaqa/train" in capsys.readouterr().out
+    # Named explicitly, it is an error before any model is loaded.
+    code = main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--benchmarks", "condaqa", "--shots", "2"])
+    assert code == 2 and "--benchmarks condaqa: its shot source condaqa/train cannot be read" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_all_with_shots_scores_the_rest(lm_env, tmp_path):
+    out = tmp_path / "card"
+    assert _card(lm_env["llama"], out, "all", "--shots", "2") == 0
+    names = [r["benchmark"] for r in _stable(out)]
+    assert "condaqa" not in names and "scone" in names
+    assert "- condaqa/test: its shot source condaqa/train cannot be read" in (out / "card.md").read_text()
+
+
+def test_a_token_in_the_model_path_is_masked_in_the_title_and_header(lm_env, tmp_path, monkeypatch):
+    token = "hf_plantedPathToken0123456789"
+    monkeypatch.setenv("HF_TOKEN", token)
+    model = tmp_path / f"models-{token}" / "llama"
+    model.parent.mkdir()
+    model.symlink_to(lm_env["llama"])
+    out = tmp_path / "card"
+    assert _card(model, out, "tinad") == 0
+    for name in ("card.md", "recipe.yaml", "metrics.jsonl"):
+        assert token not in (out / name).read_text(), name
+    assert (out / "card.md").read_text().startswith("# Negation report card: `") and "***" in (out / "card.md").read_text().splitlines()[0]
+    assert "***" in (out / "recipe.yaml").read_text().splitlines()[0]
