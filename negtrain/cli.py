@@ -1,6 +1,8 @@
 """``python -m negtrain``: the command table.
 
 Malformed input exits with code 2 and one ``error: ...`` line; ``--debug`` shows the traceback.
+SIGTERM and SIGINT end every command with 128 + the signal number (143, 130), never 0
+(:mod:`negtrain.stop_signals`).
 Arguments a subcommand does not declare are passed to it as ``extra`` (recipe overrides such as
 ``--trainer.max_epochs=1``); subcommands that take none reject them.
 """
@@ -14,7 +16,8 @@ from dataclasses import dataclass
 
 from negtrain.benchmarks.files import pin_data_dirs
 from negtrain.commands import compare, env, evaluate, export, recipes, report, sweep, train
-from negtrain.errors import NegtrainError
+from negtrain.errors import NegtrainError, Stopped
+from negtrain.stop_signals import stop_on_signals
 
 
 @dataclass(frozen=True)
@@ -66,18 +69,36 @@ def main(argv: list[str] | None = None) -> int:
     debug = "--debug" in argv
     pin_data_dirs()
     try:
-        args, extra = parser().parse_known_args(argv)
-        args.argv = argv  # the exact invocation, recorded with a run (command.txt)
-        return COMMANDS[args.command].run(args, extra)
+        with stop_on_signals():
+            args, extra = parser().parse_known_args(argv)
+            args.argv = argv  # the exact invocation, recorded with a run (command.txt)
+            return COMMANDS[args.command].run(args, extra)
     except NegtrainError as exc:
         if debug:
             raise
         print(f"error: {one_line(str(exc))}", file=sys.stderr)
         return 2
+    except Stopped as stopped:
+        # Never a success: a scheduler or a script must not take a stopped command for a finished one.
+        if not stopped.printed:
+            print(stopped.message or f"stopped by {stopped.signal_name}", file=sys.stderr, flush=True)
+        return stopped.exit_code
+    except KeyboardInterrupt:  # a SIGINT that reached Python's own handler
+        print("stopped by SIGINT", file=sys.stderr, flush=True)
+        return 130
+
+
+#: The longest error line printed. Messages name a few examples and count the rest; this bounds
+#: one that quotes a huge user value (a megabyte-long id or field) all the same.
+MAX_ERROR_CHARS = 2000
 
 
 def one_line(message: str) -> str:
     """``message`` with line breaks and other control characters escaped as in a Python literal
     (``\\n``, ``\\x1b``): an error may quote user text (a recipe name, a label, a data field), and
-    must stay one line that a terminal prints as it is."""
-    return "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in message)
+    must stay one line that a terminal prints as it is, of at most :data:`MAX_ERROR_CHARS`."""
+    line = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in message)
+    if len(line) > MAX_ERROR_CHARS:
+        cut = len(line) - (MAX_ERROR_CHARS - 350)
+        line = line[: MAX_ERROR_CHARS - 500] + f" ... [{cut} characters left out] ... " + line[-150:]
+    return line

@@ -62,7 +62,12 @@ def resolve_side(arg: Path, benchmark: str | None, split: str | None, epoch: str
     for path in sorted(folder.glob("*.jsonl")):
         match = PREDICTIONS_FILE.match(path.name)
         if match:
-            by_set.setdefault(f"{match['benchmark']}/{match['split']}", {})[match["stage"]] = path
+            # epoch01 and epoch1 are the same epoch (a file renamed by hand, or another writer's spelling).
+            stage = f"epoch{int(match['epoch'])}" if match["epoch"] is not None else match["stage"]
+            stages = by_set.setdefault(f"{match['benchmark']}/{match['split']}", {})
+            if stage in stages:
+                raise NegtrainError(f"{folder}: {stages[stage].name} and {path.name} are both {stage}; move one aside")
+            stages[stage] = path
     has_epochs = any(s.startswith("epoch") for stages in by_set.values() for s in stages)
     # --epoch picks among a run's epochs; a report card or a validate/test run has one evaluation.
     wanted = None if epoch == "last" or not has_epochs else _epoch_of_best(arg) if epoch == "best" else int(epoch)

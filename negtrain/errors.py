@@ -2,8 +2,8 @@
 
 Everything a user can get wrong (a recipe key, a data row, a missing file, a prediction label)
 raises :class:`NegtrainError`. The CLI turns it into one ``error: ...`` line and exit code 2;
-anything else is a bug and keeps its traceback, except :class:`Preempted`, a ``fit`` stopped on
-purpose by a signal.
+anything else is a bug and keeps its traceback, except :class:`Stopped`, a command stopped by a
+signal (exit code 128 + the signal number).
 """
 
 from __future__ import annotations
@@ -24,21 +24,49 @@ class ConfigError(NegtrainError):
     """A recipe or override is invalid."""
 
 
-class Preempted(Exception):
-    """``fit`` stopped on a signal (SIGTERM, SIGUSR1) after writing a checkpoint to resume from.
+class Stopped(BaseException):
+    """A command stopped by a signal (SIGTERM, SIGINT): not a success, and not an input error.
 
-    Not a :class:`NegtrainError`: nothing was wrong with the input. ``fit`` exits with
-    :attr:`exit_code` (see :mod:`negtrain.training.preemption`).
+    A ``BaseException`` like ``KeyboardInterrupt``, so that no ``except Exception`` on the way
+    (a sweep's per-trial handler, a library's) mistakes it for one trial's failure and goes on.
+    The CLI prints :attr:`message` (unless the code that stopped already did, ``printed``) and
+    exits with :attr:`exit_code`; code that can say how to continue catches it, writes its state
+    and raises it again with the command that continues (:meth:`continue_with`).
     """
 
-    def __init__(self, signum: int, message: str) -> None:
+    def __init__(self, signum: int, message: str = "", printed: bool = False) -> None:
         super().__init__(message)
         self.signum = signum
+        self.message = message
+        self.printed = printed
 
     @property
     def exit_code(self) -> int:
         # The shell's convention for "ended by signal N": never 0, so a scheduler sees no success.
         return 128 + self.signum
+
+    @property
+    def signal_name(self) -> str:
+        import signal
+
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"
+
+    def continue_with(self, what: str, command: str) -> Stopped:
+        """A new stop of the same signal whose message says how to continue ``what``."""
+        return Stopped(self.signum, f"stopped by {self.signal_name}: {what}; continue with: {command}")
+
+
+class Preempted(Stopped):
+    """``fit`` stopped on a signal (SIGTERM, SIGUSR1, SIGINT) after writing a checkpoint to resume from.
+
+    Its message (with the resume command) is printed where it is raised, on rank 0.
+    """
+
+    def __init__(self, signum: int, message: str) -> None:
+        super().__init__(signum, message, printed=True)
 
 
 def did_you_mean(word: str, choices: Iterable[str]) -> str:

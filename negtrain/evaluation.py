@@ -75,8 +75,14 @@ class Scored:
         }
 
 
+def _short(text: str, limit: int = 80) -> str:
+    """``repr(text)``, cut to ``limit`` characters: an id in a message, not a page of it."""
+    shown = repr(text)
+    return shown if len(shown) <= limit else shown[: limit - 5] + "...' (" + f"{len(text)} characters)"
+
+
 def _name(ids: Sequence[str]) -> str:
-    shown = ", ".join(repr(i) for i in ids[:SHOW])
+    shown = ", ".join(_short(i) for i in ids[:SHOW])
     return shown + (f", ... ({len(ids) - SHOW} more)" if len(ids) > SHOW else "")
 
 
@@ -114,7 +120,8 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     """(line, id, raw prediction, canonical label) per line; rejects malformed lines.
 
     For a generative benchmark the canonical label is the answer text itself. A ``null``
-    prediction is a response no answer rule could read: label None, scored as wrong."""
+    prediction with ``"unparsed": true`` is a response no answer rule could read: label None,
+    scored as wrong; a ``null`` prediction without it is an error."""
     rows = PredictionRows()
     for row in jsonl_rows(path, read_lines(path), PredictionError):
         obj, lineno = _kept(row.fields), row.line
@@ -126,8 +133,7 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
         pred = obj["prediction"]
         if "unparsed" in obj:  # a line of a split answered by a strategy's answer rule
             rows.generated = True
-        if pred is None and bench.answer_type is not AnswerKind.CHOICE:
-            rows.generated = True
+        if pred is None and obj.get("unparsed") is True and bench.answer_type is not AnswerKind.CHOICE:
             rows.append(_line(lineno, obj["id"], pred, None, obj))
             continue
         label = bench.normalize_prediction(pred)
@@ -407,14 +413,21 @@ def _matched(bench: Benchmark, split: str, path: Path, examples, lines: list[tup
     benchmark = bench.name
     position = {e.id: i for i, e in enumerate(examples)}
     first_line: dict[str, int] = {}
-    duplicates: dict[str, list[int]] = {}
+    duplicates: dict[str, list[int]] = {}  # id -> its first few lines (the message names a few, then counts)
+    repeats: dict[str, int] = {}  # id -> on how many lines it is
     for lineno, id_ in lines:
         if id_ in first_line:
-            duplicates.setdefault(id_, [first_line[id_]]).append(lineno)
+            kept = duplicates.setdefault(id_, [first_line[id_]])
+            if len(kept) < 3:
+                kept.append(lineno)
+            repeats[id_] = repeats.get(id_, 1) + 1
         else:
             first_line[id_] = lineno
     if duplicates:
-        shown = "; ".join(f"{i!r} (lines {', '.join(map(str, ls))})" for i, ls in list(duplicates.items())[:SHOW])
+        shown = "; ".join(
+            f"{_short(i)} (lines {', '.join(map(str, ls))}{f', ...; {repeats[i]} lines in all' if repeats[i] > len(ls) else ''})"
+            for i, ls in list(duplicates.items())[:SHOW]
+        )
         more = f"; ... ({len(duplicates) - SHOW} more)" if len(duplicates) > SHOW else ""
         raise PredictionError(f"{path}: {len(duplicates)} duplicate id(s): {shown}{more}")
     unknown = [id_ for id_ in first_line if id_ not in position]

@@ -5,7 +5,13 @@ by mistake) or through a future field. Everything negtrain writes or sends - ``r
 W&B run config, the recorded command, model cards, reports - goes through :func:`redact`, which masks
 
 - the values of environment variables with a secret-looking name (``WANDB_API_KEY``, ``HF_TOKEN``,
-  ``*_TOKEN``, ``*_KEY``, ``*SECRET*``, ``*PASSWORD*``, ...) wherever they occur in a string, and
+  ``*_TOKEN``, ``*_KEY``, ``*SECRET*``, ``*PASSWORD*``, ...) wherever they occur in a string (a
+  string that is the secret, or holds it, e.g. a path with a token in it), if the value can be a
+  credential at all: at least :data:`MIN_SECRET_LENGTH` characters without whitespace. Shorter
+  values are ordinary words too often: with ``MY_API_KEY=entailment`` set, masking it would turn
+  a recipe's ``head_labels: [entailment, not_entailment]`` into ``['***', 'not_***']`` and the run
+  could no longer be loaded. Every real token is longer (Hugging Face 37 characters, W&B 40,
+  OpenAI 51 and more); and
 - the text value of any mapping key with a secret-looking name, in free-form data. A recipe is
   typed and none of its fields is a secret (a test checks every field with a secret-looking name),
   so it is only value-masked: ``recipe.yaml`` must read back as it was written.
@@ -21,17 +27,23 @@ MASK = "***"
 # "token" only as a word of its own: HF_TOKEN and auth_token are secrets, max_new_tokens and
 # tokenizer are not.
 SECRET_NAME = re.compile(r"(api[_-]?key|(?<![a-z])token(?![a-z])|secret|passw(or)?d|credential|private[_-]?key)", re.IGNORECASE)
-#: Shorter values are too likely to occur by chance (e.g. "1") to be masked inside text.
-MIN_SECRET_LENGTH = 6
+#: Shorter values are too likely to be ordinary words or numbers ("entailment", "1") to be masked
+#: inside anything written; every real API key and token is longer.
+MIN_SECRET_LENGTH = 16
 
 
 def is_secret_name(name: str) -> bool:
     return bool(SECRET_NAME.search(name)) or name.upper().endswith("_KEY")
 
 
+def can_be_secret(value: str) -> bool:
+    """Whether an environment value can be a credential: long enough, and one word."""
+    return len(value) >= MIN_SECRET_LENGTH and not any(c.isspace() for c in value)
+
+
 def secret_values(environ: dict[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
-    values = {v for k, v in env.items() if is_secret_name(k) and len(v) >= MIN_SECRET_LENGTH}
+    values = {v for k, v in env.items() if is_secret_name(k) and can_be_secret(v)}
     return sorted(values, key=len, reverse=True)
 
 

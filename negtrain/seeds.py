@@ -4,7 +4,11 @@ A seed group is a parent directory holding one ordinary run directory per seed, 
 ``seeds.json`` (the recipe and the seeds). The runs are made one after another; each run's
 resolved recipe is the recipe with ``seed: N`` and nothing else changed (with W&B on and no
 ``logger.group`` set, every seed gets the parent's name as its W&B group, the same for all).
-A killed seed run is continued like any run, with ``fit --resume <parent>/seed<N>``.
+A killed seed run is continued like any run, with ``fit --resume <parent>/seed<N>``, or with the
+same ``fit --seeds`` command again, which keeps the finished seeds, continues the interrupted one
+and starts the rest (SIGTERM or SIGINT print that command and exit 143 / 130). The parent is
+locked for the group's life (:mod:`negtrain.io.run_lock`). ``report`` names every seed
+``seeds.json`` lists but whose run recorded nothing, and every NaN it leaves out of a mean.
 
 Across seeds, per eval set, metric and epoch, :func:`aggregate` gives the mean, the sample
 standard deviation (n − 1) and each seed's value. The spread across seeds measures training
@@ -16,16 +20,19 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+import shlex
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from negtrain.config import to_dict
-from negtrain.errors import ConfigError, NegtrainError
+from negtrain.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
+from negtrain.io.run_lock import run_lock
 from negtrain.recipes import load_recipe
 from negtrain.runs import RunDir, is_count
-from negtrain.training.run import default_run_dir, fit
+from negtrain.secrets import redact_text
+from negtrain.training.run import default_run_dir, fit, resume
 
 MANIFEST = "seeds.json"
 
@@ -63,27 +70,78 @@ def seed_command(argv: list[str], seed: int) -> list[str]:
 
 
 def fit_seeds(recipe: str, overrides: dict[str, Any], seeds: list[int], parent: Path | None, argv: list[str] | None) -> Path:
-    """Train the recipe once per seed, in sequence, into ``<parent>/seed<N>``."""
+    """Train the recipe once per seed, in sequence, into ``<parent>/seed<N>``.
+
+    The same command again continues the group: a finished seed is kept, an interrupted one
+    continues from its newest checkpoint (``fit --resume``), the others start. A seed folder whose
+    recipe is not this one (with its seed) is refused, and so is a parent that is a run itself."""
     if "seed" in overrides:
         raise ConfigError("fit: give either --seeds or --seed, not both")
     first = load_recipe(recipe, overrides)  # recipe mistakes surface before any directory is made
     parent = parent or default_run_dir(first.name)
-    for seed in seeds:
-        if (parent / f"seed{seed}" / "metrics.jsonl").exists():
-            raise ConfigError(f"{parent / f'seed{seed}'} already holds a run; choose another --output-dir")
+    for name in ("metrics.jsonl", "recipe.yaml", "checkpoints"):
+        if (parent / name).exists():
+            raise ConfigError(
+                f"--output-dir {parent} is a run directory ({name}), not the parent of seed runs; "
+                "choose a new directory for fit --seeds"
+            )
     extra: dict[str, Any] = {}
     if first.recipe.logger.backend == "wandb" and first.recipe.logger.group is None:
         extra["logger.group"] = parent.resolve().name  # the same for every seed: one W&B group
-    parent.mkdir(parents=True, exist_ok=True)
-    manifest = {"recipe": first.name, "seeds": seeds, "runs": [f"seed{s}" for s in seeds]}
-    write_text(parent / MANIFEST, json.dumps(manifest, indent=1) + "\n")
-    for seed in seeds:
-        print(f"seed {seed} ({seeds.index(seed) + 1} of {len(seeds)}): {parent / f'seed{seed}'}", flush=True)
-        loaded = load_recipe(recipe, {**overrides, **extra, "seed": seed})
-        command = ["python", "-m", "negtrain", *seed_command(argv, seed)] if argv else None
-        fit(loaded, parent / f"seed{seed}", command=command)
+    given = ["python", "-m", "negtrain", *(argv or ["fit", "--recipe", recipe, "--seeds", ",".join(map(str, seeds))])]
+    if "--output-dir" not in given and not any(a.startswith("--output-dir=") for a in given):
+        given += ["--output-dir", str(parent)]
+    continue_command = redact_text(shlex.join(given))
+    with run_lock(parent):
+        listed = _listed_seeds(parent, first.name)
+        everything = listed + [s for s in seeds if s not in listed]
+        manifest = {"recipe": first.name, "seeds": everything, "runs": [f"seed{s}" for s in everything]}
+        write_text(parent / MANIFEST, json.dumps(manifest, indent=1) + "\n")
+        for k, seed in enumerate(seeds):
+            run_dir = parent / f"seed{seed}"
+            loaded = load_recipe(recipe, {**overrides, **extra, "seed": seed})
+            started = (run_dir / "recipe.yaml").is_file()
+            print(f"seed {seed} ({k + 1} of {len(seeds)}){' continued' if started else ''}: {run_dir}", flush=True)
+            try:
+                if started:
+                    _check_same_recipe(run_dir, loaded)
+                    resume(run_dir)  # finished: nothing to do; killed: from its newest checkpoint
+                else:
+                    command = ["python", "-m", "negtrain", *seed_command(argv, seed)] if argv else None
+                    fit(loaded, run_dir, command=command)
+            except Stopped as stopped:
+                raise stopped.continue_with(f"the seed runs in {parent} keep their finished seeds", continue_command) from None
     print(f"seed runs: {parent} (summarise with: negtrain report --run {parent})")
     return parent
+
+
+def _listed_seeds(parent: Path, recipe_name: str) -> list[int]:
+    """The seeds an earlier ``fit --seeds`` into ``parent`` listed (none for a new parent)."""
+    path = parent / MANIFEST
+    if not path.exists():
+        return []
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+        seeds = [int(s) for s in manifest["seeds"]]
+        name = manifest.get("recipe")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise NegtrainError(f"{path}: not a seed manifest ({type(exc).__name__}); move it aside or choose another --output-dir") from None
+    if name != recipe_name:
+        raise ConfigError(f"--output-dir {parent} holds seed runs of recipe '{name}', not '{recipe_name}'; choose another directory")
+    return seeds
+
+
+def _check_same_recipe(run_dir: Path, loaded) -> None:
+    """A seed folder continued by a rerun must hold this recipe with this seed, nothing else changed."""
+    theirs = to_dict(load_recipe(str(run_dir / "recipe.yaml")).recipe)
+    ours = to_dict(loaded.recipe)
+    differ = sorted(k for k in set(_flatten(theirs)) | set(_flatten(ours)) if _flatten(theirs).get(k) != _flatten(ours).get(k))
+    if differ:
+        shown = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
+        raise ConfigError(
+            f"{run_dir} was trained with another recipe (it differs in {shown}); rerun the command that made it, "
+            "or choose another --output-dir"
+        )
 
 
 def is_seed_group(path: Path) -> bool:
@@ -96,6 +154,8 @@ class SeedGroup:
     recipe_name: str
     seeds: list[int]
     runs: list[RunDir]  # in seed order
+    #: seeds.json lists these, but their folder holds no recorded epoch: (seed, what is wrong)
+    missing: list[tuple[int, str]] = field(default_factory=list)
 
     @classmethod
     def read(cls, path: Path) -> SeedGroup:
@@ -106,9 +166,13 @@ class SeedGroup:
         except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
             raise NegtrainError(f"{path / MANIFEST}: not a seed manifest ({exc})") from None
         present = [(s, n) for s, n in zip(seeds, names) if (path / n / "metrics.jsonl").is_file()]
+        missing = [
+            (s, f"{n}/ is missing" if not (path / n).is_dir() else f"{n}/ has recorded no epoch (not run yet, or stopped in its first epoch)")
+            for s, n in zip(seeds, names) if (s, n) not in present
+        ]
         if not present:
-            raise NegtrainError(f"--run {path}: no seed run has recorded an epoch yet")
-        return cls(path, str(manifest.get("recipe", path.name)), [s for s, _ in present], [RunDir(path / n) for _, n in present])
+            raise NegtrainError(f"--run {path}: no seed run has recorded an epoch yet ({'; '.join(w for _, w in missing)[:300]})")
+        return cls(path, str(manifest.get("recipe", path.name)), [s for s, _ in present], [RunDir(path / n) for _, n in present], missing)
 
     @property
     def name(self) -> str:
@@ -130,8 +194,13 @@ def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: data}
 
 
-def _mean_std(values: list[float]) -> tuple[float | None, float | None]:
-    finite = [v for v in values if v is not None and math.isfinite(v)]
+def _finite(value: Any) -> float | None:
+    """A metric value, or None for one that is missing or not finite (NaN, ±inf)."""
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) else None
+
+
+def _mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
+    finite = [v for v in values if v is not None]
     if not finite:
         return None, None
     mean = sum(finite) / len(finite)
@@ -144,7 +213,9 @@ def aggregate(group: SeedGroup) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """eval set -> metric -> per epoch ``{"epoch", "mean", "std", "seeds": {seed: value}}``.
 
     ``std`` is the sample standard deviation over the seeds with a value (None with fewer than
-    two); a seed without the epoch (a shorter or unfinished run) is left out of that epoch."""
+    two); a seed without the epoch (a shorter or unfinished run) is left out of that epoch. A seed
+    whose value is NaN (a diverged run) keeps its place with ``null`` and the row gets ``"note"``
+    naming it, so it is never dropped from the mean unseen (and the JSON stays valid)."""
     names: list[str] = []
     epochs: set[int] = set()
     for run in group.runs:
@@ -160,17 +231,21 @@ def aggregate(group: SeedGroup) -> dict[str, dict[str, list[dict[str, Any]]]]:
         for key in keys:
             rows = []
             for epoch in sorted(epochs):
-                per_seed = {}
+                per_seed: dict[str, float | None] = {}
                 for seed, run in zip(group.seeds, group.runs):
                     ep = next((e for e in run.epochs if e.epoch == epoch), None)
                     if ep is None:
                         continue
                     source = (ep.train or {}).get("metrics", {}) if name == "train" else ep.evals.get(name, {})
                     if key in source:
-                        per_seed[str(seed)] = source[key]
+                        per_seed[str(seed)] = _finite(source[key])
                 if per_seed:
                     mean, std = _mean_std(list(per_seed.values()))
-                    rows.append({"epoch": epoch, "mean": mean, "std": std, "seeds": per_seed})
+                    row: dict[str, Any] = {"epoch": epoch, "mean": mean, "std": std, "seeds": per_seed}
+                    unscored = [s for s, v in per_seed.items() if v is None]
+                    if unscored:
+                        row["note"] = (f"seed{'s' if len(unscored) > 1 else ''} {', '.join(unscored)}: NaN (or no value), "
+                                       f"left out of mean and std ({len(per_seed) - len(unscored)} of {len(per_seed)} seeds count)")
+                    rows.append(row)
             out.setdefault(name, {})[key] = rows
     return out
-

@@ -22,6 +22,11 @@ from negtrain.errors import ConfigError, did_you_mean
 from negtrain.recipes import LoadedRecipe, apply_overrides, override_pairs
 
 
+#: The most trials one ``sweep --local`` runs: each is a whole ``fit``, so more is a typo (or a
+#: job for W&B agents on many machines).
+MAX_LOCAL_TRIALS = 10_000
+
+
 @dataclass(frozen=True)
 class SweepMetric:
     name: str

@@ -14,6 +14,9 @@ at a known moment:
 - ``hold:E:B``: before training batch B of epoch E, until the file ``MARKER.go`` exists; then the
   run goes on to its end (a run held in the middle, e.g. while a second writer is tried).
 
+A fourth field N (``train:E:B:N``, ``signal:E:B:N``) stops at the N-th time (from 0) the process
+reaches that point, e.g. in the second trial of a sweep (every trial is a ``fit`` of its own).
+
 Nothing else about the run is changed. :func:`tiny_model` writes the small model the test trains.
 """
 
@@ -54,6 +57,14 @@ def _stop(marker: str, what: str) -> None:
 def main() -> int:
     marker, point, *argv = sys.argv[1:]
     kind, *where = point.split(":")
+    nth = int(where[2]) if len(where) > 2 else 0
+    where = where[:2]
+    seen = [0]
+
+    def reached() -> bool:
+        seen[0] += 1
+        return seen[0] - 1 == nth
+
     if kind in ("train", "hold"):
         from negtrain.models.base import NegtrainModule
 
@@ -61,7 +72,7 @@ def main() -> int:
         step = NegtrainModule.training_step
 
         def training_step(self, b, batch_idx):
-            if self.current_epoch == epoch and batch_idx == batch:
+            if self.current_epoch == epoch and batch_idx == batch and reached():
                 if kind == "train":
                     _stop(marker, point)
                 Path(marker).write_text(point + "\n")
@@ -80,7 +91,7 @@ def main() -> int:
         step = getattr(NegtrainModule, hook)
 
         def wait_for_signal(self, b, batch_idx, *args):
-            if self.current_epoch == epoch and batch_idx == batch and not self.trainer.sanity_checking:
+            if self.current_epoch == epoch and batch_idx == batch and not self.trainer.sanity_checking and reached():
                 (callback,) = [c for c in self.trainer.callbacks if isinstance(c, MidEpochCheckpoint)]
                 Path(marker).write_text(point + "\n")
                 deadline = time.monotonic() + 600

@@ -119,3 +119,19 @@ def test_partial_predictions_need_allow_missing(tmp_path, capsys, scone_test):
     [ev] = json.loads(out)["evals"]
     assert code == 0 and ev["metrics"]["accuracy"]["diff"] == 0.0
     assert any("different examples" in n for n in ev["notes"])
+
+
+def test_an_epoch_spelled_with_a_leading_zero_and_bounded_bootstrap(tmp_path, capsys, scone_test):
+    run_a, run_b = tmp_path / "run_a", tmp_path / "run_b"
+    write(run_a / "predictions" / "scone-test-epoch01.jsonl", predictions(scone_test, set(range(20))))
+    write(run_b / "predictions" / "scone-test-epoch1.jsonl", predictions(scone_test, set(range(10))))
+    code, out, err = compare(capsys, run_a, run_b, "--json", "--bootstrap", "0")
+    assert code == 0, err
+    assert json.loads(out)["evals"][0]["metrics"]["consistency"]["diff"] == pytest.approx(10 / 200)
+    code, out, err = compare(capsys, run_a, run_b, "--epoch", "1", "--json", "--bootstrap", "0")
+    assert code == 0, err
+    write(run_a / "predictions" / "scone-test-epoch1.jsonl", predictions(scone_test, set()))
+    code, _, err = compare(capsys, run_a, run_b)
+    assert code == 2 and "scone-test-epoch01.jsonl and scone-test-epoch1.jsonl are both epoch1" in err
+    code, _, err = compare(capsys, run_b, run_b, "--bootstrap", "1000000000")
+    assert code == 2 and "--bootstrap must be between 0 and 100000" in err

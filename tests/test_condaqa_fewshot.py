@@ -58,7 +58,7 @@ def test_the_five_mirrored_splits_partition_the_test_set(data_dir):
     assert [e.meta["sample_id"] for e in bench.load("fewshot_train_1")][:3] == [3933, 2607, 2733]
 
 
-def test_every_prediction_has_exactly_its_splits_nine_shots(fewshot_data, tmp_path, one_thread):
+def test_every_prediction_has_exactly_its_splits_nine_shots(fewshot_data, tmp_path, one_thread):  # noqa: F811
     from negtrain.config import validate_recipe
     from negtrain.recipes import LoadedRecipe
     from negtrain.training.run import evaluate

@@ -126,12 +126,12 @@ def test_cache_api_scores_unchanged_and_not_deprecated(lm_env, caplog):
     import logging
     import warnings
 
-    from negtrain.models.continuation import _cache_keyword
+    from negtrain.models.continuation import cache_keyword
     from negtrain.models.lm import continuation_ids
 
     tok, model = _load(lm_env["llama"], True)
     params = inspect.signature(model.forward).parameters
-    assert _cache_keyword(model) == ("cache" if "cache" in params else "past_key_values")
+    assert cache_keyword(model) == ("cache" if "cache" in params else "past_key_values")
     contexts = [tok("A dog is not a cat. Is a dog a cat? Answer:")["input_ids"], tok("Is it raining? Answer:")["input_ids"]]
     choices = [continuation_ids(tok, w, True) for w in WORDS]
     with torch.no_grad(), warnings.catch_warnings(record=True) as caught, caplog.at_level(logging.WARNING):
@@ -143,13 +143,13 @@ def test_cache_api_scores_unchanged_and_not_deprecated(lm_env, caplog):
     assert not [m for m in said if "past_key_values" in m], said
 
 
-def test_older_cache_keyword_still_served(lm_env):
+def test_oldercache_keyword_still_served(lm_env):
     """A model whose forward still takes ``past_key_values`` (older transformers, or a model class
     that has not moved) gets the cache under that name, and its scores, which are what the scorer
     computed before the move to ``cache``, equal the new path's to 1e-6 on the same weights."""
     from transformers import LlamaForCausalLM
 
-    from negtrain.models.continuation import _cache_keyword
+    from negtrain.models.continuation import cache_keyword
     from negtrain.models.lm import continuation_ids
 
     seen = []
@@ -162,7 +162,7 @@ def test_older_cache_keyword_still_served(lm_env):
 
     tok = _load(lm_env["llama"], True)[0]
     model = OldStyle.from_pretrained(lm_env["llama"]).eval()
-    assert _cache_keyword(model) == "past_key_values"
+    assert cache_keyword(model) == "past_key_values"
     contexts = [tok("Is a cat a dog? Answer:")["input_ids"]]
     choices = [continuation_ids(tok, w, True) for w in WORDS]
     new_style = _load(lm_env["llama"], True)[1]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -111,3 +112,241 @@ def test_two_fits_into_one_directory_one_refuses_and_each_epoch_is_recorded_once
     epochs = [(r["epoch"], r["benchmark"]) for r in lines]
     assert sorted(epochs) == sorted({(e, b) for e in (0, 1) for b in ("train", "monli", "scone")})
     assert len([p for p in (run / "checkpoints").glob("best-*.ckpt")]) == 1
+
+
+# ---- sweeps resume ---------------------------------------------------------------------------
+
+
+def sweep_recipe(folder: Path, parameters: str = "model.learning_rate: {distribution: log_uniform_values, min: 1.0e-4, max: 1.0e-3}",
+                 method: str = "random") -> Path:
+    """A sweep of the tiny model that makes each trial a few seconds: 2 epochs of 2 batches."""
+    from crash_fit import tiny_model
+    from test_resume import recipe_text
+
+    model = folder / "tiny"
+    if not model.exists():
+        tiny_model(model)
+    text = recipe_text(model, epoch=32).replace("max_epochs: 3", "max_epochs: 2, limit_val_batches: 1")
+    text += f"sweep:\n  method: {method}\n  metric: scone/test/accuracy\n  parameters:\n    {parameters}\n"
+    recipe = folder / f"sweep-{method}.yaml"
+    recipe.write_text(text)
+    return recipe
+
+
+def _sweep_args(recipe: Path, parent: Path, n: int = 3) -> list[str]:
+    return ["sweep", "--recipe", str(recipe), "--local", str(n), "--output-dir", str(parent)]
+
+
+def _stamps(run: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_mtime_ns for p in [run / "metrics.jsonl", *sorted((run / "checkpoints").glob("*.ckpt"))]}
+
+
+def _check_resumed_sweep(parent: Path, trial0: dict[str, int], out: str) -> None:
+    board = json.loads((parent / "leaderboard.json").read_text())
+    assert [t["status"] for t in board["trials"]] == ["done"] * 3, board
+    assert all(t["best"] is not None for t in board["trials"])
+    assert sorted(t["trial"] for t in board["trials"]) == ["trial-0", "trial-1", "trial-2"]
+    bests = [t["best"] for t in board["trials"]]
+    assert bests == sorted(bests, reverse=True)
+    assert (parent / "leaderboard.md").read_text().count("| trial-") == 3
+    # trial 0 was finished: kept as it was, not trained again.
+    assert _stamps(parent / "trial-0") == trial0
+    assert f"run {parent / 'trial-0'} is already complete" in out
+    for k in range(3):
+        lines = [json.loads(line) for line in (parent / f"trial-{k}" / "metrics.jsonl").read_text().splitlines()]
+        keys = [(r["epoch"], r["benchmark"]) for r in lines]
+        assert sorted(keys) == sorted({(e, b) for e in (0, 1) for b in ("train", "monli", "scone")})
+
+
+@pytest.mark.slow
+def test_a_sweep_killed_during_trial_1_continues_with_the_same_command(tmp_path, capsys):
+    from negtrain.cli import main
+
+    recipe = sweep_recipe(tmp_path)
+    parent = tmp_path / "sweep"
+    marker = tmp_path / "killed"
+    proc = subprocess.Popen([sys.executable, str(TESTS / "crash_fit.py"), str(marker), "train:0:1:1", *_sweep_args(recipe, parent)],
+                            env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(marker, proc)
+    finally:
+        proc.kill()
+        proc.wait()
+    trial0 = _stamps(parent / "trial-0")
+    state = json.loads((parent / "sweep.json").read_text())
+    assert [t["status"] for t in state["trials"]] == ["done", "running"]
+    capsys.readouterr()
+    assert main(_sweep_args(recipe, parent)) == 0
+    _check_resumed_sweep(parent, trial0, capsys.readouterr().out)
+
+
+@pytest.mark.slow
+def test_sigterm_stops_a_sweep_with_143_and_the_rerun_continues_it(tmp_path, capsys):
+    from negtrain.cli import main
+
+    recipe = sweep_recipe(tmp_path)
+    parent = tmp_path / "sweep"
+    marker = tmp_path / "signalled"
+    proc = subprocess.Popen([sys.executable, str(TESTS / "crash_fit.py"), str(marker), "signal:0:1:1", *_sweep_args(recipe, parent)],
+                            env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        wait_for(marker, proc)
+        os.kill(proc.pid, signal.SIGTERM)
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, out
+    assert f"continue with: python -m negtrain sweep --recipe {recipe} --local 3 --output-dir {parent}" in out
+    board = json.loads((parent / "leaderboard.json").read_text())
+    assert {t["trial"]: t["status"] for t in board["trials"]} == {"trial-0": "done", "trial-1": "interrupted"}
+    trial0 = _stamps(parent / "trial-0")
+    capsys.readouterr()
+    assert main(_sweep_args(recipe, parent)) == 0
+    out = capsys.readouterr().out
+    assert f"resuming {parent / 'trial-1'} from last.ckpt" in out  # the mid-epoch checkpoint SIGTERM wrote
+    _check_resumed_sweep(parent, trial0, out)
+
+
+def test_a_failing_trial_never_ends_the_sweep(tmp_path, capsys):
+    from negtrain.cli import main
+
+    # flash_attention_2 needs the flash-attn package (and a GPU): the second trial cannot start.
+    recipe = sweep_recipe(tmp_path, "model.attn_implementation: {values: [eager, flash_attention_2]}", method="grid")
+    parent = tmp_path / "sweep"
+    assert main(_sweep_args(recipe, parent, n=2) + ["--trainer.max_epochs=1"]) == 0
+    board = json.loads((parent / "leaderboard.json").read_text())
+    first, second = board["trials"]
+    assert first["trial"] == "trial-0" and first["status"] == "done" and first["best"] is not None
+    assert second["trial"] == "trial-1" and second["status"] == "failed" and second["error"]
+    assert len(second["error"]) <= 220 and "\n" not in second["error"]
+
+
+def test_sweep_bounds_and_a_changed_sweep_in_the_same_directory(tmp_path, capsys):
+    from negtrain.cli import main
+    from negtrain.sweeps import MAX_LOCAL_TRIALS
+
+    recipe = sweep_recipe(tmp_path)
+    assert main(["sweep", "--recipe", str(recipe), "--local", str(MAX_LOCAL_TRIALS + 1)]) == 2
+    assert f"at most {MAX_LOCAL_TRIALS} trials" in capsys.readouterr().err
+    parent = tmp_path / "sweep"
+    parent.mkdir()
+    (parent / "sweep.json").write_text(json.dumps({
+        "recipe": str(recipe), "overrides": {}, "metric": {"name": "scone/test/accuracy", "goal": "maximize"},
+        "method": "random", "seed": 8, "args": ["--recipe", str(recipe), "--local", "3", "--seed", "8"], "width": 1, "trials": [],
+    }))
+    assert main(_sweep_args(recipe, parent)) == 2
+    err = capsys.readouterr().err
+    assert "holds a sweep with another seed" in err and "--seed 8" in err
+
+
+def test_random_trials_are_drawn_lazily():
+    from negtrain.config import SweepConfig
+    from negtrain.local_sweep import iter_trials
+
+    space = SweepConfig.model_validate({"method": "random", "parameters": {"model.learning_rate": {"min": 0.1, "max": 0.2}}})
+    trials = iter_trials(space, seed=0)
+    first = [next(trials) for _ in range(3)]
+    assert [t["model.learning_rate"] for t in first] == [t["model.learning_rate"] for t in __import__("negtrain.local_sweep").local_sweep.sample_trials(space, 3, 0)]
+
+
+# ---- a signal never means success ---------------------------------------------------------------
+
+_WAITING_COMMAND = """
+import sys, time
+from pathlib import Path
+from negtrain import cli
+from negtrain.commands import recipes
+
+def wait(args, extra):
+    Path(sys.argv[1]).write_text("waiting")
+    time.sleep(600)
+    return 0
+
+cli.COMMANDS["recipes"] = cli.Command("", recipes.add_arguments, wait)
+sys.exit(cli.main(["recipes"]))
+"""
+
+
+@pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_every_command_ends_non_zero_on_a_stop_signal(tmp_path, signum, code):
+    marker = tmp_path / "waiting"
+    proc = subprocess.Popen([sys.executable, "-c", _WAITING_COMMAND, str(marker)], env=subprocess_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(marker, proc, timeout=60)
+        os.kill(proc.pid, signum)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code
+    assert err.strip() == f"stopped by {signal.Signals(signum).name}"  # one line, no traceback
+
+
+# ---- secrets masking never changes what is not the secret -----------------------------------------
+
+
+def test_a_short_word_as_an_api_key_leaves_recipe_yaml_intact(monkeypatch, tmp_path):
+    from negtrain.recipes import load_recipe
+    from negtrain.secrets import MIN_SECRET_LENGTH, redact_text
+    from negtrain.training.run import resolved_recipe_yaml
+
+    monkeypatch.setenv("MY_API_KEY", "entailment")
+    monkeypatch.setenv("OTHER_TOKEN", "not entailment, but with spaces")
+    loaded = load_recipe("scone_minilm", {"model.head_labels": ["entailment", "not_entailment"]})
+    text = resolved_recipe_yaml(loaded)
+    assert "***" not in text and "- not_entailment" in text
+    (tmp_path / "recipe.yaml").write_text(text)
+    assert load_recipe(str(tmp_path / "recipe.yaml")).recipe == loaded.recipe
+    # A value long enough to be a credential is masked wherever it is written, inside text too.
+    secret = "hf_" + "x1" * (MIN_SECRET_LENGTH // 2)
+    monkeypatch.setenv("HF_TOKEN", secret)
+    assert redact_text(f"runs/{secret}/model and entailment") == "runs/***/model and entailment"
+
+
+# ---- limits -------------------------------------------------------------------------------------
+
+
+def test_more_cpu_devices_than_cores_is_refused_before_any_process_starts(tmp_path, capsys):
+    from negtrain.cli import main
+    from negtrain.training.checks import available_cores
+
+    devices = max(64, available_cores() + 1)
+    run = tmp_path / "run"
+    assert main(["fit", "--recipe", "scone_minilm", f"--trainer.devices={devices}", "--trainer.accelerator=cpu", "--output-dir", str(run)]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert f"trainer.devices {devices}: a CPU run starts one process per device" in line and f"use at most {available_cores()}" in line
+    assert not run.exists()  # refused before the run directory (or any process) was made
+    recipe = sweep_recipe(tmp_path)
+    assert main(_sweep_args(recipe, tmp_path / "sweep") + [f"--trainer.devices={devices}", "--trainer.accelerator=cpu"]) == 2
+    assert "a CPU run starts one process per device" in capsys.readouterr().err
+    assert not (tmp_path / "sweep").exists()
+
+
+# ---- error lines stay short -----------------------------------------------------------------------
+
+
+def test_one_id_repeated_many_times_is_one_short_error_line(tmp_path, capsys):
+    from negtrain.benchmarks.registry import get_benchmark
+    from negtrain.cli import MAX_ERROR_CHARS, main, one_line
+
+    example = get_benchmark("monli").load("test")[0]
+    path = tmp_path / "predictions.jsonl"
+    row = json.dumps({"id": example.id, "prediction": example.label}) + "\n"
+    path.write_text(row * 100_000)  # (a million takes longer to read, and says the same)
+    assert main(["evaluate", "--benchmark", "monli", "--split", "test", "--predictions", str(path)]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert len(line) < 500, line[:1000]
+    assert f"1 duplicate id(s): {example.id!r} (lines 1, 2, 3, ...; 100000 lines in all)" in line
+    # Whatever a message quotes, the line printed is bounded.
+    long = one_line("x" * 10_000_000 + "\n" + "the end")
+    assert len(long) <= MAX_ERROR_CHARS and long.endswith("\\nthe end") and "characters left out" in long
+
+
+def test_a_path_as_the_wandb_project_is_one_error_line(capsys):
+    from negtrain.cli import main
+
+    assert main(["fit", "--recipe", "scone_minilm", "--logger=wandb", "--logger.project=../../x"]) == 2
+    [line] = capsys.readouterr().err.strip().splitlines()
+    assert "logger.project" in line and "'../../x' is not a W&B name: it may not contain '/'" in line

@@ -46,18 +46,15 @@ def _protocol(tmp_path: Path, name: str, *extra: str) -> Path:
 
 
 def test_scone_nlg_few_shot_prompt_is_e13_verbatim():
-    from negtrain.benchmarks.base import Example
-
     strategy = get_strategy("scone_nlg", "completion")
     narrative = "Jimmy plays trumpet. So when all student instruments players were called to the front office,"
     prompt = strategy.paper_prompt({"sentence": narrative}, "no_negation")
     assert prompt.text() == E13 + narrative
     assert strategy.render({"sentence": narrative}) == narrative  # zero-shot: the bare narrative
     assert len(prompt.shots) == 4
-    del Example
 
 
-def test_protocol_scone_nlg_writes_completions_and_the_proxy(tmp_path, monkeypatch, one_thread):
+def test_protocol_scone_nlg_writes_completions_and_the_proxy(tmp_path, monkeypatch, one_thread):  # noqa: F811
     write_nlg(tmp_path / "data")
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path / "data"))
     out = _protocol(tmp_path, "scone-nlg")
@@ -93,7 +90,7 @@ def test_protocol_scone_nlg_writes_completions_and_the_proxy(tmp_path, monkeypat
     assert "| completion/few |" in table and "Overall (proxy)" in table and "not the paper's" in table
 
 
-def test_protocol_condaqa_fewshot_uses_each_splits_nine_shots_and_sums_up_the_splits(tmp_path, monkeypatch, one_thread):
+def test_protocol_condaqa_fewshot_uses_each_splits_nine_shots_and_sums_up_the_splits(tmp_path, monkeypatch, one_thread):  # noqa: F811
     write_fewshot(tmp_path / "data")
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path / "data"))
     out = _protocol(tmp_path, "condaqa-fewshot")
@@ -115,7 +112,7 @@ def test_protocol_condaqa_fewshot_uses_each_splits_nine_shots_and_sums_up_the_sp
             assert all(x["prompt"].rstrip().endswith("Answer: Let's think step by step.") for x in lines)
             assert all("So the answer is YES." in x["prompt"] or "So the answer is NO." in x["prompt"] for x in lines)
         if v.name.startswith("unifiedqa/"):
-            assert all(x["prompt"].islower() or not any(c.isupper() for c in x["prompt"]) for x in lines)
+            assert not any(c.isupper() for x in lines for c in x["prompt"])  # normalised and lower-cased
         if v.name.startswith("flan_cot/"):
             assert all(x["prompt"].endswith("\nGive the rationale before answering.") for x in lines)
     table = (out / "protocol.md").read_text()

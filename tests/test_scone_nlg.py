@@ -219,7 +219,7 @@ def test_outcome_choice_from_a_file_is_never_the_papers_metric(fixture_data, tmp
     assert not [k for k in m if k.startswith(("accuracy", "consistency"))]
 
 
-def test_a_causal_lm_scores_the_proxy_like_a_direct_loop(fixture_data, tmp_path, one_thread):
+def test_a_causal_lm_scores_the_proxy_like_a_direct_loop(fixture_data, tmp_path, one_thread):  # noqa: F811
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from negtrain.config import model_config, validate_recipe

@@ -217,3 +217,15 @@ def test_every_benchmark_declares_its_answer_kind_as_a_typed_value():
     assert kinds["neqa"] is AnswerKind.CHOICE and kinds["negated_lama"] is AnswerKind.CLOZE
     assert {k for k in AnswerKind if k.builds_own_context} == {AnswerKind.CHOICE, AnswerKind.CLOZE}
     assert json.dumps({"kind": AnswerKind.CHOICE}) == '{"kind": "choice"}' and f"{AnswerKind.CLOZE}" == "cloze"
+
+
+@pytest.mark.parametrize("family,bench", [("causal_lm", "neqa"), ("seq2seq", "neqa"), ("causal_lm", "negated_lama")])
+def test_training_on_an_evaluation_probe_is_refused_by_the_matrix_not_a_builder(family, bench):
+    from negtrain.benchmarks.matrix import resolve_benchmarks
+
+    recipe = validate_recipe(
+        {"description": "x", "model": {"name": "m", "family": family}, "data": {"train": [{"benchmark": bench, "split": "test"}]}},
+        "r.yaml",
+    )
+    with pytest.raises(ConfigError, match=rf"data.train\[0\]: {bench}/test is an evaluation probe; a {family} model cannot train on it"):
+        resolve_benchmarks(recipe, announce=False)

@@ -256,3 +256,9 @@ def test_the_tracker_logs_what_metrics_jsonl_holds_in_either_callback_order(tmp_
                 continue
             assert key in logged, (r["epoch"], key)
             assert logged[key] == pytest.approx(value, abs=1e-6), (r["epoch"], key)
+        # Each metric's standard error (no bootstrap here, so no interval), from the record itself.
+        assert r["uncertainty"]
+        for key, entry in r["uncertainty"].items():
+            se = entry["stderr"]
+            assert logged[f"{key}/stderr"] == pytest.approx(se if se is not None else math.nan, abs=1e-12, nan_ok=True), (r["epoch"], key)
+            assert f"{key}/ci95_low" not in logged

@@ -141,6 +141,8 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         # negated-LAMA probes); its builder checks them. The matrix is about scoring.
         return
     check_supported(bench, family, where)
+    if not eval_entry and (bench.answer_type.builds_own_context or bench.open_vocabulary):
+        raise ConfigError(f"{where}: {bench.name}/{entry.split} is an evaluation probe; a {family} model cannot train on it")
     settings = ["prompt", "verbalizer"] + (["shots", "shots_split", "strategy"] if eval_entry else [])
     if family not in LM_FAMILIES:
         given = [s for s in settings if getattr(entry, s) not in (None, 0)]

@@ -15,7 +15,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--split", help="compare this split only (required for predictions files)")
     p.add_argument("--epoch", default="last",
                    help="which epoch's predictions of a run directory: last (default), best (the best checkpoint's), or N")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="paired bootstrap resamples (0: none; default 1000)")
+    p.add_argument("--bootstrap", type=int, default=1000, metavar="N", help="paired bootstrap resamples (0: none; default 1000; at most 100000)")
     p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap draws (default 0)")
     p.add_argument("--allow-missing", action="store_true",
                    help="score predictions files that cover only part of a split (e.g. a run with limit_val_batches)")
@@ -24,19 +24,21 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.compare import compare, comparison_markdown
+    from negtrain.config import MAX_BOOTSTRAP
     from negtrain.errors import NegtrainError
-    from negtrain.io.atomic import write_text
 
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
-    if args.bootstrap < 0 or not 0 <= args.bootstrap_seed <= 2**32 - 1:
-        raise NegtrainError("--bootstrap must be >= 0 and --bootstrap-seed between 0 and 2**32-1")
+    if not 0 <= args.bootstrap <= MAX_BOOTSTRAP or not 0 <= args.bootstrap_seed <= 2**32 - 1:
+        raise NegtrainError(f"--bootstrap must be between 0 and {MAX_BOOTSTRAP} and --bootstrap-seed between 0 and 2**32-1")
     if args.out is not None:  # before the work: an unwritable --out fails in a second, not after it
         from negtrain.paths import check_output_file
 
         for suffix in (".md", ".json"):
             check_output_file(args.out.with_suffix(suffix), "--out")
+    from negtrain.compare import compare, comparison_markdown
+    from negtrain.io.atomic import write_text
+
     result = compare(args.a, args.b, args.benchmark, args.split, args.epoch, args.bootstrap, args.bootstrap_seed,
                      args.allow_missing)
     for warning in result["warnings"]:  # on stderr too, so --json output shows them as well

@@ -32,6 +32,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError("--seed and --output-dir go with --local N (a W&B sweep draws its own trials)")
     if args.local is not None and args.local < 1:
         raise NegtrainError(f"--local {args.local}: give the number of trials, at least 1")
+    if args.local is not None:
+        from negtrain.sweeps import MAX_LOCAL_TRIALS
+
+        if args.local > MAX_LOCAL_TRIALS:
+            raise NegtrainError(f"--local {args.local}: at most {MAX_LOCAL_TRIALS} trials here (for more, use W&B agents on several machines)")
     overrides = parse_overrides(extra)
     loaded = load_recipe(args.recipe, overrides)
     out = args.out or Path("checkpoints") / "sweeps" / f"{loaded.name}.yaml"
@@ -42,6 +47,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     config = sweep_config(loaded, args.recipe, extra, raw=raw)  # validates every swept value and the metric
     if args.local is not None:
         from negtrain.local_sweep import run_local_sweep
+        from negtrain.training.checks import check_cpu_devices
+
+        try:
+            check_cpu_devices(loaded.recipe.trainer)  # every trial would fail on it: say so once, now
+        except NegtrainError as exc:
+            raise NegtrainError(f"{loaded.path}: {exc}") from None
         from negtrain.sweeps import SweepMetric
         from negtrain.training.run import quiet_third_party_logs
 

@@ -62,16 +62,6 @@ def check_benchmarks(loaded) -> None:
 
 
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.errors import Preempted
-
-    try:
-        return _run_fit(args, extra)
-    except Preempted as stopped:
-        # Not a success: a scheduler must not record a preempted run as finished.
-        return stopped.exit_code
-
-
-def _run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.errors import NegtrainError
 
     if args.resume is not None:

@@ -11,7 +11,7 @@ Every public name is re-exported here: code imports from ``negtrain.config``, no
 """
 
 from negtrain.config.data import DataConfig, EvalConfig, MixConfig, SourceConfig
-from negtrain.config.evaluation import RUN_ONLY_SERVER_SETTINGS, EvaluationConfig, ServerConfig
+from negtrain.config.evaluation import MAX_BOOTSTRAP, RUN_ONLY_SERVER_SETTINGS, EvaluationConfig, ServerConfig
 from negtrain.config.model import (
     DEFAULT_FAMILY,
     FAMILIES,
@@ -64,7 +64,7 @@ __all__ = [
     "MAX_YAML_VALUES", "MIN_TEMPERATURE", "RUN_ONLY_SERVER_SETTINGS", "SHORTHAND_SECTIONS", "DEFAULT_FAMILY", "FAMILIES", "FAMILY_SECTIONS",
     "CausalLmModelConfig", "LanguageModelConfig", "MlmModelConfig", "ModelSection", "NliModelConfig",
     "Seq2SeqModelConfig", "families_where", "families_with", "family_names", "family_of", "model_config",
-    "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "EvaluationConfig",
+    "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "EvaluationConfig", "MAX_BOOTSTRAP",
     "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
     "SelectionConfig", "ServerConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",
     "check_keys", "is_text_field", "load_yaml", "parse_yaml", "selection_bias_note", "selection_split",

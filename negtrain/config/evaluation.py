@@ -10,6 +10,11 @@ from pydantic import Field, field_validator, model_validator
 from negtrain.config.section import Section
 
 
+#: The most bootstrap resamples anything draws: intervals settle long before (1,000 are the
+#: default); 100,000 take seconds per benchmark split, a billion would take hours.
+MAX_BOOTSTRAP = 100_000
+
+
 class ServerConfig(Section):
     """A model behind an OpenAI-compatible server (``evaluation.backend: openai``; see
     negtrain/serving/openai.py). The API key itself is never a setting: only the name of the
@@ -49,10 +54,11 @@ class EvaluationConfig(Section):
     bootstrap: int = Field(
         1000,
         ge=0,
+        le=MAX_BOOTSTRAP,
         description="Resamples of the percentile bootstrap that gives every metric its ci95, drawing the "
         "benchmark's independent units (ScoNe contrast sets, NaN-NLI premises, CondaQA question groups, "
         "...) with replacement. 0 turns it off: no ci95, and stderr only for per-item means. 1,000 "
-        "resamples cost under 0.1 s on CondaQA test on 2 CPU cores.",
+        "resamples cost under 0.1 s on CondaQA test on 2 CPU cores; at most 100,000.",
     )
     bootstrap_seed: int = Field(
         0, ge=0, le=2**32 - 1,

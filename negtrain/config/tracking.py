@@ -9,6 +9,10 @@ from pydantic import Field, field_validator, model_validator
 from negtrain.config.section import Section
 
 
+#: Characters W&B does not allow in a project or entity name.
+WANDB_NAME_FORBIDDEN = "/\\#?%:"
+
+
 class LoggerConfig(Section):
     """Experiment tracking. The file outputs (metrics.jsonl, predictions/) are written either way.
 
@@ -27,6 +31,18 @@ class LoggerConfig(Section):
     log_predictions: bool = Field(
         False, description="Also log every epoch's predictions per benchmark as a wandb.Table (id, prediction, label, correct)."
     )
+
+    @field_validator("project", "entity")
+    @classmethod
+    def _wandb_name(cls, v: str | None) -> str | None:
+        # W&B refuses these names only when the run starts (with an error of its own); say it here.
+        if v is None:
+            return v
+        bad = sorted({c for c in v if c in WANDB_NAME_FORBIDDEN})
+        if bad or not v.strip() or len(v) > 128:
+            why = f"it may not contain {' '.join(repr(c) for c in bad)}" if bad else "it must be 1 to 128 characters"
+            raise ValueError(f"{v!r} is not a W&B name: {why} (a project or entity name, not a path)")
+        return v
 
 
 class SweepParameter(Section):

@@ -125,7 +125,7 @@ def _causal(model, ids, mask, cont, cont_mask, k) -> torch.Tensor:
     first = _token_logprobs(out.logits[:, -1].repeat_interleave(k, 0), cont[:, 0]).unsqueeze(1)
     if cont.shape[1] == 1:
         return first
-    cache = _returned_cache(out)
+    cache = returned_cache(out)
     if not hasattr(cache, "batch_repeat_interleave"):  # a model without a repeatable cache
         return _causal_full_rows(model, ids, mask, cont, cont_mask, k)
     cache.batch_repeat_interleave(k)  # in place: each example's prompt keys/values, once per choice
@@ -133,11 +133,11 @@ def _causal(model, ids, mask, cont, cont_mask, k) -> torch.Tensor:
     full_mask = torch.cat([mask.repeat_interleave(k, 0), feed_mask], dim=1)
     start = mask.sum(1).repeat_interleave(k, 0).unsqueeze(1)
     positions = start + torch.arange(feed.shape[1], device=ids.device).unsqueeze(0)
-    rest = model(input_ids=feed, attention_mask=full_mask, position_ids=positions, use_cache=False, **{_cache_keyword(model): cache})
+    rest = model(input_ids=feed, attention_mask=full_mask, position_ids=positions, use_cache=False, **{cache_keyword(model): cache})
     return torch.cat([first, _token_logprobs(rest.logits, cont[:, 1:])], dim=1)
 
 
-def _cache_keyword(model) -> str:
+def cache_keyword(model) -> str:
     """The forward keyword that takes a KV cache: ``cache`` where the model's forward names it
     (transformers 5.x, where ``past_key_values`` is deprecated and goes in 5.40), else the older
     ``past_key_values``. Read from the signature, not a version number, so a model class that
@@ -146,7 +146,7 @@ def _cache_keyword(model) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
-def _returned_cache(out):
+def returned_cache(out):
     """The cache a forward pass returned, under its new name (``cache``) or its old one."""
     cache = getattr(out, "cache", None)
     return cache if cache is not None else getattr(out, "past_key_values", None)

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 import torch
 import transformers
 
+from negtrain.models.continuation import returned_cache
+
 
 @dataclass(frozen=True)
 class Limits:
@@ -102,7 +104,7 @@ def greedy(model, tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tens
     if not encoder_decoder:
         p, shared_ids, shared_mask = shared_prefix(input_ids, attention_mask, tokenizer.pad_token_id)
         if p:
-            cache = model(input_ids=shared_ids[:1, :p], use_cache=True).past_key_values
+            cache = returned_cache(model(input_ids=shared_ids[:1, :p], use_cache=True))
             cache.batch_repeat_interleave(len(shared_ids))
             input_ids, attention_mask = shared_ids, shared_mask
             kwargs[CACHE_ARGUMENT] = cache

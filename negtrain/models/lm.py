@@ -641,7 +641,6 @@ def _build_lm(recipe, loaded, causal: bool):
     from transformers import AutoConfig, AutoModelForCausalLM, AutoModelForSeq2SeqLM
 
     cfg = recipe.model
-    family = cfg.family
     path = resolve_model_name(cfg.name)
     tokenizer = load_tokenizer(path, "model")
     if tokenizer.eos_token_id is None:
@@ -650,16 +649,7 @@ def _build_lm(recipe, loaded, causal: bool):
         tokenizer.pad_token = tokenizer.eos_token
     check_chat(tokenizer, cfg)  # before any weights are loaded
 
-    for b, split, _ in loaded.train:
-        if b.answer_type.builds_own_context or b.open_vocabulary:
-            raise ConfigError(f"data.train: {b.name}/{split} is an evaluation probe; a {family} model cannot train on it")
-    for b, split, _ in loaded.eval:
-        if b.open_vocabulary and not (causal and b.answer_type is AnswerKind.CLOZE):
-            raise ConfigError(
-                f"data.eval: {b.name}/{split} is a masked-LM probe; score it with model.family mlm"
-                + (" (or causal_lm for negated_lama)" if b.answer_type is AnswerKind.CLOZE else "")
-            )
-
+    # What the family can score and train on was decided by the scoring matrix (resolve_benchmarks).
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):

@@ -149,17 +149,7 @@ def build_nli(recipe, loaded):
     from transformers import AutoConfig, AutoModelForSequenceClassification
 
     cfg = recipe.model
-    for bench, split, _ in loaded.train + loaded.eval:
-        if bench.generative:
-            raise ConfigError(
-                f"benchmark '{bench.name}' has free-text answers, which a classification head cannot "
-                "give; use model.family seq2seq or causal_lm"
-            )
-        if bench.answer_type.builds_own_context or bench.open_vocabulary:
-            raise ConfigError(
-                f"benchmark '{bench.name}' is scored by a language model's likelihoods, not an NLI head; "
-                f"use model.family {' or '.join(sorted(bench.scoring))}"
-            )
+    # What the family can score and train on was decided by the scoring matrix (resolve_benchmarks).
     init, path, hf_config, ckpt_labels, head = _head(recipe, loaded)
     tokenizer = load_tokenizer(path, "model", getattr(hf_config, "vocab_size", None))
     eval_sets = []

@@ -26,6 +26,7 @@ Adding a strategy is one entry in one file. Loading checks every key (with "did 
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,15 +35,13 @@ from typing import Any
 import yaml
 
 from negtrain.errors import ConfigError, did_you_mean, unknown_name
-from negtrain.prompts.answers import answer_rule
+from negtrain.prompts.answers import answer_rule, first_label_word
 
 HERE = Path(__file__).parent
 
 
 def normalize_unifiedqa(text: str) -> str:
     """UnifiedQA(-v2)'s input normalisation: lower-case, tabs/newlines to spaces, single spaces."""
-    import re
-
     return re.sub(r"\s+", " ", str(text).replace("\t", " ").replace("\n", " ")).strip().lower()
 
 
@@ -113,7 +112,10 @@ class Answering:
         """The label (label benchmark) or answer text (free-text benchmark) the rule reads in
         ``response``; None: unparsed."""
         words = list(self.answers)
-        found = answer_rule(self.rule or "first_line")(response, words)
+        if self.rule is None:  # the whole response is the answer (a seq2seq model's free text)
+            found = first_label_word(response, words) if words else response.strip()
+        else:
+            found = answer_rule(self.rule)(response, words)
         if found is None or not self.answers:
             return found
         lowered = {w.lower(): label for w, label in self.answers.items()}

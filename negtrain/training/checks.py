@@ -200,9 +200,35 @@ def narrow_4bit_layers(recipe: Recipe) -> list[str]:
     ]
 
 
+def available_cores() -> int:
+    """The CPU cores this process may run on (its affinity, e.g. a cgroup or taskset, where known)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def check_cpu_devices(t) -> None:
+    """``trainer.devices`` on a CPU: at most one process per available core.
+
+    Each DDP rank on a CPU is a process that loads the model and the data: 64 of them on a 2-core
+    machine stall it (and exhaust its memory) long before they train. One process per core is the
+    most that can compute at once, so more is refused before any process starts."""
+    if t.accelerator not in ("cpu", "auto") or (t.accelerator == "auto" and cuda_available()):
+        return
+    if isinstance(t.devices, int) and t.devices > 1:
+        cores = available_cores()
+        if t.devices > cores:
+            raise ConfigError(
+                f"trainer.devices {t.devices}: a CPU run starts one process per device, and this machine has "
+                f"{cores} core{'s' if cores != 1 else ''} available; use at most {cores} (each process loads the model and the data)"
+            )
+
+
 def check_run(recipe: Recipe) -> None:
     t, adapter = recipe.trainer, recipe.adapter
     check_accelerator(t.accelerator)
+    check_cpu_devices(t)
     waiting = check_num_nodes(t.num_nodes)
     if waiting and os.environ.get("LOCAL_RANK", "0") == "0":
         print(waiting, flush=True)  # once per node: each node's log says what it waits for

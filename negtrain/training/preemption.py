@@ -6,7 +6,8 @@ the scheduler records success, and without a checkpoint since the last epoch end
 signals are taken over once training starts: the signal only sets a flag, and at the end of the
 next optimizer step every rank (they agree through a collective, so all stop at the same step)
 writes a mid-epoch ``last.ckpt``, then ``fit`` stops with :class:`Preempted`, which the CLI turns
-into exit code 128 + the signal number (143 for SIGTERM, 138 for SIGUSR1). Under DDP launched by
+into exit code 128 + the signal number (143 for SIGTERM, 138 for SIGUSR1, 130 for SIGINT, where
+a second SIGINT stops at once). Under DDP launched by
 Lightning, rank 0 forwards the signal to the ranks it started.
 
 A mid-epoch checkpoint holds the batch sampler's position, the epoch's running counts and loss
@@ -29,10 +30,11 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
-from negtrain.errors import Preempted
+from negtrain.errors import Preempted, Stopped
 
-#: The signals that stop training with a checkpoint (where the platform has them).
-STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name))
+#: The signals that stop training with a checkpoint (where the platform has them). SIGINT (Ctrl+C)
+#: too; a second SIGINT stops at once, from the last checkpoint written.
+STOP_SIGNALS = tuple(getattr(signal, name) for name in ("SIGTERM", "SIGUSR1", "SIGINT") if hasattr(signal, name))
 
 
 class MidEpochCheckpoint(pl.Callback):
@@ -67,6 +69,8 @@ class MidEpochCheckpoint(pl.Callback):
 
     def _on_signal(self, signum: int, frame) -> None:
         first = self._received is None
+        if not first and signum == signal.SIGINT:
+            raise Stopped(signum, f"stopped by SIGINT (twice: without a new checkpoint); continue with: python -m negtrain fit --resume {self.run_dir}")
         if first:
             self._received = signum
         kill = getattr(self._launcher, "kill", None)

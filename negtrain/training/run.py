@@ -17,7 +17,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import selection_bias_note, to_dict
-from negtrain.errors import ConfigError, Preempted
+from negtrain.errors import ConfigError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
 from negtrain.io.run_lock import run_lock
@@ -198,7 +198,12 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
     """
     output_dir = output_dir or default_run_dir(loaded.name)
     with run_lock(output_dir):
-        return _fit(loaded, output_dir, command, resume_from, resuming)
+        try:
+            return _fit(loaded, output_dir, command, resume_from, resuming)
+        except Stopped as stopped:
+            if stopped.printed or not (output_dir / "recipe.yaml").is_file():
+                raise  # said already (a checkpoint was written), or nothing to continue
+            raise stopped.continue_with(f"{output_dir} keeps its newest checkpoint", f"python -m negtrain fit --resume {output_dir}") from None
 
 
 def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:
@@ -226,7 +231,7 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
         trainer.fit(built.module, datamodule=built.data, ckpt_path=resume_from, weights_only=True)
     except SIGTERMException:
         # Lightning's own SIGTERM exit (a SystemExit with code 0), before our handler took over.
-        raise Preempted(signal.SIGTERM, f"stopped by SIGTERM while starting; continue with: python -m negtrain fit --resume {run_dir}") from None
+        raise Stopped(signal.SIGTERM, f"stopped by SIGTERM while starting; continue with: python -m negtrain fit --resume {run_dir}") from None
     finally:
         tracking.finish(logger, trainer, built.selection, run_dir)
     if trainer.is_global_zero:
@@ -320,11 +325,11 @@ def evaluate_each(
         try:
             trainer.validate(built.module, datamodule=built.data, verbose=False)
         except SIGTERMException:
-            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue") from None
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue") from None
         if trainer.is_global_zero:
             done(eval_set.name, folder)
         if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
-            raise Preempted(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue")
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue")
     if trainer.is_global_zero and checkpoint is None and built.fresh_head:
         print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
 

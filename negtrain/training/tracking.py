@@ -7,7 +7,7 @@ What a W&B run holds:
 - **metrics**: every benchmark metric as ``<benchmark>/<split>/<metric>``, logged by the module at the
   end of each evaluation, with ``epoch`` as its x-axis; the training loss (``train/loss_step``,
   ``train/loss_epoch``); and, per epoch, the training examples seen from each source
-  (``train/sources/<benchmark>/<split>``: examples drawn this epoch) and throughput, read from the run's ``metrics.jsonl`` line;
+  (``train/sources/<benchmark>/<split>``: examples drawn this epoch) and throughput, from the ``metrics.jsonl`` record the run recorder hands the tracker as it writes it;
 - **summary**: the best value of the selection metric (``best/<monitor>``, also written under the
   metric's own name so a sweep optimises the best epoch, not the last), its epoch and checkpoint;
 - each metric's uncertainty, as in ``metrics.jsonl``: ``<benchmark>/<split>/<metric>/stderr``,
@@ -147,8 +147,12 @@ class WandbTracker(pl.Callback):
 
     def record(self, record: dict[str, Any]) -> None:
         """A record the run recorder has just written (on rank zero only; a resumed fit sends only
-        the epochs it runs itself). Training lines: per-source counts and throughput."""
+        the epochs it runs itself). Training lines: per-source counts and throughput; evaluation
+        lines: each metric's standard error and 95% interval (:func:`uncertainty_metrics`)."""
         if record.get("benchmark") != "train":
+            spread = uncertainty_metrics(record)
+            if spread:
+                self.logger.experiment.log({"epoch": record["epoch"], **spread})
             return
         metrics: dict[str, Any] = {"epoch": record["epoch"]}
         for source, info in (record.get("sources") or {}).items():
@@ -161,30 +165,27 @@ class WandbTracker(pl.Callback):
 
     @rank_zero_only
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        if trainer.sanity_checking:
+        if trainer.sanity_checking or not self.log_predictions:
             return
         epoch = trainer.current_epoch
-        tables = prediction_tables(pl_module.eval_sets, epoch) if self.log_predictions else {}
-        self.logger.experiment.log({"epoch": epoch, **uncertainty_metrics(pl_module.eval_sets), **tables})
+        self.logger.experiment.log({"epoch": epoch, **prediction_tables(pl_module.eval_sets, epoch)})
 
 
-def uncertainty_metrics(eval_sets) -> dict[str, float]:
-    """Each metric's standard error and 95% interval, as the run recorder just computed them for
-    ``metrics.jsonl``: ``<benchmark>/<split>/<metric>/stderr``, ``.../ci95_low``, ``.../ci95_high``
-    (charted against ``epoch`` with the metric itself). An undefined bound is NaN, as the metric."""
+def uncertainty_metrics(record: dict[str, Any]) -> dict[str, float]:
+    """An evaluation record's standard errors and 95% intervals, as ``metrics.jsonl`` holds them:
+    ``<benchmark>/<split>/<metric>/stderr``, ``.../ci95_low``, ``.../ci95_high`` (charted against
+    ``epoch`` with the metric itself). An undefined value is NaN, as an undefined metric is; a
+    metric without an interval (no bootstrap) sends no bounds."""
     out: dict[str, float] = {}
-    for eval_set in eval_sets:
-        result = eval_set.result
-        if result is None or result.uncertainty is None:
-            continue
-        for key, entry in result.uncertainty.metrics.items():
-            prefix = f"{eval_set.name}/{key}"
-            if "stderr" in entry:
-                out[f"{prefix}/stderr"] = float("nan") if entry["stderr"] is None else float(entry["stderr"])
-            ci = entry.get("ci95")
-            if ci:
-                out[f"{prefix}/ci95_low"] = float("nan") if ci[0] is None else float(ci[0])
-                out[f"{prefix}/ci95_high"] = float("nan") if ci[1] is None else float(ci[1])
+    name = f"{record['benchmark']}/{record['split']}"
+    for key, entry in (record.get("uncertainty") or {}).items():
+        prefix = f"{name}/{key}"
+        if "stderr" in entry:
+            out[f"{prefix}/stderr"] = float("nan") if entry["stderr"] is None else float(entry["stderr"])
+        ci = entry.get("ci95")
+        if ci:
+            out[f"{prefix}/ci95_low"] = float("nan") if ci[0] is None else float(ci[0])
+            out[f"{prefix}/ci95_high"] = float("nan") if ci[1] is None else float(ci[1])
     return out
 
 
