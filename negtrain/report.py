@@ -2,13 +2,14 @@
 
 Written into ``<run>/report/`` (or ``<run>/report-vs-<other run>/`` when comparing):
 
-- ``metrics.png``: one panel per benchmark/split, every metric per epoch; accuracy and the
-  consistency metrics drawn bold, side by side, per-subset accuracies thin;
+- ``metrics.png``: one panel per benchmark/split, every metric per epoch; the whole-set headline
+  and consistency metrics (their roles, declared in negtrain/metrics/declared.py) drawn bold,
+  side by side, per-subset metrics thin;
 - ``loss.png``: the training loss per epoch;
 - ``summary.md``: the best epoch per metric (direction from the metric's declaration) with its
   standard error and 95% bootstrap interval, the final epoch's table, and the recipe.
 
-Where a run recorded intervals, the bold metrics (accuracy, consistency) are drawn with their
+Where a run recorded intervals, the bold metrics (headline, consistency) are drawn with their
 95% interval as a shaded band.
 
 Each PNG carries its panel titles in a ``negtrain:panels`` text chunk, so tools (and tests) can
@@ -30,6 +31,7 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import selection_bias_note
 from negtrain.errors import NegtrainError
+from negtrain.metrics.declared import headline, role_of
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import write_text
 from negtrain.runs import RunDir, is_count
@@ -38,7 +40,6 @@ from negtrain.secrets import redact_text
 from negtrain.training import provenance
 
 STYLES = ("-", "--", ":", "-.")
-BOLD = ("accuracy", "consistency")
 
 
 def _panel_grid(plt, panels: int):
@@ -70,9 +71,15 @@ def higher_is_better(run: RunDir, eval_name: str, metric: str) -> bool:
     return bench.is_higher_better(metric)
 
 
+def _bold(key: str) -> bool:
+    """Drawn bold: a whole-set headline or consistency metric (its declared role), not a subset's."""
+    return "/" not in key and role_of(key) in ("headline", "consistency")
+
+
 def _ordered(keys: list[str]) -> list[str]:
-    """accuracy, consistency (side by side), then the per-subset metrics."""
-    head = [k for k in BOLD if k in keys]
+    """The headline and consistency metrics (side by side), then the per-subset metrics."""
+    first = headline(keys)
+    head = ([first] if first is not None and _bold(first) else []) + [k for k in keys if _bold(k) and role_of(k) == "consistency"]
     return head + [k for k in keys if k not in head]
 
 
@@ -157,9 +164,9 @@ def plot_metrics(runs: list[RunDir], path: Path):
                     continue
                 label = key if len(runs) == 1 else f"{key} [{run.name}]"
                 ax.plot(xs, ys, STYLES[r % len(STYLES)], marker="o", markersize=marker_size(runs), color=colors[i % len(colors)],
-                        linewidth=2.2 if key in BOLD else 0.9, label=label)
+                        linewidth=2.2 if _bold(key) else 0.9, label=label)
                 bx, lo, hi = _band(run, name, key)
-                if key in BOLD and bx:
+                if _bold(key) and bx:
                     ax.fill_between(bx, lo, hi, color=colors[i % len(colors)], alpha=0.12, linewidth=0)
         ax.set_title(name)
         epoch_axis(ax, all_epochs(runs))
@@ -333,7 +340,7 @@ def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     for ax, name in zip(axes.flat, names):
         for i, key in enumerate(_ordered(list(summary[name]))):
-            _plot_band(ax, summary[name][key], colors[i % len(colors)], key in BOLD, key)
+            _plot_band(ax, summary[name][key], colors[i % len(colors)], _bold(key), key)
         ax.set_title(name)
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

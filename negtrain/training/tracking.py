@@ -7,7 +7,7 @@ What a W&B run holds:
 - **metrics**: every benchmark metric as ``<benchmark>/<split>/<metric>``, logged by the module at the
   end of each evaluation, with ``epoch`` as its x-axis; the training loss (``train/loss_step``,
   ``train/loss_epoch``); and, per epoch, the training examples seen from each source
-  (``train/sources/<benchmark>/<split>``: examples drawn this epoch) and throughput, read from the run's ``metrics.jsonl`` line;
+  (``train/sources/<benchmark>/<split>``: examples drawn this epoch) and throughput, from the ``metrics.jsonl`` record the run recorder hands the tracker as it writes it;
 - **summary**: the best value of the selection metric (``best/<monitor>``, also written under the
   metric's own name so a sweep optimises the best epoch, not the last), its epoch and checkpoint;
 - each metric's uncertainty, as in ``metrics.jsonl``: ``<benchmark>/<split>/<metric>/stderr``,
