@@ -52,7 +52,7 @@ from negtrain.config import (
     validate_recipe,
     without_other_families,
 )
-from negtrain.errors import ConfigError, NegtrainError, unknown_name
+from negtrain.errors import ConfigError, NegtrainError, Stopped, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.run_lock import run_lock
 from negtrain.metrics.declared import headline, with_role
@@ -191,7 +191,7 @@ def _apply_strategy(recipe, name: str, named: bool) -> None:
 
 def _server_section(args) -> dict[str, Any] | None:
     if getattr(args, "backend", "hf") != "openai":
-        given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests")
+        given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "max_requests")
                  if getattr(args, n, None) is not None]
         if given:
             raise ConfigError(f"{', '.join(given)} go with --backend openai")
@@ -380,7 +380,10 @@ def make_card(args, extra: list[str]) -> Path:
     loaded = LoadedRecipe(name=f"card:{shown}", path=Path("evaluate --model"), recipe=recipe)
     recipe_text = resolved_recipe_yaml(loaded)
     with run_lock(out):  # one writer: a second card into the same --out is refused, naming this one
-        _write_card_dir(args, recipe, skipped, checkpoint, out, loaded, recipe_text, shown, protocol)
+        try:
+            _write_card_dir(args, recipe, skipped, checkpoint, out, loaded, recipe_text, shown, protocol)
+        except Stopped as stopped:  # never a success; the finished benchmarks and cached answers stay
+            raise stopped.continue_with(f"the card in {out} keeps what it finished", "the same command") from None
     return out
 
 
@@ -402,7 +405,8 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
             partial.data.eval = todo
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
             evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
-                          provenance_of=loaded, provenance_dir=out)
+                          provenance_of=loaded, provenance_dir=out,
+                          response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
         records = [json.loads(part_path(out, set_name(e)).read_text(encoding="utf-8")) for e in entries]
         write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))

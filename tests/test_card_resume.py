@@ -24,7 +24,9 @@ LIMIT = ["--trainer.limit_val_batches=1", "--data.eval_batch_size=8", "--trainer
 
 
 def _card(model, out, benchmarks, *extra) -> int:
-    return main(["evaluate", "--model", str(model), "--family", "causal_lm", "--benchmarks", benchmarks, "--out", str(out), *LIMIT, *extra])
+    given = {e.split("=")[0] for e in extra}
+    limits = [x for x in LIMIT if x.split("=")[0] not in given]  # an extra setting replaces the default
+    return main(["evaluate", "--model", str(model), "--family", "causal_lm", "--benchmarks", benchmarks, "--out", str(out), *limits, *extra])
 
 
 def _stable(out: Path) -> list[dict]:
@@ -89,8 +91,9 @@ def test_sigterm_to_a_card_is_no_success_and_the_rerun_finishes_it(lm_env, tmp_p
     while not (out / "recipe.yaml").exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.05)
     proc.send_signal(signal.SIGTERM)
-    proc.communicate(timeout=120)
-    assert proc.returncode in (128 + signal.SIGTERM, -signal.SIGTERM)  # by our handler, or by the signal itself
+    printed = proc.communicate(timeout=120)[0].decode()
+    assert proc.returncode == 128 + signal.SIGTERM, printed
+    assert "continue with: the same command" in printed
     assert not (out / "card.md").exists()
     rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
     assert rerun.returncode == 0, rerun.stderr
@@ -133,3 +136,40 @@ def test_a_token_in_the_model_path_is_masked_in_the_title_and_header(lm_env, tmp
         assert token not in (out / name).read_text(), name
     assert (out / "card.md").read_text().startswith("# Negation report card: `") and "***" in (out / "card.md").read_text().splitlines()[0]
     assert "***" in (out / "recipe.yaml").read_text().splitlines()[0]
+
+
+def test_hf_card_killed_inside_a_benchmark_recomputes_only_the_unanswered_rows(lm_env, tmp_path, monkeypatch):
+    """The hf backend keeps every answered row in the card's response cache: killed after the
+    first of CondaQA's two batches, the rerun generates only the second batch's rows, and the
+    files equal an uninterrupted card's."""
+    import negtrain.models.lm as lm
+
+    model = lm_env["llama"]
+    args = ("condaqa", "--trainer.limit_val_batches=2", "--data.eval_batch_size=4", "--model.max_new_tokens=4")
+    assert _card(model, tmp_path / "whole", *args) == 0
+    greedy = lm.greedy
+    calls = []
+
+    def greedy_then_die(model_, tokenizer, ids, *rest):
+        if calls:
+            raise Killed()
+        calls.append(len(ids))
+        return greedy(model_, tokenizer, ids, *rest)
+
+    monkeypatch.setattr(lm, "greedy", greedy_then_die)
+    out = tmp_path / "card"
+    with pytest.raises(Killed):
+        _card(model, out, *args)
+    assert calls == [4] and not (out / "parts" / "condaqa-test.json").exists()
+    rows = []
+
+    def counting(model_, tokenizer, ids, *rest):
+        rows.append(len(ids))
+        return greedy(model_, tokenizer, ids, *rest)
+
+    monkeypatch.setattr(lm, "greedy", counting)
+    assert _card(model, out, *args) == 0
+    assert rows == [4]  # the first batch came from the cache
+    assert _stable(out) == _stable(tmp_path / "whole")
+    name = "condaqa-test-validate.jsonl"
+    assert (out / "predictions" / name).read_bytes() == (tmp_path / "whole" / "predictions" / name).read_bytes()

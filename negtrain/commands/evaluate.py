@@ -60,14 +60,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError("--protocol names its own benchmarks, strategies and shots; drop --benchmarks, --strategy and --shots")
         if args.shots == "paper" and not args.strategy:
             raise NegtrainError("--shots paper uses a strategy's fixed demonstrations; add --strategy NAME")
-        from negtrain.errors import Preempted
-
-        try:
-            make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
-        except Preempted as stopped:
-            # Never a success: the finished benchmarks are kept, and the same command continues.
-            print(f"{stopped}", flush=True)
-            return stopped.exit_code
+        make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
         return 0
     card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system") if getattr(args, n) is not None]
     card_only += [f for f, on in (("--chat", args.chat), ("--fewshot-as-multiturn", args.fewshot_as_multiturn), ("--no-log-samples", not args.log_samples)) if on]

@@ -44,6 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
+from typing import Any
 
 import torch
 
@@ -67,7 +68,8 @@ from negtrain.models.contract import Built
 from negtrain.models.folder_checks import load_tokenizer
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
-from negtrain.models.generation import Limits, greedy
+from negtrain.models.generation import Generated, Limits, greedy
+from negtrain.serving.requests import Answer, cache_key
 from negtrain.metrics.base import UNPARSED
 from negtrain.prompts.strategies import Answering, Prompt, Strategy, get_strategy, normalize_unifiedqa
 
@@ -408,8 +410,43 @@ class LMModule(NegtrainModule):
         self.tokenizer = tokenizer  # generation's stop strings are matched through it
         self._decode = tokenizer.batch_decode  # generated ids -> answer text
 
+    #: Answers kept on disk (:class:`negtrain.serving.cache.ResponseCache`), so a report card
+    #: killed inside a benchmark recomputes only the rows it had not answered; and what decides an
+    #: answer besides the input (model, weights, precision). None: every row is computed.
+    response_cache = None
+    cache_settings: dict[str, Any] = {}
+
+    def use_response_cache(self, cache, settings: dict[str, Any]) -> None:
+        self.response_cache, self.cache_settings = cache, settings
+
+    def _cached(self, kind: str, batch: dict[str, torch.Tensor], extra: dict[str, Any], compute):
+        """Per row of ``batch``: its cached answer, or ``compute`` run on the rows without one
+        (as a smaller batch of the same padding) and stored. ``compute(sub_batch) -> list[Answer]``."""
+        ids, mask = batch["input_ids"], batch["attention_mask"]
+        keys = [
+            cache_key("hf", self.cache_settings, {"kind": kind, "ids": ids[i][mask[i].bool()].tolist(), **extra})
+            for i in range(len(ids))
+        ]
+        answers = [self.response_cache.get(k) for k in keys]
+        todo = [i for i, a in enumerate(answers) if a is None]
+        if todo:
+            rows = torch.tensor(todo, device=ids.device)
+            for i, answer in zip(todo, compute({"input_ids": ids[rows], "attention_mask": mask[rows]})):
+                self.response_cache.put(keys[i], answer)
+                answers[i] = answer
+        return answers
+
     def label_scores(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        """(B, labels): each label's verbalizer log-likelihood, normalised as the config says."""
+        """(B, labels): each label's verbalizer log-likelihood, normalised as the config says
+        (from the response cache for rows already answered)."""
+        if self.response_cache is None:
+            return self._label_scores(batch, eval_set)
+        extra = {"choices": eval_set.choices, "score": self.config.verbalizer_score}
+        answers = self._cached("label_scores", batch, extra,
+                               lambda sub: [Answer(scores=row) for row in self._label_scores(sub, eval_set).float().tolist()])
+        return torch.tensor([a.scores for a in answers], dtype=torch.float32, device=batch["input_ids"].device)
+
+    def _label_scores(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
         choices = eval_set.choices
         ids, mask = batch["input_ids"], batch["attention_mask"]
 
@@ -431,9 +468,17 @@ class LMModule(NegtrainModule):
         raise NotImplementedError
 
     def generate(self, batch: dict[str, torch.Tensor], answering: Answering):
-        """The batch's greedy responses (:func:`negtrain.models.generation.greedy`)."""
+        """The batch's greedy responses (:func:`negtrain.models.generation.greedy`; from the
+        response cache for rows already answered)."""
         limits = Limits(answering.max_new_tokens, answering.stop)
-        return greedy(self.model, self.tokenizer, batch["input_ids"], batch["attention_mask"], limits, self.encoder_decoder)
+        if self.response_cache is None:
+            return greedy(self.model, self.tokenizer, batch["input_ids"], batch["attention_mask"], limits, self.encoder_decoder)
+        def compute(sub):
+            done = greedy(self.model, self.tokenizer, sub["input_ids"], sub["attention_mask"], limits, self.encoder_decoder)
+            return [Answer(text=g.text, tokens_out=g.tokens) for g in done]
+
+        extra = {"max_new_tokens": limits.max_new_tokens, "stop": list(limits.stop)}
+        return [Generated(a.text, a.tokens_out) for a in self._cached("generation", batch, extra, compute)]
 
     def generate_texts(self, batch: dict[str, torch.Tensor], answering: Answering | None = None) -> list[str]:
         """The answers the default rule reads in the batch's responses (free-text benchmarks)."""

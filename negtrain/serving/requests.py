@@ -61,6 +61,7 @@ class Answer:
     logprob: float | None = None  # Loglikelihood: summed over the continuation's tokens
     n_tokens: int | None = None  # Loglikelihood: the continuation's tokens
     is_greedy: bool | None = None  # Loglikelihood
+    scores: list[float] | None = None  # the hf backend's label scores of one prompt (one per label)
     tokens_in: int = 0  # as the server counted them (usage), 0 when it did not say
     tokens_out: int = 0
 
@@ -72,8 +73,10 @@ class Answer:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
-def cache_key(backend: str, settings: dict[str, Any], request: Request) -> str:
+def cache_key(backend: str, settings: dict[str, Any], request: Request | dict[str, Any]) -> str:
     """The cache key of a request: the backend, its settings (server, model, sampling) and the
-    request itself, as canonical JSON hashed."""
-    text = json.dumps({"backend": backend, "settings": settings, "request": request.payload()}, sort_keys=True, ensure_ascii=False)
+    request itself (a request, or the plain data an in-process backend asks with), as canonical
+    JSON hashed."""
+    payload = request if isinstance(request, dict) else request.payload()
+    text = json.dumps({"backend": backend, "settings": settings, "request": payload}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

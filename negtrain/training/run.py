@@ -24,6 +24,7 @@ from negtrain.io.run_lock import run_lock
 from negtrain.models.adapters import save_adapter_config
 from negtrain.recipes import LoadedRecipe
 from negtrain.secrets import redact_text
+from negtrain.serving.cache import ResponseCache
 from negtrain.training import provenance, tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
@@ -294,22 +295,32 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
 
 def evaluate_each(
     loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path], None],
-    provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None,
+    provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None, response_cache: Path | None = None,
 ) -> None:
     """Score the recipe's eval sets one at a time with one loaded model, for a report card that
     survives a kill: set ``name`` is recorded into the fresh folder ``staging(name)`` (its
     metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder)``
     is called on rank zero as soon as that set is finished, before the next one starts.
 
-    A SIGTERM stops it with :class:`Preempted` (never a success); what ``done`` kept stays.
+    A SIGTERM stops it with :class:`Stopped` (never a success); what ``done`` kept stays.
     ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
-    a continued card adds this session to the one it has."""
+    a continued card adds this session to the one it has. ``response_cache``: a language model's
+    answers are kept there row by row (:class:`negtrain.serving.cache.ResponseCache`), so a set
+    cut short by a kill is continued without recomputing the rows it had answered."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     built = _build(loaded, "validate")
     if checkpoint is not None:
         reload_weights(built.module, str(checkpoint))
+    cache = None
+    if response_cache is not None and hasattr(built.module, "use_response_cache"):
+        cache = ResponseCache(response_cache)
+        recipe = to_dict(loaded.recipe)
+        # What decides an answer besides the input ids: the weights and how they are run.
+        settings = {"model": recipe["model"], "adapter": recipe.get("adapter"), "precision": loaded.recipe.trainer.precision,
+                    "checkpoint": str(checkpoint) if checkpoint is not None else None}
+        built.module.use_response_cache(cache, settings)
     if provenance_dir is not None:
         record = _provenance(provenance_of or loaded, built, checkpoint)
         _write_provenance(provenance_dir, record, resuming=(provenance_dir / provenance.FILE_NAME).exists())
@@ -325,11 +336,13 @@ def evaluate_each(
         try:
             trainer.validate(built.module, datamodule=built.data, verbose=False)
         except SIGTERMException:
-            raise Stopped(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue") from None
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM") from None
         if trainer.is_global_zero:
             done(eval_set.name, folder)
         if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
-            raise Stopped(signal.SIGTERM, "stopped by SIGTERM; the finished benchmarks are kept: rerun the same command to continue")
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
+    if cache is not None:
+        cache.close()
     if trainer.is_global_zero and checkpoint is None and built.fresh_head:
         print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
 
