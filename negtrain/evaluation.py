@@ -9,6 +9,10 @@ Scoring uses the benchmark's own metric (the same class and metric names as trai
 space of the predictions is the finest of the benchmark's prediction spaces that expresses every
 prediction: 3-way predictions on a 2-way benchmark are coarsened (neutral and contradiction mean
 not_entailment), and 2-way predictions on NaN-NLI are scored on its binary view.
+
+The file is read a line at a time (:func:`read_lines`) and each line is cut to the fields scoring
+reads (:data:`KEPT_FIELDS`) as it is parsed, so memory follows the number of predictions, not the
+file's size (README, "Scoring any system's predictions", has the measurements).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import stat
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +28,7 @@ from typing import Any
 import torch
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import AnswerKind, Benchmark, jsonl_rows
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Row, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import DataError
 from negtrain.metrics.base import UNPARSED
@@ -102,20 +106,25 @@ def _line(lineno: int, id_: str, pred, label: str, fields: dict) -> PredictionLi
     return row
 
 
+#: The fields of a prediction line that scoring reads besides id and prediction; the rest of a
+#: line (a model's raw response, a prompt) is dropped as the line is read, so memory follows the
+#: number of predictions, not the file's size.
+KEPT_FIELDS = ("id", "prediction", "unparsed", "loglikelihoods", "choice_chars")
+
+
+def _kept(obj: dict) -> dict:
+    return {k: obj[k] for k in KEPT_FIELDS if k in obj}
+
+
 def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     """(line, id, raw prediction, canonical label) per line; rejects malformed lines.
 
     For a generative benchmark the canonical label is the answer text itself. A ``null``
     prediction with ``"unparsed": true`` is a response no answer rule could read: label None,
     scored as wrong; a ``null`` prediction without it is an error."""
-    raw = _read_bounded(path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
     rows = PredictionRows()
-    for row in jsonl_rows(path, text, PredictionError):
-        obj, lineno = row.fields, row.line
+    for row in jsonl_rows(path, read_lines(path), PredictionError):
+        obj, lineno = _kept(row.fields), row.line
         for key in ("id", "prediction"):
             if key not in obj:
                 raise PredictionError(f"{path}:{lineno}: no '{key}' field")
@@ -141,12 +150,8 @@ def read_judgements(path: Path, bench: Benchmark) -> list[tuple[int, str, tuple[
     judgements) per line, where each line holds ``"coherent"``: true/false (one annotator) or a
     list with one true/false per annotator (two for the paper's agreed-only rule); every line
     the same number. None when the file holds model predictions instead (no ``"coherent"``)."""
-    raw = _read_bounded(path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    rows = list(jsonl_rows(path, text, PredictionError))
+    rows = [Row(row.path, row.line, row.index, {k: row.fields[k] for k in ("id", "coherent") if k in row.fields})
+            for row in jsonl_rows(path, read_lines(path), PredictionError)]
     if not any("coherent" in row.fields for row in rows):
         return None
     out, annotators = [], None
@@ -197,12 +202,7 @@ def _scored_cloze(bench: Benchmark, split: str, path: Path, allow_missing: bool)
     :mod:`negtrain.metrics.cloze`); every number is recomputed from them as the run computed it."""
     from negtrain.metrics.cloze import NegatedLamaMetric  # torch-side metric, imported when scoring
 
-    raw = _read_bounded(path)
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise PredictionError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
-    rows = list(jsonl_rows(path, text, PredictionError))
+    rows = list(jsonl_rows(path, read_lines(path), PredictionError))
     if not rows:
         raise PredictionError(f"{path}: no predictions")
     for row in rows:
@@ -227,9 +227,10 @@ def _scored_cloze(bench: Benchmark, split: str, path: Path, allow_missing: bool)
     return Scored(bench.name, split, str(path), len(examples), len(rows), (), values, notes), metric
 
 
-def _read_bounded(path: Path) -> bytes:
-    """The file's bytes. A regular file or a pipe (``<(...)``); no line over MAX_LINE_BYTES and no
-    more than MAX_FILE_BYTES in all."""
+def read_lines(path: Path) -> Iterator[str]:
+    """The file's lines, decoded, read one at a time (a file of any size is never held whole). A
+    regular file or a pipe (``<(...)``); no line over MAX_LINE_BYTES and no more than
+    MAX_FILE_BYTES in all."""
     try:
         mode = path.stat().st_mode
     except FileNotFoundError:
@@ -240,22 +241,24 @@ def _read_bounded(path: Path) -> bytes:
     for test, kind in kinds.items():
         if test(mode):
             raise PredictionError(f"{path}: is {kind}, not a predictions file")
-    chunks, total = [], 0
+    total = 0
     try:
         with path.open("rb") as f:
             for lineno in itertools.count(1):
                 line = f.readline(MAX_LINE_BYTES + 1)
                 if not line:
-                    break
+                    return
                 if len(line) > MAX_LINE_BYTES:
                     raise PredictionError(f"{path}:{lineno}: line longer than {MAX_LINE_BYTES:,} bytes; not a predictions file?")
                 total += len(line)
                 if total > MAX_FILE_BYTES:
                     raise PredictionError(f"{path}: more than {MAX_FILE_BYTES:,} bytes; not a predictions file?")
-                chunks.append(line)
+                try:
+                    yield line.decode("utf-8-sig" if lineno == 1 else "utf-8")
+                except UnicodeDecodeError as exc:
+                    raise PredictionError(f"{path}:{lineno}: not UTF-8 ({exc.reason} at byte {exc.start} of the line)") from None
     except OSError as exc:
         raise PredictionError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from None
-    return b"".join(chunks)
 
 
 def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:

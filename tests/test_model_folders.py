@@ -154,7 +154,7 @@ def test_a_llama_without_its_tokenizer_or_as_seq2seq(llama, tmp_path, capsys, da
     code, err = _card(capsys, bare, tmp_path, family="causal_lm")
     assert code == 2 and "Traceback" not in err, err[-3000:]
     assert "has no tokenizer files (looked for tokenizer.json" in err.strip().splitlines()[-1], err[-500:]
-    code, err = _card(capsys, llama, tmp_path, family="seq2seq")
+    code, err = _card(capsys, llama, tmp_path / "second", family="seq2seq")
     assert code == 2, err[-3000:]
     assert "a 'llama' model, which family 'seq2seq' cannot load (AutoModelForSeq2SeqLM has no class for it); it fits" in err
     assert "causal_lm" in err.strip().splitlines()[-1]
@@ -212,12 +212,10 @@ def test_a_fitting_adapter_loads(adapters, tmp_path, capsys, data_dir):
 
 @pytest.mark.parametrize("kind", ["onto_a_file", "under_a_file", "proc", "dev_null"])
 def test_an_unwritable_out_fails_before_the_model_loads(kind, tmp_path, capsys, monkeypatch, fake_run, data_dir):
-    import negtrain.training.run as run
-
-    monkeypatch.setattr(run, "evaluate", lambda *a, **k: pytest.fail("the model was loaded"))
     import negtrain.card as card
 
-    monkeypatch.setattr(card, "evaluate", lambda *a, **k: pytest.fail("the model was loaded"))
+    # Where the card loads the model and writes its directory: never reached.
+    monkeypatch.setattr(card, "_write_card_dir", lambda *a, **k: pytest.fail("the model was loaded"))
     afile = tmp_path / "afile"
     afile.write_text("x")
     out = {"onto_a_file": afile, "under_a_file": afile / "card", "proc": Path("/proc/x"), "dev_null": Path("/dev/null")}[kind]

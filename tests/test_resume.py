@@ -348,6 +348,10 @@ DAMAGED = {
     "metrics.jsonl is a folder": (lambda run: _replace_with_folder(run / "metrics.jsonl"), "metrics.jsonl is not a file"),
     "predictions is a file": (lambda run: _replace_with_file(run / "predictions"), "predictions is not a folder"),
     "model is a file": (lambda run: _replace_with_file(run / "model"), "model is not a folder"),
+    "model/config.json is garbage": (
+        lambda run: (run / "model" / "config.json").write_text("{garbage"),
+        "model/config.json is damaged (not a model config); remove the model/ folder",
+    ),
 }
 
 
@@ -372,6 +376,51 @@ def test_a_damaged_run_directory_is_one_error_line_before_any_work(runs, tmp_pat
     # Before any work: nothing was built or trained, and nothing in the directory changed.
     assert seconds < 10, f"{seconds:.1f} s"
     assert {p: (p.is_symlink(), p.read_bytes() if p.is_file() else None) for p in run.rglob("*")} == before
+
+
+def _edit_weights(change):
+    def damage(run: Path) -> None:
+        path = run / "checkpoints" / "last.ckpt"
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        change(ckpt["state_dict"])
+        torch.save(ckpt, path)
+    return damage
+
+
+def _wider(state: dict) -> None:
+    key = next(k for k in state if k.endswith("query.weight"))
+    state[key] = torch.zeros(state[key].shape[0] + 1, state[key].shape[1])
+
+
+@pytest.mark.parametrize("case,damage,message", [
+    ("wrong shapes", _edit_weights(_wider), "1 weights of another shape (e.g. model."),
+    ("missing keys", _edit_weights(lambda s: s.pop(next(k for k in s if k.endswith("value.bias")))), "1 weights missing (e.g. model."),
+])
+def test_resume_from_a_checkpoint_that_does_not_fit_is_one_error_line(runs, tmp_path, capsys, case, damage, message):
+    import shutil
+
+    import yaml
+
+    _, reference, _ = runs
+    run = tmp_path / "run"
+    shutil.copytree(reference, run, symlinks=True)
+    for ckpt in (run / "checkpoints").glob("best-*.ckpt"):
+        ckpt.unlink()  # last.ckpt the only checkpoint
+    # One epoch more than it ran: the run is incomplete, so the resume loads last.ckpt.
+    text = (run / "recipe.yaml").read_text()
+    header = "".join(line for line in text.splitlines(keepends=True) if line.startswith("#"))
+    recipe = yaml.safe_load(text)
+    recipe["trainer"]["max_epochs"] += 1
+    (run / "recipe.yaml").write_text(header + yaml.safe_dump(recipe, sort_keys=False))
+    damage(run)
+    before = {p: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    capsys.readouterr()
+    assert main(["fit", "--resume", str(run)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"error: --resume {run}: checkpoints/last.ckpt does not fit the recipe's model: "), err[-1]
+    assert message in err[-1] and len([line for line in err if line.startswith("error:")]) == 1
+    after = {p: p.read_bytes() for p in run.rglob("*") if p.is_file() and not p.name.endswith(".lock")}
+    assert after == {p: b for p, b in before.items() if not p.name.endswith(".lock")}
 
 
 @pytest.mark.parametrize("where", ["missing", "a file"])

@@ -12,7 +12,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import Discriminator, Field, Tag, TypeAdapter
 
-from negtrain.config.section import Section
+from negtrain.config.section import MAX_LENGTH, Section
 
 
 #: The family a model section without ``family:`` has.
@@ -60,7 +60,7 @@ class ModelSection(Section):
         "classifier), and the run's tokenizer, with any added [CUE] token, comes along. `name` is then "
         "only recorded for provenance.",
     )
-    max_length: int = Field(256, gt=8, description="Truncate encoded inputs to this many tokens.")
+    max_length: int = Field(256, gt=8, le=MAX_LENGTH, description="Truncate encoded inputs to this many tokens.")
     learning_rate: float = Field(2e-5, gt=0)
     weight_decay: float = Field(0.01, ge=0)
     warmup_ratio: float = Field(0.0, ge=0, lt=1, description="Fraction of optimizer steps spent in linear warmup.")

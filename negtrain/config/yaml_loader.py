@@ -49,6 +49,10 @@ class _StrictLoader(yaml.SafeLoader):
         seen: dict[Any, int] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=True)
+            if isinstance(key, (list, dict, set)):  # `? [a, b]`: YAML allows it, no setting is named so
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"a {type(key).__name__} as a key; keys are names", key_node.start_mark
+                )
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key '{key}' (first at line {seen[key] + 1})", key_node.start_mark

@@ -23,6 +23,8 @@ from torch import nn
 # Classification classes whose head reads position 0 only, and whose encoder layers have the
 # BERT layout (attention.self.{query,key,value}, attention.output, feed_forward_chunk).
 SUPPORTED = frozenset({"BertForSequenceClassification", "RobertaForSequenceClassification", "XLMRobertaForSequenceClassification"})
+#: Attention kernels whose mask is a tensor (the first query's row is cut from it).
+MASKS_AS_TENSORS = frozenset({"eager", "sdpa"})
 
 
 def last_layer(model: nn.Module) -> nn.Module | None:
@@ -30,6 +32,8 @@ def last_layer(model: nn.Module) -> nn.Module | None:
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     if type(base).__name__ not in SUPPORTED:
         return None
+    if getattr(base.config, "_attn_implementation", "eager") not in MASKS_AS_TENSORS:
+        return None  # flex attention's mask is a BlockMask, not a (q, k) tensor to cut to one row
     layers = getattr(getattr(base, base.base_model_prefix, None), "encoder", None)
     layers = getattr(layers, "layer", None)
     if not layers:

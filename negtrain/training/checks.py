@@ -246,6 +246,13 @@ def check_run(recipe: Recipe) -> None:
         if not (Path(adapter.path).expanduser() / "adapter_config.json").is_file():
             raise ConfigError(f"adapter.path: {adapter.path} holds no adapter_config.json (a peft adapter folder)")
     gpu = uses_gpu(t)
+    if recipe.model.attn_implementation == "flash_attention_2":
+        # transformers raises ImportError from deep inside from_pretrained, after the data is read.
+        if importlib.util.find_spec("flash_attn") is None:
+            raise ConfigError("model.attn_implementation 'flash_attention_2' needs the flash-attn package, which is not "
+                              "installed (pip install flash-attn); or use sdpa")
+        if not gpu:
+            raise ConfigError("model.attn_implementation 'flash_attention_2' runs on CUDA GPUs only; on this machine use sdpa or eager")
     if t.precision == "16-mixed" and not gpu:
         # Lightning would silently switch to bf16-mixed on a CPU.
         raise ConfigError("trainer.precision '16-mixed' needs a GPU; on a CPU use 'auto' (bf16-mixed where the CPU has bf16) or '32-true'")

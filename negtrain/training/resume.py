@@ -383,6 +383,7 @@ def check_run_dir(run_dir: Path) -> Path:
             ok = path.is_file() if kind == "file" else path.is_dir()
             if not ok:
                 raise _damaged(run_dir, f"{name} is not a {kind}", f"a run keeps its {name} as a {kind}; move the wrong one aside")
+    _check_model_config(run_dir)
     if (run_dir / "predictions").is_dir():
         for path in (run_dir / "predictions").iterdir():
             if path.suffix == ".jsonl" and not path.is_file():
@@ -394,6 +395,44 @@ def check_run_dir(run_dir: Path) -> Path:
         if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
             raise NegtrainError(f"--resume {run_dir}: {name}/ is not writable")
     return run_dir
+
+
+def _check_model_config(run_dir: Path) -> None:
+    """``model/config.json`` is what ``export`` and ``init_from`` read the model from; a resume keeps
+    it, so a damaged one is an error now, not at export."""
+    path = run_dir / "model" / "config.json"
+    if not path.exists():
+        return
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, ValueError):
+        config = None
+    if not isinstance(config, dict) or not isinstance(config.get("model_type"), str):
+        raise _damaged(run_dir, "model/config.json is damaged (not a model config)",
+                       "remove the model/ folder: the resume writes it again from the recipe's model")
+
+
+def check_checkpoint_fits(module: torch.nn.Module, checkpoint: Path, run_dir: Path) -> None:
+    """The checkpoint's weights are exactly the module's (names and shapes; an adapter run's, its
+    trainable ones), checked before Lightning loads them, which fails with a traceback or, for an
+    adapter run (loaded non-strictly), not at all."""
+    state = load_checkpoint(checkpoint).get("state_dict")
+    if not isinstance(state, dict):
+        raise _damaged(run_dir, f"checkpoints/{checkpoint.name} holds no weights", "move it aside")
+    own = module.state_dict()
+    if getattr(module, "adapter_only", False):
+        trainable = {n for n, p in module.named_parameters() if p.requires_grad}
+        missing = sorted(trainable - set(state))
+    else:
+        missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = [f"{k} {list(state[k].shape)} here {list(own[k].shape)}" for k in sorted(set(state) & set(own))
+              if hasattr(state[k], "shape") and tuple(state[k].shape) != tuple(own[k].shape)]
+    problems = [f"{len(v)} {what} (e.g. {v[0]})" for what, v in
+                (("weights missing", missing), ("unknown weights", unexpected), ("weights of another shape", shapes)) if v]
+    if problems:
+        raise _damaged(run_dir, f"checkpoints/{checkpoint.name} does not fit the recipe's model: {'; '.join(problems)}",
+                       "was recipe.yaml's model changed? put it back, or move the checkpoint aside")
 
 
 @dataclass

@@ -31,7 +31,7 @@ from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import trainer_precision
 from negtrain.training.preemption import MidEpochCheckpoint
 from negtrain.training.recorder import RunRecorder, table_width, wrapped
-from negtrain.training.resume import ResumeState, check_run_dir, plan_resume
+from negtrain.training.resume import ResumeState, check_checkpoint_fits, check_run_dir, plan_resume
 from negtrain.training.tracking import WandbTracker
 
 
@@ -212,6 +212,8 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
     built = _build(loaded, "fit")
     if not resuming:
         _check_new_run_dir(output_dir)
+    if resume_from is not None:  # before anything is written into the run
+        check_checkpoint_fits(built.module, Path(resume_from), output_dir)
     record = _provenance(loaded, built)
     # A resumed W&B run keeps the config it started with (its provenance included).
     logger = tracking.make_logger(loaded.recipe, output_dir, resuming=resuming, provenance=None if resuming else record)
