@@ -20,6 +20,14 @@ one process and on all cores (``data.num_proc``). Writes perf/results/data_scali
 MNLI pairs plus ScoNe and MoNLI train) from after the imports to its first training step: cold
 with ``data.num_proc`` 1 and all cores, then warm. Writes perf/results/first_step.{json,md}.
 
+``python perf/scaling.py peak [--pairs 392702] [--steps 20]`` measures the whole run's peak memory:
+a real ``fit`` of ``scone_minilm`` cut to that many steps and one evaluation, alone and with that
+many synthetic MNLI pairs added to its mix, cold and warm, with ``data.num_proc`` 1. A thread
+samples the process's anonymous and file-backed resident memory (``/proc/self/status``) every
+5 ms and keeps each phase's peak (setup, first step, the other steps, evaluation, end); the
+kernel's whole-run peaks (``ru_maxrss`` of the process and of its children) come at the end.
+Writes perf/results/whole_run_memory.{json,md}.
+
 ``python perf/scaling.py stream --lines 1000000 10000000`` trains MiniLM (family mlm) a few steps
 on a cue-masking corpus read as a stream (``corpus.streaming: true``) of that many lines, written
 from the mirror's real sentences into a temporary folder: peak resident memory and time, with a
@@ -30,8 +38,10 @@ perf/results/stream_scaling.{json,md}.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
+import platform
 import resource
 import shutil
 import subprocess
@@ -50,7 +60,6 @@ def measure(n: int, steps: int) -> dict:
     from _contenders import timed_fit
 
     from negtrain.benchmarks.registry import get_benchmark
-    from negtrain.data.encoded import EncodedSplit
     from negtrain.data.module import NegtrainData, TrainSet
     from negtrain.data.sampler import BatchSampler
     from negtrain.models.heads import target_mask
@@ -409,12 +418,215 @@ def warm_main(argv: list[str]) -> None:
     print("\n".join(lines))
 
 
+# ---- the whole run's peak memory, phase by phase ------------------------------------------------
+
+
+def memory_now() -> dict:
+    """The process's resident memory now, split as the kernel counts it (MB): anonymous pages
+    (the heap, tensors: what the run really holds) and file-backed ones (mapped token stores,
+    libraries: counted in RSS once touched, but clean and reclaimable), and the high-water mark."""
+    fields = {}
+    with open("/proc/self/status") as status:
+        for line in status:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"):
+                fields[key] = int(value.split()[0]) / 1024
+    return fields
+
+
+class PhaseSampler:
+    """Samples the process's memory every few milliseconds on a thread, keeping each phase's
+    peak anonymous and total RSS; the run's hooks name the phase."""
+
+    def __init__(self, interval: float = 0.005):
+        import threading
+
+        self.phase = "imports and setup"
+        self.order: list[str] = []
+        self.peaks: dict[str, dict] = {}
+        self.marks: list[dict] = []
+        self._stop = threading.Event()
+        self._interval = interval
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def start(self) -> "PhaseSampler":
+        self.enter(self.phase)
+        self._thread.start()
+        return self
+
+    def enter(self, phase: str) -> None:
+        """A phase boundary: record the memory there and start the new phase's peaks."""
+        self._sample()
+        self.marks.append({"at": f"start of {phase}", **{k: round(v, 1) for k, v in memory_now().items()}})
+        self.phase = phase
+        if phase not in self.peaks:
+            self.order.append(phase)
+            self.peaks[phase] = {"RssAnon": 0.0, "VmRSS": 0.0, "RssFile": 0.0}
+        self._sample()
+
+    def _sample(self) -> None:
+        now = memory_now()
+        peak = self.peaks.get(self.phase)
+        if peak is None:
+            return
+        for key in peak:
+            peak[key] = max(peak[key], now.get(key, 0.0))
+
+    def _loop(self) -> None:
+        while not self._stop.wait(self._interval):
+            self._sample()
+
+    def stop(self) -> dict:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+        phases = [{"phase": p, **{f"peak_{k}_mb": round(v, 1) for k, v in self.peaks[p].items()}} for p in self.order]
+        return {"phases": phases, "marks": self.marks,
+                "peak_anon_mb": round(max(p["peak_RssAnon_mb"] for p in phases), 1)}
+
+
+def measure_whole_run(recipe: str, run_dir: str) -> dict:
+    """A real ``fit`` of the recipe with its memory sampled throughout: each phase's peak
+    (setup: imports, data, model; the first training step; the other steps; evaluation; the end
+    of the run), and the kernel's whole-run peak (``ru_maxrss``) of this process and of the
+    tokenizing processes it forked."""
+    sampler = PhaseSampler().start()
+    from negtrain.cli import main as cli
+    from negtrain.data import encoded as store
+    from negtrain.models import base
+
+    steps: list[int] = [0]
+    cls = base.NegtrainModule  # every family's steps and evaluation end go through its methods
+    train_step, val_step, val_end = cls.training_step, cls.validation_step, cls.on_validation_epoch_end
+
+    def training_step(self, batch, batch_idx):
+        steps[0] += 1
+        if steps[0] == 1:
+            sampler.enter("first training step")
+        elif steps[0] == 2:
+            sampler.enter("training steps")
+        elif sampler.phase != "training steps" and sampler.phase != "first training step":
+            sampler.enter("training steps")
+        return train_step(self, batch, batch_idx)
+
+    def validation_step(self, batch, batch_idx, dataloader_idx=0):
+        if sampler.phase != "evaluation":
+            sampler.enter("evaluation")
+        return val_step(self, batch, batch_idx, dataloader_idx)
+
+    def on_validation_epoch_end(self):
+        out = val_end(self)
+        sampler.enter("after evaluation")
+        return out
+
+    cls.training_step, cls.validation_step, cls.on_validation_epoch_end = training_step, validation_step, on_validation_epoch_end
+    code = cli(["fit", "--recipe", recipe, "--output-dir", run_dir])
+    sampler.enter("end of run")
+    result = sampler.stop()
+    return {
+        "exit_code": code, "steps": steps[0], "tokenized": store.builds, **result,
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "children_peak_rss_mb": round(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1),
+    }
+
+
+def cpu_model() -> str:
+    """The CPU's model name, as lscpu shows it."""
+    with contextlib.suppress(OSError):
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.partition(":")[2].strip()
+    return platform.processor() or "unknown CPU"
+
+
+def peak_recipe(path: Path, mix: bool, steps: int, num_proc: int) -> None:
+    """scone_minilm as shipped, cut to ``steps`` steps and one evaluation, with MNLI train first in
+    the mix if ``mix``."""
+    import yaml
+
+    recipe = yaml.safe_load((HERE.parent / "recipes" / "scone_minilm.yaml").read_text())
+    recipe.pop("sweep", None)
+    if mix:
+        recipe["data"]["train"] = [{"benchmark": "mnli", "split": "train"}, *recipe["data"]["train"]]
+    recipe["data"]["num_proc"] = num_proc
+    # One epoch cut to ``steps`` batches, so the run ends with a full evaluation of its eval sets
+    # (max_steps alone stops mid-epoch, before any evaluation).
+    recipe["trainer"].update(max_epochs=1, limit_train_batches=steps, max_steps=steps)
+    recipe["trainer"]["enable_progress_bar"] = False
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
+
+
+def peak_main(argv: list[str]) -> None:
+    import tempfile
+
+    p = argparse.ArgumentParser(description="the whole run's peak memory: scone_minilm against an MNLI-sized mix")
+    p.add_argument("--pairs", type=int, nargs="+", default=[392_702], help="synthetic MNLI train rows in the mix (MNLI has 392,702)")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--num-proc", type=int, default=1)
+    p.add_argument("--out", type=Path, default=HERE / "results")
+    args = p.parse_args(argv)
+    mirror = os.environ.get("NEGTRAIN_DATA_DIR", "")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        cases = [(0, "cold"), (0, "warm")] + [(n, start) for n in args.pairs for start in ("cold", "warm")]
+        for n, start in cases:
+            folder = Path(tmp) / f"pairs-{n}"
+            if n and not folder.exists():
+                write_mnli(folder / "data", n)
+            recipe = folder / "recipe.yaml"
+            folder.mkdir(exist_ok=True)
+            peak_recipe(recipe, bool(n), args.steps, args.num_proc)
+            env = dict(os.environ, NEGTRAIN_CACHE_DIR=str(folder / "cache"), NEGTRAIN_DATA_DIR=os.pathsep.join([str(folder / "data"), mirror]))
+            row = _child(["--peak-one", str(recipe), str(folder / f"run-{start}")], env)
+            row.update(pairs=n, start=start)
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    args.out.mkdir(parents=True, exist_ok=True)
+    result = {"rows": rows, "steps": args.steps, "num_proc": args.num_proc, "cpu_count": os.cpu_count(), "machine": machine(), "cpu_model": cpu_model()}
+    (args.out / "whole_run_memory.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_peak_table(result, args.out / "whole_run_memory.md")
+
+
+def write_peak_table(result: dict, path: Path) -> None:
+    rows = result["rows"]
+    phases = list(dict.fromkeys(p["phase"] for r in rows for p in r["phases"]))
+    lines = ["| run | start | tokenized | peak RSS (MB, ru_maxrss) | peak anonymous RSS (MB) | "
+             + " | ".join(f"{p}: anon / total (MB)" for p in phases) + " |",
+             "|---|---|---:|---:|---:|" + "---:|" * len(phases)]
+    for r in rows:
+        by = {p["phase"]: p for p in r["phases"]}
+        cells = [f"{by[p]['peak_RssAnon_mb']:.0f} / {by[p]['peak_VmRSS_mb']:.0f}" if p in by else "" for p in phases]
+        name = "scone_minilm" if not r["pairs"] else f"+ MNLI {r['pairs']:,}"
+        lines.append(f"| {name} | {r['start']} | {r['tokenized']} | {r['peak_rss_mb']} | {r['peak_anon_mb']} | " + " | ".join(cells) + " |")
+    base = {r["start"]: r for r in rows if not r["pairs"]}
+    for r in rows:
+        if r["pairs"] and r["start"] in base:
+            b = base[r["start"]]
+            lines.append(f"\nGrowth over scone_minilm, {r['start']}, MNLI {r['pairs']:,}: peak RSS +{r['peak_rss_mb'] - b['peak_rss_mb']:.0f} MB, "
+                         f"peak anonymous RSS +{r['peak_anon_mb'] - b['peak_anon_mb']:.0f} MB.")
+    lines += ["", f"`scone_minilm` as shipped (precision auto), {result['steps']} steps then one evaluation (ScoNe and MoNLI test), data.num_proc {result['num_proc']}; "
+              f"the mix adds synthetic MNLI train pairs first. {result.get('cpu_model', '')}, {result.get('machine', '')}. Anonymous RSS is what the run holds "
+              "(heap, tensors); the rest of RSS is file-backed (the mapped token store, libraries): counted once touched, "
+              "but clean and reclaimable. Phases are sampled every 5 ms on a thread. The forked processes' peak "
+              "(`RUSAGE_CHILDREN`, in the JSON) is not memory the run holds: a child that forks and then runs another "
+              "program keeps the parent's resident size at the fork as its peak, so it is not added to the run's. "
+              "Run: `NEGTRAIN_DATA_DIR=path/to/mirror python perf/scaling.py peak`."]
+    path.write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--stream-one":
         print(json.dumps(measure_stream(sys.argv[2], int(sys.argv[3]), sys.argv[4])))
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--first-step-one":
         print(json.dumps(measure_first_step(sys.argv[2], sys.argv[3])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--peak-one":
+        print(json.dumps(measure_whole_run(sys.argv[2], sys.argv[3])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "peak":
+        peak_main(sys.argv[2:])
         return
     if len(sys.argv) > 1 and sys.argv[1] == "warm":
         warm_main(sys.argv[2:])
