@@ -29,7 +29,6 @@ the same ``DIR`` continues from there; ``metrics.jsonl`` and the card are assemb
 from __future__ import annotations
 
 import datetime as dt
-import json
 import math
 import os
 import re
@@ -54,6 +53,7 @@ from negtrain.config import (
 )
 from negtrain.errors import ConfigError, NegtrainError, Stopped, unknown_name
 from negtrain.io.atomic import write_text
+from negtrain.io.records import EvalRecord, RunRecord, read_records, write_records
 from negtrain.io.run_lock import run_lock
 from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
@@ -360,8 +360,7 @@ def _keep_part(out: Path, name: str, folder: Path) -> None:
     for file in (folder / "predictions").glob("*.jsonl"):
         (out / "predictions").mkdir(exist_ok=True)
         os.replace(file, out / "predictions" / file.name)
-    record = json.loads((folder / "metrics.jsonl").read_text(encoding="utf-8").splitlines()[-1])
-    write_text(part_path(out, name), json.dumps(record) + "\n")
+    write_records(part_path(out, name), read_records(folder / "metrics.jsonl")[-1:])
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -408,8 +407,8 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
                           provenance_of=loaded, provenance_dir=out,
                           response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
-        records = [json.loads(part_path(out, set_name(e)).read_text(encoding="utf-8")) for e in entries]
-        write_text(out / "metrics.jsonl", "".join(json.dumps(r) + "\n" for r in records))
+        records = [r for e in entries for r in read_records(part_path(out, set_name(e)))]
+        write_records(out / "metrics.jsonl", records)
         write_card(out, shown, recipe.model.family, skipped)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
         if protocol is not None:
@@ -447,7 +446,7 @@ def _score_served(recipe, todo, out: Path, args) -> None:
     try:
         for entry in todo:
             result = score_served(recipe, entry, backend, out, allow_missing=recipe.evaluation.server.allow_missing)
-            write_text(part_path(out, set_name(entry)), json.dumps(result.record) + "\n")
+            write_records(part_path(out, set_name(entry)), [result.record])
             c = result.counts
             print(f"{set_name(entry)}: {result.record['metrics'].get(headline_accuracy(result.record['metrics']) or 'n')} "
                   f"({c.requests} requests sent, {c.cached} answered from the cache)", flush=True)
@@ -458,8 +457,8 @@ def _score_served(recipe, todo, out: Path, args) -> None:
 # ---- the card files ----------------------------------------------------------------------------
 
 
-def _records(out: Path) -> list[dict]:
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text(encoding="utf-8").splitlines() if line.strip()]
+def _records(out: Path) -> list[RunRecord]:
+    return read_records(out / "metrics.jsonl")
 
 
 def headline_accuracy(metrics: dict[str, float | None]) -> str | None:
@@ -481,9 +480,9 @@ def _with_ci(value: float | None, spread: dict | None) -> str:
     return _fmt(value) + (f" {interval}" if interval and _fmt(value) != "-" else "")
 
 
-def card_markdown(records: list[dict], model: str, family: str, skipped, record: dict | None = None) -> str:
+def card_markdown(records: list[RunRecord], model: str, family: str, skipped, record: dict | None = None) -> str:
     """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end."""
-    evals = [r for r in records if r["benchmark"] != "train"]
+    evals = [r for r in records if isinstance(r, EvalRecord)]
     columns: list[str] = []
     for r in evals:
         columns += [k for k in consistency_keys(r["metrics"]) if k not in columns]
@@ -541,7 +540,7 @@ def card_markdown(records: list[dict], model: str, family: str, skipped, record:
     return "\n".join(lines)
 
 
-def plot_card(records: list[dict], path: Path, title: str) -> list[str]:
+def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     """Accuracy (x) against the headline consistency (y), one labelled point per benchmark.
     The PNG's ``negtrain:points`` text chunk names the benchmarks drawn."""
     import matplotlib
@@ -552,7 +551,7 @@ def plot_card(records: list[dict], path: Path, title: str) -> list[str]:
     fig, ax = plt.subplots(figsize=(6, 5))
     drawn = []
     for r in records:
-        if r["benchmark"] == "train":
+        if not isinstance(r, EvalRecord):
             continue
         m = r["metrics"]
         acc, cons = headline_accuracy(m), consistency_keys(m)
@@ -577,7 +576,7 @@ def plot_card(records: list[dict], path: Path, title: str) -> list[str]:
 
 def write_card(out: Path, model: str, family: str, skipped) -> None:
 
-    records = [r for r in _records(out) if r.get("stage") == "validate"]
+    records = [r for r in _records(out) if r.stage == "validate"]
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")
     write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out)))

@@ -19,6 +19,7 @@ import torch
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import ConfigError, unknown_name
 from negtrain.io.atomic import write_text
+from negtrain.io.records import EvalRecord
 from negtrain.metrics.uncertainty import estimate
 from negtrain.prompts.protocols import Protocol
 
@@ -59,7 +60,7 @@ def _cell(value: float | None, spread: dict | None) -> str:
     return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and ci[0] is not None else "")
 
 
-def protocol_markdown(protocol: Protocol, records: list[dict], model: str, resamples: int, seed: int,
+def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str, resamples: int, seed: int,
                       out: Path | None = None) -> str:
     by_variant = {r.get("variant"): r for r in records}
     headers = [h for _, h in protocol.columns]
@@ -145,7 +146,7 @@ def _mean_std(stats: dict | None) -> str:
     return f"{stats['mean']:.2f}" + (f" ± {std:.2f}" if std is not None else "")
 
 
-def write_protocol(out: Path, protocol: Protocol, records: list[dict], model: str, resamples: int, seed: int) -> None:
+def write_protocol(out: Path, protocol: Protocol, records: list[EvalRecord], model: str, resamples: int, seed: int) -> None:
     write_text(out / "protocol.md", protocol_markdown(protocol, records, model, resamples, seed, out))
 
 

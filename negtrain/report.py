@@ -34,6 +34,7 @@ from negtrain.errors import NegtrainError
 from negtrain.metrics.declared import headline, role_of
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import write_text
+from negtrain.io.records import TRAIN
 from negtrain.runs import RunDir, is_count
 from negtrain.seeds import SeedGroup, aggregate, is_seed_group
 from negtrain.secrets import redact_text
@@ -187,7 +188,7 @@ def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
 
     fig, ax = plt.subplots(figsize=(6, 4))
     for r, run in enumerate(runs):
-        points = [(ep.epoch, ep.train["metrics"].get("loss")) for ep in run.epochs if ep.train]
+        points = [(ep.epoch, ep.train.loss) for ep in run.epochs if ep.train]
         points = [(x, y) for x, y in points if y is not None]
         if points:
             ax.plot(*zip(*points), STYLES[r % len(STYLES)], marker="o", markersize=marker_size(runs), label=run.name)
@@ -283,7 +284,7 @@ def summary_markdown(runs: list[RunDir]) -> str:
         for key in _ordered(keys):
             cells = [_with_interval(r, name, key) if r.epochs else "-" for r in runs]
             lines.append(f"| {name} | {key} | " + " | ".join(cells) + " |")
-    losses = [(r.name, r.epochs[-1].train["metrics"].get("loss")) for r in runs if r.epochs and r.epochs[-1].train]
+    losses = [(r.name, r.epochs[-1].train.loss) for r in runs if r.epochs and r.epochs[-1].train]
     if losses:
         lines += ["", "Final training loss: " + ", ".join(f"{n} {_fmt(v, 'loss', 'train')}" for n, v in losses)]
     for run in runs:
@@ -333,7 +334,7 @@ def _plot_band(ax, rows: list[dict], color, bold: bool, label: str) -> None:
 def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
     """One panel per eval set: each metric's mean across seeds, with a ±1 std band."""
 
-    names = [n for n in summary if n != "train"]
+    names = [n for n in summary if n != TRAIN]
     if not names:
         raise NegtrainError(f"{group.path}: the seed runs recorded no evaluations")
     fig, axes = _panel_grid(plt, len(names))
@@ -358,7 +359,7 @@ def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
 def plot_seed_loss(group, summary: dict, path: Path) -> list[str]:
 
     fig, ax = plt.subplots(figsize=(6, 4))
-    rows = summary.get("train", {}).get("loss", [])
+    rows = summary.get(TRAIN, {}).get("loss", [])
     _plot_band(ax, rows, "C0", True, f"mean ± std over {len(group.seeds)} seeds")
     ax.set_title("training loss")
     ax.set_xlabel("epoch")

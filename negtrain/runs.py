@@ -5,7 +5,6 @@ Used by ``export``, ``push`` and ``report``; needs neither the data nor the mode
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -15,6 +14,7 @@ from typing import Any
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import Recipe, load_yaml, selection_split, validate_recipe
 from negtrain.errors import ConfigError, NegtrainError
+from negtrain.io.records import EvalRecord, RunRecord, TrainRecord, read_records
 from negtrain.metrics.declared import find
 from negtrain.paths import contained
 
@@ -43,7 +43,7 @@ class EpochResults:
     epoch: int
     #: "<benchmark>/<split>" -> metric name -> value (None where the metric was undefined)
     evals: dict[str, dict[str, float | None]] = field(default_factory=dict)
-    train: dict[str, Any] | None = None
+    train: TrainRecord | None = None
     #: "<benchmark>/<split>" -> metric name -> {"stderr": ..., "ci95": [lo, hi]} (runs before
     #: uncertainty was recorded have none)
     uncertainty: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
@@ -82,18 +82,11 @@ class RunDir:
         return path.read_text(encoding="utf-8").strip() if path.is_file() else None
 
     @cached_property
-    def records(self) -> list[dict[str, Any]]:
+    def records(self) -> list[RunRecord]:
         path = self.path / "metrics.jsonl"
         if not path.is_file():
             raise NegtrainError(f"--run {self.path}: no metrics.jsonl (did the run finish an epoch?)")
-        out = []
-        for lineno, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise NegtrainError(f"{path}:{lineno}: invalid JSON ({exc.msg})") from None
-        return out
+        return read_records(path)
 
     @cached_property
     def epochs(self) -> list[EpochResults]:
@@ -101,20 +94,19 @@ class RunDir:
         by_epoch: dict[int, EpochResults] = {}
         # A report card (or a validate/test directory) has no fit epochs: its one evaluation is
         # read as epoch 0, so `report` compares cards with cards and runs alike.
-        stages = {r.get("stage", "fit") for r in self.records}
+        stages = {r.stage for r in self.records}
         wanted = "fit" if "fit" in stages else ("validate" if "validate" in stages else "test")
         for r in self.records:
-            if r.get("stage", "fit") != wanted:
+            if r.stage != wanted:
                 continue
-            ep = by_epoch.setdefault(int(r["epoch"]), EpochResults(int(r["epoch"])))
-            if r["benchmark"] == "train":
+            ep = by_epoch.setdefault(r.epoch, EpochResults(r.epoch))
+            if isinstance(r, TrainRecord):
                 ep.train = r
-            else:
-                name = f"{r['benchmark']}/{r['split']}"
-                ep.evals[name] = r["metrics"]
-                ep.uncertainty[name] = r.get("uncertainty") or {}
-                if r.get("bootstrap"):
-                    ep.bootstrap[name] = r["bootstrap"]
+            elif isinstance(r, EvalRecord):
+                ep.evals[r.name] = r.metrics
+                ep.uncertainty[r.name] = r.uncertainty
+                if r.bootstrap:
+                    ep.bootstrap[r.name] = r.bootstrap
         return [by_epoch[e] for e in sorted(by_epoch)]
 
     @cached_property
@@ -122,8 +114,8 @@ class RunDir:
         """Per eval set, the metrics the run declared lower-is-better (runs write it on every line)."""
         out: dict[str, set[str]] = {}
         for r in self.records:
-            if r["benchmark"] != "train" and "lower_is_better" in r:
-                out.setdefault(f"{r['benchmark']}/{r['split']}", set()).update(r["lower_is_better"])
+            if isinstance(r, EvalRecord) and r.lower_is_better is not None:
+                out.setdefault(r.name, set()).update(r.lower_is_better)
         return out
 
     def epoch(self, epoch: int) -> EpochResults:
@@ -152,7 +144,7 @@ class RunDir:
         how far it got, e.g. ``"trained 2 of 5 epochs"`` (killed, or still running)."""
         t = self.recipe.trainer
         trained = [ep.train for ep in self.epochs if ep.train]
-        steps = max((int(r.get("global_step") or 0) for r in trained), default=0)
+        steps = max((r.global_step for r in trained), default=0)
         if len(trained) >= t.max_epochs or (t.max_steps and t.max_steps > 0 and steps >= t.max_steps):
             return None
         return f"trained {len(trained)} of {t.max_epochs} epochs"

@@ -28,6 +28,7 @@ from typing import Any
 from negtrain.config import to_dict
 from negtrain.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
+from negtrain.io.records import TRAIN
 from negtrain.io.run_lock import run_lock
 from negtrain.recipes import load_recipe
 from negtrain.runs import RunDir, is_count
@@ -209,6 +210,13 @@ def _mean_std(values: list[float | None]) -> tuple[float | None, float | None]:
     return mean, math.sqrt(sum((v - mean) ** 2 for v in finite) / (len(finite) - 1))
 
 
+def _metrics_of(ep, name: str) -> dict[str, float | None]:
+    """An epoch's metrics of the eval set ``name``, or its training line's (``train``)."""
+    if name == TRAIN:
+        return ep.train.metrics if ep.train else {}
+    return ep.evals.get(name, {})
+
+
 def aggregate(group: SeedGroup) -> dict[str, dict[str, list[dict[str, Any]]]]:
     """eval set -> metric -> per epoch ``{"epoch", "mean", "std", "seeds": {seed: value}}``.
 
@@ -222,11 +230,11 @@ def aggregate(group: SeedGroup) -> dict[str, dict[str, list[dict[str, Any]]]]:
         names += [n for n in run.eval_names if n not in names]
         epochs |= {ep.epoch for ep in run.epochs}
     out: dict[str, dict[str, list[dict[str, Any]]]] = {}
-    for name in [*names, "train"]:
+    for name in [*names, TRAIN]:
         keys: list[str] = []
         for run in group.runs:
             for ep in run.epochs:
-                source = (ep.train or {}).get("metrics", {}) if name == "train" else ep.evals.get(name, {})
+                source = _metrics_of(ep, name)
                 keys += [k for k in source if k not in keys and not is_count(name, k)]
         for key in keys:
             rows = []
@@ -236,7 +244,7 @@ def aggregate(group: SeedGroup) -> dict[str, dict[str, list[dict[str, Any]]]]:
                     ep = next((e for e in run.epochs if e.epoch == epoch), None)
                     if ep is None:
                         continue
-                    source = (ep.train or {}).get("metrics", {}) if name == "train" else ep.evals.get(name, {})
+                    source = _metrics_of(ep, name)
                     if key in source:
                         per_seed[str(seed)] = _finite(source[key])
                 if per_seed:

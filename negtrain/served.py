@@ -34,6 +34,7 @@ import torch
 from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.data.eval_set import EvalResult, EvalSet
+from negtrain.io.records import CardRecord
 from negtrain.metrics.base import UNPARSED
 from negtrain.metrics.multiple_choice import first_argmax
 from negtrain.metrics.uncertainty import estimate
@@ -67,7 +68,7 @@ def needs_logprobs(bench: Benchmark, entry=None) -> bool:
 
 @dataclass
 class ServedResult:
-    record: dict
+    record: CardRecord
     counts: Counts
 
 
@@ -189,4 +190,4 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
                 "examples have no prediction and these numbers are not comparable with full-split results")
         record["note"] = f"{record['note']}; {note}" if record.get("note") else note
         record["missing"] = counts.missing
-    return ServedResult(record, counts)
+    return ServedResult(CardRecord(record), counts)

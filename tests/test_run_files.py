@@ -184,3 +184,41 @@ def test_the_checkpoint_callback_follows_a_moved_run(tmp_path):
     with pytest.warns(UserWarning, match="dirpath has changed"):
         plain.load_state_dict(state)
     assert plain.best_model_score is None
+
+
+def test_metrics_records_read_typed_and_write_back_byte_for_byte(tmp_path):
+    """The one reader gives each line its record type, and the one writer gives back the same
+    bytes (key order, float spelling, an older run's line without ``stage``, an unknown field)."""
+    from negtrain.errors import NegtrainError
+    from negtrain.io.records import CardRecord, EvalRecord, TrainRecord, read_records, write_records
+
+    lines = [
+        '{"epoch": 0, "stage": "fit", "benchmark": "scone", "split": "test", "metrics": {"accuracy": 0.5, "consistency": null, "n": 16}, '
+        '"lower_is_better": [], "eval_seconds": 0.272, "uncertainty": {"accuracy": {"stderr": 0.125, "ci95": [0.25, 0.7372]}}, '
+        '"bootstrap": {"unit": "contrast set", "units": 2, "resamples": 1000, "seed": 0}}',
+        '{"epoch": 0, "stage": "fit", "benchmark": "train", "split": "train", "metrics": {"loss": 0.693147}, "train_examples": 16, '
+        '"train_seconds": 1.5, "train_examples_per_second": 10.67, "global_step": 2, "sources": {"mnli/train": {"size": 9, "share": 1.0, "examples": 16}}}',
+        '{"epoch": 1, "benchmark": "monli", "split": "test", "metrics": {"accuracy": 1e-07}, "a_later_field": [1, 2]}',
+        '{"epoch": 0, "stage": "validate", "benchmark": "scone", "split": "test", "metrics": {"accuracy": 0.25}, "requests": {"sent": 3, "cached": 1, "tokens_in": 40, "tokens_out": 2}}',
+    ]
+    path = tmp_path / "metrics.jsonl"
+    path.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    records = read_records(path)
+    assert [type(r) for r in records] == [EvalRecord, TrainRecord, EvalRecord, CardRecord]
+    scored, train, old, served = records
+    assert (scored.name, scored.epoch, scored.metrics["consistency"], scored.bootstrap["units"]) == ("scone/test", 0, None, 2)
+    assert scored.uncertainty["accuracy"]["ci95"] == [0.25, 0.7372] and scored.lower_is_better == []
+    assert (train.loss, train.global_step, train.train_examples, train.sources["mnli/train"]["examples"]) == (0.693147, 2, 16, 16)
+    assert (old.stage, old.lower_is_better, old.uncertainty, old.bootstrap) == ("fit", None, {}, None)
+    assert served.requests["sent"] == 3 and served.missing == []
+    # A record is also its line, read by name.
+    assert scored["metrics"]["n"] == 16 and dict(old)["a_later_field"] == [1, 2]
+    write_records(tmp_path / "again.jsonl", records)
+    assert (tmp_path / "again.jsonl").read_text(encoding="utf-8") == "\n".join(lines) + "\n"
+
+    path.write_text(lines[0] + "\n[1, 2]\n", encoding="utf-8")
+    with pytest.raises(NegtrainError, match=r"metrics.jsonl:2: not a metrics record"):
+        read_records(path)
+    path.write_text(lines[0] + "\n{\"epoch\": \n", encoding="utf-8")
+    with pytest.raises(NegtrainError, match=r"metrics.jsonl:2: invalid JSON"):
+        read_records(path)

@@ -1,6 +1,7 @@
 """The run record: metrics.jsonl, prediction files and the per-epoch table.
 
-``metrics.jsonl`` holds one JSON object per epoch, benchmark and split::
+``metrics.jsonl`` holds one JSON object per epoch, benchmark and split, each written as a typed
+record through :mod:`negtrain.io.records` (the one writer; its reader is the one every command uses)::
 
     {"epoch": 0, "stage": "fit", "benchmark": "scone", "split": "test", "eval_seconds": 1.2,
      "metrics": {"accuracy": 0.97, "accuracy/one_scoped": 0.95, ..., "consistency": 0.9}}
@@ -32,7 +33,6 @@ so an epoch resumed from a mid-epoch checkpoint gets the line an uninterrupted o
 
 from __future__ import annotations
 
-import json
 import math
 import shutil
 import sys
@@ -50,7 +50,7 @@ from tqdm import tqdm
 
 from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.data.module import NegtrainData
-from negtrain.io.atomic import append_lines
+from negtrain.io.records import TRAIN, EvalRecord, RunRecord, TrainRecord, append_records
 from negtrain.metrics.uncertainty import estimate, format_stderr
 from negtrain.training.epochs import epoch_label
 from negtrain.training.resume import gather
@@ -153,7 +153,7 @@ def eval_record(eval_set: EvalSet, epoch: int, stage: str, seconds: float) -> di
 
 class RunRecorder(pl.Callback):
     def __init__(self, run_dir: Path, stage: str = "fit", print_table: bool = True,
-                 listeners: Sequence[Callable[[dict], None]] = ()) -> None:
+                 listeners: Sequence[Callable[[RunRecord], None]] = ()) -> None:
         #: Called with every record as it is written (rank zero): the W&B tracker's ``record``.
         self.listeners = list(listeners)
         self.run_dir = run_dir
@@ -283,8 +283,8 @@ class RunRecorder(pl.Callback):
         record = {
             "epoch": trainer.current_epoch,
             "stage": self.stage,
-            "benchmark": "train",
-            "split": "train",
+            "benchmark": TRAIN,
+            "split": TRAIN,
             "metrics": {"loss": _json_number(float(loss)) if loss is not None else None},
             "train_examples": examples,
             "train_seconds": round(seconds, 3),
@@ -297,7 +297,7 @@ class RunRecorder(pl.Callback):
                 name: {"size": size, "share": round(share, 6), "examples": int(count)}
                 for name, size, share, count in zip(data.train.sources, data.train.source_sizes, data.train_shares, counts)
             }
-        self._write(trainer, [record])
+        self._write(trainer, [TrainRecord(record)])
 
     # ---- evaluation ---------------------------------------------------------------------
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -319,7 +319,7 @@ class RunRecorder(pl.Callback):
                 # last_outcomes: the state compute() just scored, gathered from every rank.
                 result.uncertainty = estimate(metric, metric.last_outcomes, pl_module.bootstrap_resamples,
                                               pl_module.bootstrap_seed, eval_set.benchmark.is_count)
-            lines.append(eval_record(eval_set, epoch, self.stage, self._span(i, seconds)))
+            lines.append(EvalRecord(eval_record(eval_set, epoch, self.stage, self._span(i, seconds))))
             if trainer.is_global_zero:
                 # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
                 eval_set.write_predictions(self.run_dir, f"epoch{epoch}" if self.stage == "fit" else self.stage)
@@ -338,10 +338,11 @@ class RunRecorder(pl.Callback):
         return span[1] - span[0] if span else fallback
 
     @rank_zero_only
-    def _write(self, trainer: pl.Trainer, records: list[dict]) -> None:
-        """Each record to metrics.jsonl and then to every listener (the W&B tracker), as it is
-        written: nothing reads back the file to learn what was just recorded."""
-        append_lines(self.metrics_path, [json.dumps(r) for r in records])
+    def _write(self, trainer: pl.Trainer, records: list[RunRecord]) -> None:
+        """Each record to metrics.jsonl (through the one writer, :mod:`negtrain.io.records`) and
+        then to every listener (the W&B tracker), as it is written: nothing reads back the file to
+        learn what was just recorded."""
+        append_records(self.metrics_path, records)
         for record in records:
             for listener in self.listeners:
                 listener(record)

@@ -40,6 +40,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import Recipe, to_dict
 from negtrain.io.atomic import write_text
+from negtrain.io.records import EvalRecord, RunRecord, TrainRecord
 from negtrain.secrets import redact, redact_text
 from negtrain.training.build import best_score
 
@@ -145,22 +146,25 @@ class WandbTracker(pl.Callback):
         run.define_metric("train/sources/*", step_metric="epoch")
         run.define_metric("train/examples*", step_metric="epoch")
 
-    def record(self, record: dict[str, Any]) -> None:
+    def record(self, record: RunRecord) -> None:
         """A record the run recorder has just written (on rank zero only; a resumed fit sends only
         the epochs it runs itself). Training lines: per-source counts and throughput; evaluation
         lines: each metric's standard error and 95% interval (:func:`uncertainty_metrics`)."""
-        if record.get("benchmark") != "train":
+        if isinstance(record, EvalRecord):
             spread = uncertainty_metrics(record)
             if spread:
-                self.logger.experiment.log({"epoch": record["epoch"], **spread})
+                self.logger.experiment.log({"epoch": record.epoch, **spread})
             return
-        metrics: dict[str, Any] = {"epoch": record["epoch"]}
-        for source, info in (record.get("sources") or {}).items():
+        if not isinstance(record, TrainRecord):
+            return
+        metrics: dict[str, Any] = {"epoch": record.epoch}
+        for source, info in record.sources.items():
             # The realised number of examples drawn from the source this epoch.
             metrics[f"train/sources/{source}"] = info["examples"]
-        for key in ("train_examples", "train_examples_per_second"):
-            if record.get(key) is not None:
-                metrics["train/" + key[len("train_") :]] = record[key]
+        if record.train_examples is not None:
+            metrics["train/examples"] = record.train_examples
+        if record.train_examples_per_second is not None:
+            metrics["train/examples_per_second"] = record.train_examples_per_second
         self.logger.experiment.log(metrics)
 
     @rank_zero_only
@@ -171,14 +175,14 @@ class WandbTracker(pl.Callback):
         self.logger.experiment.log({"epoch": epoch, **prediction_tables(pl_module.eval_sets, epoch)})
 
 
-def uncertainty_metrics(record: dict[str, Any]) -> dict[str, float]:
+def uncertainty_metrics(record: EvalRecord) -> dict[str, float]:
     """An evaluation record's standard errors and 95% intervals, as ``metrics.jsonl`` holds them:
     ``<benchmark>/<split>/<metric>/stderr``, ``.../ci95_low``, ``.../ci95_high`` (charted against
     ``epoch`` with the metric itself). An undefined value is NaN, as an undefined metric is; a
     metric without an interval (no bootstrap) sends no bounds."""
     out: dict[str, float] = {}
-    name = f"{record['benchmark']}/{record['split']}"
-    for key, entry in (record.get("uncertainty") or {}).items():
+    name = record.name
+    for key, entry in record.uncertainty.items():
         prefix = f"{name}/{key}"
         if "stderr" in entry:
             out[f"{prefix}/stderr"] = float("nan") if entry["stderr"] is None else float(entry["stderr"])
