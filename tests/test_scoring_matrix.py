@@ -25,10 +25,33 @@ NLI_BENCHMARKS = ("scone", "monli", "mnli", "negnli-rte", "negnli-snli", "negnli
 def test_every_pair_is_scored_or_has_a_reason():
     for name in BENCHMARKS:
         bench = get_benchmark(name)
-        assert set(bench.scoring) | set(bench.unsupported) == set(FAMILIES), name
-        assert not set(bench.scoring) & set(bench.unsupported), name
-        assert all(reason.strip() for reason in bench.unsupported.values())
+        assert set(bench.refuses) <= set(FAMILIES), name
+        assert all(reason.strip() for reason in bench.refuses.values())
+        for family in FAMILIES:
+            reason = unsupported_reason(bench, family)
+            assert reason is None or reason.strip(), (name, family)
+            # Words for the listing only where the family scores it; they decide nothing.
+            assert (family in bench.how_scored) == (reason is None), (name, family)
         assert set(bench.eval_splits) <= set(bench.splits)
+
+
+def test_support_is_derived_from_answer_kind_and_family_capability():
+    """A family scores a benchmark exactly when its section declares the benchmark's answer kind
+    and the benchmark does not refuse it; the refusals are few and each one has a reason."""
+    from negtrain.config import FAMILY_SECTIONS
+
+    decisive = []
+    for name in BENCHMARKS:
+        bench = get_benchmark(name)
+        for family, section in FAMILY_SECTIONS.items():
+            capable = bench.scored_kind.value in section.answer_kinds
+            assert (unsupported_reason(bench, family) is None) == (capable and family not in bench.refuses), (name, family)
+            if capable and family in bench.refuses:
+                decisive.append((name, family))
+    # The only pairs the kinds allow but a benchmark turns down (changing one is a decision).
+    assert sorted(decisive) == [("negated_probes", "causal_lm"), ("tinad", "nli")]
+    # The mlm family's one reason covers every benchmark that is not a cloze probe.
+    assert unsupported_reason(get_benchmark("monli"), "mlm") == FAMILY_SECTIONS["mlm"].cannot_score
 
 
 @pytest.mark.parametrize("name", NLI_BENCHMARKS)
@@ -36,7 +59,7 @@ def test_nli_benchmarks_have_lm_defaults(name):
     bench = get_benchmark(name)
     for family in ("nli", "seq2seq", "causal_lm"):
         assert unsupported_reason(bench, family) is None
-    assert "mlm" in bench.unsupported
+    assert unsupported_reason(bench, "mlm") is not None
     verbalizer = bench.verbalizer()
     assert list(verbalizer) == list(bench.labels)
     expected = ["yes", "no"] if len(bench.labels) == 2 else ["yes", "maybe", "no"]

@@ -119,11 +119,23 @@ class Benchmark(ABC):
     default_verbalizer: ClassVar[Mapping[str, str] | None] = None
 
     # ---- the scoring matrix: which model family can score this benchmark, and how ---------
-    #: family -> how that family scores this benchmark (shown by ``negtrain evaluate --list``).
-    scoring: ClassVar[Mapping[str, str]] = {}
-    #: family -> why that family cannot score this benchmark. Every family is in exactly one of
-    #: ``scoring`` and ``unsupported`` (a test checks it).
-    unsupported: ClassVar[Mapping[str, str]] = {}
+    # Support is derived: a family scores the benchmark when its settings section lists the
+    # benchmark's ``answer_type`` in ``answer_kinds`` and ``refuses`` does not name it
+    # (negtrain.benchmarks.matrix.unsupported_reason). No builder decides it again.
+    #: family -> how that family scores this benchmark (words for ``negtrain evaluate --list``;
+    #: they decide nothing).
+    how_scored: ClassVar[Mapping[str, str]] = {}
+    #: family -> why that family cannot score this benchmark, the one place a benchmark says no:
+    #: a refusal where the family's answer kinds would allow it, or this benchmark's wording of
+    #: why a family without its answer kind cannot score it.
+    refuses: ClassVar[Mapping[str, str]] = {}
+    @property
+    def scored_kind(self) -> AnswerKind:
+        """The answer kind the scoring matrix matches against a family's ``answer_kinds``: the
+        benchmark's ``answer_type``, except that an open-vocabulary answer (a token string that
+        fills a [MASK], negated_probes) is a cloze answer whatever reader scores it."""
+        return AnswerKind.CLOZE if self.open_vocabulary else self.answer_type
+
     #: The splits ``data.eval: all`` and the report card score.
     eval_splits: ClassVar[tuple[str, ...]] = ("test",)
 
@@ -259,20 +271,13 @@ class Benchmark(ABC):
 
 
 # --------------------------------------------------------------------------------------------
-#: Why the mlm family cannot score a benchmark other than its cloze probes: the one wording every
-#: benchmark's ``unsupported`` row uses.
-MLM_SCORES_ONLY_CLOZE = "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)"
-
-# NLI benchmarks: one scoring row and one prompt/verbalizer convention for all of them.
+# NLI benchmarks: one way of scoring and one prompt/verbalizer convention for all of them.
 
 #: How each family scores a premise/hypothesis benchmark.
 NLI_SCORING: Mapping[str, str] = {
     "nli": "classification head (labels matched by name; a 3-way head is coarsened on 2-way data)",
     "seq2seq": "log-likelihood of each label's verbalizer as the decoder output (encoder run once)",
     "causal_lm": "log-likelihood of each label's verbalizer as the prompt's continuation (prompt run once)",
-}
-NLI_UNSUPPORTED: Mapping[str, str] = {
-    "mlm": MLM_SCORES_ONLY_CLOZE,
 }
 #: Default LM prompts: the pair as a question whose answer is the verbalizer.
 NLI2_PROMPT = '{premise}\nQuestion: Does this imply that "{hypothesis}"? Yes or no?\nAnswer:'
@@ -285,8 +290,7 @@ class NliBenchmark(Benchmark):
     """A premise/hypothesis benchmark with NLI labels: scored by every family but ``mlm``, with the
     2-way (yes/no) or 3-way (yes/maybe/no) question prompt and verbalizer for language models."""
 
-    scoring = NLI_SCORING
-    unsupported = NLI_UNSUPPORTED
+    how_scored = NLI_SCORING
 
     def prompt_for(self, family: str) -> str | None:
         return self.family_prompts.get(family, NLI2_PROMPT if len(self.labels) == 2 else NLI3_PROMPT)

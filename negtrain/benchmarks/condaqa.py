@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from negtrain.benchmarks.base import MLM_SCORES_ONLY_CLOZE, AnswerKind, Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, scores
 
@@ -69,13 +69,12 @@ class Condaqa(Benchmark):
     # A decoder-only model is asked for the answer after "Answer:"; generation stops at the first
     # newline or EOS (or model.max_new_tokens), so it does not run on into another question.
     family_prompts = {"causal_lm": "{passage}\nQuestion: {question}\nAnswer:"}
-    scoring = {
+    how_scored = {
         "seq2seq": "greedy generation, compared with the gold answer (lower-cased, stripped)",
         "causal_lm": "greedy generation stopped at a newline or EOS (max_new_tokens cap), compared with the gold answer",
     }
-    unsupported = {
+    refuses = {
         "nli": "free-text answers: a classification head cannot produce them",
-        "mlm": MLM_SCORES_ONLY_CLOZE,
     }
     citation = (
         "Ravichander, Gardner, Marasović (2022). CONDAQA: A Contrastive Reading Comprehension "

@@ -1,8 +1,10 @@
 """The scoring matrix: which model family scores which benchmark, and the resolution of a recipe's
 benchmark lists against it.
 
-The matrix itself is data in the benchmark modules (``Benchmark.scoring`` / ``unsupported``,
-default prompts and verbalizers); this module reads it. :func:`resolve_benchmarks` runs before
+The matrix is derived, not tabulated: a family scores a benchmark when its settings section
+declares the benchmark's answer kind (``answer_kinds`` in negtrain/config/model.py) and the
+benchmark does not refuse it (``Benchmark.refuses``, the one place a benchmark says no, with the
+reason); the benchmark modules add how each family scores them, default prompts and verbalizers. :func:`resolve_benchmarks` runs before
 any data file or model is loaded: it expands ``data.eval: all``, rejects an unsupported
 (family, benchmark) pair with the reason, and fills each entry's prompt and verbalizer, so the
 run's ``recipe.yaml`` records exactly what was scored.
@@ -32,10 +34,21 @@ def families() -> tuple[str, ...]:
 
 
 def unsupported_reason(bench: Benchmark, family: str) -> str | None:
-    """None when ``family`` can score ``bench``, else why not."""
-    if family in bench.scoring:
-        return None
-    return bench.unsupported.get(family, f"no scoring rule for the '{family}' family")
+    """None when ``family`` can score ``bench``, else why not: the benchmark's refusal, else the
+    family's own reason for not scoring the benchmark's answer kind."""
+    section = FAMILY_SECTIONS.get(family)
+    if section is None:
+        return f"no scoring rule for the '{family}' family"
+    if family in bench.refuses:
+        return bench.refuses[family]
+    if bench.scored_kind.value not in section.answer_kinds:
+        return section.cannot_score or f"the '{family}' family does not score {bench.scored_kind} answers"
+    return None
+
+
+def how_scored(bench: Benchmark, family: str) -> str:
+    """How a family that can score ``bench`` scores it, in words for the listing."""
+    return bench.how_scored.get(family, f"{bench.scored_kind} answers, as the '{family}' family predicts them")
 
 
 def check_supported(bench: Benchmark, family: str, where: str) -> None:
@@ -246,10 +259,10 @@ def matrix() -> list[dict]:
                 "benchmark": name,
                 "eval_splits": list(bench.eval_splits),
                 "families": {
-                    f: {"supported": unsupported_reason(bench, f) is None, "how": bench.scoring.get(f) or unsupported_reason(bench, f)}
+                    f: {"supported": unsupported_reason(bench, f) is None, "how": unsupported_reason(bench, f) or how_scored(bench, f)}
                     for f in families()
                 },
-                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if f in bench.scoring and not bench.answer_type.builds_own_context},
+                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if unsupported_reason(bench, f) is None and not bench.answer_type.builds_own_context},
                 "verbalizer": bench.verbalizer() if bench.answer_type is AnswerKind.LABEL else None,
                 "strategies": {n: strategy_line(st) for n, st in strategies(name).items()},
             }

@@ -136,11 +136,11 @@ class NegatedLama(Benchmark):
     labels = ()  # open vocabulary: the label is the object string
     open_vocabulary = True
     answer_type = AnswerKind.CLOZE
-    scoring = {
+    how_scored = {
         "mlm": "top-1 token at the [MASK] of the affirmative, negated and misprimed cloze",
         "causal_lm": "next token after the text before the blank, for probes whose blank ends the sentence (the rest: n_skipped)",
     }
-    unsupported = {
+    refuses = {
         "nli": "cloze probes with open-vocabulary answers, not premise/hypothesis pairs",
         "seq2seq": "a blank mid-sentence needs a masked LM, and T5's sentinel infilling is not the probe's definition",
     }

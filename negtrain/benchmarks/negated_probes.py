@@ -81,8 +81,8 @@ class NegatedProbes(Benchmark):
     #: Predictions are free token strings, not labels of a closed set.
     open_vocabulary = True
     prediction_help = "a token string"
-    scoring = {"mlm": "top-1 token at the [MASK] of the affirmative and the negated cloze"}
-    unsupported = {
+    how_scored = {"mlm": "top-1 token at the [MASK] of the affirmative and the negated cloze"}
+    refuses = {
         "nli": "cloze probes with open-vocabulary answers, not premise/hypothesis pairs",
         "seq2seq": "a [MASK] cloze needs a masked language model's prediction at the mask",
         "causal_lm": "a [MASK] cloze needs a masked language model's prediction at the mask",

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.benchmarks.base import MLM_SCORES_ONLY_CLOZE, AnswerKind, Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, score
 
@@ -50,13 +50,12 @@ class Neqa(Benchmark):
     splits = ("test",)
     labels = ("0", "1")  # the index of the chosen answer
     answer_type = AnswerKind.CHOICE
-    scoring = {
+    how_scored = {
         "seq2seq": "each choice's summed log-likelihood as the decoder output for the question (acc, and acc_norm per character)",
         "causal_lm": "each choice's summed log-likelihood as the question's continuation (acc, and acc_norm per character)",
     }
-    unsupported = {
+    refuses = {
         "nli": "two-way multiple choice scored by likelihoods, not premise/hypothesis pairs",
-        "mlm": MLM_SCORES_ONLY_CLOZE,
     }
     input_names = ("question",)
     #: What separates the context from a choice when it is scored (lm-eval's target_delimiter).

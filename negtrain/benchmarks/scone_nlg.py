@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.benchmarks.base import MLM_SCORES_ONLY_CLOZE, AnswerKind, Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
 from negtrain.metrics.declared import count, score, scores
@@ -91,13 +91,12 @@ class SconeNlg(Benchmark):
         count("groups_scored"),
         count("n"),
     )
-    scoring = {
+    how_scored = {
         "seq2seq": "proxy: which of the frame's two endings has the higher log-likelihood as the decoder output (outcome_choice_*); the paper's metric needs human judgements",
         "causal_lm": "proxy: which of the frame's two endings has the higher log-likelihood as the narrative's continuation (outcome_choice_*); the paper's metric needs human judgements",
     }
-    unsupported = {
+    refuses = {
         "nli": "narratives to complete, not premise/hypothesis pairs",
-        "mlm": MLM_SCORES_ONLY_CLOZE,
     }
     prediction_help = (
         "an ending index (0 or 1) or the text of one of the frame's two endings (the outcome_choice proxy); "

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from negtrain.benchmarks.base import MLM_SCORES_ONLY_CLOZE, Benchmark, Example, Row, local, read_jsonl
+from negtrain.benchmarks.base import Benchmark, Example, Row, local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
 from negtrain.metrics.declared import count, score, scores
 
@@ -51,13 +51,12 @@ class Tinad(Benchmark):
     input_names = ("sentence",)
     default_prompt = "Is the following statement True or False? {sentence}"
     default_verbalizer = {"True": "True", "False": "False"}
-    scoring = {
+    how_scored = {
         "seq2seq": "log-likelihood of the verbalizers True / False as the decoder output",
         "causal_lm": "log-likelihood of the verbalizers True / False as the prompt's continuation",
     }
-    unsupported = {
+    refuses = {
         "nli": "single sentences judged True/False, not premise/hypothesis pairs",
-        "mlm": MLM_SCORES_ONLY_CLOZE,
     }
     citation = (
         "García-Ferrero, Altuna, Álvez, Gonzalez-Dios, Rigau (2023). This is not a Dataset: A Large "

@@ -38,6 +38,12 @@ class ModelSection(Section):
     #: The transformers auto class its weights load with, and peft's task type for its adapters.
     auto_class: ClassVar[str] = ""
     peft_task_type: ClassVar[str | None] = None
+    #: The answer kinds (``AnswerKind`` values: label, text, choice, cloze) the family can score;
+    #: with the benchmark's own refusals, this decides the scoring matrix
+    #: (``negtrain.benchmarks.matrix.unsupported_reason``).
+    answer_kinds: ClassVar[tuple[str, ...]] = ()
+    #: Why the family cannot score a benchmark of another kind (unset: a generic sentence).
+    cannot_score: ClassVar[str] = ""
 
     name: str = Field(
         description="What to load with from_pretrained: a Hub id, a local path, or "
@@ -109,6 +115,7 @@ class NliModelConfig(_Rechecked):
     has_head: ClassVar[bool] = True
     exports: ClassVar[bool] = True
     auto_class: ClassVar[str] = "AutoModelForSequenceClassification"
+    answer_kinds: ClassVar[tuple[str, ...]] = ("label",)
     peft_task_type: ClassVar[str | None] = "SEQ_CLS"  # keeps the classification head fully trainable
     head_labels: list[str] | None = Field(
         None,
@@ -130,6 +137,7 @@ class LanguageModelConfig(_Rechecked):
     """What the seq2seq and causal_lm families share: prompts, verbalizers and generation limits."""
 
     reads_prompts: ClassVar[bool] = True
+    answer_kinds: ClassVar[tuple[str, ...]] = ("label", "text", "choice")
 
     prompt: str | None = Field(
         None,
@@ -189,6 +197,8 @@ class CausalLmModelConfig(LanguageModelConfig):
     family: Literal["causal_lm"] = "causal_lm"
     served: ClassVar[bool] = True
     auto_class: ClassVar[str] = "AutoModelForCausalLM"
+    # The next token after the text before a blank that ends the sentence (negated LAMA).
+    answer_kinds: ClassVar[tuple[str, ...]] = ("label", "text", "choice", "cloze")
     peft_task_type: ClassVar[str | None] = "CAUSAL_LM"
     chat_template: bool = Field(
         True, description="causal_lm: wrap the prompt in the tokenizer's chat template when it has one."
@@ -211,6 +221,10 @@ class MlmModelConfig(ModelSection):
     family: Literal["mlm"] = "mlm"
     trains_objective: ClassVar[bool] = True
     auto_class: ClassVar[str] = "AutoModelForMaskedLM"
+    answer_kinds: ClassVar[tuple[str, ...]] = ("cloze",)
+    cannot_score: ClassVar[str] = (
+        "the mlm family trains negation objectives and scores only the [MASK] cloze probes (negated_probes, negated_lama)"
+    )
 
 
 #: The model families and their settings sections, in the order they are listed everywhere.
