@@ -286,6 +286,28 @@ NLI2_VERBALIZER: Mapping[str, str] = {"entailment": "yes", "not_entailment": "no
 NLI3_VERBALIZER: Mapping[str, str] = {"entailment": "yes", "neutral": "maybe", "contradiction": "no"}
 
 
+def choice_syntax(value: Any) -> str | None:
+    """A multiple-choice prediction's syntax: an index (as its label string) or a non-empty text;
+    which choice a text names is decided per question (:func:`choice_named`)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return str(value)
+    return value if isinstance(value, str) and value.strip() else None
+
+
+def choice_named(value: str, labels: Sequence[str], choice_texts: Sequence[str]) -> str | None:
+    """The label a prediction names for one question: a label itself, or the text of a choice
+    (compared without surrounding spaces), as the label of its position; None if neither."""
+    stripped = value.strip()
+    if stripped in labels:
+        return stripped
+    for i, text in enumerate(choice_texts):
+        if stripped == text.strip():
+            return str(i)
+    return None
+
+
 class NliBenchmark(Benchmark):
     """A premise/hypothesis benchmark with NLI labels: scored by every family but ``mlm``, with the
     2-way (yes/no) or 3-way (yes/maybe/no) question prompt and verbalizer for language models."""

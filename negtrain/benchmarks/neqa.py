@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, choice_named, choice_syntax, local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, score
 
@@ -118,22 +118,11 @@ class Neqa(Benchmark):
                                     [[len(c) for c in self.choices(e)] for e in examples])
 
     def normalize_prediction(self, value: Any) -> str | None:
-        # Syntax only; which choice a text names is decided per question (choice_label).
-        if isinstance(value, bool):
-            return None
-        if isinstance(value, int):
-            return str(value)
-        return value if isinstance(value, str) and value.strip() else None
+        return choice_syntax(value)
 
     def choice_label(self, value: str, example: Example) -> str | None:
         """The label ("0"/"1") a prediction names for this question: an index, or a choice text."""
-        stripped = value.strip()
-        if stripped in self.labels:
-            return stripped
-        for i, choice in enumerate(example.meta["choices"]):
-            if stripped == choice.strip():
-                return str(i)
-        return None
+        return choice_named(value, self.labels, example.meta["choices"])
 
 
 class NeqaLettered(Neqa):

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_csv
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, choice_named, choice_syntax, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
 from negtrain.metrics.declared import count, score, scores
@@ -159,20 +159,10 @@ class SconeNlg(Benchmark):
         return tuple(example.meta["outcomes"])
 
     def choice_label(self, value: str, example: Example) -> str | None:
-        stripped = value.strip()
-        if stripped in OUTCOMES:
-            return stripped
-        for i, ending in enumerate(example.meta["outcomes"]):
-            if stripped == ending.strip():
-                return str(i)
-        return None
+        return choice_named(value, OUTCOMES, example.meta["outcomes"])
 
     def normalize_prediction(self, value: Any) -> str | None:
-        if isinstance(value, bool):
-            return None
-        if isinstance(value, int):
-            return str(value)
-        return value if isinstance(value, str) and value.strip() else None
+        return choice_syntax(value)
 
     def judgement_space(self, annotators: int) -> tuple[str, ...]:
         if annotators not in (1, 2):
