@@ -42,7 +42,7 @@ from lightning.pytorch.utilities.rank_zero import rank_zero_only
 from negtrain.benchmarks.matrix import Skipped, check_supported, resolve_benchmarks, scorable, unreadable_reason
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import (
-    FAMILIES,
+    FAMILY_PICK,
     FAMILY_SECTIONS,
     RUN_ONLY_SERVER_SETTINGS,
     families_where,
@@ -111,7 +111,7 @@ def card_recipe(
         checkpoint = source[1]
     else:
         if family is None:
-            raise ConfigError(f"evaluate --model needs --family ({', '.join(FAMILIES[:-1])} or {FAMILIES[-1]})")
+            raise ConfigError(f"evaluate --model needs --family ({FAMILY_PICK.expected()})")
         model_section = {"name": model, "family": family}
         adapter_section = {"type": "none"}
     family = family_of(model_section)

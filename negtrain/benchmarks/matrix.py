@@ -19,18 +19,13 @@ from dataclasses import dataclass
 from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
-from negtrain.config import FAMILIES, FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families_where
+from negtrain.config import FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families, families_where
 from negtrain.errors import ConfigError, NegtrainError, did_you_mean
 from negtrain.prompts.strategies import get_strategy, strategies
 
-#: Families that read a benchmark through a prompt (declared by each family's settings section).
-LM_FAMILIES = tuple(families_where("reads_prompts"))
-
-
-def families() -> tuple[str, ...]:
-    """The model families a recipe can name (``model.family``; a test checks they are the
-    builders' table, negtrain.models.families, which sits on a floor above this one)."""
-    return FAMILIES
+def lm_families() -> list[str]:
+    """Families that read a benchmark through a prompt (declared by each family's settings section)."""
+    return families_where("reads_prompts")
 
 
 def unsupported_reason(bench: Benchmark, family: str) -> str | None:
@@ -157,10 +152,10 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
     if not eval_entry and (bench.answer_type.builds_own_context or bench.open_vocabulary):
         raise ConfigError(f"{where}: {bench.name}/{entry.split} is an evaluation probe; a {family} model cannot train on it")
     settings = ["prompt", "verbalizer"] + (["shots", "shots_split", "strategy"] if eval_entry else [])
-    if family not in LM_FAMILIES:
+    if not FAMILY_SECTIONS[family].reads_prompts:
         given = [s for s in settings if getattr(entry, s) not in (None, 0)]
         if given:
-            raise ConfigError(f"{where}: {', '.join(given)} apply to the {' and '.join(LM_FAMILIES)} families, not '{family}'")
+            raise ConfigError(f"{where}: {', '.join(given)} apply to the {' and '.join(lm_families())} families, not '{family}'")
         return
     if bench.answer_type is AnswerKind.CHOICE and eval_entry and entry.strategy is not None and strategies(bench.name):
         # A multiple-choice benchmark with strategies of its own (ScoNe-NLG): the strategy's prompt
@@ -262,7 +257,7 @@ def matrix() -> list[dict]:
                     f: {"supported": unsupported_reason(bench, f) is None, "how": unsupported_reason(bench, f) or how_scored(bench, f)}
                     for f in families()
                 },
-                "prompts": {f: bench.prompt_for(f) for f in LM_FAMILIES if unsupported_reason(bench, f) is None and not bench.answer_type.builds_own_context},
+                "prompts": {f: bench.prompt_for(f) for f in lm_families() if unsupported_reason(bench, f) is None and not bench.answer_type.builds_own_context},
                 "verbalizer": bench.verbalizer() if bench.answer_type is AnswerKind.LABEL else None,
                 "strategies": {n: strategy_line(st) for n, st in strategies(name).items()},
             }

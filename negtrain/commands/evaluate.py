@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from negtrain.config import FAMILIES
+from negtrain.config import families
 from negtrain.errors import NegtrainError
 
 
@@ -24,7 +24,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the scoring matrix and the benchmarks, their splits, labels and metric names")
     card = p.add_argument_group("report card (any model, no recipe): --model NAME --family F")
     card.add_argument("--model", help="a Hub id, local folder, pkg:<package>/<dir>, or a negtrain run directory / .ckpt")
-    card.add_argument("--family", choices=FAMILIES, help="the model family (a run directory brings its own)")
+    card.add_argument("--family", choices=families(), help="the model family (a run directory brings its own)")
     card.add_argument("--adapter", help="a trained peft adapter folder to load onto --model")
     card.add_argument("--benchmarks", default="all", help="'all' (default: every benchmark the family can score) or a,b,c")
     card.add_argument("--shots", type=shots_arg, default=0, metavar="K|paper",
@@ -141,12 +141,12 @@ def listing() -> list[dict]:
 
 def format_matrix(rows: list[dict]) -> str:
     """The scoring matrix as a table: benchmarks x families, 'yes' or '-' (reasons below it)."""
-    families = list(rows[0]["families"]) if rows else []
+    family_columns = list(rows[0]["families"]) if rows else []
     width = max(len(r["benchmark"]) for r in rows)
     lines = ["scoring matrix (yes: the family scores the benchmark; `all` uses the eval splits)", ""]
-    lines.append(f"  {'benchmark':<{width}}  " + "  ".join(f"{f:<9}" for f in families) + "  eval splits")
+    lines.append(f"  {'benchmark':<{width}}  " + "  ".join(f"{f:<9}" for f in family_columns) + "  eval splits")
     for r in rows:
-        cells = "  ".join(f"{'yes' if r['families'][f]['supported'] else '-':<9}" for f in families)
+        cells = "  ".join(f"{'yes' if r['families'][f]['supported'] else '-':<9}" for f in family_columns)
         lines.append(f"  {r['benchmark']:<{width}}  {cells}  {', '.join(r['eval_splits'])}")
     return "\n".join(lines)
 

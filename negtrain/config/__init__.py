@@ -14,8 +14,9 @@ from negtrain.config.data import DataConfig, EvalConfig, MixConfig, SourceConfig
 from negtrain.config.evaluation import MAX_BOOTSTRAP, RUN_ONLY_SERVER_SETTINGS, EvaluationConfig, ServerConfig
 from negtrain.config.model import (
     DEFAULT_FAMILY,
-    FAMILIES,
+    FAMILY_PICK,
     FAMILY_SECTIONS,
+    SHIPPED_FAMILIES,
     AdapterConfig,
     CausalLmModelConfig,
     LanguageModelConfig,
@@ -24,11 +25,14 @@ from negtrain.config.model import (
     ModelSection,
     NliModelConfig,
     Seq2SeqModelConfig,
+    families,
     families_where,
     families_with,
     family_names,
     family_of,
     model_config,
+    register_family,
+    unregister_family,
 )
 from negtrain.config.objective import (
     CorpusConfig,
@@ -61,9 +65,9 @@ from negtrain.config.yaml_loader import MAX_YAML_DEPTH, MAX_YAML_VALUES, load_ya
 
 __all__ = [
     "MAX_EPOCH_EXAMPLES", "MAX_SOURCE_WEIGHT", "MAX_TEMPERATURE", "MAX_TORCH_THREADS", "MAX_YAML_DEPTH",
-    "MAX_YAML_VALUES", "MIN_TEMPERATURE", "RUN_ONLY_SERVER_SETTINGS", "SHORTHAND_SECTIONS", "DEFAULT_FAMILY", "FAMILIES", "FAMILY_SECTIONS",
+    "MAX_YAML_VALUES", "MIN_TEMPERATURE", "RUN_ONLY_SERVER_SETTINGS", "SHORTHAND_SECTIONS", "DEFAULT_FAMILY", "FAMILY_PICK", "FAMILY_SECTIONS", "SHIPPED_FAMILIES",
     "CausalLmModelConfig", "LanguageModelConfig", "MlmModelConfig", "ModelSection", "NliModelConfig",
-    "Seq2SeqModelConfig", "families_where", "families_with", "family_names", "family_of", "model_config",
+    "Seq2SeqModelConfig", "families", "families_where", "families_with", "family_names", "family_of", "model_config", "register_family", "unregister_family",
     "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "EvaluationConfig", "MAX_BOOTSTRAP",
     "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
     "SelectionConfig", "ServerConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",

@@ -1,18 +1,26 @@
-"""The ``model:`` and ``adapter:`` sections: what to load, how to fine-tune it, and peft.
+"""The ``model:`` and ``adapter:`` sections, and the one table of model families.
 
-The model section is typed per family: ``family`` picks one of the classes below (a discriminated
-union), each with the shared fields of :class:`ModelSection` and only its own family's settings, so
-a setting of another family is an error that names the family it belongs to. The one table of
-families is :data:`FAMILY_SECTIONS`; ``negtrain/models/families.py`` gives each its builder and
-capabilities."""
+The model section is typed per family: ``family`` picks one of the classes below, each with the
+shared fields of :class:`ModelSection` and only its own family's settings, so a setting of another
+family is an error that names the family it belongs to. A family *is* its section: the class
+declares what the family can do (prompts, head, export, serving, auto class, peft task, answer
+kinds) and names its builder on the models floor (``builder``), so the command line and the
+scoring matrix read a family without importing torch. :data:`FAMILY_SECTIONS` is the table; it is
+read when a recipe is validated, not when this module is imported, so a family added with
+:func:`register_family` (a plugin's, or a test's) is validated, suggested and scored like the
+four that ship.
+"""
 
 from __future__ import annotations
 
-from typing import Annotated, Any, ClassVar, Literal, Union
+import typing
+from collections.abc import Callable
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Discriminator, Field, Tag, TypeAdapter
+from pydantic import BeforeValidator, Field, SerializeAsAny, TypeAdapter
 
-from negtrain.config.section import MAX_LENGTH, Section
+from negtrain.config.section import MAX_LENGTH, PickedSection, Section
+from negtrain.errors import ConfigError
 
 
 #: The family a model section without ``family:`` has.
@@ -23,7 +31,12 @@ class ModelSection(Section):
     """What every family's model section has: the weights to load and how to optimise them."""
 
     # What the family is, declared with its settings so that every floor (and the command line,
-    # which imports no torch) reads it here; negtrain/models/families.py adds the builder.
+    # which imports no torch) reads it here.
+    #: The family's builder: ``"module:function"`` on the models floor (recipe and loaded data in,
+    #: ``negtrain.models.contract.Built`` out), named rather than imported so that this floor stays
+    #: free of torch; ``negtrain.models.families`` imports it when a run is built. A family
+    #: registered at run time may give the function itself.
+    builder: ClassVar[str | Callable[..., Any]] = ""
     #: Whether the family trains a recipe ``objective:`` (and needs one).
     trains_objective: ClassVar[bool] = False
     #: Whether benchmarks reach the model through a prompt (prompt, verbalizer, shots, chat apply).
@@ -112,6 +125,7 @@ class NliModelConfig(_Rechecked):
     """``family: nli``: a sequence classifier on premise/hypothesis pairs."""
 
     family: Literal["nli"] = "nli"
+    builder: ClassVar[str | Callable[..., Any]] = "negtrain.models.nli:build_nli"
     has_head: ClassVar[bool] = True
     exports: ClassVar[bool] = True
     auto_class: ClassVar[str] = "AutoModelForSequenceClassification"
@@ -187,6 +201,7 @@ class Seq2SeqModelConfig(LanguageModelConfig):
     """``family: seq2seq``: an encoder-decoder (T5, UnifiedQA, Flan-T5)."""
 
     family: Literal["seq2seq"] = "seq2seq"
+    builder: ClassVar[str | Callable[..., Any]] = "negtrain.models.lm:build_seq2seq"
     auto_class: ClassVar[str] = "AutoModelForSeq2SeqLM"
     peft_task_type: ClassVar[str | None] = "SEQ_2_SEQ_LM"
 
@@ -195,6 +210,7 @@ class CausalLmModelConfig(LanguageModelConfig):
     """``family: causal_lm``: a decoder-only language model (Llama-style)."""
 
     family: Literal["causal_lm"] = "causal_lm"
+    builder: ClassVar[str | Callable[..., Any]] = "negtrain.models.lm:build_causal_lm"
     served: ClassVar[bool] = True
     auto_class: ClassVar[str] = "AutoModelForCausalLM"
     # The next token after the text before a blank that ends the sentence (negated LAMA).
@@ -219,6 +235,7 @@ class MlmModelConfig(ModelSection):
     """``family: mlm``: masked language modelling, trained by the recipe's ``objective:``."""
 
     family: Literal["mlm"] = "mlm"
+    builder: ClassVar[str | Callable[..., Any]] = "negtrain.models.mlm:build_mlm"
     trains_objective: ClassVar[bool] = True
     auto_class: ClassVar[str] = "AutoModelForMaskedLM"
     answer_kinds: ClassVar[tuple[str, ...]] = ("cloze",)
@@ -227,39 +244,34 @@ class MlmModelConfig(ModelSection):
     )
 
 
-#: The model families and their settings sections, in the order they are listed everywhere.
+#: The table of model families: name -> settings section, in the order they are listed everywhere.
+#: Read when used, never copied at import: :func:`register_family` may add a row.
 FAMILY_SECTIONS: dict[str, type[ModelSection]] = {
     "nli": NliModelConfig,
     "seq2seq": Seq2SeqModelConfig,
     "causal_lm": CausalLmModelConfig,
     "mlm": MlmModelConfig,
 }
-FAMILIES: tuple[str, ...] = tuple(FAMILY_SECTIONS)
+#: The families that ship; :func:`unregister_family` removes only those added at run time.
+SHIPPED_FAMILIES = frozenset(FAMILY_SECTIONS)
+
+
+def families() -> tuple[str, ...]:
+    """The model families a recipe can name (``model.family``), as the table has them now."""
+    return tuple(FAMILY_SECTIONS)
+
+
+#: How the model section is picked: by ``family``, from :data:`FAMILY_SECTIONS`, read at validation.
+FAMILY_PICK = PickedSection(FAMILY_SECTIONS, key="family", default=DEFAULT_FAMILY)
 
 
 def family_of(raw: Any) -> str:
     """The family a model section (a mapping or a section) names; unset: :data:`DEFAULT_FAMILY`."""
-    if isinstance(raw, dict):
-        return raw.get("family", DEFAULT_FAMILY)
-    return getattr(raw, "family", DEFAULT_FAMILY)
+    return FAMILY_PICK.tag(raw)
 
-
-class _PickByFamily:
-    """The model union's discriminator: picks the section by ``family`` (``key`` names the field,
-    for the error that names the families a setting belongs to)."""
-
-    key = "family"
-    __name__ = "family_of"  # pydantic names a callable discriminator in its messages
-
-    def __call__(self, raw: Any) -> str:
-        return family_of(raw)
-
-
-#: The ``model:`` section: one class per family, picked by ``family``.
-ModelConfig = Annotated[
-    Union[tuple(Annotated[cls, Tag(name)] for name, cls in FAMILY_SECTIONS.items())],  # noqa: UP007
-    Discriminator(_PickByFamily()),
-]
+#: The ``model:`` section: the class of its ``family``. Serialized as that class (SerializeAsAny),
+#: so ``recipe.yaml`` keeps the family's own settings.
+ModelConfig = Annotated[SerializeAsAny[ModelSection], FAMILY_PICK, BeforeValidator(FAMILY_PICK.validate)]
 
 _MODEL_ADAPTER: TypeAdapter = TypeAdapter(ModelConfig)
 
@@ -282,6 +294,43 @@ def family_names(names: list[str]) -> str:
 def families_with(setting: str) -> list[str]:
     """The families whose model section has ``setting``."""
     return [name for name, cls in FAMILY_SECTIONS.items() if setting in cls.model_fields]
+
+
+def register_family(section: type[ModelSection]) -> str:
+    """Add a model family to the table, at run time, and return its name.
+
+    ``section`` is the family: a :class:`ModelSection` subclass whose ``family`` field is
+    ``Literal["<name>"] = "<name>"``, with its own settings, its declarations (``answer_kinds``
+    decides which benchmarks it scores) and its ``builder``. From then on recipes, ``evaluate
+    --family`` and the scoring matrix take it like a shipped family. Called explicitly (nothing
+    registers on import); :func:`unregister_family` takes it out again.
+    """
+    if not (isinstance(section, type) and issubclass(section, ModelSection)):
+        raise ConfigError(f"register_family: expected a ModelSection subclass, got {section!r}")
+    field = section.model_fields["family"]
+    name = field.default
+    if not isinstance(name, str) or not name or typing.get_args(field.annotation) != (name,):
+        raise ConfigError(
+            f"register_family: {section.__name__}.family must be declared as Literal['<name>'] = '<name>' "
+            f"(got {field.annotation} = {name!r}), so that a section validates only its own family"
+        )
+    if name in FAMILY_SECTIONS:
+        raise ConfigError(f"register_family: the table already has a family '{name}' ({FAMILY_SECTIONS[name].__name__})")
+    if not section.builder:
+        raise ConfigError(f"register_family: {section.__name__} names no builder ('module:function' or the function)")
+    if not section.answer_kinds:
+        raise ConfigError(f"register_family: {section.__name__} declares no answer_kinds, so it could score no benchmark")
+    FAMILY_SECTIONS[name] = section
+    return name
+
+
+def unregister_family(name: str) -> None:
+    """Take a family added by :func:`register_family` out of the table (the shipped ones stay)."""
+    if name in SHIPPED_FAMILIES:
+        raise ConfigError(f"unregister_family: '{name}' ships with negtrain and stays in the table")
+    if name not in FAMILY_SECTIONS:
+        raise ConfigError(f"unregister_family: no family '{name}' was registered")
+    del FAMILY_SECTIONS[name]
 
 
 class AdapterConfig(Section):

@@ -9,14 +9,14 @@ from pydantic import BaseModel, Field, ValidationError, field_validator, model_v
 
 from negtrain.config.data import DataConfig
 from negtrain.config.evaluation import EvaluationConfig
-from negtrain.config.model import FAMILY_SECTIONS, AdapterConfig, ModelConfig, families_where, family_names, family_of
+from negtrain.config.model import FAMILY_PICK, FAMILY_SECTIONS, AdapterConfig, ModelConfig, families_where, family_names, family_of
 from negtrain.config.objective import ObjectiveConfig
 from negtrain.config.section import Section
 from negtrain.config.selection import SelectionConfig
 from negtrain.config.suggestions import check_keys, field_sections
 from negtrain.config.tracking import LoggerConfig, SweepConfig
 from negtrain.config.trainer import TrainerConfig
-from negtrain.errors import ConfigError
+from negtrain.errors import ConfigError, did_you_mean
 from negtrain.secrets import redact
 
 #: Sections a recipe may give as a single word: ``logger: wandb`` means ``logger: {backend: wandb}``.
@@ -103,16 +103,14 @@ def validate_recipe(raw: Any, where: str) -> Recipe:
     check_keys(raw, Recipe, where)
     model = raw.get("model")
     if isinstance(model, dict) and family_of(model) not in FAMILY_SECTIONS:
-        families = ", ".join(f"'{name}'" for name in FAMILY_SECTIONS)
-        raise ConfigError(f"{where}: model.family: Input should be {families.rsplit(', ', 1)[0]} or {families.rsplit(', ', 1)[1]} (got {family_of(model)!r})")
+        given = family_of(model)
+        hint = did_you_mean(given, FAMILY_SECTIONS) if isinstance(given, str) else ""
+        raise ConfigError(f"{where}: model.family: Input should be {FAMILY_PICK.expected()} (got {given!r}){hint}")
     try:
         return Recipe.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        parts = list(first["loc"])
-        if parts[:1] == ["model"] and len(parts) > 1 and parts[1] in FAMILY_SECTIONS:
-            del parts[1]  # the union's tag: the model section of that family is simply "model"
-        loc = ".".join(str(p) for p in parts) or "(top level)"
+        loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
         given = f" (got {first['input']!r})" if "input" in first and not isinstance(first["input"], dict) else ""
         raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from None
 

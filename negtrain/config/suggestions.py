@@ -9,9 +9,10 @@ import difflib
 import typing
 from typing import Any
 
-from pydantic import BaseModel, Discriminator, Tag
+from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
+from negtrain.config.section import PickedSection
 from negtrain.errors import ConfigError
 
 
@@ -26,27 +27,18 @@ def model_class(annotation: Any) -> type[BaseModel] | None:
     return None
 
 
-def tagged_sections(field: FieldInfo) -> tuple[dict[str, type[BaseModel]], typing.Callable[[Any], str]] | None:
-    """For a field typed as a discriminated union of sections (``Union[Annotated[X, Tag("x")], ...]``
-    with a callable ``Discriminator``, such as the model section per family): the sections by tag,
-    and the function that picks a tag from the raw value. None for any other field."""
-    discriminator = next((m.discriminator for m in field.metadata if isinstance(m, Discriminator)), None)
-    if not callable(discriminator):
-        return None
-    members: dict[str, type[BaseModel]] = {}
-    for arg in typing.get_args(field.annotation):
-        inner, *meta = typing.get_args(arg) or (arg,)
-        tag = next((m.tag for m in meta if isinstance(m, Tag)), None)
-        if tag is not None and isinstance(inner, type) and issubclass(inner, BaseModel):
-            members[tag] = inner
-    return (members, discriminator) if members else None
+def picked_sections(field: FieldInfo) -> PickedSection | None:
+    """For a field whose section is picked from a table (the model section, per family): how it
+    is picked, with the table as it is now. None for any other field."""
+    return next((m for m in field.metadata if isinstance(m, PickedSection)), None)
 
 
 def field_sections(field: FieldInfo) -> list[type[BaseModel]]:
-    """Every section a field may hold: each member of a discriminated union, else the one inside."""
-    tagged = tagged_sections(field)
-    if tagged is not None:
-        return list(tagged[0].values())
+    """Every section a field may hold: each row of its table when it is picked from one, else the
+    one inside."""
+    picked = picked_sections(field)
+    if picked is not None:
+        return list(picked.table.values())
     found = model_class(field.annotation)
     return [found] if found is not None else []
 
@@ -108,9 +100,9 @@ def check_keys(raw: Any, model: type[BaseModel], where: str, prefix: str = "", r
         if key not in fields:
             raise ConfigError(f"{where}: unknown key '{dotted}'{_suggestion(str(key), fields, root)}")
         annotation = fields[key].annotation
-        tagged = tagged_sections(fields[key])
-        if tagged is not None:
-            _check_tagged(value, *tagged, where, dotted, root)
+        picked = picked_sections(fields[key])
+        if picked is not None:
+            _check_picked(value, picked, where, dotted, root)
             continue
         sub = model_class(annotation)
         if sub is not None and _is_mapping_of_models(annotation):
@@ -122,22 +114,20 @@ def check_keys(raw: Any, model: type[BaseModel], where: str, prefix: str = "", r
             check_keys(value, sub, where, dotted, root)
 
 
-def _check_tagged(
-    raw: Any, members: dict[str, type[BaseModel]], pick: typing.Callable[[Any], str], where: str, prefix: str, root: type[BaseModel]
-) -> None:
-    """Check a discriminated section (the model section of one family) against the member its
-    tag picks; a key that only another member has is named with the members that have it. A tag
-    that picks no member is left to validation, which names the valid ones."""
+def _check_picked(raw: Any, picked: PickedSection, where: str, prefix: str, root: type[BaseModel]) -> None:
+    """Check a picked section (the model section of one family) against the row its key picks; a
+    key that only other rows have is named with the rows that have it. A key that picks no row is
+    left to validation, which names the valid ones."""
     if not isinstance(raw, dict):
         return
-    tag = pick(raw)
-    section = members.get(tag) if isinstance(tag, str) else None
+    tag = picked.tag(raw)
+    section = picked.table.get(tag) if isinstance(tag, str) else None
     if section is None:
         return
-    tag_key = f"{prefix}.{getattr(pick, 'key', 'tag')}"
+    tag_key = f"{prefix}.{picked.key}"
     for key in raw:
         if key not in section.model_fields:
-            owners = [name for name, other in members.items() if key in other.model_fields]
+            owners = [name for name, other in picked.table.items() if key in other.model_fields]
             if owners:
                 raise ConfigError(f"{where}: '{prefix}.{key}' is a setting of {tag_key} {' and '.join(owners)}, not of {tag_key} '{tag}'")
     check_keys(raw, section, where, prefix, root)

@@ -1,7 +1,7 @@
 """What a model family's builder receives and returns: the contract between training and models.
 
 :func:`negtrain.training.build.build` reads a recipe's benchmark data (:class:`Loaded`), hands it
-to the family's builder (:data:`negtrain.models.families.FAMILIES`), and gets back the
+to the family's builder (named in its row of :data:`negtrain.config.FAMILY_SECTIONS`, imported by negtrain.models.families), and gets back the
 LightningModule and DataModule (:class:`Built`). These types live here, on the models floor, so
 that builders never import from ``training`` (see ARCHITECTURE.md).
 """

@@ -29,8 +29,6 @@ from negtrain.config import FAMILY_SECTIONS
 from negtrain.errors import ConfigError, did_you_mean
 from negtrain.models.heads import HEAD_MODULES
 
-#: The auto class each family loads a model with (declared with the family's settings).
-AUTO_CLASS = {name: section.auto_class for name, section in FAMILY_SECTIONS.items()}
 #: Weight files from_pretrained reads, in its order of preference.
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
 #: Sizes a config may carry; each must be a positive integer where present.
@@ -84,17 +82,17 @@ def read_config(folder: Path, where: str):
 def _auto_class(family: str):
     import transformers
 
-    return getattr(transformers, AUTO_CLASS[family])
+    return getattr(transformers, FAMILY_SECTIONS[family].auto_class)
 
 
 def check_family(config, family: str, folder: Path, where: str) -> None:
     """The family's auto class must have a class for this config's model type."""
     auto = _auto_class(family)
     if type(config) not in auto._model_mapping:
-        fits = [f for f in AUTO_CLASS if type(config) in _auto_class(f)._model_mapping]
+        fits = [f for f in FAMILY_SECTIONS if type(config) in _auto_class(f)._model_mapping]
         hint = f"; it fits --family/model.family {' or '.join(fits)}" if fits else ""
         raise ConfigError(f"{where}: {folder / 'config.json'}: a '{config.model_type}' model, which family '{family}' "
-                          f"cannot load ({AUTO_CLASS[family]} has no class for it){hint}")
+                          f"cannot load ({FAMILY_SECTIONS[family].auto_class} has no class for it){hint}")
 
 
 def _weight_shapes(folder: Path, where: str) -> tuple[Path, dict[str, tuple[int, ...]]] | None:

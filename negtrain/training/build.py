@@ -2,7 +2,7 @@
 
 The generic part lives here: benchmark names and splits, the data files, the selection metric.
 Everything model-specific is delegated to the family's builder, looked up in
-:data:`negtrain.models.families.FAMILIES`. All checks that can fail on the user's input run before
+:data:`negtrain.config.FAMILY_SECTIONS` (its builder: negtrain.models.families). All checks that can fail on the user's input run before
 the model is loaded, so a mistake costs seconds, not a model download.
 """
 
