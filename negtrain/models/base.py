@@ -71,6 +71,10 @@ class NegtrainModule(pl.LightningModule):
     def __init__(self, config: ModelSection, eval_sets: Sequence[EvalSet], recipe: Recipe | None = None) -> None:
         super().__init__()
         self.config = config
+        #: The transformers model the family wraps, set by the family's module: its config is
+        #: recorded in provenance.json and saved beside the weights (model/config.json). None: a
+        #: family with no transformers model (a rule), which has no config to record.
+        self.model: nn.Module | None = None
         #: The eval sets, in the order of the DataModule's eval dataloaders (``dataloader_idx``).
         self.eval_sets = list(eval_sets)
         names = [s.name for s in self.eval_sets]

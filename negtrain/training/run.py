@@ -226,8 +226,9 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
     if not (resuming and (run_dir / "model" / "config.json").is_file()):
         with atomic_dir(run_dir / "model", replace=True) as tmp:
             built.tokenizer.save_pretrained(tmp)
-            built.module.model.config.save_pretrained(tmp)
-            save_adapter_config(built.module.model, tmp)  # LoRA runs: what `export` needs
+            if built.module.model is not None:
+                built.module.model.config.save_pretrained(tmp)
+                save_adapter_config(built.module.model, tmp)  # LoRA runs: what `export` needs
     try:
         trainer.fit(built.module, datamodule=built.data, ckpt_path=resume_from, weights_only=True)
     except SIGTERMException:
