@@ -125,11 +125,7 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     rows = PredictionRows()
     for row in jsonl_rows(path, read_lines(path), PredictionError):
         obj, lineno = _kept(row.fields), row.line
-        for key in ("id", "prediction"):
-            if key not in obj:
-                raise PredictionError(f"{path}:{lineno}: no '{key}' field")
-        if not isinstance(obj["id"], str):
-            raise PredictionError(f"{path}:{lineno}: 'id' must be a string, got {obj['id']!r}")
+        _check_line(obj, "prediction", f"{path}:{lineno}")
         pred = obj["prediction"]
         if "unparsed" in obj:  # a line of a split answered by a strategy's answer rule
             rows.generated = True
@@ -145,6 +141,15 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     return rows
 
 
+def _check_line(obj: dict, value_key: str, where: str, hint: str = "") -> None:
+    """A line of a predictions or judgements file has a string ``id`` and its ``value_key``."""
+    for key in ("id", value_key):
+        if key not in obj:
+            raise PredictionError(f"{where}: no '{key}' field{hint}")
+    if not isinstance(obj["id"], str):
+        raise PredictionError(f"{where}: 'id' must be a string, got {obj['id']!r}")
+
+
 def read_judgements(path: Path, bench: Benchmark) -> list[tuple[int, str, tuple[bool, ...]]] | None:
     """People's judgements of generated text (a benchmark with ``human_judgements``): (line, id,
     judgements) per line, where each line holds ``"coherent"``: true/false (one annotator) or a
@@ -157,11 +162,7 @@ def read_judgements(path: Path, bench: Benchmark) -> list[tuple[int, str, tuple[
     out, annotators = [], None
     for row in rows:
         obj, lineno = row.fields, row.line
-        for key in ("id", "coherent"):
-            if key not in obj:
-                raise PredictionError(f"{path}:{lineno}: no '{key}' field (a judgements file gives every id its \"coherent\")")
-        if not isinstance(obj["id"], str):
-            raise PredictionError(f"{path}:{lineno}: 'id' must be a string, got {obj['id']!r}")
+        _check_line(obj, "coherent", f"{path}:{lineno}", ' (a judgements file gives every id its "coherent")')
         value = obj["coherent"]
         votes = (value,) if isinstance(value, bool) else tuple(value) if isinstance(value, list) else None
         if not votes or not all(isinstance(v, bool) for v in votes) or len(votes) > 2:

@@ -46,6 +46,17 @@ def _first_line(exc: BaseException) -> str:
     return (text.splitlines()[0] if text else type(exc).__name__)[:300]
 
 
+def _json_object(path: Path, where: str) -> dict:
+    """A JSON file that holds an object (a config's settings), or the error that says what it holds."""
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"{where}: {path} is not readable JSON ({_first_line(exc)})") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: {path} holds a JSON {type(raw).__name__}, not an object of settings")
+    return raw
+
+
 def read_config(folder: Path, where: str):
     """The folder's config, after checking ``config.json`` as the module docstring says."""
     from transformers import AutoConfig
@@ -54,12 +65,7 @@ def read_config(folder: Path, where: str):
     path = folder / "config.json"
     if not path.is_file():
         raise ConfigError(f"{where}: {path} is missing; a model folder holds config.json (as save_pretrained writes it)")
-    try:
-        raw = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{where}: {path} is not readable JSON ({_first_line(exc)})") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{where}: {path} holds a JSON {type(raw).__name__}, not an object of settings")
+    raw = _json_object(path, where)
     model_type = raw.get("model_type")
     if not isinstance(model_type, str) or not model_type:
         raise ConfigError(f"{where}: {path} has no model_type (e.g. \"bert\", \"t5\", \"llama\")")
@@ -203,11 +209,7 @@ def check_adapter_folder(path: str, where: str = "adapter.path") -> None:
     config = folder / "adapter_config.json"
     if not config.is_file():
         raise ConfigError(f"{where}: {path} holds no adapter_config.json (a peft adapter folder)")
-    try:
-        raw = json.loads(config.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{where}: {config} is not readable JSON ({_first_line(exc)})") from None
-    if not isinstance(raw, dict) or not isinstance(raw.get("peft_type"), str):
+    if not isinstance(_json_object(config, where).get("peft_type"), str):
         raise ConfigError(f"{where}: {config} is not a peft adapter config (no peft_type)")
     if not any((folder / name).is_file() for name in ADAPTER_WEIGHTS):
         raise ConfigError(f"{where}: {path} holds no adapter weights (looked for {', '.join(ADAPTER_WEIGHTS)})")
