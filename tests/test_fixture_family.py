@@ -149,3 +149,21 @@ def test_a_section_that_is_not_a_family_is_refused():
     with pytest.raises(ConfigError, match="declares no answer_kinds"):
         register_family(Mute)
     assert "mute" not in families()
+
+
+def test_a_misspelt_answer_kind_or_builder_is_named():
+    from negtrain.models.families import get_family
+
+    class Typo(ModelSection):
+        family: Literal["typo"] = "typo"
+        answer_kinds: ClassVar[tuple[str, ...]] = ("labels",)
+        builder: ClassVar[Any] = "negtrain.models.nli:build_nil"
+
+    register_family(Typo)
+    try:
+        with pytest.raises(ConfigError, match=r"model family 'typo' declares answer kind 'labels' \(did you mean 'label'\?\)"):
+            unsupported_reason(get_benchmark("scone"), "typo")
+        with pytest.raises(ConfigError, match=r"Typo.builder 'negtrain.models.nli:build_nil' names no importable function"):
+            get_family("typo").build
+    finally:
+        unregister_family("typo")

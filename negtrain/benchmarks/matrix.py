@@ -28,12 +28,23 @@ def lm_families() -> list[str]:
     return families_where("reads_prompts")
 
 
+def check_answer_kinds(family: str) -> None:
+    """A family's ``answer_kinds`` are answer kinds: a misspelt one would silently score nothing
+    (a family registered at run time is checked here, the first time the matrix asks it)."""
+    known = [kind.value for kind in AnswerKind]
+    for kind in FAMILY_SECTIONS[family].answer_kinds:
+        if kind not in known:
+            raise ConfigError(f"model family '{family}' declares answer kind '{kind}'{did_you_mean(kind, known)}; "
+                              f"the kinds are {', '.join(known)}")
+
+
 def unsupported_reason(bench: Benchmark, family: str) -> str | None:
     """None when ``family`` can score ``bench``, else why not: the benchmark's refusal, else the
     family's own reason for not scoring the benchmark's answer kind."""
     section = FAMILY_SECTIONS.get(family)
     if section is None:
         return f"no scoring rule for the '{family}' family"
+    check_answer_kinds(family)
     if family in bench.refuses:
         return bench.refuses[family]
     if bench.scored_kind.value not in section.answer_kinds:
