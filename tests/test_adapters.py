@@ -14,7 +14,7 @@ from negtrain.models.adapters import merge
 from negtrain.recipes import load_recipe
 from negtrain.training.build import build, reload_weights
 from negtrain.training.run import _prepare_run_dir, _trainer
-from tiny_models import one_thread, save_tiny_bert_nli, write_recipe  # noqa: F401  (fixtures)
+from tiny_models import save_tiny_bert_nli, write_recipe
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,6 @@ import pytest
 
 import negtrain.card as card_module
 from negtrain.cli import main, parser
-from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 LIMIT = ["--trainer.limit_val_batches=1", "--data.eval_batch_size=8", "--trainer.torch_threads=1", "--trainer.precision=32-true"]

@@ -14,7 +14,7 @@ import pytest
 
 from negtrain.benchmarks.condaqa import FEWSHOT_TEST, FEWSHOT_TRAIN, Condaqa
 from negtrain.cli import main
-from tiny_models import one_thread, save_tiny_llama  # noqa: F401  (fixture)
+from tiny_models import save_tiny_llama
 
 ROOT = "AbhilashaRavichander/CondaQA/data/few-shot"
 #: Per few-shot test split of the fixture, how many of its four questions the predictions get right.

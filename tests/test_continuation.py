@@ -11,7 +11,6 @@ import pytest
 import torch
 
 from negtrain.models.continuation import ContinuationScores, continuation_logprobs
-from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
 
 WORDS = ("not sure", "not at all", "yes")
 

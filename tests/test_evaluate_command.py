@@ -158,7 +158,7 @@ def test_json_and_table_carry_stderr_and_the_cluster_interval(tmp_path, capsys, 
     assert lo < 140 / 150 < hi
     assert "n" not in result["uncertainty"] and "groups_scored" not in result["uncertainty"]
     code, out, _ = evaluate(capsys, "--benchmark", "negnli-rte", "--split", "test", "--predictions", path)
-    assert f"consistency" in out and f"[{lo:.4f}, {hi:.4f}]" in out and "150 resampled original pairs" in out
+    assert "consistency" in out and f"[{lo:.4f}, {hi:.4f}]" in out and "150 resampled original pairs" in out
     # --bootstrap 0: the stderr stays, the interval goes.
     code, out, _ = evaluate(capsys, "--benchmark", "negnli-rte", "--split", "test", "--predictions", path, "--json", "--bootstrap", "0")
     off = json.loads(out)["uncertainty"]

@@ -9,17 +9,14 @@ selection on a reported split called optimistic), readable 1-epoch report plots.
 from __future__ import annotations
 
 import json
-import math
 import os
 import re
-import shutil
 import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import yaml
 from PIL import Image

@@ -14,7 +14,7 @@ from negtrain.errors import ConfigError
 from negtrain.recipes import load_recipe
 from negtrain.training.build import build
 from negtrain.training.run import fit
-from tiny_models import lm_env, lm_world, one_thread, write_recipe  # noqa: F401  (fixtures)
+from tiny_models import write_recipe
 
 
 def _recipe(model, family, **model_extra):

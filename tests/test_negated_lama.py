@@ -14,7 +14,7 @@ from negtrain.benchmarks.negated_lama import GOOGLE_RE, NegatedLama, NegatedLama
 from negtrain.metrics.cloze import (
     AFF, CAFF, CNEG, MIS, NEG, RANK, RHO, SKIPPED, WIDTH, NegatedLamaMetric, average_ranks, cloze_rows, skipped_rows, spearman,
 )
-from tiny_models import one_thread, save_tiny_llama  # noqa: F401  (fixture)
+from tiny_models import save_tiny_llama
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import torch
 
 from negtrain.benchmarks.neqa import Neqa, NeqaLettered
 from negtrain.metrics.multiple_choice import MultipleChoiceMetric, choose
-from tiny_models import one_thread, save_tiny_llama, save_tiny_t5  # noqa: F401  (fixture)
+from tiny_models import save_tiny_llama, save_tiny_t5
 
 
 def test_real_rows_load(data_dir):

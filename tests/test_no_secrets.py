@@ -13,10 +13,8 @@ import sys
 import zipfile
 from pathlib import Path
 
-import pytest
 
 from negtrain.cli import main
-from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
 
 SECRETS = {
     "HF_TOKEN": "hf_plantedTokenValue0123456789",

@@ -21,7 +21,6 @@ from negtrain.prompts.answers import contains_yes, first_label_word, so_the_answ
 from negtrain.prompts.protocols import get_protocol, parse_protocols
 from negtrain.prompts.strategies import get_strategy, parse_strategies
 
-from tiny_models import lm_env, lm_world, one_thread  # noqa: F401, F811  (fixtures)
 
 
 def _scone_rows(split="test"):

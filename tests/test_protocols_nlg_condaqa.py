@@ -17,7 +17,7 @@ from negtrain.prompts.protocols import get_protocol
 from negtrain.prompts.strategies import get_strategy
 from test_condaqa_fewshot import write_fewshot
 from test_scone_nlg import ROWS, write_nlg
-from tiny_models import one_thread, save_tiny_llama  # noqa: F401  (fixture)
+from tiny_models import save_tiny_llama
 
 #: Appendix E.13's few-shot prompt as printed (real newlines where the paper marks \n), before the
 #: scored narrative.

@@ -16,7 +16,7 @@ import pytest
 from negtrain.cli import main
 from negtrain.io.digests import file_sha256, folder_sha256
 from negtrain.training import provenance
-from tiny_models import one_thread, save_tiny_bert_nli, write_recipe  # noqa: F401  (fixtures)
+from tiny_models import save_tiny_bert_nli, write_recipe
 
 MONLI_TEST = "atticusg/MoNLI/nmonli_test.jsonl"
 

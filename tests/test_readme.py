@@ -35,6 +35,6 @@ def test_ci_checks_names_first_and_runs_the_slow_tests_after_the_default_suite()
     test_command = _readme_commands()[1]
     slow_command = "NEGTRAIN_DATA_DIR=../shared/data python -m pytest -q -m slow"
     assert slow_command in ci and any(line.startswith(slow_command) for line in (REPO / "README.md").read_text().splitlines())
-    check = ci.index("ruff check --select F negtrain")
+    check = ci.index("ruff check --select F negtrain tests --extend-exclude tests/fixtures")
     assert check < ci.index(test_command) < ci.index(slow_command)
     assert '"ruff' in (REPO / "pyproject.toml").read_text()  # the dev extra installs it

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 
-import pytest
 from PIL import Image
 
 from negtrain import cli

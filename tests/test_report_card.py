@@ -14,7 +14,6 @@ import yaml
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.cli import main
 from negtrain.evaluation import score_file
-from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
 
 #: Two batches of 8 per benchmark keep a card to seconds (batches are length-sorted, so these are
 #: each split's shortest rows).

@@ -4,7 +4,6 @@ that must stay where the user pointed."""
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from negtrain.paths import contained, is_inside
 from negtrain.runs import RunDir
 from negtrain.io.atomic import atomic_dir, write_text, write_with
 from negtrain.io.checkpoints import AtomicCheckpointIO, read_checkpoint
-from negtrain.training.resume import RESUME_KEY, Candidate, find_checkpoint, is_complete, rewind
+from negtrain.training.resume import RESUME_KEY, find_checkpoint, is_complete, rewind
 
 
 def _ckpt(path: Path, epoch: int, step: int, lines: list[dict] | None = None, position: dict | None = None) -> None:

@@ -15,7 +15,7 @@ import pytest
 from negtrain.benchmarks.scone_nlg import SconeNlg
 from negtrain.cli import main
 from negtrain.errors import DataError
-from tiny_models import one_thread, save_tiny_llama  # noqa: F401  (fixture)
+from tiny_models import save_tiny_llama
 
 HEADER = ["", "sentence", "hyper", "hypo", "gold_outcome", "prompt_type", "frame_num"]
 #: Three triplets in two frames, as the upstream file lays them out (neg, not_scope, pos).

@@ -20,7 +20,6 @@ import pytest
 
 from negtrain.cli import main
 from served_standin import StandIn
-from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 HF = ["--trainer.torch_threads=1", "--trainer.precision=32-true", "--data.eval_batch_size=8"]

@@ -14,7 +14,6 @@ from negtrain.benchmarks.scone import Scone
 from negtrain.recipes import load_recipe
 from negtrain.sweeps import sweep_config
 
-from conftest import FAST
 
 
 def _sweep(tmp_path: Path, capsys, *args: str) -> tuple[int, dict | None, str]:

@@ -9,7 +9,6 @@ import pytest
 import yaml
 
 from conftest import SECRET_HF, SECRET_WANDB
-from tiny_models import lm_env, lm_world, one_thread  # noqa: F401  (fixtures)
 from wandb_files import summarize
 
 
