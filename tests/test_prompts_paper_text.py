@@ -207,3 +207,19 @@ def test_condaqa_flan_t5_prompt_is_appendix_c2s():
     # "(final) answer:", etc., instead of "So the answer is"."
     assert flan.answer.read("He did not bat again. Final answer: no") == "no"
     assert flan.answer.read("He did not bat again. The answer is no.") == "no"
+
+
+def test_tinad_protocol_lays_out_table_4():
+    # Table 4's header: Coherence (All, W/o Distractor, W/ Distractor), Accuracy (All, W/o
+    # Distractor: Affirmation, Negation, W/ Distractor: Affirmation, Negation).
+    from negtrain.benchmarks.registry import get_benchmark
+    from negtrain.prompts.protocols import get_protocol
+
+    columns = [metric for metric, _ in get_protocol("tinad-zeroshot").columns]
+    assert columns == [
+        "coherence", "coherence/input", "coherence/distractor",
+        "accuracy", "accuracy/input_affirmation", "accuracy/input_negation",
+        "accuracy/distractor_affirmation", "accuracy/distractor_negation",
+    ]
+    declared = {d.name for d in get_benchmark("tinad").reported_metrics}
+    assert set(columns) <= declared
