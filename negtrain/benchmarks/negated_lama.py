@@ -90,6 +90,8 @@ def relation_file(source: str, relation: str) -> str:
     """The relation file a probe comes from, as K&S average per file: one per TREx and GoogleRE
     relation, ``ConceptNet`` and ``SQUAD/squad`` one file each."""
     return f"{source}/{relation}" if relation else source
+
+
 INPUTS = ("affirmative", "negated", "misprimed")
 
 

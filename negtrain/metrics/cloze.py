@@ -32,13 +32,17 @@ Definitions:
   distribution) is left out of the mean. Lower means the negation changed the predictions more.
 - ``top1_overlap``: K&S Table 1, column %: 1 if the affirmative and negated top-1 over the common
   vocabulary are the same word, aggregated like ρ (per file, then per source / overall).
-- ``affirmative_top1_accuracy``: LAMA's P@1 (Petroni et al. 2019) as a mean over the scored probes
-  (top-1 over the model's whole vocabulary is the gold object); ``affirmative_top1_accuracy_macro``
-  averages the per-relation P@1 as LAMA's Table 2 does.
+- ``affirmative_top1_accuracy``: P@1 (Petroni et al. 2019) as a mean over the scored probes, with
+  the top-1 over the model's *whole* vocabulary (as ``negated_probes`` reports it). LAMA's own
+  script ranks the common vocabulary only (``run_thread``: "compute the ranking metrics on the
+  filtered log_probs tensor"), so its P@1 is at least this one (the gold object is always in that
+  vocabulary here); each prediction line's ``common_top1.affirmative`` is LAMA's top-1.
+  ``affirmative_top1_accuracy_macro`` averages the per-relation P@1 as LAMA's Table 2 does.
 - ``negated_top1_error``: Hosseini et al. 2021: 1 if the negated cloze's top-1 (whole
   vocabulary) is the affirmative's gold object. Lower is better.
 - ``mispriming_rate``: K&S Table 3 ("absolute precision drop"): over the probes whose affirmative
-  cloze is answered correctly, the fraction whose misprimed cloze is not. Lower is better.
+  cloze is answered correctly, the fraction whose misprimed cloze is not (both top-1s over the
+  whole vocabulary, like ``affirmative_top1_accuracy``). Lower is better.
 - ``misprime_top1_rate``: the fraction of probes whose misprimed cloze's top-1 is the misprime
   itself (any casing). Lower is better.
 - ``n_probes``, ``n_skipped``, ``common_vocab_left_out``: counts.
