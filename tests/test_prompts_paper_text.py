@@ -223,3 +223,16 @@ def test_tinad_protocol_lays_out_table_4():
     ]
     declared = {d.name for d in get_benchmark("tinad").reported_metrics}
     assert set(columns) <= declared
+
+
+@pytest.mark.parametrize(("response", "answer"), [
+    ("He batted once. So the answer is: no.", "no"),
+    ("He batted once. So the final answer is: no", "no"),
+    ("He batted once. Final answer: Don't know.", "Don't know"),
+    ("He batted once. So the answer is no.", "no"),
+])
+def test_condaqa_chain_of_thought_answer_leaves_the_markers_colon_out(response, answer):
+    # Appendix C.2: the answer follows "So the answer is", or "(final) answer is" / "(final)
+    # answer:"; a colon after "is" is part of the marker, never of a free-text answer.
+    for name in ("flan_cot", "cot"):
+        assert get_strategy("condaqa", name).answer.read(response) == answer

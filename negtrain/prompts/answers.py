@@ -40,7 +40,8 @@ def first_label_word(response: str, words: Sequence[str]) -> str | None:
 
 #: CondaQA's chain-of-thought answer markers (Ravichander et al. 2022, Appendix C.2): the answer
 #: follows "So the answer is"; FLAN-T5 sometimes writes "(final) answer is" or "(final) answer:".
-_ANSWER_MARKER = re.compile(r"(?:so the answer is|(?:final )?answer is|(?:final )?answer\s*:)\s*", re.IGNORECASE)
+#: A colon after "is" ("So the answer is: yes") belongs to the marker, not to the answer.
+_ANSWER_MARKER = re.compile(r"(?:so the answer is|(?:final )?answer is|(?:final )?answer(?=\s*:))(?:\s*:)?\s*", re.IGNORECASE)
 
 
 def so_the_answer_is(response: str, words: Sequence[str] = ()) -> str | None:
