@@ -236,3 +236,13 @@ def test_condaqa_chain_of_thought_answer_leaves_the_markers_colon_out(response, 
     # answer:"; a colon after "is" is part of the marker, never of a free-text answer.
     for name in ("flan_cot", "cot"):
         assert get_strategy("condaqa", name).answer.read(response) == answer
+
+
+def test_an_empty_free_text_answer_is_unparsed_not_the_answer_nothing():
+    # A CondaQA answer line or a ScoNe-NLG completion that is empty is counted in n_unparsed
+    # (scored wrong), never read as the answer "".
+    for benchmark, name in (("condaqa", "answer"), ("scone_nlg", "completion")):
+        answer = get_strategy(benchmark, name).answer
+        assert answer.read("") is None and answer.read("   ") is None
+        assert answer.read(" don't know") == "don't know"
+    assert get_strategy("scone_nlg", "completion").answer.read(" I said yes. ") == "I said yes."

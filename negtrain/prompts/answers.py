@@ -60,11 +60,11 @@ def so_the_answer_is(response: str, words: Sequence[str] = ()) -> str | None:
 
 def first_line(response: str, words: Sequence[str] = ()) -> str | None:
     """The response's first line, stripped (a causal LM's free-text answer); with ``words``, the
-    first of them in it."""
+    first of them in it. An empty first line reads as nothing (None: unparsed), not as the answer ""."""
     line = response.split("\n", 1)[0].strip()
     if words:
         return first_label_word(line, words)
-    return line
+    return line or None
 
 
 def regex_rule(pattern: str) -> Rule:
