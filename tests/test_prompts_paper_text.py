@@ -246,3 +246,20 @@ def test_an_empty_free_text_answer_is_unparsed_not_the_answer_nothing():
         assert answer.read("") is None and answer.read("   ") is None
         assert answer.read(" don't know") == "don't know"
     assert get_strategy("scone_nlg", "completion").answer.read(" I said yes. ") == "I said yes."
+
+
+@pytest.mark.parametrize(("name", "answer", "next_example"), [
+    ("conditional_q", " Maybe", "Q5: Is it true that if the man's eyes are"),
+    ("hypothesis_q", " No", "Q5: Assume that the man's eyes are"),
+    ("conditional_truth", " Maybe", "C5: If the man's eyes are"),
+    ("brown", " Maybe", "C5: The man, who's eyes are not open"),
+    ("structured", " neutral", "P5: The man, who's eyes are not open"),
+])
+def test_scone_generation_stops_at_the_next_example_not_at_a_leading_blank_line(name, answer, next_example):
+    from negtrain.models.generation import cut_at_stop
+
+    rule = get_strategy("scone", name).answer
+    # Few-shot: the model goes on into a fifth example ("eyes" holds "yes"); cut where it starts.
+    assert rule.read(cut_at_stop(answer + "\n\n" + next_example, rule.stop)) == "not_entailment"
+    # Zero-shot: a completion model's answer after a blank line is read, not cut to "" ("no").
+    assert rule.read(cut_at_stop("\n\nYes, that follows.", rule.stop)) == "entailment"
