@@ -24,8 +24,9 @@ sense. Question: ... A. ... B. ... Answer:") and compares " A" with " B". That v
 the same length. ``neqa`` is the cloze form, where the choice texts themselves are scored.
 
 ``negtrain evaluate --predictions`` takes per id the chosen index (0/1, as a number or string)
-or the exact choice text; ``accuracy_norm`` needs the model's log-likelihoods, so it is only
-reported by model runs.
+or the exact choice text; ``accuracy_norm`` needs the model's log-likelihoods, so it is reported
+only for a file whose every line carries ``"loglikelihoods"`` (one per choice, as a negtrain run
+writes them, with ``"choice_chars"``), and is NaN with a note otherwise.
 """
 
 from __future__ import annotations
@@ -67,7 +68,10 @@ class Neqa(Benchmark):
         score("accuracy/negation_rule/<rule>"),
         count("n"),
     )
-    prediction_help = "a choice index (0 or 1) or the text of one of the question's choices"
+    prediction_help = (
+        "a choice index (0 or 1) or the text of one of the question's choices; \"loglikelihoods\" "
+        "(one per choice, as a run writes them) on every line adds accuracy_norm"
+    )
     citation = (
         "Zhang, Yuhui; Yasunaga, Michihiro; Zhou, Zhengping; HaoChen, Jeff Z.; Zou, James; Liang, Percy; "
         "Yeung, Serena (2023). Beyond Positive Scaling: How Negation Impacts Scaling Trends of Language "
