@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -40,7 +40,6 @@ class Protocol:
     variants: tuple[Variant, ...]
     columns: tuple[tuple[str, str], ...] = ()
     baseline: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
     #: Printed under the protocol's table (what its numbers are, and are not).
     note: str = ""
     #: The variants are one format on several disjoint splits, named ``<format>/<split number>``:
