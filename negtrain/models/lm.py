@@ -161,6 +161,11 @@ class PromptSettings:
     def strategy_of(self, bench: Benchmark) -> Strategy | None:
         return get_strategy(bench.name, self.strategy) if self.strategy else None
 
+    def generating_answer(self, bench: Benchmark) -> Answering | None:
+        """The strategy's answering when it generates; None: the family's default (verbalizers, or greedy text)."""
+        strategy = self.strategy_of(bench)
+        return strategy.answer if strategy is not None and strategy.answer.generates else None
+
 
 def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: LanguageModelConfig) -> str:
     """The gold answer as the model should produce it: the label's verbalizer, or the answer text."""
@@ -509,18 +514,24 @@ class LMModule(NegtrainModule):
             if eval_set.log_samples:
                 responses[idx] = g.text
             tokens[idx] = g.tokens
-            answer = answering.read(g.text)
-            if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
-                out.append(UNPARSED)
-            elif eval_set.completions:  # written for people to judge: the text is the prediction
-                texts[idx] = answer
-                out.append(1)
-            elif bench.generative:
-                texts[idx] = answer
-                out.append(int(bench.is_correct(answer, examples[idx])))
-            else:
-                out.append(eval_set.predicted_labels.index(answer))
+            outcome, text = answer_outcome(bench, examples[idx], answering.read(g.text), eval_set.completions, eval_set.predicted_labels)
+            if text is not None:
+                texts[idx] = text
+            out.append(outcome)
         return torch.tensor(out, dtype=torch.long, device=batch["index"].device)
+
+
+def answer_outcome(bench: Benchmark, example: Example, answer: str | None, completions: bool,
+                   labels: Sequence[str]) -> tuple[int, str | None]:
+    """What the metric is given for one response, from the ``answer`` its rule read (None: no rule
+    could), and the text kept as the prediction (a free-text answer or a completion, else None)."""
+    if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
+        return UNPARSED, None
+    if completions:  # written for people to judge: the text is the prediction
+        return 1, answer
+    if bench.generative:
+        return int(bench.is_correct(answer, example)), answer
+    return labels.index(answer), None
 
 
 class Seq2SeqModule(LMModule):
@@ -548,6 +559,14 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
 
 #: A causal LM's answer ends at the first newline: past it, it starts another question or turn.
 STOP_STRINGS = ("\n",)
+
+
+def causal_answering(cfg: LanguageModelConfig) -> Answering:
+    """A causal LM's default for a free-text benchmark (in process or served): greedy up to
+    ``model.max_new_tokens``, the answer its first line."""
+    # Stop rule: EOS, a newline, or max_new_tokens. A row that ran past its newline while the
+    # batch went on is cut there, so batching never changes an answer.
+    return Answering(method="generate", rule="first_line", max_new_tokens=cfg.max_new_tokens, stop=STOP_STRINGS)
 
 
 def first_line(text: str) -> str:
@@ -580,9 +599,7 @@ class CausalLMModule(LMModule):
         return torch.where(is_answer, 1.0, self.config.prompt_loss_weight) * real
 
     def default_answering(self) -> Answering:
-        # Stop rule: EOS, a newline, or max_new_tokens. A row that ran past its newline while the
-        # batch went on is cut there, so batching never changes an answer.
-        return Answering(method="generate", rule="first_line", max_new_tokens=self.config.max_new_tokens, stop=STOP_STRINGS)
+        return causal_answering(self.config)
 
 
 def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) -> torch.Tensor:
@@ -708,9 +725,7 @@ def _build_lm(recipe, loaded, causal: bool):
             eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type is AnswerKind.CLOZE else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
             continue
         settings = PromptSettings.of(spec)
-        strategy = settings.strategy_of(b)
-        # A strategy answered by generation; None: the family's default (verbalizers, or greedy text).
-        answering = strategy.answer if strategy is not None and strategy.answer.generates else None
+        answering = settings.generating_answer(b)
         prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
         texts, chatted = rendered_prompts(tokenizer, prompts, cfg, causal)
         conts = None if b.generative else label_continuations(tokenizer, b, settings.verbalizer or b.verbalizer(), cfg, causal)
