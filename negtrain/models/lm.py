@@ -220,17 +220,17 @@ def _demo_names(strategy: Strategy, subset: str | None) -> list[str]:
     return [str(i + 1) for i in range(len(f.demonstrations))]
 
 
-def uses_chat(tokenizer, cfg: LanguageModelConfig, causal: bool) -> bool:
-    """Whether prompts go through the tokenizer's chat template: always with ``model.chat``; for
-    a causal LM also by default (``model.chat_template``) when the tokenizer has one."""
+def uses_chat(tokenizer, cfg: LanguageModelConfig) -> bool:
+    """Whether prompts go through the tokenizer's chat template, when it has one: as the family's
+    settings say (``model.chat``; for a causal LM also ``model.chat_template``, its default)."""
     has = bool(getattr(tokenizer, "chat_template", None))
     return has and cfg.wraps_in_chat_template()
 
 
-def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: LanguageModelConfig, causal: bool) -> tuple[list[str], bool]:
+def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: LanguageModelConfig) -> tuple[list[str], bool]:
     """The exact text each prompt is given to the model as (after the chat template, when one
     applies), and whether the chat template was applied (then the text holds its own special tokens)."""
-    if not uses_chat(tokenizer, cfg, causal):
+    if not uses_chat(tokenizer, cfg):
         return [p.text() for p in prompts], False
     texts = [
         tokenizer.apply_chat_template(p.messages(cfg.system, cfg.fewshot_as_multiturn), add_generation_prompt=True, tokenize=False)
@@ -262,7 +262,7 @@ def _key(kind: str, tokenizer, cfg: LanguageModelConfig, *texts: Sequence[str]) 
 
 
 def causal_prompt_ids(tokenizer, prompts: Sequence[str | Prompt], cfg: LanguageModelConfig) -> list[list[int]]:
-    texts, chatted = rendered_prompts(tokenizer, [p if isinstance(p, Prompt) else Prompt(query=p) for p in prompts], cfg, causal=True)
+    texts, chatted = rendered_prompts(tokenizer, [p if isinstance(p, Prompt) else Prompt(query=p) for p in prompts], cfg)
     return tokenizer(texts, add_special_tokens=not chatted)["input_ids"]
 
 
@@ -411,9 +411,7 @@ class LMModule(NegtrainModule):
         super().__init__(config, eval_sets, recipe)
         self.model = model.train()
         self.pad_id = tokenizer.pad_token_id
-        self.eos_id = tokenizer.eos_token_id
-        self.tokenizer = tokenizer  # generation's stop strings are matched through it
-        self._decode = tokenizer.batch_decode  # generated ids -> answer text
+        self.tokenizer = tokenizer  # generation decodes and matches stop strings through it
 
     #: Answers kept on disk (:class:`negtrain.serving.cache.ResponseCache`), so a report card
     #: killed inside a benchmark recomputes only the rows it had not answered; and what decides an
@@ -673,7 +671,7 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
     strategy = settings.strategy_of(bench)
     prompts, shot_ids = prompts_with_shots(bench, split, examples, settings, cfg, seed)
     if strategy.answer.generates:
-        texts, chatted = rendered_prompts(tokenizer, prompts, cfg, causal)
+        texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
         if causal:
             encoded = encode_causal_eval(tokenizer, bench, texts, cfg, strategy.answer.max_new_tokens, chatted)
         else:
@@ -727,7 +725,7 @@ def _build_lm(recipe, loaded, causal: bool):
         settings = PromptSettings.of(spec)
         answering = settings.generating_answer(b)
         prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
-        texts, chatted = rendered_prompts(tokenizer, prompts, cfg, causal)
+        texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
         conts = None if b.generative else label_continuations(tokenizer, b, settings.verbalizer or b.verbalizer(), cfg, causal)
         if causal:
             if answering is not None:
