@@ -37,6 +37,7 @@ from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.io.records import CardRecord
 from negtrain.metrics.multiple_choice import first_argmax
 from negtrain.metrics.uncertainty import estimate
+from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
 from negtrain.models.lm import PromptSettings, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text
 from negtrain.serving.openai import Counts, OpenAIBackend
@@ -143,18 +144,21 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
                         for p, e in zip(prompts, examples) for c, label in zip(conts, bench.labels)]
             answers = backend.answer(requests, counts, allow_missing)
             k = len(conts)
-            index, scores = [], []
+            index, logprob, n_tokens = [], [], []
             responses = [None] * len(examples)
             for i in range(len(examples)):
                 got = answers[i * k : (i + 1) * k]
                 if any(a is None for a in got):
                     continue
                 index.append(i)
-                row = [a.logprob / (a.n_tokens if cfg.verbalizer_score == "mean" else 1) for a in got]
-                scores.append(row)
-                responses[i] = {label: round(v, 4) for label, v in zip(bench.labels, row)}
+                logprob.append([a.logprob for a in got])
+                n_tokens.append([a.n_tokens for a in got])
             if index:
-                metric.update(torch.tensor(index, dtype=torch.long), first_argmax(torch.tensor(scores, dtype=torch.float64)))
+                # Summed or per-token (model.verbalizer_score), as the hf backend normalises its own.
+                scores = ContinuationScores(torch.tensor(logprob, dtype=torch.float64), torch.tensor(n_tokens)).normalized(cfg.verbalizer_score)
+                for i, row in zip(index, scores.tolist()):
+                    responses[i] = {label: round(v, 4) for label, v in zip(bench.labels, row)}
+                metric.update(torch.tensor(index, dtype=torch.long), first_argmax(scores))
     values = {k: float(v) for k, v in metric.compute().items()}
     predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
     eval_set = EvalSet(bench, entry.split, examples, encoded=None, metric=metric, shot_ids=shot_ids, answering=answering,
