@@ -109,8 +109,9 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
     else:
         prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
         if cfg.chat:
-            chats = [tuple((m["role"], m["content"]) for m in p.messages(cfg.system, cfg.fewshot_as_multiturn)) for p in prompts]
-            rendered = [json.dumps([dict(role=r, content=c) for r, c in m], ensure_ascii=False) for m in chats]
+            messages = [p.messages(cfg.system, cfg.fewshot_as_multiturn) for p in prompts]
+            chats = [tuple((m["role"], m["content"]) for m in ms) for ms in messages]
+            rendered = [json.dumps(ms, ensure_ascii=False) for ms in messages]
         else:
             chats = [()] * len(prompts)
             rendered = [p.text() for p in prompts]
