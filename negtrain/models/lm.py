@@ -330,9 +330,11 @@ def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | 
 # Multiple choice (NeQA) and cloze probes (negated LAMA): the benchmark builds the context itself
 
 
-def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool):
-    """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice split."""
-    contexts = [bench.context(e) for e in examples]
+def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool,
+                  contexts: Sequence[str] | None = None):
+    """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice
+    split. ``contexts``: the text the choices follow (default: the benchmark's own context)."""
+    contexts = [bench.context(e) for e in examples] if contexts is None else contexts
     options = [bench.choices(e) for e in examples]
     ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
     chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
@@ -683,12 +685,10 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
             prompts=texts if log else None, variant=settings.variant, log_samples=log, completions=True,
         )
     contexts = [p.text() for p in prompts]
-    options = [bench.choices(e) for e in examples]
-    ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
-    chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
+    inputs = choice_inputs(tokenizer, bench, examples, cfg, causal, contexts)
     return EvalSet(
-        bench, split, list(examples), EncodedSplit.from_lists(ctx, None), metric=bench.metric(examples),
-        evaluator=partial(predict_choices, inputs=(ctx, conts, chars)), shot_ids=shot_ids,
+        bench, split, list(examples), EncodedSplit.from_lists(inputs[0], None), metric=bench.metric(examples),
+        evaluator=partial(predict_choices, inputs=inputs), shot_ids=shot_ids,
         prompts=contexts if log else None, variant=settings.variant, log_samples=log,
     )
 
