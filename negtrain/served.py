@@ -35,12 +35,11 @@ from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.data.eval_set import EvalResult, EvalSet
 from negtrain.io.records import CardRecord
-from negtrain.metrics.base import UNPARSED
 from negtrain.metrics.multiple_choice import first_argmax
 from negtrain.metrics.uncertainty import estimate
+from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
-from negtrain.models.lm import STOP_STRINGS, PromptSettings, prompts_with_shots, verbalizer_text
-from negtrain.prompts.strategies import Answering
+from negtrain.models.lm import PromptSettings, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text
 from negtrain.serving.openai import Counts, OpenAIBackend
 from negtrain.serving.requests import Generation, Loglikelihood
 from negtrain.training.recorder import eval_record
@@ -53,17 +52,11 @@ def served_unsupported(bench: Benchmark) -> str | None:
     return None
 
 
-def _answering(bench: Benchmark, settings: PromptSettings) -> Answering | None:
-    """A strategy's answering by generation, or None (the family's default)."""
-    strategy = settings.strategy_of(bench)
-    return strategy.answer if strategy is not None and strategy.answer.generates else None
-
-
 def needs_logprobs(bench: Benchmark, entry=None) -> bool:
     """Whether scoring ``bench`` (as ``entry`` asks) needs prompt log-probabilities."""
     if bench.generative:
         return False
-    return entry is None or _answering(bench, PromptSettings.of(entry)) is None
+    return entry is None or PromptSettings.of(entry).generating_answer(bench) is None
 
 
 @dataclass
@@ -86,7 +79,7 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
     log = recipe.evaluation.log_samples
     texts = responses = shot_ids = rendered = None
     tokens_generated = None
-    answering = _answering(bench, settings)
+    answering = settings.generating_answer(bench)
     # A multiple-choice benchmark put through a generating strategy (ScoNe-NLG): its completions
     # are the predictions, written for people to judge.
     completions = bench.answer_type is AnswerKind.CHOICE and answering is not None
@@ -116,8 +109,9 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
     else:
         prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
         if cfg.chat:
-            chats = [tuple((m["role"], m["content"]) for m in p.messages(cfg.system, cfg.fewshot_as_multiturn)) for p in prompts]
-            rendered = [json.dumps([dict(role=r, content=c) for r, c in m], ensure_ascii=False) for m in chats]
+            messages = [p.messages(cfg.system, cfg.fewshot_as_multiturn) for p in prompts]
+            chats = [tuple((m["role"], m["content"]) for m in ms) for ms in messages]
+            rendered = [json.dumps(ms, ensure_ascii=False) for ms in messages]
         else:
             chats = [()] * len(prompts)
             rendered = [p.text() for p in prompts]
@@ -125,8 +119,7 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
             metric = bench.completions_metric(examples)
         if bench.generative or answering is not None:
             metric.counts_unparsed = answering is not None
-            # The causal family's default: greedy, model.max_new_tokens, the first line.
-            rule = answering or Answering(method="generate", rule="first_line", max_new_tokens=cfg.max_new_tokens, stop=STOP_STRINGS)
+            rule = answering or causal_answering(cfg)
             requests = [Generation(p.text(), rule.max_new_tokens, tuple(rule.stop), m, example=f"{name}/{e.id}")
                         for p, m, e in zip(prompts, chats, examples)]
             answers = backend.answer(requests, counts, allow_missing)
@@ -138,17 +131,10 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
                 if response is None:
                     continue
                 index.append(i)
-                answer = rule.read(response)
-                if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
-                    outcome.append(UNPARSED)
-                elif completions:  # written for people to judge: the text is the prediction
-                    texts[i] = answer
-                    outcome.append(1)
-                elif bench.generative:
-                    texts[i] = answer
-                    outcome.append(int(bench.is_correct(answer, examples[i])))
-                else:
-                    outcome.append(list(bench.labels).index(answer))
+                value, text = answer_outcome(bench, examples[i], rule.read(response), completions, bench.labels)
+                if text is not None:
+                    texts[i] = text
+                outcome.append(value)
             if index:
                 metric.update(torch.tensor(index, dtype=torch.long), torch.tensor(outcome, dtype=torch.long))
         else:
@@ -159,18 +145,21 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
                         for p, e in zip(prompts, examples) for c, label in zip(conts, bench.labels)]
             answers = backend.answer(requests, counts, allow_missing)
             k = len(conts)
-            index, scores = [], []
+            index, logprob, n_tokens = [], [], []
             responses = [None] * len(examples)
             for i in range(len(examples)):
                 got = answers[i * k : (i + 1) * k]
                 if any(a is None for a in got):
                     continue
                 index.append(i)
-                row = [a.logprob / (a.n_tokens if cfg.verbalizer_score == "mean" else 1) for a in got]
-                scores.append(row)
-                responses[i] = {label: round(v, 4) for label, v in zip(bench.labels, row)}
+                logprob.append([a.logprob for a in got])
+                n_tokens.append([a.n_tokens for a in got])
             if index:
-                metric.update(torch.tensor(index, dtype=torch.long), first_argmax(torch.tensor(scores, dtype=torch.float64)))
+                # Summed or per-token (model.verbalizer_score), as the hf backend normalises its own.
+                scores = ContinuationScores(torch.tensor(logprob, dtype=torch.float64), torch.tensor(n_tokens)).normalized(cfg.verbalizer_score)
+                for i, row in zip(index, scores.tolist()):
+                    responses[i] = {label: round(v, 4) for label, v in zip(bench.labels, row)}
+                metric.update(torch.tensor(index, dtype=torch.long), first_argmax(scores))
     values = {k: float(v) for k, v in metric.compute().items()}
     predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
     eval_set = EvalSet(bench, entry.split, examples, encoded=None, metric=metric, shot_ids=shot_ids, answering=answering,

@@ -29,6 +29,17 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 
 
+def causal_lm_folder(model: str | None, tmp: str) -> str:
+    """``--model``, or the tiny test Llama saved into ``tmp`` (tests/tiny_models.py, its tokenizer
+    trained on the first NEGTRAIN_DATA_DIR folder). perf/generation.py loads its model here too."""
+    if model is not None:
+        return model
+    sys.path.insert(0, str(ROOT / "tests"))
+    from tiny_models import save_tiny_llama
+
+    return str(save_tiny_llama(Path(tmp) / "llama", Path(os.environ["NEGTRAIN_DATA_DIR"].split(os.pathsep)[0])))
+
+
 @torch.inference_mode()
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -46,12 +57,7 @@ def main() -> None:
     from negtrain.models.lm import continuation_ids, prompt_text
 
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.model
-        if path is None:
-            sys.path.insert(0, str(ROOT / "tests"))
-            from tiny_models import save_tiny_llama
-
-            path = str(save_tiny_llama(Path(tmp) / "llama", Path(os.environ["NEGTRAIN_DATA_DIR"].split(os.pathsep)[0])))
+        path = causal_lm_folder(args.model, tmp)
         tok = AutoTokenizer.from_pretrained(path)
         model = AutoModelForCausalLM.from_pretrained(path).eval()
         bench = get_benchmark("scone")

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 import torch
+from continuation_scoring import causal_lm_folder  # this folder's scripts import each other
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent
 STOP = ("\n\n",)
 
 
@@ -66,12 +66,7 @@ def main() -> None:
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     with tempfile.TemporaryDirectory() as tmp:
-        path = args.model
-        if path is None:
-            sys.path.insert(0, str(ROOT / "tests"))
-            from tiny_models import save_tiny_llama
-
-            path = str(save_tiny_llama(Path(tmp) / "llama", Path(os.environ["NEGTRAIN_DATA_DIR"].split(os.pathsep)[0])))
+        path = causal_lm_folder(args.model, tmp)
         tok = AutoTokenizer.from_pretrained(path)
         if tok.pad_token_id is None:
             tok.pad_token = tok.eos_token

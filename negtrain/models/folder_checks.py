@@ -14,7 +14,7 @@ and what is wrong with it:
   no weight loaded); only the NLI family's classification head may differ (it is replaced);
 - the tokenizer (:func:`load_tokenizer`): loads from the folder, has a vocabulary, and fits the
   model's embedding;
-- a LoRA adapter folder (:func:`check_adapter_folder`, :func:`check_adapter_fit`): a JSON config,
+- a LoRA adapter folder (:func:`check_adapter_folder`, :func:`load_adapter`): a JSON config,
   a weights file, and weights that all land on the model's adapter modules.
 
 A Hub id is left to the Hub loader, whose errors already say what is missing.

@@ -161,6 +161,11 @@ class PromptSettings:
     def strategy_of(self, bench: Benchmark) -> Strategy | None:
         return get_strategy(bench.name, self.strategy) if self.strategy else None
 
+    def generating_answer(self, bench: Benchmark) -> Answering | None:
+        """The strategy's answering when it generates; None: the family's default (verbalizers, or greedy text)."""
+        strategy = self.strategy_of(bench)
+        return strategy.answer if strategy is not None and strategy.answer.generates else None
+
 
 def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: LanguageModelConfig) -> str:
     """The gold answer as the model should produce it: the label's verbalizer, or the answer text."""
@@ -215,17 +220,17 @@ def _demo_names(strategy: Strategy, subset: str | None) -> list[str]:
     return [str(i + 1) for i in range(len(f.demonstrations))]
 
 
-def uses_chat(tokenizer, cfg: LanguageModelConfig, causal: bool) -> bool:
-    """Whether prompts go through the tokenizer's chat template: always with ``model.chat``; for
-    a causal LM also by default (``model.chat_template``) when the tokenizer has one."""
+def uses_chat(tokenizer, cfg: LanguageModelConfig) -> bool:
+    """Whether prompts go through the tokenizer's chat template, when it has one: as the family's
+    settings say (``model.chat``; for a causal LM also ``model.chat_template``, its default)."""
     has = bool(getattr(tokenizer, "chat_template", None))
     return has and cfg.wraps_in_chat_template()
 
 
-def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: LanguageModelConfig, causal: bool) -> tuple[list[str], bool]:
+def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: LanguageModelConfig) -> tuple[list[str], bool]:
     """The exact text each prompt is given to the model as (after the chat template, when one
     applies), and whether the chat template was applied (then the text holds its own special tokens)."""
-    if not uses_chat(tokenizer, cfg, causal):
+    if not uses_chat(tokenizer, cfg):
         return [p.text() for p in prompts], False
     texts = [
         tokenizer.apply_chat_template(p.messages(cfg.system, cfg.fewshot_as_multiturn), add_generation_prompt=True, tokenize=False)
@@ -257,7 +262,7 @@ def _key(kind: str, tokenizer, cfg: LanguageModelConfig, *texts: Sequence[str]) 
 
 
 def causal_prompt_ids(tokenizer, prompts: Sequence[str | Prompt], cfg: LanguageModelConfig) -> list[list[int]]:
-    texts, chatted = rendered_prompts(tokenizer, [p if isinstance(p, Prompt) else Prompt(query=p) for p in prompts], cfg, causal=True)
+    texts, chatted = rendered_prompts(tokenizer, [p if isinstance(p, Prompt) else Prompt(query=p) for p in prompts], cfg)
     return tokenizer(texts, add_special_tokens=not chatted)["input_ids"]
 
 
@@ -325,9 +330,11 @@ def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | 
 # Multiple choice (NeQA) and cloze probes (negated LAMA): the benchmark builds the context itself
 
 
-def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool):
-    """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice split."""
-    contexts = [bench.context(e) for e in examples]
+def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool,
+                  contexts: Sequence[str] | None = None):
+    """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice
+    split. ``contexts``: the text the choices follow (default: the benchmark's own context)."""
+    contexts = [bench.context(e) for e in examples] if contexts is None else contexts
     options = [bench.choices(e) for e in examples]
     ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
     chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
@@ -406,9 +413,7 @@ class LMModule(NegtrainModule):
         super().__init__(config, eval_sets, recipe)
         self.model = model.train()
         self.pad_id = tokenizer.pad_token_id
-        self.eos_id = tokenizer.eos_token_id
-        self.tokenizer = tokenizer  # generation's stop strings are matched through it
-        self._decode = tokenizer.batch_decode  # generated ids -> answer text
+        self.tokenizer = tokenizer  # generation decodes and matches stop strings through it
 
     #: Answers kept on disk (:class:`negtrain.serving.cache.ResponseCache`), so a report card
     #: killed inside a benchmark recomputes only the rows it had not answered; and what decides an
@@ -509,18 +514,24 @@ class LMModule(NegtrainModule):
             if eval_set.log_samples:
                 responses[idx] = g.text
             tokens[idx] = g.tokens
-            answer = answering.read(g.text)
-            if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
-                out.append(UNPARSED)
-            elif eval_set.completions:  # written for people to judge: the text is the prediction
-                texts[idx] = answer
-                out.append(1)
-            elif bench.generative:
-                texts[idx] = answer
-                out.append(int(bench.is_correct(answer, examples[idx])))
-            else:
-                out.append(eval_set.predicted_labels.index(answer))
+            outcome, text = answer_outcome(bench, examples[idx], answering.read(g.text), eval_set.completions, eval_set.predicted_labels)
+            if text is not None:
+                texts[idx] = text
+            out.append(outcome)
         return torch.tensor(out, dtype=torch.long, device=batch["index"].device)
+
+
+def answer_outcome(bench: Benchmark, example: Example, answer: str | None, completions: bool,
+                   labels: Sequence[str]) -> tuple[int, str | None]:
+    """What the metric is given for one response, from the ``answer`` its rule read (None: no rule
+    could), and the text kept as the prediction (a free-text answer or a completion, else None)."""
+    if answer is None:  # no rule could read it: wrong, and counted (n_unparsed)
+        return UNPARSED, None
+    if completions:  # written for people to judge: the text is the prediction
+        return 1, answer
+    if bench.generative:
+        return int(bench.is_correct(answer, example)), answer
+    return labels.index(answer), None
 
 
 class Seq2SeqModule(LMModule):
@@ -548,6 +559,14 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
 
 #: A causal LM's answer ends at the first newline: past it, it starts another question or turn.
 STOP_STRINGS = ("\n",)
+
+
+def causal_answering(cfg: LanguageModelConfig) -> Answering:
+    """A causal LM's default for a free-text benchmark (in process or served): greedy up to
+    ``model.max_new_tokens``, the answer its first line."""
+    # Stop rule: EOS, a newline, or max_new_tokens. A row that ran past its newline while the
+    # batch went on is cut there, so batching never changes an answer.
+    return Answering(method="generate", rule="first_line", max_new_tokens=cfg.max_new_tokens, stop=STOP_STRINGS)
 
 
 def first_line(text: str) -> str:
@@ -580,9 +599,7 @@ class CausalLMModule(LMModule):
         return torch.where(is_answer, 1.0, self.config.prompt_loss_weight) * real
 
     def default_answering(self) -> Answering:
-        # Stop rule: EOS, a newline, or max_new_tokens. A row that ran past its newline while the
-        # batch went on is cut there, so batching never changes an answer.
-        return Answering(method="generate", rule="first_line", max_new_tokens=self.config.max_new_tokens, stop=STOP_STRINGS)
+        return causal_answering(self.config)
 
 
 def predict_choices(module: LMModule, batch: dict[str, torch.Tensor], inputs) -> torch.Tensor:
@@ -656,7 +673,7 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
     strategy = settings.strategy_of(bench)
     prompts, shot_ids = prompts_with_shots(bench, split, examples, settings, cfg, seed)
     if strategy.answer.generates:
-        texts, chatted = rendered_prompts(tokenizer, prompts, cfg, causal)
+        texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
         if causal:
             encoded = encode_causal_eval(tokenizer, bench, texts, cfg, strategy.answer.max_new_tokens, chatted)
         else:
@@ -668,12 +685,10 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
             prompts=texts if log else None, variant=settings.variant, log_samples=log, completions=True,
         )
     contexts = [p.text() for p in prompts]
-    options = [bench.choices(e) for e in examples]
-    ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
-    chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
+    inputs = choice_inputs(tokenizer, bench, examples, cfg, causal, contexts)
     return EvalSet(
-        bench, split, list(examples), EncodedSplit.from_lists(ctx, None), metric=bench.metric(examples),
-        evaluator=partial(predict_choices, inputs=(ctx, conts, chars)), shot_ids=shot_ids,
+        bench, split, list(examples), EncodedSplit.from_lists(inputs[0], None), metric=bench.metric(examples),
+        evaluator=partial(predict_choices, inputs=inputs), shot_ids=shot_ids,
         prompts=contexts if log else None, variant=settings.variant, log_samples=log,
     )
 
@@ -708,11 +723,9 @@ def _build_lm(recipe, loaded, causal: bool):
             eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type is AnswerKind.CLOZE else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
             continue
         settings = PromptSettings.of(spec)
-        strategy = settings.strategy_of(b)
-        # A strategy answered by generation; None: the family's default (verbalizers, or greedy text).
-        answering = strategy.answer if strategy is not None and strategy.answer.generates else None
+        answering = settings.generating_answer(b)
         prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
-        texts, chatted = rendered_prompts(tokenizer, prompts, cfg, causal)
+        texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
         conts = None if b.generative else label_continuations(tokenizer, b, settings.verbalizer or b.verbalizer(), cfg, causal)
         if causal:
             if answering is not None:

@@ -273,7 +273,6 @@ def build_mlm(recipe, loaded):
         gold = [int(vocab_to_space[object_token(tokenizer, e.inputs[0], e.label, policy, probe_location(e))]) for e in examples]
         encoded = encode_texts(tokenizer, texts, cfg.max_length)
         check_one_mask(encoded, tokenizer.mask_token_id, examples, "probe", cfg.max_length)
-        note = "multi-token objects scored on their first sub-token" if policy == "first_subtoken" else None
         # A probe's two sentences are one bootstrap unit, as when its predictions file is scored.
         metric = ProbeMetric(gold, [e.subset == NEGATED for e in examples], note=note, groups=[e.group for e in examples])
         eval_sets.append(EvalSet(

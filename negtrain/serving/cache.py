@@ -47,10 +47,6 @@ class ResponseCache:
             # Autocommit: one statement, one atomic transaction.
             self._db.execute("INSERT OR REPLACE INTO answers (key, answer) VALUES (?, ?)", (key, json.dumps(answer.as_json())))
 
-    def __len__(self) -> int:
-        with self._lock:
-            return self._db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
-
     def close(self) -> None:
         with self._lock:
             self._db.close()
