@@ -7,8 +7,23 @@ import argparse
 import json
 from pathlib import Path
 
-from negtrain.config import families
 from negtrain.errors import NegtrainError
+
+
+class FamilyChoices:
+    """``--family``'s choices: the table of families (``negtrain.config.families``), read when
+    argparse checks a value or prints them, so building the parser (every ``negtrain --help``)
+    imports no pydantic, and a family registered before ``main`` runs is a choice."""
+
+    def __contains__(self, name: object) -> bool:
+        from negtrain.config import families
+
+        return name in families()
+
+    def __iter__(self):
+        from negtrain.config import families
+
+        return iter(families())
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -24,7 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--list", action="store_true", help="list the scoring matrix and the benchmarks, their splits, labels and metric names")
     card = p.add_argument_group("report card (any model, no recipe): --model NAME --family F")
     card.add_argument("--model", help="a Hub id, local folder, pkg:<package>/<dir>, or a negtrain run directory / .ckpt")
-    card.add_argument("--family", choices=families(), help="the model family (a run directory brings its own)")
+    # A metavar, so that argparse does not list the choices while it builds the parser.
+    card.add_argument("--family", choices=FamilyChoices(), metavar="FAMILY",
+                      help="the model family: %(choices)s (a run directory brings its own)")
     card.add_argument("--adapter", help="a trained peft adapter folder to load onto --model")
     card.add_argument("--benchmarks", default="all", help="'all' (default: every benchmark the family can score) or a,b,c")
     card.add_argument("--shots", type=shots_arg, default=0, metavar="K|paper",
