@@ -99,6 +99,6 @@ def one_line(message: str) -> str:
     must stay one line that a terminal prints as it is, of at most :data:`MAX_ERROR_CHARS`."""
     line = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in message)
     if len(line) > MAX_ERROR_CHARS:
-        cut = len(line) - (MAX_ERROR_CHARS - 350)
-        line = line[: MAX_ERROR_CHARS - 500] + f" ... [{cut} characters left out] ... " + line[-150:]
+        head, tail = MAX_ERROR_CHARS - 500, 150
+        line = line[:head] + f" ... [{len(line) - head - tail} characters left out] ... " + line[-tail:]
     return line
