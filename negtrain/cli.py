@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except Stopped as stopped:
         # Never a success: a scheduler or a script must not take a stopped command for a finished one.
         if not stopped.printed:
-            print(stopped.message or f"stopped by {stopped.signal_name}", file=sys.stderr, flush=True)
+            print(stopped.message, file=sys.stderr, flush=True)
         return stopped.exit_code
     except KeyboardInterrupt:  # a SIGINT that reached Python's own handler
         print("stopped by SIGINT", file=sys.stderr, flush=True)
