@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     except Stopped as stopped:
         # Never a success: a scheduler or a script must not take a stopped command for a finished one.
         if not stopped.printed:
-            print(stopped.message or f"stopped by {stopped.signal_name}", file=sys.stderr, flush=True)
+            print(stopped.message, file=sys.stderr, flush=True)
         return stopped.exit_code
     except KeyboardInterrupt:  # a SIGINT that reached Python's own handler
         print("stopped by SIGINT", file=sys.stderr, flush=True)
@@ -99,6 +99,6 @@ def one_line(message: str) -> str:
     must stay one line that a terminal prints as it is, of at most :data:`MAX_ERROR_CHARS`."""
     line = "".join(c if c.isprintable() or c == " " else repr(c)[1:-1] for c in message)
     if len(line) > MAX_ERROR_CHARS:
-        cut = len(line) - (MAX_ERROR_CHARS - 350)
-        line = line[: MAX_ERROR_CHARS - 500] + f" ... [{cut} characters left out] ... " + line[-150:]
+        head, tail = MAX_ERROR_CHARS - 500, 150
+        line = line[:head] + f" ... [{len(line) - head - tail} characters left out] ... " + line[-tail:]
     return line

@@ -9,6 +9,7 @@ signal (exit code 128 + the signal number).
 from __future__ import annotations
 
 import difflib
+import signal
 from collections.abc import Iterable
 
 
@@ -35,10 +36,10 @@ class Stopped(BaseException):
     """
 
     def __init__(self, signum: int, message: str = "", printed: bool = False) -> None:
-        super().__init__(message)
         self.signum = signum
-        self.message = message
+        self.message = message or f"stopped by {self.signal_name}"
         self.printed = printed
+        super().__init__(self.message)
 
     @property
     def exit_code(self) -> int:
@@ -47,8 +48,6 @@ class Stopped(BaseException):
 
     @property
     def signal_name(self) -> str:
-        import signal
-
         try:
             return signal.Signals(self.signum).name
         except ValueError:

@@ -41,7 +41,7 @@ def _raise_stopped(signum: int, frame) -> None:
         signal.signal(signum, signal.SIG_DFL)
         os.kill(os.getpid(), signum)
         return
-    raise Stopped(signum, f"stopped by {signal.Signals(signum).name}")
+    raise Stopped(signum)
 
 
 def _restore_in_child() -> None:

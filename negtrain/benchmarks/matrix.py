@@ -21,7 +21,8 @@ from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families, families_where
 from negtrain.errors import ConfigError, NegtrainError, did_you_mean
-from negtrain.prompts.strategies import get_strategy, strategies
+from negtrain.prompts.strategies import Strategy, get_strategy, strategies
+
 
 def lm_families() -> list[str]:
     """Families that read a benchmark through a prompt (declared by each family's settings section)."""
@@ -137,8 +138,8 @@ def check_verbalizer(bench: Benchmark, verbalizer: dict[str, str], where: str) -
         seen[key] = label
 
 
-def _resolve_strategy(entry, bench: Benchmark, where: str, chat: bool) -> None:
-    """Check an eval entry's ``strategy`` and fill its verbalizer from it."""
+def _resolve_strategy(entry, bench: Benchmark, where: str, chat: bool) -> Strategy:
+    """An eval entry's ``strategy``, checked against the benchmark and the entry."""
     if entry.prompt is not None:
         raise ConfigError(f"{where}: give a strategy or a prompt, not both")
     strategy = get_strategy(bench.name, entry.strategy)
@@ -150,6 +151,7 @@ def _resolve_strategy(entry, bench: Benchmark, where: str, chat: bool) -> None:
             raise ConfigError(f"{where}: strategy {strategy.name} answers {word!r} as '{label}', not a label of '{bench.name}'")
     if entry.shots == "paper" and strategy.fewshot is None:
         raise ConfigError(f"{where}: strategy {bench.name}/{strategy.name} has no fixed demonstrations, so shots: paper does not apply; give a number")
+    return strategy
 
 
 def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eval_entry: bool, chat: bool = False) -> None:
@@ -160,7 +162,7 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         # negated-LAMA probes); its builder checks them. The matrix is about scoring.
         return
     check_supported(bench, family, where)
-    if not eval_entry and (bench.answer_type.builds_own_context or bench.open_vocabulary):
+    if not eval_entry and bench.scored_kind.builds_own_context:  # choices, a blank, an open-vocabulary [MASK]
         raise ConfigError(f"{where}: {bench.name}/{entry.split} is an evaluation probe; a {family} model cannot train on it")
     settings = ["prompt", "verbalizer"] + (["shots", "shots_split", "strategy"] if eval_entry else [])
     if not FAMILY_SECTIONS[family].reads_prompts:
@@ -188,8 +190,7 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         return
     strategy = None
     if eval_entry and entry.strategy is not None:
-        _resolve_strategy(entry, bench, where, chat)
-        strategy = get_strategy(bench.name, entry.strategy)
+        strategy = _resolve_strategy(entry, bench, where, chat)
     else:
         if eval_entry and entry.shots == "paper":
             raise ConfigError(f"{where}: shots: paper uses a strategy's fixed demonstrations; name a strategy")

@@ -1,1 +1,15 @@
 """One module per ``negtrain`` subcommand; the table of them is in :mod:`negtrain.cli`."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def check_bootstrap(args: argparse.Namespace) -> None:
+    """``--bootstrap`` and ``--bootstrap-seed`` (``evaluate`` and ``compare``) within the bounds a
+    recipe's ``evaluation:`` section has: a billion resamples would run for hours, not fail."""
+    from negtrain.config import MAX_BOOTSTRAP
+    from negtrain.errors import NegtrainError
+
+    if not 0 <= args.bootstrap <= MAX_BOOTSTRAP or not 0 <= args.bootstrap_seed <= 2**32 - 1:
+        raise NegtrainError(f"--bootstrap must be between 0 and {MAX_BOOTSTRAP} and --bootstrap-seed between 0 and 2**32-1")

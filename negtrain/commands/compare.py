@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from negtrain.commands import check_bootstrap
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("a", type=Path, help="A: a run directory, a report card, or a predictions file")
@@ -24,13 +26,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.config import MAX_BOOTSTRAP
     from negtrain.errors import NegtrainError
 
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
-    if not 0 <= args.bootstrap <= MAX_BOOTSTRAP or not 0 <= args.bootstrap_seed <= 2**32 - 1:
-        raise NegtrainError(f"--bootstrap must be between 0 and {MAX_BOOTSTRAP} and --bootstrap-seed between 0 and 2**32-1")
+    check_bootstrap(args)
     if args.out is not None:  # before the work: an unwritable --out fails in a second, not after it
         from negtrain.paths import check_output_file
 

@@ -7,8 +7,24 @@ import argparse
 import json
 from pathlib import Path
 
-from negtrain.config import families
+from negtrain.commands import check_bootstrap
 from negtrain.errors import NegtrainError
+
+
+class FamilyChoices:
+    """``--family``'s choices: the table of families (``negtrain.config.families``), read when
+    argparse checks a value or prints them, so building the parser (every ``negtrain --help``)
+    imports no pydantic, and a family registered before ``main`` runs is a choice."""
+
+    def __contains__(self, name: object) -> bool:
+        from negtrain.config import families
+
+        return name in families()
+
+    def __iter__(self):
+        from negtrain.config import families
+
+        return iter(families())
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -19,12 +35,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--allow-missing", action="store_true", help="score only the predicted examples (the output says so)")
     p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
-                   help="bootstrap resamples for each metric's 95%% CI (0: none; default 1000)")
+                   help="bootstrap resamples for each metric's 95%% CI (0: none; default 1000; at most 100000)")
     p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap draws (default 0)")
     p.add_argument("--list", action="store_true", help="list the scoring matrix and the benchmarks, their splits, labels and metric names")
     card = p.add_argument_group("report card (any model, no recipe): --model NAME --family F")
     card.add_argument("--model", help="a Hub id, local folder, pkg:<package>/<dir>, or a negtrain run directory / .ckpt")
-    card.add_argument("--family", choices=families(), help="the model family (a run directory brings its own)")
+    # A metavar, so that argparse does not list the choices while it builds the parser.
+    card.add_argument("--family", choices=FamilyChoices(), metavar="FAMILY",
+                      help="the model family: %(choices)s (a run directory brings its own)")
     card.add_argument("--adapter", help="a trained peft adapter folder to load onto --model")
     card.add_argument("--benchmarks", default="all", help="'all' (default: every benchmark the family can score) or a,b,c")
     card.add_argument("--shots", type=shots_arg, default=0, metavar="K|paper",
@@ -80,8 +98,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError(f"evaluate needs {', '.join(absent)} (or --list)")
     from negtrain.evaluation import format_scored, score_file
 
-    if args.bootstrap < 0 or not 0 <= args.bootstrap_seed <= 2**32 - 1:
-        raise NegtrainError("--bootstrap must be >= 0 and --bootstrap-seed between 0 and 2**32-1")
+    check_bootstrap(args)
     splits = [s.strip() for s in args.split.split(",")]
     if len(splits) > 1:
         from negtrain.across_splits import format_across, score_splits

@@ -36,12 +36,12 @@ class Recipe(Section):
     )
     logger: LoggerConfig = Field(default_factory=LoggerConfig, description="Experiment tracking (W&B); 'wandb' or 'none' for short.")
     sweep: SweepConfig | None = Field(None, description="A W&B hyperparameter sweep over this recipe (`negtrain sweep`).")
+    objective: ObjectiveConfig | None = Field(None, description="The 'mlm' family's training objective (required there when it trains; evaluation alone needs none).")
 
     @field_validator("logger", mode="before")
     @classmethod
     def _logger_shorthand(cls, v: Any) -> Any:
         return {SHORTHAND_SECTIONS["logger"]: v} if isinstance(v, str) else v
-    objective: ObjectiveConfig | None = Field(None, description="The 'mlm' family's training objective (required there when it trains; evaluation alone needs none).")
 
     @model_validator(mode="after")
     def _has_something_to_do(self) -> Recipe:
@@ -54,7 +54,7 @@ class Recipe(Section):
         # An evaluation-only mlm recipe (a report card) scores probes with no objective; training
         # needs one.
         if self.model.trains_objective and self.objective is None and self.data.train:
-            raise ValueError(f"objective: the {takers} family trains with an objective section (unlikelihood or cue_masking)")
+            raise ValueError(f"objective: the {takers} family trains with an objective section ({' or '.join(ObjectiveConfig.model_fields)})")
         return self
 
 
