@@ -240,14 +240,23 @@ def test_sweep_bounds_and_a_changed_sweep_in_the_same_directory(tmp_path, capsys
     assert "holds a sweep with another seed" in err and "--seed 8" in err
 
 
-def test_random_trials_are_drawn_lazily():
+def test_random_trials_are_drawn_lazily(monkeypatch):
+    from negtrain import local_sweep
     from negtrain.config import SweepConfig
-    from negtrain.local_sweep import iter_trials
 
+    # Counted at the draw: a sweep that drew its trials ahead (a list of MAX_LOCAL_TRIALS) fails here,
+    # where comparing iter_trials with sample_trials (its first N) alone could not.
+    drawn = []
+    real = local_sweep.draw
+    monkeypatch.setattr(local_sweep, "draw", lambda param, rng: drawn.append(param) or real(param, rng))
     space = SweepConfig.model_validate({"method": "random", "parameters": {"model.learning_rate": {"min": 0.1, "max": 0.2}}})
-    trials = iter_trials(space, seed=0)
-    first = [next(trials) for _ in range(3)]
-    assert [t["model.learning_rate"] for t in first] == [t["model.learning_rate"] for t in __import__("negtrain.local_sweep").local_sweep.sample_trials(space, 3, 0)]
+    trials = local_sweep.iter_trials(space, seed=0)
+    assert drawn == []
+    first = [next(trials)["model.learning_rate"] for _ in range(3)]
+    assert len(drawn) == 3  # one draw per trial asked for, none ahead
+    assert all(0.1 <= v <= 0.2 for v in first) and len(set(first)) == 3
+    # More trials leave the first ones as they were: a resumed sweep draws the same.
+    assert [t["model.learning_rate"] for t in local_sweep.sample_trials(space, 5, 0)][:3] == first
 
 
 # ---- a signal never means success ---------------------------------------------------------------
