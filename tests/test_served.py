@@ -104,8 +104,8 @@ def _served(model_name, url, out, benchmarks, *extra) -> int:
 
 
 def test_loglikelihood_through_the_standin_equals_hf(small, tmp_path):
-    """ScoNe and NaN-NLI (verbalizers) and NeQA-style choices are scored from echoed prompt
-    log-probabilities; the predictions and every metric equal the in-process backend's."""
+    """ScoNe and TINAD, each label's verbalizer scored from echoed prompt log-probabilities: the
+    predictions and every metric equal the in-process backend's."""
     model = small["llama"]
     _hf_card(model, tmp_path / "hf", "scone,tinad")
     with StandIn(model) as server:
