@@ -111,6 +111,7 @@ def test_loglikelihood_through_the_standin_equals_hf(small, tmp_path):
     with StandIn(model) as server:
         assert _served(model, server.url, tmp_path / "served", "scone,tinad") == 0
         sent = server.answered
+        usage = server.prompt_tokens
     for name in ("scone", "tinad"):
         assert _predictions(tmp_path / "served", name) == _predictions(tmp_path / "hf", name)
     hf, served = _records(tmp_path / "hf"), _records(tmp_path / "served")
@@ -121,6 +122,9 @@ def test_loglikelihood_through_the_standin_equals_hf(small, tmp_path):
     # One probe, then one request per example and label: 18 ScoNe rows x 2 labels + 24 TINAD x 2.
     assert sent == 1 + 18 * 2 + 24 * 2
     assert served[0]["requests"] == {"sent": 36, "cached": 0, "tokens_in": served[0]["requests"]["tokens_in"], "tokens_out": 36}
+    # tokens_in is the server's own count (usage.prompt_tokens), summed over each benchmark's requests
+    # (the probe, sent first, is neither benchmark's).
+    assert served[0]["requests"]["tokens_in"] + served[1]["requests"]["tokens_in"] == sum(usage[1:]) > 0
     assert "## Requests" in (tmp_path / "served" / "card.md").read_text()
 
 
