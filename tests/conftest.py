@@ -15,7 +15,7 @@ import yaml
 
 # Fixtures every test module may ask for (tiny language models and their data, one torch thread):
 # defined beside the models they build, shared from here so no module imports a fixture by name.
-from tiny_models import lm_env, lm_world, one_thread  # noqa: E402, F401
+from tiny_models import lm_env, lm_world, one_thread  # noqa: F401
 
 os.environ["NEGTRAIN_OFFLINE"] = "1"
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -39,6 +39,7 @@ class StandIn:
         self.refused = 0  # requests answered with an error status
         self.on_request = None
         self.auth: list[str | None] = []  # the Authorization header of every request
+        self.prompt_tokens: list[int] = []  # the usage.prompt_tokens of every answered request, in order
         self._lock = threading.Lock()
         standin = self
 
@@ -61,6 +62,7 @@ class StandIn:
                         return
                     answer = standin.logprobs(body) if body.get("echo") else standin.generate(body)
                     standin.answered += 1
+                    standin.prompt_tokens.append(answer["usage"]["prompt_tokens"])
                     count = standin.answered
                 self._send(200, answer)
                 if standin.on_request is not None:

@@ -14,7 +14,7 @@ import pytest
 
 from negtrain.benchmarks.condaqa import FEWSHOT_TEST, FEWSHOT_TRAIN, Condaqa
 from negtrain.cli import main
-from tiny_models import save_tiny_llama
+from tiny_models import save_tiny_llama, validate_tiny
 
 ROOT = "AbhilashaRavichander/CondaQA/data/few-shot"
 #: Per few-shot test split of the fixture, how many of its four questions the predictions get right.
@@ -58,19 +58,10 @@ def test_the_five_mirrored_splits_partition_the_test_set(data_dir):
     assert [e.meta["sample_id"] for e in bench.load("fewshot_train_1")][:3] == [3933, 2607, 2733]
 
 
-def test_every_prediction_has_exactly_its_splits_nine_shots(fewshot_data, tmp_path, one_thread):  # noqa: F811
-    from negtrain.config import validate_recipe
-    from negtrain.recipes import LoadedRecipe
-    from negtrain.training.run import evaluate
-
-    path = save_tiny_llama(tmp_path / "m", None)
-    recipe = validate_recipe({
-        "description": "condaqa few-shot", "model": {"name": str(path), "family": "causal_lm", "max_length": 512, "max_new_tokens": 2},
-        "data": {"eval": [{"benchmark": "condaqa", "split": s, "shots": 9} for s in FEWSHOT_TEST], "eval_batch_size": 4},
-        "trainer": {"enable_progress_bar": False, "accelerator": "cpu", "precision": "32-true"},
-        "logger": "none",
-    }, "test")
-    run = evaluate(LoadedRecipe("condaqa-fewshot", tmp_path / "r.yaml", recipe), "validate", None, tmp_path / "run")
+def test_every_prediction_has_exactly_its_splits_nine_shots(fewshot_data, tmp_path, one_thread):
+    evals = [{"benchmark": "condaqa", "split": s, "shots": 9} for s in FEWSHOT_TEST]
+    run = validate_tiny(save_tiny_llama(tmp_path / "m", None), "causal_lm", evals, tmp_path / "run", eval_batch_size=4,
+                        max_length=512, model_settings={"max_new_tokens": 2})
     files = []
     for test, train in zip(FEWSHOT_TEST, FEWSHOT_TRAIN):
         nine = [f"condaqa/{train}/{50_000 + 10 * int(train[-1]) + i}" for i in range(9)]  # the train file's ids, in file order

@@ -14,7 +14,7 @@ import torch
 
 from negtrain.benchmarks.neqa import Neqa, NeqaLettered
 from negtrain.metrics.multiple_choice import MultipleChoiceMetric, choose
-from tiny_models import save_tiny_llama, save_tiny_t5
+from tiny_models import choice_loglikelihoods_one_at_a_time, save_tiny_llama, save_tiny_t5, validate_tiny
 
 
 def test_real_rows_load(data_dir):
@@ -165,36 +165,18 @@ def test_evaluate_takes_an_index_or_the_choice_text(data_dir, tmp_path, monkeypa
 
 @pytest.mark.parametrize("family", ["causal_lm", "seq2seq"])
 def test_validate_scores_neqa_like_the_scorer(family, data_dir, tmp_path, monkeypatch, one_thread):
-    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
-
-    from negtrain.config import model_config, validate_recipe
-    from negtrain.models.continuation import continuation_logprobs
-    from negtrain.models.lm import choice_inputs
-    from negtrain.recipes import LoadedRecipe
-    from negtrain.training.run import evaluate
-
-    causal = family == "causal_lm"
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(_neqa_dir(tmp_path, data_dir, 30)))
-    path = save_tiny_llama(tmp_path / "m", None) if causal else save_tiny_t5(tmp_path / "m", None)
-    recipe = validate_recipe({
-        "description": "neqa", "model": {"name": str(path), "family": family, "max_length": 128},
-        "data": {"eval": [{"benchmark": "neqa", "split": "test"}], "eval_batch_size": 8},
-        "trainer": {"enable_progress_bar": False, "accelerator": "cpu", "precision": "32-true"},
-        "logger": "none",
-    }, "test")
-    run = evaluate(LoadedRecipe("neqa", tmp_path / "r.yaml", recipe), "validate", None, tmp_path / "run")
+    path = save_tiny_llama(tmp_path / "m", None) if family == "causal_lm" else save_tiny_t5(tmp_path / "m", None)
+    run = validate_tiny(path, family, [{"benchmark": "neqa", "split": "test"}], tmp_path / "run", eval_batch_size=8)
     (line,) = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     got = line["metrics"]
 
     # the same numbers from the scorer, called directly, one question at a time
     bench = Neqa()
     examples = bench.load("test")
-    tok = AutoTokenizer.from_pretrained(path)
-    model = (AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM).from_pretrained(path).eval()
-    ctx, conts, chars = choice_inputs(tok, bench, examples, model_config(name=str(path), family=family, max_length=128), causal)
+    scores, chars = choice_loglikelihoods_one_at_a_time(path, family, bench, examples)
     right = right_norm = 0
-    for i, e in enumerate(examples):
-        ll = continuation_logprobs(model, [ctx[i]], [conts[i]], encoder_decoder=not causal, pad_id=tok.pad_token_id or 0).logprob[0]
+    for i, (e, ll) in enumerate(zip(examples, scores, strict=True)):
         right += int(int(ll.argmax()) == int(e.label))
         right_norm += int(int((ll.double() / chars[i]).argmax()) == int(e.label))
     assert got["n"] == 30
@@ -224,18 +206,9 @@ def test_validate_scores_neqa_like_the_scorer(family, data_dir, tmp_path, monkey
 
 
 def _neqa_run(tmp_path, path, name, precision):
-    from negtrain.config import validate_recipe
-    from negtrain.recipes import LoadedRecipe
-    from negtrain.training.run import evaluate
-
-    recipe = validate_recipe({
-        "description": "neqa precision", "model": {"name": str(path), "family": "causal_lm", "max_length": 160},
-        "data": {"eval": [{"benchmark": "neqa", "split": "test"}, {"benchmark": "neqa-lettered", "split": "test"}],
-                 "eval_batch_size": 20},
-        "trainer": {"enable_progress_bar": False, "accelerator": "cpu", "precision": precision},
-        "evaluation": {"bootstrap": 0}, "logger": "none",
-    }, "test")
-    run = evaluate(LoadedRecipe("neqa", tmp_path / "r.yaml", recipe), "validate", None, tmp_path / name)
+    evals = [{"benchmark": "neqa", "split": "test"}, {"benchmark": "neqa-lettered", "split": "test"}]
+    run = validate_tiny(path, "causal_lm", evals, tmp_path / name, eval_batch_size=20, max_length=160, precision=precision,
+                        evaluation={"bootstrap": 0})
     records = {r["benchmark"]: r for r in map(json.loads, (run / "metrics.jsonl").read_text().splitlines())}
     predictions = {b: [json.loads(x) for x in (run / "predictions" / f"{b}-test-validate.jsonl").read_text().splitlines()]
                    for b in records}

@@ -37,6 +37,28 @@ def wait_for(path: Path, proc: subprocess.Popen, timeout: float = 300) -> None:
         time.sleep(0.05)
 
 
+def start_crash_fit(marker: Path, point: str, *argv: str) -> subprocess.Popen:
+    """``negtrain ARGV`` in a process of its own, under tests/crash_fit.py, which stops it at POINT
+    (the points are in that file's docstring) and writes MARKER there."""
+    return subprocess.Popen([sys.executable, str(TESTS / "crash_fit.py"), str(marker), point, *argv], env=subprocess_env(),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def kill_at(marker: Path, point: str, *argv: str) -> None:
+    """``negtrain ARGV`` run until it reaches POINT, then killed with SIGKILL (nothing of it runs on)."""
+    proc = start_crash_fit(marker, point, *argv)
+    try:
+        wait_for(marker, proc)
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def stamps(run: Path) -> dict[str, int]:
+    """When the run's metrics.jsonl and each checkpoint were written: the same later, it was not trained again."""
+    return {p.name: p.stat().st_mtime_ns for p in [run / "metrics.jsonl", *sorted((run / "checkpoints").glob("*.ckpt"))]}
+
+
 _HOLDER = """
 import sys, time
 from pathlib import Path
@@ -91,10 +113,7 @@ def test_two_fits_into_one_directory_one_refuses_and_each_epoch_is_recorded_once
     recipe.write_text(recipe_text(model, epoch=32).replace("max_epochs: 3", "max_epochs: 2"))
     run = tmp_path / "run"
     marker = tmp_path / "held"
-    first = subprocess.Popen(
-        [sys.executable, str(TESTS / "crash_fit.py"), str(marker), "hold:0:0", "fit", "--recipe", str(recipe), "--output-dir", str(run)],
-        env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-    )
+    first = start_crash_fit(marker, "hold:0:0", "fit", "--recipe", str(recipe), "--output-dir", str(run))
     try:
         wait_for(marker, first)  # the first fit is training, epoch 0, before its first batch
         second = subprocess.run([sys.executable, "-m", "negtrain", "fit", "--recipe", str(recipe), "--output-dir", str(run)],
@@ -137,10 +156,6 @@ def _sweep_args(recipe: Path, parent: Path, n: int = 3) -> list[str]:
     return ["sweep", "--recipe", str(recipe), "--local", str(n), "--output-dir", str(parent)]
 
 
-def _stamps(run: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_mtime_ns for p in [run / "metrics.jsonl", *sorted((run / "checkpoints").glob("*.ckpt"))]}
-
-
 def _check_resumed_sweep(parent: Path, trial0: dict[str, int], out: str) -> None:
     board = json.loads((parent / "leaderboard.json").read_text())
     assert [t["status"] for t in board["trials"]] == ["done"] * 3, board
@@ -150,7 +165,7 @@ def _check_resumed_sweep(parent: Path, trial0: dict[str, int], out: str) -> None
     assert bests == sorted(bests, reverse=True)
     assert (parent / "leaderboard.md").read_text().count("| trial-") == 3
     # trial 0 was finished: kept as it was, not trained again.
-    assert _stamps(parent / "trial-0") == trial0
+    assert stamps(parent / "trial-0") == trial0
     assert f"run {parent / 'trial-0'} is already complete" in out
     for k in range(3):
         lines = [json.loads(line) for line in (parent / f"trial-{k}" / "metrics.jsonl").read_text().splitlines()]
@@ -164,15 +179,8 @@ def test_a_sweep_killed_during_trial_1_continues_with_the_same_command(tmp_path,
 
     recipe = sweep_recipe(tmp_path)
     parent = tmp_path / "sweep"
-    marker = tmp_path / "killed"
-    proc = subprocess.Popen([sys.executable, str(TESTS / "crash_fit.py"), str(marker), "train:0:1:1", *_sweep_args(recipe, parent)],
-                            env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for(marker, proc)
-    finally:
-        proc.kill()
-        proc.wait()
-    trial0 = _stamps(parent / "trial-0")
+    kill_at(tmp_path / "killed", "train:0:1:1", *_sweep_args(recipe, parent))
+    trial0 = stamps(parent / "trial-0")
     state = json.loads((parent / "sweep.json").read_text())
     assert [t["status"] for t in state["trials"]] == ["done", "running"]
     capsys.readouterr()
@@ -187,8 +195,7 @@ def test_sigterm_stops_a_sweep_with_143_and_the_rerun_continues_it(tmp_path, cap
     recipe = sweep_recipe(tmp_path)
     parent = tmp_path / "sweep"
     marker = tmp_path / "signalled"
-    proc = subprocess.Popen([sys.executable, str(TESTS / "crash_fit.py"), str(marker), "signal:0:1:1", *_sweep_args(recipe, parent)],
-                            env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = start_crash_fit(marker, "signal:0:1:1", *_sweep_args(recipe, parent))
     try:
         wait_for(marker, proc)
         os.kill(proc.pid, signal.SIGTERM)
@@ -200,7 +207,7 @@ def test_sigterm_stops_a_sweep_with_143_and_the_rerun_continues_it(tmp_path, cap
     assert f"continue with: python -m negtrain sweep --recipe {recipe} --local 3 --output-dir {parent}" in out
     board = json.loads((parent / "leaderboard.json").read_text())
     assert {t["trial"]: t["status"] for t in board["trials"]} == {"trial-0": "done", "trial-1": "interrupted"}
-    trial0 = _stamps(parent / "trial-0")
+    trial0 = stamps(parent / "trial-0")
     capsys.readouterr()
     assert main(_sweep_args(recipe, parent)) == 0
     out = capsys.readouterr().out
@@ -240,14 +247,23 @@ def test_sweep_bounds_and_a_changed_sweep_in_the_same_directory(tmp_path, capsys
     assert "holds a sweep with another seed" in err and "--seed 8" in err
 
 
-def test_random_trials_are_drawn_lazily():
+def test_random_trials_are_drawn_lazily(monkeypatch):
+    from negtrain import local_sweep
     from negtrain.config import SweepConfig
-    from negtrain.local_sweep import iter_trials
 
+    # Counted at the draw: a sweep that drew its trials ahead (a list of MAX_LOCAL_TRIALS) fails here,
+    # where comparing iter_trials with sample_trials (its first N) alone could not.
+    drawn = []
+    real = local_sweep.draw
+    monkeypatch.setattr(local_sweep, "draw", lambda param, rng: drawn.append(param) or real(param, rng))
     space = SweepConfig.model_validate({"method": "random", "parameters": {"model.learning_rate": {"min": 0.1, "max": 0.2}}})
-    trials = iter_trials(space, seed=0)
-    first = [next(trials) for _ in range(3)]
-    assert [t["model.learning_rate"] for t in first] == [t["model.learning_rate"] for t in __import__("negtrain.local_sweep").local_sweep.sample_trials(space, 3, 0)]
+    trials = local_sweep.iter_trials(space, seed=0)
+    assert drawn == []
+    first = [next(trials)["model.learning_rate"] for _ in range(3)]
+    assert len(drawn) == 3  # one draw per trial asked for, none ahead
+    assert all(0.1 <= v <= 0.2 for v in first) and len(set(first)) == 3
+    # More trials leave the first ones as they were: a resumed sweep draws the same.
+    assert [t["model.learning_rate"] for t in local_sweep.sample_trials(space, 5, 0)][:3] == first
 
 
 # ---- a signal never means success ---------------------------------------------------------------

@@ -8,7 +8,6 @@ strategy file that departs from the paper fails here.
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -24,8 +23,8 @@ from negtrain.prompts.strategies import get_strategy, parse_strategies
 
 
 def _scone_rows(split="test"):
-    if not os.environ.get("NEGTRAIN_DATA_DIR"):
-        pytest.skip("needs NEGTRAIN_DATA_DIR with the ScoNe mirror")
+    """The mirrored ScoNe rows; the tests that read them ask for ``data_dir``, which fails without the
+    mirror instead of skipping (a skip here passed the paper's prompts unchecked)."""
     return get_benchmark("scone").load(split)
 
 
@@ -36,7 +35,7 @@ def _fields(example):
 # ---- prompts against the paper -------------------------------------------------------------
 
 
-def test_zero_shot_prompts_are_appendix_e_with_the_row_put_in():
+def test_zero_shot_prompts_are_appendix_e_with_the_row_put_in(data_dir):
     rows = [e for e in _scone_rows() if e.id in ("scone/test/one_scoped/0", "scone/test/no_negation/1", "scone/test/two_scoped/5")]
     assert len(rows) == 3
     for e in rows:
@@ -97,7 +96,7 @@ E12_ONE_SCOPED = (
 )
 
 
-def test_few_shot_prompts_hold_the_papers_demonstrations_verbatim_in_order():
+def test_few_shot_prompts_hold_the_papers_demonstrations_verbatim_in_order(data_dir):
     e = next(x for x in _scone_rows() if x.id == "scone/test/one_scoped/0")
     p, h = e.inputs
     f = _fields(e)
@@ -182,7 +181,7 @@ def _records(out: Path):
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm_env, tmp_path):  # noqa: F811
+def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm_env, tmp_path):
     out = tmp_path / "icl"
     code = main([
         "evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--protocol", "scone-icl", "--out", str(out),
@@ -221,7 +220,7 @@ def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm
     assert "tokens generated" in (out / "card.md").read_text()
 
 
-def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env, tmp_path, capsys, monkeypatch):  # noqa: F811
+def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env, tmp_path, capsys, monkeypatch):
     out = tmp_path / "chat"
     code = main([
         "evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--benchmarks", "scone", "--strategy", "conditional_q",
@@ -245,7 +244,7 @@ def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env
     assert "has no chat template" in capsys.readouterr().err
 
 
-def test_unreadable_chain_of_thought_answers_are_wrong_counted_and_kept(lm_env, tmp_path):  # noqa: F811
+def test_unreadable_chain_of_thought_answers_are_wrong_counted_and_kept(lm_env, tmp_path):
     out = tmp_path / "cot"
     code = main([
         "evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--benchmarks", "condaqa", "--strategy", "cot",
@@ -265,7 +264,7 @@ def test_unreadable_chain_of_thought_answers_are_wrong_counted_and_kept(lm_env, 
     assert scored.metrics["accuracy"] == pytest.approx(record["metrics"]["accuracy"])
 
 
-def test_tinad_zeroshot_protocol_takes_the_plain_or_the_chat_prompt(lm_env, tmp_path):  # noqa: F811
+def test_tinad_zeroshot_protocol_takes_the_plain_or_the_chat_prompt(lm_env, tmp_path):
     common = ["--trainer.torch_threads=1", "--trainer.precision=32-true", "--evaluation.bootstrap=0"]
     plain = tmp_path / "plain"
     assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot", "--out", str(plain), *common]) == 0
@@ -283,7 +282,7 @@ def test_tinad_zeroshot_protocol_takes_the_plain_or_the_chat_prompt(lm_env, tmp_
     assert record["variant"] == "chat" and line["prompt"].startswith("<s>[INST] Is the following statement True or False? Answer only True or False. ")
 
 
-def test_generation_is_the_same_batched_alone_and_with_the_shared_prefix_run_once(lm_env, monkeypatch):  # noqa: F811
+def test_generation_is_the_same_batched_alone_and_with_the_shared_prefix_run_once(lm_env, monkeypatch):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -313,7 +312,7 @@ def test_generation_is_the_same_batched_alone_and_with_the_shared_prefix_run_onc
     assert all("\n\n" not in g.text for g in shared)
 
 
-def test_a_seq2seq_model_answers_a_strategy_with_the_papers_shots(lm_env, tmp_path):  # noqa: F811
+def test_a_seq2seq_model_answers_a_strategy_with_the_papers_shots(lm_env, tmp_path):
     out = tmp_path / "t5"
     code = main([
         "evaluate", "--model", str(lm_env["t5"]), "--family", "seq2seq", "--benchmarks", "scone", "--strategy", "hypothesis_q",

@@ -54,7 +54,7 @@ def test_scone_nlg_few_shot_prompt_is_e13_verbatim():
     assert len(prompt.shots) == 4
 
 
-def test_protocol_scone_nlg_writes_completions_and_the_proxy(tmp_path, monkeypatch, one_thread):  # noqa: F811
+def test_protocol_scone_nlg_writes_completions_and_the_proxy(tmp_path, monkeypatch, one_thread):
     write_nlg(tmp_path / "data")
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path / "data"))
     out = _protocol(tmp_path, "scone-nlg")
@@ -90,7 +90,7 @@ def test_protocol_scone_nlg_writes_completions_and_the_proxy(tmp_path, monkeypat
     assert "| completion/few |" in table and "Overall (proxy)" in table and "not the paper's" in table
 
 
-def test_protocol_condaqa_fewshot_uses_each_splits_nine_shots_and_sums_up_the_splits(tmp_path, monkeypatch, one_thread):  # noqa: F811
+def test_protocol_condaqa_fewshot_uses_each_splits_nine_shots_and_sums_up_the_splits(tmp_path, monkeypatch, one_thread):
     write_fewshot(tmp_path / "data")
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path / "data"))
     out = _protocol(tmp_path, "condaqa-fewshot")

@@ -82,7 +82,9 @@ def test_fit_records_data_hashes_model_hash_versions_and_constraints(tiny_nli, d
     assert record["packages"]["lightning"] == importlib.metadata.version("lightning")
     assert record["negtrain"]["version"] and record["python"]
     assert record["machine"]["cpu_cores"] == os.cpu_count() and record["machine"]["gpu_count"] == torch.cuda.device_count()
-    assert record["collect_seconds"] < 5
+    # What collecting took is recorded, not bounded: a wall-clock limit fails on a busy machine. That a
+    # warm start reads cached digests instead of the files is test_digests_cached_by_size_and_mtime's.
+    assert isinstance(record["collect_seconds"], float) and record["collect_seconds"] >= 0
 
     # env --constraints: the run's package versions, one NAME==VERSION per line.
     out = tmp_path / "constraints.txt"

@@ -15,7 +15,7 @@ import pytest
 from negtrain.benchmarks.scone_nlg import SconeNlg
 from negtrain.cli import main
 from negtrain.errors import DataError
-from tiny_models import save_tiny_llama
+from tiny_models import choice_loglikelihoods_one_at_a_time, save_tiny_llama, validate_tiny
 
 HEADER = ["", "sentence", "hyper", "hypo", "gold_outcome", "prompt_type", "frame_num"]
 #: Three triplets in two frames, as the upstream file lays them out (neg, not_scope, pos).
@@ -219,34 +219,18 @@ def test_outcome_choice_from_a_file_is_never_the_papers_metric(fixture_data, tmp
     assert not [k for k in m if k.startswith(("accuracy", "consistency"))]
 
 
-def test_a_causal_lm_scores_the_proxy_like_a_direct_loop(fixture_data, tmp_path, one_thread):  # noqa: F811
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from negtrain.config import model_config, validate_recipe
+def test_a_causal_lm_scores_the_proxy_like_a_direct_loop(fixture_data, tmp_path, one_thread):
     from negtrain.evaluation import score_file
-    from negtrain.models.continuation import continuation_logprobs
-    from negtrain.models.lm import choice_inputs
-    from negtrain.recipes import LoadedRecipe
-    from negtrain.training.run import evaluate
 
     path = save_tiny_llama(tmp_path / "m", None)
-    recipe = validate_recipe({
-        "description": "scone_nlg", "model": {"name": str(path), "family": "causal_lm", "max_length": 128},
-        "data": {"eval": [{"benchmark": "scone_nlg", "split": "test"}], "eval_batch_size": 4},
-        "trainer": {"enable_progress_bar": False, "accelerator": "cpu", "precision": "32-true"},
-        "logger": "none",
-    }, "test")
-    run = evaluate(LoadedRecipe("scone_nlg", tmp_path / "r.yaml", recipe), "validate", None, tmp_path / "run")
+    run = validate_tiny(path, "causal_lm", [{"benchmark": "scone_nlg", "split": "test"}], tmp_path / "run", eval_batch_size=4)
     (line,) = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     got = line["metrics"]
 
     bench = SconeNlg()
     examples = bench.load("test")
-    tok = AutoTokenizer.from_pretrained(path)
-    model = AutoModelForCausalLM.from_pretrained(path).eval()
-    ctx, conts, _ = choice_inputs(tok, bench, examples, model_config(name=str(path), family="causal_lm", max_length=128), True)
-    right = [int(continuation_logprobs(model, [ctx[i]], [conts[i]], encoder_decoder=False, pad_id=tok.pad_token_id or 0)
-                 .logprob[0].argmax()) == int(e.label) for i, e in enumerate(examples)]
+    scores, _ = choice_loglikelihoods_one_at_a_time(path, "causal_lm", bench, examples)
+    right = [int(ll.argmax()) == int(e.label) for ll, e in zip(scores, examples, strict=True)]
     assert got["n"] == 9 and got["outcome_choice_accuracy"] == pytest.approx(sum(right) / 9)
     assert "accuracy" not in got and line["uncertainty"]["outcome_choice_accuracy"]["ci95"] is not None
     written = run / "predictions" / "scone_nlg-test-validate.jsonl"

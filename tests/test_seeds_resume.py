@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -14,7 +12,7 @@ import yaml
 
 from conftest import make_fake_run
 from negtrain import cli
-from test_one_writer import TESTS, subprocess_env, wait_for
+from test_one_writer import kill_at, stamps
 
 
 def test_seeds_into_a_finished_run_is_refused(fake_run, capsys):
@@ -22,10 +20,6 @@ def test_seeds_into_a_finished_run_is_refused(fake_run, capsys):
     err = capsys.readouterr().err
     assert "is a run directory (metrics.jsonl), not the parent of seed runs" in err
     assert not (fake_run / "seed5").exists() and not (fake_run / "seeds.json").exists()
-
-
-def _stamps(run: Path) -> dict[str, int]:
-    return {p.name: p.stat().st_mtime_ns for p in [run / "metrics.jsonl", *sorted((run / "checkpoints").glob("*.ckpt"))]}
 
 
 @pytest.mark.slow
@@ -37,25 +31,18 @@ def test_the_same_seeds_command_continues_a_killed_group(tmp_path, capsys):
     recipe.write_text(recipe_text(tiny_model(tmp_path / "tiny"), epoch=32).replace("max_epochs: 3", "max_epochs: 2, limit_val_batches: 1"))
     parent = tmp_path / "group"
     args = ["fit", "--recipe", str(recipe), "--seeds", "1,2", "--output-dir", str(parent)]
-    marker = tmp_path / "killed"
     # Seed 1 finishes; seed 2 is killed in its second epoch.
-    proc = subprocess.Popen([sys.executable, str(TESTS / "crash_fit.py"), str(marker), "train:1:0:1", *args],
-                            env=subprocess_env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    try:
-        wait_for(marker, proc)
-    finally:
-        proc.kill()
-        proc.wait()
-    seed1 = _stamps(parent / "seed1")
+    kill_at(tmp_path / "killed", "train:1:0:1", *args)
+    seed1 = stamps(parent / "seed1")
     assert {json.loads(line)["epoch"] for line in (parent / "seed2" / "metrics.jsonl").read_text().splitlines()} == {0}
     # Resumed by hand, as a user would: then the group, with a third seed, goes on where it is.
     assert cli.main(["fit", "--resume", str(parent / "seed2")]) == 0
-    seed2 = _stamps(parent / "seed2")
+    seed2 = stamps(parent / "seed2")
     capsys.readouterr()
     assert cli.main(["fit", "--recipe", str(recipe), "--seeds", "1,2,3", "--output-dir", str(parent)]) == 0
     out = capsys.readouterr().out
     assert "already holds a run" not in out
-    assert _stamps(parent / "seed1") == seed1 and _stamps(parent / "seed2") == seed2  # kept, not trained again
+    assert stamps(parent / "seed1") == seed1 and stamps(parent / "seed2") == seed2  # kept, not trained again
     assert json.loads((parent / "seeds.json").read_text())["seeds"] == [1, 2, 3]
     for seed in (1, 2, 3):
         records = [json.loads(line) for line in (parent / f"seed{seed}" / "metrics.jsonl").read_text().splitlines()]

@@ -64,12 +64,13 @@ def _stable(record: dict) -> dict:
     return {k: v for k, v in record.items() if k not in ("eval_seconds", "requests")}
 
 
-def _predictions(out: Path, name: str) -> list[dict]:
-    return [json.loads(line) for line in (out / "predictions" / f"{name}-test-validate.jsonl").read_text().splitlines()]
-
-
 def _predictions_named(out: Path, name: str) -> list[dict]:
     return [json.loads(line) for line in (out / "predictions" / name).read_text().splitlines()]
+
+
+def _predictions(out: Path, benchmark: str) -> list[dict]:
+    """A card's prediction lines for BENCHMARK's test split."""
+    return _predictions_named(out, f"{benchmark}-test-validate.jsonl")
 
 
 def test_a_generating_strategy_through_the_standin_equals_hf(small, tmp_path):
@@ -80,7 +81,7 @@ def test_a_generating_strategy_through_the_standin_equals_hf(small, tmp_path):
     with StandIn(model) as server:
         assert _served(model, server.url, tmp_path / "served", "scone", "--strategy", "conditional_q") == 0
         assert server.answered == 18  # one generation per example, no log-probability check
-    hf, served = (_predictions_named(tmp_path / d, "scone-test-validate.jsonl") for d in ("hf", "served"))
+    hf, served = (_predictions(tmp_path / d, "scone") for d in ("hf", "served"))
     assert [(r["id"], r["prediction"], r["response"], r["prompt"]) for r in served] == [(r["id"], r["prediction"], r["response"], r["prompt"]) for r in hf]
     assert _records(tmp_path / "served")[0]["metrics"] == _records(tmp_path / "hf")[0]["metrics"]
 
@@ -103,13 +104,14 @@ def _served(model_name, url, out, benchmarks, *extra) -> int:
 
 
 def test_loglikelihood_through_the_standin_equals_hf(small, tmp_path):
-    """ScoNe and NaN-NLI (verbalizers) and NeQA-style choices are scored from echoed prompt
-    log-probabilities; the predictions and every metric equal the in-process backend's."""
+    """ScoNe and TINAD, each label's verbalizer scored from echoed prompt log-probabilities: the
+    predictions and every metric equal the in-process backend's."""
     model = small["llama"]
     _hf_card(model, tmp_path / "hf", "scone,tinad")
     with StandIn(model) as server:
         assert _served(model, server.url, tmp_path / "served", "scone,tinad") == 0
         sent = server.answered
+        usage = server.prompt_tokens
     for name in ("scone", "tinad"):
         assert _predictions(tmp_path / "served", name) == _predictions(tmp_path / "hf", name)
     hf, served = _records(tmp_path / "hf"), _records(tmp_path / "served")
@@ -120,6 +122,9 @@ def test_loglikelihood_through_the_standin_equals_hf(small, tmp_path):
     # One probe, then one request per example and label: 18 ScoNe rows x 2 labels + 24 TINAD x 2.
     assert sent == 1 + 18 * 2 + 24 * 2
     assert served[0]["requests"] == {"sent": 36, "cached": 0, "tokens_in": served[0]["requests"]["tokens_in"], "tokens_out": 36}
+    # tokens_in is the server's own count (usage.prompt_tokens), summed over each benchmark's requests
+    # (the probe, sent first, is neither benchmark's).
+    assert served[0]["requests"]["tokens_in"] + served[1]["requests"]["tokens_in"] == sum(usage[1:]) > 0
     assert "## Requests" in (tmp_path / "served" / "card.md").read_text()
 
 
@@ -247,9 +252,9 @@ def test_generation_through_transformers_serve_equals_hf(small, transformers_ser
     # ScoNe under a generating strategy (the answer rule reads yes/no in greedy text).
     _hf_card(model, tmp_path / "hf-q", "scone", "--strategy", "conditional_q")
     assert _served(model, transformers_serve, tmp_path / "served-q", "scone", "--strategy", "conditional_q") == 0
-    served_q = _predictions_named(tmp_path / "served-q", "scone-test-validate.jsonl")
-    assert [r["prediction"] for r in served_q] == [r["prediction"] for r in _predictions_named(tmp_path / "hf-q", "scone-test-validate.jsonl")]
-    assert [r["response"] for r in served_q] == [r["response"] for r in _predictions_named(tmp_path / "hf-q", "scone-test-validate.jsonl")]
+    served_q = _predictions(tmp_path / "served-q", "scone")
+    assert [r["prediction"] for r in served_q] == [r["prediction"] for r in _predictions(tmp_path / "hf-q", "scone")]
+    assert [r["response"] for r in served_q] == [r["response"] for r in _predictions(tmp_path / "hf-q", "scone")]
     code = _served(model, transformers_serve, tmp_path / "ll", "condaqa,scone")
     err = capsys.readouterr().err
     assert code == 2 and "returns no prompt log-probabilities" in err and "scone/test need them" in err

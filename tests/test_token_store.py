@@ -299,7 +299,7 @@ def test_a_killed_build_leaves_no_readable_entry(tmp_path, monkeypatch):
 # ---- verified, not trusted ------------------------------------------------------------------
 
 
-def _pairs(n: int, tag: str = "") -> list:
+def _pairs(n: int) -> list:
     rows = [([i + 1, i + 2, i + 3], [0, 1, 1], [False, True, False]) for i in range(n)]
     return [(ids[: 1 + i % 3], types[: 1 + i % 3], flags[: 1 + i % 3]) for i, (ids, types, flags) in enumerate(rows)]
 
@@ -379,7 +379,7 @@ def _damages(root: Path):
     def another_split(e):  # another entry's folder copied over this one
         import shutil
 
-        _build("another-split", _pairs(25, "x"))
+        _build("another-split", _pairs(25))  # more rows, and its own key in meta.json
         shutil.rmtree(e)
         shutil.copytree(root / "another-split", e)
 

@@ -121,7 +121,45 @@ def save_tiny_bert_nli(out: Path, seed: int = 0) -> Path:
     return out
 
 
-# ---- shared test fixtures (imported by the test modules that use them) -------------------------
+def validate_tiny(model: Path, family: str, evals: list[dict], out: Path, *, eval_batch_size: int, max_length: int = 128,
+                  precision: str = "32-true", model_settings: dict | None = None, evaluation: dict | None = None) -> Path:
+    """``validate`` of a tiny model on the eval sets ``evals`` (a recipe's data.eval), on the CPU with
+    the logger off, into the run directory ``out``; returns it."""
+    from negtrain.config import validate_recipe
+    from negtrain.recipes import LoadedRecipe
+    from negtrain.training.run import evaluate
+
+    raw = {
+        "description": f"tiny {family} model, validate",
+        "model": {"name": str(model), "family": family, "max_length": max_length, **(model_settings or {})},
+        "data": {"eval": evals, "eval_batch_size": eval_batch_size},
+        "trainer": {"enable_progress_bar": False, "accelerator": "cpu", "precision": precision},
+        "logger": "none",
+    }
+    if evaluation is not None:
+        raw["evaluation"] = evaluation
+    return evaluate(LoadedRecipe("tiny", out.parent / f"{out.name}.yaml", validate_recipe(raw, "test")), "validate", None, out)
+
+
+def choice_loglikelihoods_one_at_a_time(model: Path, family: str, bench, examples, max_length: int = 128):
+    """Each example's choices' summed log-likelihoods, one unbatched forward pass per question, and
+    each choice's length in characters: the reference a run's batched choice scores are held to."""
+    from transformers import AutoModelForCausalLM, AutoModelForSeq2SeqLM, AutoTokenizer
+
+    from negtrain.config import model_config
+    from negtrain.models.continuation import continuation_logprobs
+    from negtrain.models.lm import choice_inputs
+
+    causal = family == "causal_lm"
+    tok = AutoTokenizer.from_pretrained(model)
+    lm = (AutoModelForCausalLM if causal else AutoModelForSeq2SeqLM).from_pretrained(model).eval()
+    ctx, conts, chars = choice_inputs(tok, bench, examples, model_config(name=str(model), family=family, max_length=max_length), causal)
+    scores = [continuation_logprobs(lm, [ctx[i]], [conts[i]], encoder_decoder=not causal, pad_id=tok.pad_token_id or 0).logprob[0]
+              for i in range(len(examples))]
+    return scores, chars
+
+
+# ---- shared test fixtures (conftest.py hands them to every test module) ------------------------
 
 import os  # noqa: E402
 
