@@ -80,8 +80,8 @@ def _bold(key: str) -> bool:
 
 def _ordered(keys: list[str]) -> list[str]:
     """The headline and consistency metrics (side by side), then the per-subset metrics."""
-    first = headline(keys)
-    head = ([first] if first is not None and _bold(first) else []) + [k for k in keys if _bold(k) and role_of(k) == "consistency"]
+    first = headline(keys)  # a headline name is always a whole-set one (bold)
+    head = ([first] if first is not None else []) + [k for k in keys if _bold(k) and role_of(k) == "consistency"]
     return head + [k for k in keys if k not in head]
 
 
