@@ -409,7 +409,7 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
         records = [r for e in entries for r in read_records(part_path(out, set_name(e)))]
         write_records(out / "metrics.jsonl", records)
-        write_card(out, shown, recipe.model.family, skipped)
+        write_card(out, records, shown, recipe.model.family, skipped)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
         if protocol is not None:
             from negtrain.protocol import write_protocol
@@ -426,11 +426,9 @@ def _score_served(recipe, todo, out: Path, args) -> None:
     server = recipe.evaluation.server
     settings = ServerSettings(server.base_url, recipe.model.name, server.key_env, server.concurrency, server.timeout,
                               server.retries, server.max_requests)
-    record = provenance.collect(recipe, "server", None, None)
-    if (out / provenance.FILE_NAME).exists():  # a continued card adds this session
-        provenance.write_resumed(out, record)
-    else:
-        provenance.write(out, record)
+    # A continued card adds this session to its provenance; a new one gets this one (write_resumed
+    # writes the record whole where there is none yet).
+    provenance.write_resumed(out, provenance.collect(recipe, "server", None, None))
     cache = ResponseCache(Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
     backend = OpenAIBackend(settings, cache)
     need = [e for e in todo if needs_logprobs(get_benchmark(e.benchmark), e)]
@@ -448,26 +446,13 @@ def _score_served(recipe, todo, out: Path, args) -> None:
             result = score_served(recipe, entry, backend, out, allow_missing=recipe.evaluation.server.allow_missing)
             write_records(part_path(out, set_name(entry)), [result.record])
             c = result.counts
-            print(f"{set_name(entry)}: {result.record['metrics'].get(headline_accuracy(result.record['metrics']) or 'n')} "
+            print(f"{set_name(entry)}: {result.record['metrics'].get(headline(result.record['metrics']) or 'n')} "
                   f"({c.requests} requests sent, {c.cached} answered from the cache)", flush=True)
     finally:
         cache.close()
 
 
 # ---- the card files ----------------------------------------------------------------------------
-
-
-def _records(out: Path) -> list[RunRecord]:
-    return read_records(out / "metrics.jsonl")
-
-
-def headline_accuracy(metrics: dict[str, float | None]) -> str | None:
-    """The record's headline metric (its role, declared in negtrain/metrics/declared.py)."""
-    return headline(metrics)
-
-
-def consistency_keys(metrics: dict[str, float | None]) -> list[str]:
-    return with_role(metrics, "consistency")
 
 
 def _fmt(value: float | None) -> str:
@@ -485,7 +470,7 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, re
     evals = [r for r in records if isinstance(r, EvalRecord)]
     columns: list[str] = []
     for r in evals:
-        columns += [k for k in consistency_keys(r["metrics"]) if k not in columns]
+        columns += [k for k in with_role(r["metrics"], "consistency") if k not in columns]
     lines = [f"# Negation report card: `{model}` ({family})", ""]
     lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
     lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
@@ -494,7 +479,7 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, re
     for r in evals:
         m = r["metrics"]
         spread = r.get("uncertainty") or {}
-        acc = headline_accuracy(m)
+        acc = headline(m)
         acc_cell = "-" if acc is None else _with_ci(m[acc], spread.get(acc)) + ("" if acc == "accuracy" else f" ({acc})")
         n = m.get("n")
         seconds = r.get("eval_seconds")
@@ -554,7 +539,7 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
         if not isinstance(r, EvalRecord):
             continue
         m = r["metrics"]
-        acc, cons = headline_accuracy(m), consistency_keys(m)
+        acc, cons = headline(m), with_role(m, "consistency")
         if acc is None or not cons or m.get(acc) is None or m.get(cons[0]) is None:
             continue
         name = f"{r['benchmark']}/{r['split']}" + (f"/{r['variant']}" if r.get("variant") else "")
@@ -574,9 +559,9 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     return drawn
 
 
-def write_card(out: Path, model: str, family: str, skipped) -> None:
-
-    records = [r for r in _records(out) if r.stage == "validate"]
+def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped) -> None:
+    """card.md and card.png from the card's records (what its metrics.jsonl holds, as just written)."""
+    records = [r for r in records if r.stage == "validate"]
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")
     write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out)))

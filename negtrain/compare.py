@@ -136,16 +136,14 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
 def _provenance_of(arg: Path) -> dict[str, Any] | None:
     """The provenance of a run, card or evaluation directory, or of the one a predictions file
     sits in (``<dir>/predictions/<file>``); None where there is none."""
-    folder = arg if arg.is_dir() else arg.parent.parent
-    return provenance.read(folder) if (folder / provenance.FILE_NAME).is_file() else None
+    return provenance.read(arg if arg.is_dir() else arg.parent.parent)
 
 
 def setup_differences(a: Path, b: Path) -> list[str]:
     """Where A and B were produced differently in a way that moves numbers: a data file with other
     bytes, another major version of a package (:func:`negtrain.training.provenance.differences`).
     Sides with no provenance at all (bare predictions files) are not compared."""
-    pa, pb = _provenance_of(a), _provenance_of(b)
-    return [] if pa is None and pb is None else provenance.differences(pa, pb)
+    return provenance.differences(_provenance_of(a), _provenance_of(b))
 
 
 def _num(x: float) -> float | None:

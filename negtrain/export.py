@@ -189,7 +189,7 @@ def export(
         (tmp / "negtrain_export.json").write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
         record = provenance.read(run.path)
         if record is not None:  # what produced the weights, beside them (older runs have none)
-            (tmp / provenance.FILE_NAME).write_text(json.dumps(record, indent=1) + "\n", encoding="utf-8")
+            provenance.write(tmp, record)
         card = model_card(
             run, epoch, checkpoint, repo_id or run.model_name, adapter_only=adapter_only, merged=is_peft and merge_adapter, license=license
         )

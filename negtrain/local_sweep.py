@@ -313,7 +313,8 @@ def run_local_sweep(
             save()  # the trial is on record before it starts
             _run_trial(trial, k, count, recipe_arg, {**fixed_overrides, **extra}, metric, parent, save, continue_command)
             save()
-        markdown = _write_leaderboard(loaded.name, metric, sweep.method, seed, continue_command, parent, trials)
+        # The leaderboard files are the last save()'s (there is at least one trial); only printed here.
+        markdown = leaderboard_markdown(loaded.name, metric, sweep.method, seed, trials)
     print(markdown, end="")
     print(f"leaderboard: {parent / 'leaderboard.md'} and leaderboard.json", flush=True)
     return parent
@@ -351,10 +352,8 @@ def _run_trial(trial: Trial, k: int, count: int, recipe_arg: str, overrides: dic
     print(f"sweep --local: {trial.trial}: best {metric.name} {_fmt(trial.best)} (epoch {_fmt(trial.best_epoch)})", flush=True)
 
 
-def _write_leaderboard(recipe: str, metric: SweepMetric, method: str, seed: int, command: str, parent: Path, trials: list[Trial]) -> str:
-    markdown = leaderboard_markdown(recipe, metric, method, seed, trials)
+def _write_leaderboard(recipe: str, metric: SweepMetric, method: str, seed: int, command: str, parent: Path, trials: list[Trial]) -> None:
     board = {"recipe": recipe, "metric": asdict(metric), "method": method, "seed": seed, "command": command,
              "trials": [asdict(t) for t in rank(trials, metric)]}
     write_text(parent / "leaderboard.json", redact_text(json.dumps(board, indent=1)) + "\n")
-    write_text(parent / "leaderboard.md", redact_text(markdown))
-    return markdown
+    write_text(parent / "leaderboard.md", redact_text(leaderboard_markdown(recipe, metric, method, seed, trials)))

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import matplotlib
@@ -79,8 +80,8 @@ def _bold(key: str) -> bool:
 
 def _ordered(keys: list[str]) -> list[str]:
     """The headline and consistency metrics (side by side), then the per-subset metrics."""
-    first = headline(keys)
-    head = ([first] if first is not None and _bold(first) else []) + [k for k in keys if _bold(k) and role_of(k) == "consistency"]
+    first = headline(keys)  # a headline name is always a whole-set one (bold)
+    head = ([first] if first is not None else []) + [k for k in keys if _bold(k) and role_of(k) == "consistency"]
     return head + [k for k in keys if k not in head]
 
 
@@ -245,7 +246,8 @@ def _interval_note(run: RunDir) -> list[str]:
             f"bootstrap ({', '.join(map(str, sorted(resamples)))} resamples) over the independent units ({'; '.join(parts)})."]
 
 
-def summary_markdown(runs: list[RunDir]) -> str:
+def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
+    """``warnings``: how run A and run B were produced differently (:func:`negtrain.training.provenance.differences`)."""
     main = runs[0]
     lines = [f"# Run report: {main.name}" + (f" vs {', '.join(r.name for r in runs[1:])}" if len(runs) > 1 else ""), ""]
     for run in runs:
@@ -258,9 +260,8 @@ def summary_markdown(runs: list[RunDir]) -> str:
                          f"is a best-of-{len(run.epochs)} for every metric.)")
         if run.unfinished:
             lines.append(f"- `{run.name}` is unfinished: it {run.unfinished}.")
-    if len(runs) > 1:
-        for warning in provenance.differences(provenance.read(runs[0].path), provenance.read(runs[1].path)):
-            lines.append(f"- warning: `{runs[0].name}` (A) and `{runs[1].name}` (B): {warning}")
+    for warning in warnings:
+        lines.append(f"- warning: `{runs[0].name}` (A) and `{runs[1].name}` (B): {warning}")
     lines += ["", "Plots: `metrics.png` (one panel per benchmark), `loss.png` (training loss).", ""]
     for run in runs:
         lines += [f"## Best epoch per metric: {run.name}", "",
@@ -304,14 +305,15 @@ def report(run_dir: Path, other: Path | None = None) -> Path:
     for run in runs:
         if not run.epochs:
             raise NegtrainError(f"--run {run.path}: metrics.jsonl holds no fit epochs to report")
-    if len(runs) > 1:
-        for warning in provenance.differences(provenance.read(runs[0].path), provenance.read(runs[1].path)):
-            print(f"warning: {runs[0].name} (A) and {runs[1].name} (B): {warning}", flush=True)
+    # Read once: printed here and written into the summary.
+    warnings = provenance.differences(provenance.read(runs[0].path), provenance.read(runs[1].path)) if len(runs) > 1 else []
+    for warning in warnings:
+        print(f"warning: {runs[0].name} (A) and {runs[1].name} (B): {warning}", flush=True)
     out = runs[0].path / ("report" if len(runs) == 1 else f"report-vs-{runs[1].name}")
     out.mkdir(parents=True, exist_ok=True)
     plot_metrics(runs, out / "metrics.png")
     plot_loss(runs, out / "loss.png")
-    write_text(out / "summary.md", summary_markdown(runs))
+    write_text(out / "summary.md", summary_markdown(runs, warnings))
     return out
 
 

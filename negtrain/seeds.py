@@ -134,9 +134,7 @@ def _listed_seeds(parent: Path, recipe_name: str) -> list[int]:
 
 def _check_same_recipe(run_dir: Path, loaded) -> None:
     """A seed folder continued by a rerun must hold this recipe with this seed, nothing else changed."""
-    theirs = to_dict(load_recipe(str(run_dir / "recipe.yaml")).recipe)
-    ours = to_dict(loaded.recipe)
-    differ = sorted(k for k in set(_flatten(theirs)) | set(_flatten(ours)) if _flatten(theirs).get(k) != _flatten(ours).get(k))
+    differ = _differing_keys([load_recipe(str(run_dir / "recipe.yaml")).recipe, loaded.recipe])
     if differ:
         shown = ", ".join(differ[:5]) + (f" and {len(differ) - 5} more" if len(differ) > 5 else "")
         raise ConfigError(
@@ -181,9 +179,13 @@ class SeedGroup:
 
     def recipe_differences(self) -> list[str]:
         """Dotted recipe keys, other than ``seed``, whose values differ between the seed runs."""
-        flat = [_flatten(to_dict(run.recipe)) for run in self.runs]
-        keys = sorted(set().union(*flat))
-        return [k for k in keys if k != "seed" and len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
+        return [k for k in _differing_keys([run.recipe for run in self.runs]) if k != "seed"]
+
+
+def _differing_keys(recipes: list) -> list[str]:
+    """Dotted recipe keys whose values are not the same in all ``recipes``, sorted."""
+    flat = [_flatten(to_dict(recipe)) for recipe in recipes]
+    return [k for k in sorted(set().union(*flat)) if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:

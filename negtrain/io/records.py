@@ -103,7 +103,9 @@ class TrainRecord(RunRecord):
 
 
 class EvalRecord(RunRecord):
-    """An eval set's line: one benchmark split (and protocol variant) evaluated once."""
+    """An eval set's line: one benchmark split (and protocol variant) evaluated once. The fields
+    only ever rendered (``variant``, ``eval_seconds``, ``note``, ``tokens_generated``) are read by
+    name, through the mapping."""
 
     __slots__ = ()
 
@@ -111,10 +113,6 @@ class EvalRecord(RunRecord):
     def name(self) -> str:
         """``<benchmark>/<split>``, the eval set's name in reports and on W&B."""
         return f"{self.benchmark}/{self.split}"
-
-    @property
-    def variant(self) -> str | None:
-        return self.line.get("variant")
 
     @property
     def lower_is_better(self) -> list[str] | None:
@@ -128,18 +126,6 @@ class EvalRecord(RunRecord):
     @property
     def bootstrap(self) -> dict[str, Any] | None:
         return self.line.get("bootstrap") or None
-
-    @property
-    def eval_seconds(self) -> float | None:
-        return self.line.get("eval_seconds")
-
-    @property
-    def note(self) -> str | None:
-        return self.line.get("note")
-
-    @property
-    def tokens_generated(self) -> int | None:
-        return self.line.get("tokens_generated")
 
 
 class CardRecord(EvalRecord):
