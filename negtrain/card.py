@@ -158,7 +158,8 @@ def default_out(model: str, family: str | None) -> Path:
 
 
 def _llm_settings(raw: dict[str, Any], args) -> None:
-    """--chat, --system, --fewshot-as-multiturn and --no-log-samples into the raw recipe."""
+    """--chat, --system, --fewshot-as-multiturn, --no-log-samples, --bootstrap and --bootstrap-seed
+    into the raw recipe."""
     chat = getattr(args, "chat", False)
     system = getattr(args, "system", None)
     multiturn = getattr(args, "fewshot_as_multiturn", False)
@@ -170,6 +171,9 @@ def _llm_settings(raw: dict[str, Any], args) -> None:
         raw["model"].update({"chat": True, "system": system, "fewshot_as_multiturn": multiturn})
     if not getattr(args, "log_samples", True):
         raw.setdefault("evaluation", {})["log_samples"] = False
+    for option, key in (("bootstrap", "bootstrap"), ("bootstrap_seed", "bootstrap_seed")):
+        if getattr(args, option, None) is not None:
+            raw.setdefault("evaluation", {})[key] = getattr(args, option)
 
 
 def _apply_strategy(recipe, name: str, named: bool) -> None:

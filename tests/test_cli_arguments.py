@@ -59,3 +59,23 @@ def test_evaluate_bootstrap_is_bounded_like_compare(capsys, tmp_path):
                  "--bootstrap", str(MAX_BOOTSTRAP + 1)])
     assert code == 2
     assert f"--bootstrap must be between 0 and {MAX_BOOTSTRAP}" in capsys.readouterr().err
+
+
+def test_a_card_takes_bootstrap_into_its_recipe_and_refuses_what_it_cannot_use(data_dir, minilm_path, tmp_path):
+    """--bootstrap and --bootstrap-seed with --model reach the card's recipe (they were once ignored
+    there); --json and --allow-missing, which a card on the hf backend cannot honour, are refused."""
+    import yaml
+
+    from negtrain.cli import main
+
+    out = tmp_path / "card"
+    assert main(["evaluate", "--model", minilm_path, "--family", "nli", "--benchmarks", "monli", "--out", str(out),
+                 "--bootstrap", "0", "--bootstrap-seed", "7", "--trainer.limit_val_batches=1",
+                 "--trainer.enable_progress_bar=false"]) == 0
+    evaluation = yaml.safe_load((out / "recipe.yaml").read_text())["evaluation"]
+    assert (evaluation["bootstrap"], evaluation["bootstrap_seed"]) == (0, 7)
+    record = next(line for line in (out / "metrics.jsonl").read_text().splitlines())
+    assert '"ci95"' not in record  # no resamples, no interval
+    for flag in ("--json", "--allow-missing"):
+        assert main(["evaluate", "--model", minilm_path, "--family", "nli", "--benchmarks", "monli",
+                     "--out", str(tmp_path / flag), flag]) == 2

@@ -11,5 +11,6 @@ def check_bootstrap(args: argparse.Namespace) -> None:
     from negtrain.config import MAX_BOOTSTRAP
     from negtrain.errors import NegtrainError
 
-    if not 0 <= args.bootstrap <= MAX_BOOTSTRAP or not 0 <= args.bootstrap_seed <= 2**32 - 1:
+    bootstrap, seed = (0 if v is None else v for v in (args.bootstrap, args.bootstrap_seed))  # None: a default
+    if not 0 <= bootstrap <= MAX_BOOTSTRAP or not 0 <= seed <= 2**32 - 1:
         raise NegtrainError(f"--bootstrap must be between 0 and {MAX_BOOTSTRAP} and --bootstrap-seed between 0 and 2**32-1")

@@ -34,9 +34,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help='JSONL, one {"id": ..., "prediction": "<label>"} per line; once per split, in the order of --split')
     p.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
     p.add_argument("--allow-missing", action="store_true", help="score only the predicted examples (the output says so)")
-    p.add_argument("--bootstrap", type=int, default=1000, metavar="N",
+    # Unset (None) rather than 1000: a report card takes them into its recipe's `evaluation:`
+    # section only when given, so an --evaluation.bootstrap override is not silently replaced.
+    p.add_argument("--bootstrap", type=int, metavar="N",
                    help="bootstrap resamples for each metric's 95%% CI (0: none; default 1000; at most 100000)")
-    p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap draws (default 0)")
+    p.add_argument("--bootstrap-seed", type=int, metavar="SEED", help="seed of the bootstrap draws (default 0)")
     p.add_argument("--list", action="store_true", help="list the scoring matrix and the benchmarks, their splits, labels and metric names")
     card = p.add_argument_group("report card (any model, no recipe): --model NAME --family F")
     card.add_argument("--model", help="a Hub id, local folder, pkg:<package>/<dir>, or a negtrain run directory / .ckpt")
@@ -78,6 +80,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError("--protocol names its own benchmarks, strategies and shots; drop --benchmarks, --strategy and --shots")
         if args.shots == "paper" and not args.strategy:
             raise NegtrainError("--shots paper uses a strategy's fixed demonstrations; add --strategy NAME")
+        if args.json or (args.allow_missing and args.backend == "hf"):
+            given = [f for f, on in (("--json", args.json), ("--allow-missing", args.allow_missing)) if on]
+            raise NegtrainError(f"{', '.join(given)}: a report card writes card.md and metrics.jsonl, and scores every "
+                                "example it loads; --allow-missing is for --predictions or --backend openai")
+        check_bootstrap(args)
         make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
         return 0
     card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system") if getattr(args, n) is not None]
@@ -96,8 +103,13 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     absent = [f"--{n}" for n in ("benchmark", "split", "predictions") if getattr(args, n) is None]
     if absent:
         raise NegtrainError(f"evaluate needs {', '.join(absent)} (or --list)")
+    from negtrain.config import EvaluationConfig
     from negtrain.evaluation import format_scored, score_file
 
+    # Unset: a recipe's defaults, so a predictions file and a run are scored with the same draws.
+    defaults = EvaluationConfig()
+    args.bootstrap = defaults.bootstrap if args.bootstrap is None else args.bootstrap
+    args.bootstrap_seed = defaults.bootstrap_seed if args.bootstrap_seed is None else args.bootstrap_seed
     check_bootstrap(args)
     splits = [s.strip() for s in args.split.split(",")]
     if len(splits) > 1:
