@@ -120,11 +120,11 @@ def test_causal_lm_generates_condaqa_answers_up_to_a_newline(lm_env, tmp_path):
 
 
 def test_stop_rule_cuts_at_the_first_newline():
-    from negtrain.models.lm import first_line
+    from negtrain.prompts.answers import first_line  # the rule a causal LM's free-text answer is read by
 
     assert first_line(" no\nQuestion: is it?") == "no"
     assert first_line("don't know") == "don't know"
-    assert first_line("\nyes") == ""
+    assert first_line("\nyes") is None  # an empty first line is unparsed, not the answer ""
 
 
 NLI = ["scone/test", "monli/test", "mnli/validation_matched", "mnli/validation_mismatched", "negnli-rte/test",

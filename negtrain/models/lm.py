@@ -569,10 +569,6 @@ def causal_answering(cfg: LanguageModelConfig) -> Answering:
     return Answering(method="generate", rule="first_line", max_new_tokens=cfg.max_new_tokens, stop=STOP_STRINGS)
 
 
-def first_line(text: str) -> str:
-    return text.split("\n", 1)[0].strip()
-
-
 class CausalLMModule(LMModule):
     encoder_decoder = False
 
