@@ -174,6 +174,14 @@ def adapters(tmp_path_factory):
     root = tmp_path_factory.mktemp("adapters")
     lora = dict(r=4, target_modules=["query", "value"], task_type="SEQ_CLS")
     good = get_peft_model(AutoModelForSequenceClassification.from_pretrained(minilm_dir(), num_labels=2), LoraConfig(**lora))
+    # The good adapter decides every answer: its saved head (peft keeps a SEQ_CLS head with the
+    # adapter) ignores the input and always picks head position 1. A card that loaded the folder
+    # but not its weights would answer as the untrained head does, with both labels.
+    import torch
+    with torch.no_grad():
+        for name, param in good.named_parameters():
+            if "modules_to_save" in name and "classifier" in name:
+                param.copy_(torch.tensor([-20.0, 20.0]) if name.endswith("bias") else torch.zeros_like(param))
     good.save_pretrained(root / "good")
     wide = BertConfig(hidden_size=128, num_attention_heads=4, num_hidden_layers=6, intermediate_size=256, num_labels=2)
     get_peft_model(AutoModelForSequenceClassification.from_config(wide), LoraConfig(**lora)).save_pretrained(root / "width")
@@ -202,9 +210,13 @@ def test_an_adapter_that_does_not_fit_is_one_error_line(adapters, kind, says, tm
     assert says in err.strip().splitlines()[-1] and "Traceback" not in err
 
 
-def test_a_fitting_adapter_loads(adapters, tmp_path, capsys, data_dir):
+def test_a_fitting_adapter_loads_and_its_weights_answer(adapters, tmp_path, capsys, data_dir):
     code, err = _card(capsys, minilm_dir(), tmp_path, "--adapter", str(adapters / "good"), "--trainer.limit_val_batches=1")
     assert code == 0, err[-3000:]
+    rows = [json.loads(line) for line in (tmp_path / "card" / "predictions" / "monli-test-validate.jsonl").read_text().splitlines()]
+    # MoNLI's first batch holds both gold labels; the adapter's head answers one of them always.
+    assert len({r["label"] for r in rows}) == 2
+    assert len({r["prediction"] for r in rows}) == 1, "the adapter's head weights were not applied"
 
 
 # ---- --out that cannot be written fails before the model loads -------------------------------
