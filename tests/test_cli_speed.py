@@ -54,12 +54,24 @@ def test_a_quick_answer_imports_no_heavy_library(what, argv, expected):
     assert result["heavy"] == [], f"`negtrain {' '.join(argv)}` imported {result['heavy']}"
 
 
-def test_the_recorded_latencies_cover_every_command_and_are_under_the_limit():
-    recorded = json.loads((REPO / "perf" / "results" / "cli_latency.json").read_text())
-    assert recorded["limit_seconds"] == 1.5
-    rows = {r["command"]: r for r in recorded["commands"]}
-    assert sorted(rows) == sorted(what for what, _, _ in COMMANDS), "re-run perf/cli_latency.py"
-    for what, argv, _ in COMMANDS:
-        assert rows[what]["args"] == argv
-        assert rows[what]["runs"] >= 5
-        assert rows[what]["median_wall_seconds"] < 1.5, f"{what}: {rows[what]['median_wall_seconds']} s"
+def test_a_quick_answer_loads_no_more_than_the_standard_library_yaml_and_negtrain():
+    """What a quick answer costs is the modules it loads: the latency figures themselves are
+    perf/cli_latency.py's (a timed test is flaky on a shared machine). Beyond the heavy libraries
+    above, a quick answer loads no third-party package but PyYAML and pydantic (the recipe schema),
+    so a new import of, say, numpy, scipy or matplotlib on the command line's quick path fails here."""
+    script = (
+        "import sys, json, contextlib, io\n"
+        "before = set(sys.modules)\n"
+        "from negtrain.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):\n"
+        "    main(['fit', '--recipe', 'scone_minilm', '--model.lerning_rate=3e-5'])\n"
+        "print(json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - before})))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loaded = set(json.loads(done.stdout.strip().splitlines()[-1]))
+    third_party = {m for m in loaded - set(sys.stdlib_module_names) if not m.startswith("_")}
+    # cython_runtime: the module object a compiled extension (PyYAML's _yaml) registers
+    allowed = {"negtrain", "yaml", "pydantic", "pydantic_core", "typing_extensions", "annotated_types", "typing_inspection", "cython_runtime"}
+    assert third_party <= allowed, f"a quick answer loaded {sorted(third_party - allowed)}"

@@ -20,6 +20,32 @@ def test_the_readme_opens_with_an_install_and_a_test_command():
     assert "python -m pytest" in tests
 
 
+def test_the_install_command_names_what_exists_and_runs_offline():
+    """The first command works on a fresh machine with no network: the extra it installs exists
+    and brings the recipe's model, the torch it pins is inside the project's range, and the recipe
+    it trains validates and needs nothing from the Hub."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+
+    from negtrain.recipes import load_recipe
+
+    install = _readme_commands()[0]
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    extras = re.search(r'pip install -e "\.\[([\w,]+)\]"', install).group(1).split(",")
+    assert set(extras) <= set(project["optional-dependencies"]), extras
+    pinned = re.search(r"pip install torch==([\w.+]+)", install).group(1)
+    torch_range = next(Requirement(r) for r in project["dependencies"] if Requirement(r).name == "torch")
+    assert torch_range.specifier.contains(pinned), f"torch=={pinned} is outside {torch_range}"
+    recipe = load_recipe(re.search(r"fit --recipe (\S+)", install).group(1)).recipe
+    package = recipe.model.name.removeprefix("pkg:").split("/")[0]
+    assert recipe.model.name.startswith("pkg:"), "the first command's recipe must load its model offline"
+    brought = {Requirement(r).name.replace("-", "_") for e in extras for r in project["optional-dependencies"][e]}
+    assert package in brought, f"{package} is not installed by the extras {extras}"
+    data_dir = re.search(r"NEGTRAIN_DATA_DIR=(\S+)", install).group(1)
+    assert data_dir == "../shared/data" and data_dir in _readme_commands()[1]
+
+
 def test_ci_runs_the_readme_test_command_verbatim():
     test_command = _readme_commands()[1]
     ci = (REPO / ".ci" / "run").read_text().splitlines()
