@@ -34,7 +34,7 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import Recipe
 from negtrain.errors import NegtrainError
 from negtrain.io.atomic import write_text
-from negtrain.io.digests import file_sha256, folder_sha256
+from negtrain.io.digests import file_sha256, folder_content, folder_sha256
 from negtrain.secrets import redact
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.training.checks import cpu_has_native_bf16
@@ -141,8 +141,23 @@ def _hub_commit(name: str, config: Any) -> str | None:
     return Path(found).parent.name if isinstance(found, str) else None
 
 
-def _content(path: Path, cache: Path) -> dict[str, str]:
-    return {"content_sha256": folder_sha256(path, cache) if path.is_dir() else file_sha256(path, cache)}
+def _content(path: Path, cache: Path) -> dict[str, Any]:
+    """A file's or folder's content hash. A folder's symlinks to nothing (a pruned Hugging Face
+    cache snapshot still loads) are listed as ``dangling_symlinks``; its pipes, sockets and devices
+    are not read but listed as ``skipped``, and both are said once."""
+    if not path.is_dir():
+        return {"content_sha256": file_sha256(path, cache)}
+    content = folder_content(path)
+    out: dict[str, Any] = {"content_sha256": folder_sha256(path, cache, content)}
+    if content.dangling:
+        out["dangling_symlinks"] = content.dangling
+    if content.skipped:
+        out["skipped"] = content.skipped
+    left_out = [f"{name} (a dangling symlink)" for name in content.dangling] + content.skipped
+    if left_out:
+        shown = ", ".join(left_out[:5]) + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
+        print(f"warning: {path}: not part of its content hash (only regular files are read): {shown}", flush=True)
+    return out
 
 
 def model_revision(recipe: Recipe, config: Any = None, checkpoint: Path | None = None) -> dict[str, Any]:
