@@ -104,8 +104,8 @@ def validate_recipe(raw: Any, where: str) -> Recipe:
     model = raw.get("model")
     if isinstance(model, dict) and family_of(model) not in FAMILY_SECTIONS:
         given = family_of(model)
-        hint = did_you_mean(given, FAMILY_SECTIONS) if isinstance(given, str) else ""
-        raise ConfigError(f"{where}: model.family: Input should be {FAMILY_PICK.expected()} (got {given!r}){hint or REGISTER_HINT}")
+        hint = (did_you_mean(given, FAMILY_SECTIONS) or REGISTER_HINT) if isinstance(given, str) else ""
+        raise ConfigError(f"{where}: model.family: Input should be {FAMILY_PICK.expected()} (got {given!r}){hint}")
     try:
         return Recipe.model_validate(raw)
     except ValidationError as exc:
