@@ -251,10 +251,10 @@ def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
     main = runs[0]
     lines = [f"# Run report: {main.name}" + (f" vs {', '.join(r.name for r in runs[1:])}" if len(runs) > 1 else ""), ""]
     for run in runs:
-        sel = run.recipe.selection.metric
+        sel = run.selection.metric
         lines.append(f"- `{run.name}`: recipe `{run.recipe_name}`, {len(run.epochs)} epoch(s), selection `{sel or 'first eval metric'}`")
     for run in runs:
-        sel = run.recipe.selection.metric
+        sel = run.selection.metric
         if sel and run.selection_split in run.eval_names and len(run.epochs) > 1:
             lines.append(f"- `{run.name}`: {selection_bias_note(sel, len(run.epochs))} (The best-epoch table below "
                          f"is a best-of-{len(run.epochs)} for every metric.)")

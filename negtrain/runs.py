@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import Recipe, load_yaml, selection_split, validate_recipe
+from negtrain.config import Recipe, SelectionConfig, TrainerConfig, load_yaml, selection_split, validate_recipe, validate_section
 from negtrain.errors import ConfigError, NegtrainError
 from negtrain.io.records import EvalRecord, RunRecord, TrainRecord, read_records
 from negtrain.metrics.declared import find
@@ -73,8 +73,25 @@ class RunDir:
         return match.group(1) if match else self.name
 
     @cached_property
+    def recipe_data(self) -> Any:
+        """``recipe.yaml`` as parsed, not validated."""
+        return load_yaml(self.path / "recipe.yaml")
+
+    @cached_property
     def recipe(self) -> Recipe:
-        return validate_recipe(load_yaml(self.path / "recipe.yaml"), str(self.path / "recipe.yaml"))
+        """The whole recipe, model section included: its family must be known in this process."""
+        return validate_recipe(self.recipe_data, str(self.path / "recipe.yaml"))
+
+    # A report reads these two sections alone, never the model: a run of any family is reported,
+    # one kept outside negtrain included, whether or not it is registered in this process.
+
+    @cached_property
+    def trainer(self) -> TrainerConfig:
+        return validate_section(self.recipe_data, "trainer", str(self.path / "recipe.yaml"))
+
+    @cached_property
+    def selection(self) -> SelectionConfig:
+        return validate_section(self.recipe_data, "selection", str(self.path / "recipe.yaml"))
 
     @cached_property
     def command(self) -> str | None:
@@ -142,7 +159,7 @@ class RunDir:
     def unfinished(self) -> str | None:
         """None for a run that trained to its end (``trainer.max_epochs`` or ``max_steps``); else
         how far it got, e.g. ``"trained 2 of 5 epochs"`` (killed, or still running)."""
-        t = self.recipe.trainer
+        t = self.trainer
         trained = [ep.train for ep in self.epochs if ep.train]
         steps = max((r.global_step for r in trained), default=0)
         if len(trained) >= t.max_epochs or (t.max_steps and t.max_steps > 0 and steps >= t.max_steps):
@@ -152,7 +169,7 @@ class RunDir:
     @property
     def selection_split(self) -> str | None:
         """``<benchmark>/<split>`` that ``selection.metric`` is computed on (None: not set)."""
-        return selection_split(self.recipe.selection.metric)
+        return selection_split(self.selection.metric)
 
     def checkpoint(self, which: str) -> Path:
         folder = self.path / "checkpoints"

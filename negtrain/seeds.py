@@ -178,13 +178,17 @@ class SeedGroup:
         return self.path.resolve().name
 
     def recipe_differences(self) -> list[str]:
-        """Dotted recipe keys, other than ``seed``, whose values differ between the seed runs."""
-        return [k for k in _differing_keys([run.recipe for run in self.runs]) if k != "seed"]
+        """Dotted recipe keys, other than ``seed``, whose values differ between the seed runs, read
+        from their recipe.yaml as written (resolved by fit): no family needs to be known to report."""
+        return [k for k in _differing_flat([_flatten(run.recipe_data) for run in self.runs]) if k != "seed"]
 
 
 def _differing_keys(recipes: list) -> list[str]:
     """Dotted recipe keys whose values are not the same in all ``recipes``, sorted."""
-    flat = [_flatten(to_dict(recipe)) for recipe in recipes]
+    return _differing_flat([_flatten(to_dict(recipe)) for recipe in recipes])
+
+
+def _differing_flat(flat: list[dict[str, Any]]) -> list[str]:
     return [k for k in sorted(set().union(*flat)) if len({json.dumps(f.get(k), sort_keys=True) for f in flat}) > 1]
 
 

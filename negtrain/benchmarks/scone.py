@@ -2,7 +2,8 @@
 
 Rows with the same position in the six condition files of a split form one contrast set.
 ``one_scoped.csv`` holds the pair in ``sentence1``/``sentence2``/``gold_label``; the other five
-files hold it in the ``*_edited`` columns (upstream README). Every contrast set must be complete:
+files hold it in the ``*_edited`` columns (upstream README). Each file's unnamed first column is
+the row number, and must be: a row whose index is anything else is malformed. Every contrast set must be complete:
 condition files of different lengths (one cut short, one with an extra row) are an error, not
 sets of five scored as if they were sets of six.
 """
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from negtrain import labels as nli
-from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
+from negtrain.benchmarks.base import NliBenchmark, Example, Row, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.errors import DataError
 from negtrain.metrics.declared import count, scores
@@ -30,6 +31,22 @@ CONDITIONS = (
     "two_not_scoped",
 )
 REPO = "selenashe/ScoNe"
+
+
+#: The header of ScoNe's first column: the row number (as pandas wrote it), 0, 1, 2, ...
+INDEX_COLUMN = ""
+
+
+def check_row_number(row: Row) -> None:
+    """The unnamed first column is the row's number; anything else is a malformed row (a shifted,
+    duplicated or foreign row, or a broken quote that swallowed text into it)."""
+    if INDEX_COLUMN not in row.fields:
+        raise DataError(f"{row.path}:1: no index column (the unnamed first column, numbering the rows 0, 1, 2, ...)")
+    value = row.fields[INDEX_COLUMN]
+    if value != str(row.index):
+        text = "" if value is None else str(value)
+        shown = repr(text) if len(text) <= 40 else f"a {len(text):,}-character value starting {text[:20]!r}"
+        raise DataError(f"{row.path}:{row.line}: field '' (the index column): {shown} is not the row number {row.index}")
 
 
 def _check_complete(split: str, rows: dict[str, int], paths: dict) -> None:
@@ -68,6 +85,7 @@ class Scone(NliBenchmark):
             suffix = "" if condition == "one_scoped" else "_edited"
             cols = (f"sentence1{suffix}", f"sentence2{suffix}", f"gold_label{suffix}")
             for row in read_csv(local(file), required=cols):
+                check_row_number(row)
                 raw = row.get(cols[2])
                 label = nli.into(nli.normalize(raw) or "", self.labels)
                 if label is None:

@@ -46,6 +46,7 @@ from typing import Any
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, choice_named, choice_syntax, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
+from negtrain.benchmarks.scone import check_row_number
 from negtrain.errors import DataError
 from negtrain.metrics.declared import count, score, scores
 
@@ -112,6 +113,8 @@ class SconeNlg(Benchmark):
 
     def read(self, split: str) -> list[Example]:
         rows = list(read_csv(local(self.files(split)[0]), required=COLUMNS))
+        for row in rows:
+            check_row_number(row)  # the id is the row number: the index column must say the same
         outcomes = _frame_outcomes(rows)
         triplets: dict[tuple[int, str, str], dict[str, Any]] = {}
         examples = []

@@ -47,6 +47,7 @@ from negtrain.config.recipe import (
     is_text_field,
     to_dict,
     validate_recipe,
+    validate_section,
     without_other_families,
 )
 from negtrain.config.section import (
@@ -72,5 +73,5 @@ __all__ = [
     "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
     "SelectionConfig", "ServerConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",
     "check_keys", "is_text_field", "load_yaml", "parse_yaml", "selection_bias_note", "selection_split",
-    "to_dict", "validate_recipe", "without_other_families",
+    "to_dict", "validate_recipe", "validate_section", "without_other_families",
 ]

@@ -104,13 +104,38 @@ def validate_recipe(raw: Any, where: str) -> Recipe:
     model = raw.get("model")
     if isinstance(model, dict) and family_of(model) not in FAMILY_SECTIONS:
         given = family_of(model)
-        hint = did_you_mean(given, FAMILY_SECTIONS) if isinstance(given, str) else ""
+        hint = (did_you_mean(given, FAMILY_SECTIONS) or REGISTER_HINT) if isinstance(given, str) else ""
         raise ConfigError(f"{where}: model.family: Input should be {FAMILY_PICK.expected()} (got {given!r}){hint}")
     try:
         return Recipe.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        given = f" (got {first['input']!r})" if "input" in first and not isinstance(first["input"], dict) else ""
+        raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from None
+
+
+#: What an unknown family's error says when no shipped family's name is close: a family kept
+#: outside the package is known only once registered, in the process that reads the recipe.
+REGISTER_HINT = "; a family defined outside negtrain must be registered first: negtrain.config.register_family(YourSection)"
+
+
+def validate_section(raw: Any, name: str, where: str) -> Section:
+    """One top-level section of a parsed recipe (``trainer``, ``selection``, ...), validated alone,
+    with its defaults where the recipe leaves it out. For a reader that needs no model (``report``
+    of a run): the run of a family not registered in this process is read all the same."""
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{where}: a recipe must be a YAML mapping, got {type(raw).__name__}")
+    section = Recipe.model_fields[name].annotation
+    assert isinstance(section, type) and issubclass(section, Section), f"{name} is not a section of its own"
+    value = raw.get(name)
+    value = {} if value is None else value
+    check_keys(value, section, where, prefix=name, root=Recipe)
+    try:
+        return section.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = ".".join(str(p) for p in (name, *first["loc"]))
         given = f" (got {first['input']!r})" if "input" in first and not isinstance(first["input"], dict) else ""
         raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from None
 

@@ -7,6 +7,13 @@ absolute path, size and modification time (as the token store keys its splits): 
 is read once, ever, and a warm start only stats it. A file changed in place without a new mtime
 (rare: a copy that preserves times onto the same path) keeps its old digest; ``NEGTRAIN_REHASH=1``
 hashes every file afresh.
+
+Only regular files are read. A folder can hold other things: a symlink whose target is gone (a
+pruned Hugging Face cache snapshot, which still loads when the model does not need that file) is
+recorded as dangling; a named pipe, socket or device is skipped and named (opening a named pipe
+would wait forever for a writer); a symlink is followed only to a regular file, never to a folder.
+A file is opened without blocking and checked to be regular before a byte is read, so one swapped
+for a pipe after it was listed is refused, not waited on.
 """
 
 from __future__ import annotations
@@ -14,26 +21,59 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import stat as stat_module
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from negtrain.errors import NegtrainError
 
 #: Folders never part of a model folder's content (version control, caches).
 SKIPPED_DIRS = frozenset({".git", ".cache", "__pycache__", ".ipynb_checkpoints"})
 _CHUNK = 1 << 20
 
 
+def file_kind(mode: int) -> str | None:
+    """None for a regular file, else what it is, in words."""
+    if stat_module.S_ISREG(mode):
+        return None
+    if stat_module.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat_module.S_ISSOCK(mode):
+        return "a socket"
+    if stat_module.S_ISCHR(mode) or stat_module.S_ISBLK(mode):
+        return "a device"
+    if stat_module.S_ISDIR(mode):
+        return "a folder"
+    return "not a regular file"
+
+
+def _not_regular(path: Path, kind: str) -> NegtrainError:
+    return NegtrainError(f"{path}: {kind}, not a regular file; only regular files are hashed for provenance")
+
+
 def _sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
+    # O_NONBLOCK: opening a named pipe for reading would otherwise wait for a writer; the type is
+    # checked on the open descriptor, so nothing can be swapped in between.
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as f:
+        kind = file_kind(os.fstat(fd).st_mode)
+        if kind is not None:
+            raise _not_regular(path, kind)
+        h = hashlib.sha256()
         for block in iter(lambda: f.read(_CHUNK), b""):
             h.update(block)
     return h.hexdigest()
 
 
 def file_sha256(path: Path, cache: Path | None) -> str:
-    """The SHA-256 of ``path``'s bytes (hex), from ``cache`` when the file is unchanged."""
+    """The SHA-256 of ``path``'s bytes (hex), from ``cache`` when the file is unchanged. Anything
+    but a regular file (or a symlink to one) is an error, not read."""
     path = Path(path).absolute()
     stat = path.stat()
+    kind = file_kind(stat.st_mode)
+    if kind is not None:
+        raise _not_regular(path, kind)
     if cache is None or os.environ.get("NEGTRAIN_REHASH"):
         return _sha256_of(path)
     key = hashlib.sha256(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:40]
@@ -63,21 +103,61 @@ def _store(entry: Path, digest: str) -> None:
             raise
 
 
-def folder_files(folder: Path) -> list[Path]:
-    """Every regular file under ``folder`` (following no symlinked folders), in a fixed order,
-    leaving out version-control and cache folders."""
-    found = []
+@dataclass
+class FolderContent:
+    """What a folder holds, as hashing sees it (paths in a fixed order)."""
+
+    files: list[Path] = field(default_factory=list)  # regular files, or symlinks to one: hashed
+    dangling: list[str] = field(default_factory=list)  # relative paths of symlinks to nothing
+    skipped: list[str] = field(default_factory=list)  # "relative/path (what it is)": not read
+
+
+def _entry(path: Path, folder: Path, found: FolderContent) -> None:
+    relative = path.relative_to(folder).as_posix()
+    try:
+        mode = os.stat(path).st_mode  # follows a symlink to its target
+    except OSError:
+        if os.path.islink(path):  # its target is missing, or a loop of links
+            found.dangling.append(relative)
+        else:
+            found.skipped.append(f"{relative} (unreadable)")
+        return
+    kind = file_kind(mode)
+    if kind is None:
+        found.files.append(path)
+    else:
+        found.skipped.append(f"{relative} ({'a symlink to ' + kind if os.path.islink(path) else kind})")
+
+
+def folder_content(folder: Path) -> FolderContent:
+    """Every regular file under ``folder`` and what was left out, leaving out version-control and
+    cache folders; symlinked folders are named, not followed."""
+    folder = Path(folder)
+    found = FolderContent()
     for root, dirs, files in os.walk(folder):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        found += [Path(root) / name for name in sorted(files)]
+        kept = []
+        for name in sorted(d for d in dirs if d not in SKIPPED_DIRS):
+            if os.path.islink(Path(root) / name):
+                found.skipped.append(f"{(Path(root) / name).relative_to(folder).as_posix()} (a symlink to a folder)")
+            else:
+                kept.append(name)
+        dirs[:] = kept
+        for name in sorted(files):
+            _entry(Path(root) / name, folder, found)
     return found
 
 
-def folder_sha256(folder: Path, cache: Path | None) -> str:
-    """One digest for a folder's content: SHA-256 over each file's relative path and digest, in
-    path order. The same files give the same digest wherever the folder lies."""
+def folder_files(folder: Path) -> list[Path]:
+    """Every regular file under ``folder`` (see :func:`folder_content`), in a fixed order."""
+    return folder_content(folder).files
+
+
+def folder_sha256(folder: Path, cache: Path | None, content: FolderContent | None = None) -> str:
+    """One digest for a folder's content: SHA-256 over each regular file's relative path and
+    digest, in path order (``content``: the folder as :func:`folder_content` listed it). The same
+    files give the same digest wherever the folder lies."""
     folder = Path(folder)
     h = hashlib.sha256()
-    for path in folder_files(folder):
+    for path in (content or folder_content(folder)).files:
         h.update(f"{path.relative_to(folder).as_posix()}\0{file_sha256(path, cache)}\n".encode())
     return h.hexdigest()

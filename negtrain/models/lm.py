@@ -50,6 +50,7 @@ import torch
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
 from negtrain.benchmarks.negated_probes import MASK
+from negtrain.models.chat_template import chat_text
 from negtrain.models.continuation import continuation_logprobs, score_batch
 from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
 from negtrain.config import LanguageModelConfig, Recipe
@@ -232,11 +233,7 @@ def rendered_prompts(tokenizer, prompts: Sequence[Prompt], cfg: LanguageModelCon
     applies), and whether the chat template was applied (then the text holds its own special tokens)."""
     if not uses_chat(tokenizer, cfg):
         return [p.text() for p in prompts], False
-    texts = [
-        tokenizer.apply_chat_template(p.messages(cfg.system, cfg.fewshot_as_multiturn), add_generation_prompt=True, tokenize=False)
-        for p in prompts
-    ]
-    return texts, True
+    return [chat_text(tokenizer, p, cfg) for p in prompts], True
 
 
 def check_chat(tokenizer, cfg: LanguageModelConfig) -> None:

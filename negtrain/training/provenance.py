@@ -23,10 +23,13 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import subprocess
 import time
 from pathlib import Path
 from typing import Any
+
+from packaging.version import InvalidVersion, Version
 
 import negtrain
 from negtrain.benchmarks.files import cache_dir, resolve
@@ -34,7 +37,7 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import Recipe
 from negtrain.errors import NegtrainError
 from negtrain.io.atomic import write_text
-from negtrain.io.digests import file_sha256, folder_sha256
+from negtrain.io.digests import file_sha256, folder_content, folder_sha256
 from negtrain.secrets import redact
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.training.checks import cpu_has_native_bf16
@@ -141,8 +144,23 @@ def _hub_commit(name: str, config: Any) -> str | None:
     return Path(found).parent.name if isinstance(found, str) else None
 
 
-def _content(path: Path, cache: Path) -> dict[str, str]:
-    return {"content_sha256": folder_sha256(path, cache) if path.is_dir() else file_sha256(path, cache)}
+def _content(path: Path, cache: Path) -> dict[str, Any]:
+    """A file's or folder's content hash. A folder's symlinks to nothing (a pruned Hugging Face
+    cache snapshot still loads) are listed as ``dangling_symlinks``; its pipes, sockets and devices
+    are not read but listed as ``skipped``, and both are said once."""
+    if not path.is_dir():
+        return {"content_sha256": file_sha256(path, cache)}
+    content = folder_content(path)
+    out: dict[str, Any] = {"content_sha256": folder_sha256(path, cache, content)}
+    if content.dangling:
+        out["dangling_symlinks"] = content.dangling
+    if content.skipped:
+        out["skipped"] = content.skipped
+    left_out = [f"{name} (a dangling symlink)" for name in content.dangling] + content.skipped
+    if left_out:
+        shown = ", ".join(left_out[:5]) + (f" and {len(left_out) - 5} more" if len(left_out) > 5 else "")
+        print(f"warning: {path}: not part of its content hash (only regular files are read): {shown}", flush=True)
+    return out
 
 
 def model_revision(recipe: Recipe, config: Any = None, checkpoint: Path | None = None) -> dict[str, Any]:
@@ -267,9 +285,16 @@ def read(run_or_file: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
+        record = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:  # ValueError: invalid JSON, or bytes that are not UTF-8
         raise NegtrainError(f"{path}: not a readable provenance file ({exc})") from None
+    if not isinstance(record, dict):
+        raise NegtrainError(f"{path}: not a provenance file (a JSON {_json_type(record)}, not an object)")
+    return record
+
+
+def _json_type(value: Any) -> str:
+    return {list: "list", str: "string", bool: "boolean", int: "number", float: "number", type(None): "null"}.get(type(value), type(value).__name__)
 
 
 # ---- reading two runs side by side -------------------------------------------------------------
@@ -310,17 +335,63 @@ def differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]
     return lines
 
 
-def constraints(record: dict[str, Any], source: str) -> str:
-    """A pip constraints file pinning the package versions a run recorded, one per line."""
-    lines = [f"# pip constraints: the package versions of {source}", "# pip install -c THIS_FILE negtrain"]
-    origin = record.get("negtrain") or {}
-    if origin.get("git_commit"):
+#: A distribution name as PEP 508 allows it (letters, digits, ``.``, ``_``, ``-``).
+_PACKAGE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
+_GIT_COMMIT = re.compile(r"[0-9a-f]{7,64}")
+_CUDA_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*")
+
+
+def _version(value: Any, where: str) -> str:
+    """``value`` if it is a PEP 440 version written on one line, else a NegtrainError. packaging
+    alone would accept surrounding whitespace, a line break included, which would start a line
+    of its own (a pip option) in the constraints file."""
+    if not isinstance(value, str):
+        raise NegtrainError(f"{where}: {json.dumps(value)[:80]} is not a version string")
+    try:
+        Version(value)
+    except InvalidVersion:
+        raise NegtrainError(f"{where}: {json.dumps(value)[:80]} is not a PEP 440 version") from None
+    if any(c.isspace() for c in value):
+        raise NegtrainError(f"{where}: {json.dumps(value)[:80]} holds whitespace or a line break; a version is one word")
+    return value
+
+
+def _checked_pins(record: dict[str, Any], source: str) -> tuple[dict[str, str], list[str]]:
+    """The package versions and the comment lines of a constraints file, every value checked
+    before a line is written (the file is read by pip, which takes any line as an option)."""
+    where = f"{source}: {FILE_NAME}"
+    packages = record.get("packages")
+    if not isinstance(packages, dict) or not packages:
+        raise NegtrainError(f"{where}: 'packages' should be an object of package name to version, got {json.dumps(packages)[:80]}")
+    pins = {}
+    for name, version in packages.items():
+        if not _PACKAGE_NAME.fullmatch(name):
+            raise NegtrainError(f"{where}: packages: {json.dumps(name)[:80]} is not a package name")
+        pins[name] = _version(version, f"{where}: packages.{name}")
+    comments = []
+    origin = record.get("negtrain")
+    if isinstance(origin, dict) and origin.get("git_commit"):
+        commit = origin["git_commit"]
+        if not (isinstance(commit, str) and _GIT_COMMIT.fullmatch(commit)):
+            raise NegtrainError(f"{where}: negtrain.git_commit {json.dumps(commit)[:80]} is not a git commit")
+        version = _version(origin.get("version"), f"{where}: negtrain.version")
         dirty = " (with uncommitted changes)" if origin.get("git_dirty") else ""
-        lines.append(f"# negtrain {origin.get('version')} from git commit {origin['git_commit']}{dirty}")
-    torch_info = record.get("torch") or {}
-    if torch_info.get("cuda"):
-        lines.append(f"# torch was built for CUDA {torch_info['cuda']}: install it from the matching index first")
-    lines += [f"{name}=={version}" for name, version in sorted((record.get("packages") or {}).items(), key=lambda kv: kv[0].lower())]
+        comments.append(f"# negtrain {version} from git commit {commit}{dirty}")
+    torch_info = record.get("torch")
+    if isinstance(torch_info, dict) and torch_info.get("cuda"):
+        cuda = torch_info["cuda"]
+        if not (isinstance(cuda, str) and _CUDA_VERSION.fullmatch(cuda)):
+            raise NegtrainError(f"{where}: torch.cuda {json.dumps(cuda)[:80]} is not a CUDA version")
+        comments.append(f"# torch was built for CUDA {cuda}: install it from the matching index first")
+    return pins, comments
+
+
+def constraints(record: dict[str, Any], source: str) -> str:
+    """A pip constraints file pinning the package versions a run recorded, one per line; a record
+    with a value that is not what it should be is refused before anything is written."""
+    pins, comments = _checked_pins(record, source)
+    lines = [f"# pip constraints: the package versions of {source}", "# pip install -c THIS_FILE negtrain", *comments]
+    lines += [f"{name}=={version}" for name, version in sorted(pins.items(), key=lambda kv: kv[0].lower())]
     return "\n".join(lines) + "\n"
 
 
