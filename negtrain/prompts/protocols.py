@@ -32,6 +32,10 @@ class Column:
     #: Not a column of the paper's table: protocol.md marks it as negtrain's addition.
     added: bool = False
 
+    def __iter__(self):
+        """``metric, header = column``, as the columns were pairs before ``added``."""
+        return iter((self.metric, self.header))
+
 
 @dataclass(frozen=True)
 class ExtraTable:
