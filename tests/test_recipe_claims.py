@@ -34,7 +34,8 @@ SOURCES = {
     "condaqa_unifiedqa": {"train": {("condaqa", "train")}, "lr": 5e-5, "batch": 16, "epochs": 5,
                           "seeds": [70, 69, 68, 67, 66], "cites": ["C.1", "Table 11"], "selection": "condaqa/dev/accuracy"},
     # García-Ferrero et al. 2023 (TINAD) Appendix B: LoRA on an 8-bit base; Vicuna-13B or Flan-T5.
-    "tinad_vicuna_lora8": {**TINAD_CODE, "cites": ["Appendix B", "Table 6"], "bits": 8, "model": "lmsys/vicuna-13b-v1.1"},
+    "tinad_vicuna_lora8": {**TINAD_CODE, "cites": ["Appendix B", "Table 6"], "bits": 8, "model": "lmsys/vicuna-13b-v1.1",
+                           "prompt_loss_weight": 0.05},
     "tinad_flant5": {**TINAD_CODE, "cites": ["Appendix B", "Table 6"], "bits": 8, "model": "google/flan-t5-xxl"},
     # The authors' later repository: configs/train/Llama2-7b.yaml, 4 bits, selection on accuracy.
     "tinad_repo_llama2_qlora": {**TINAD_CODE, "cites": ["configs/train/Llama2-7b.yaml"], "bits": 4,
@@ -83,8 +84,8 @@ def test_each_recipe_holds_the_values_its_header_claims(name):
         a = r.adapter
         assert (a.type, a.r, a.alpha, a.dropout) == source["adapter"][:1] + (8, 16, 0.05)
         assert a.bits == source["bits"] and r.model.name == source["model"]
-    if "prompt_loss_weight" in source:
-        assert r.model.prompt_loss_weight == source["prompt_loss_weight"]
+    if "prompt_loss_weight" in source:  # the code's: the prompt's share of an example's loss
+        assert (r.model.prompt_loss_weight, r.model.prompt_loss) == (source["prompt_loss_weight"], "share")
 
 
 def test_the_tinad_recipes_name_which_setup_they_are():
