@@ -4,24 +4,30 @@ The protocol's variants (``negtrain/prompts/protocols.yaml``) become the eval en
 report-card run, so the model is loaded once; each variant's metrics.jsonl line carries
 ``"variant"`` and its predictions go to ``predictions/<benchmark>-<split>-<variant>.jsonl``.
 ``protocol.md`` lays the results out as the paper's table: one row per variant (and per named
-baseline), one column per metric of the protocol's ``table``, each with its 95% interval.
+baseline), one column per metric of the protocol's ``table``, each with its 95% interval, in the
+paper's units (fraction or percent) and decimals; a column the paper's table lacks is marked
+``†``. Further tables (``tables:``) follow: other metric columns over the same rows, or a
+breakdown with rows of its own (TINAD's accuracy per pattern).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import ConfigError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord
+from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import estimate
-from negtrain.prompts.protocols import Protocol
+from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
 
 
 def eval_entries(protocol: Protocol, chat: bool) -> list[dict[str, Any]]:
@@ -35,94 +41,216 @@ def eval_entries(protocol: Protocol, chat: bool) -> list[dict[str, Any]]:
     ]
 
 
-def ignore_negation(split: str, resamples: int, seed: int) -> tuple[dict[str, float], dict]:
+def _distinct_splits(protocol: Protocol) -> list[str]:
+    return list(dict.fromkeys(v.split for v in protocol.variants))
+
+
+def ignore_negation(splits: list[str], resamples: int, seed: int) -> tuple[dict[str, float], dict]:
     """ScoNe's Ignore-Negation baseline (She et al. 2023, Table 4, last row): every example is
     predicted as if its negations were absent, i.e. with the gold label of its contrast set's
-    no_negation member. Scored on the whole split with ScoNe's metric and intervals."""
+    no_negation member. Scored on the protocol's split(s) with ScoNe's metric and intervals."""
     bench = get_benchmark("scone")
-    examples = bench.load(split)
+    examples = [e for split in splits for e in bench.load(split)]
     reference = {e.group: e.label for e in examples if e.subset == "no_negation"}
-    metric = bench.metric(examples)
     predicted = [bench.labels.index(reference[e.group]) for e in examples]
+    return _scored_baseline(bench, examples, predicted, resamples, seed)
+
+
+def random_answers(splits: list[str], resamples: int, seed: int) -> tuple[dict[str, float], dict]:
+    """TINAD's Random row (García-Ferrero et al. 2023, Table 4, first row): every sentence of the
+    protocol's splits answered True or False uniformly at random (numpy's generator seeded with the
+    bootstrap seed), scored with TINAD's metric. The paper's row is one such draw, so the numbers
+    agree with it up to the draw."""
+    bench = get_benchmark("tinad")
+    examples = [e for split in splits for e in bench.load(split)]
+    predicted = np.random.default_rng(seed).integers(0, len(bench.labels), size=len(examples)).tolist()
+    return _scored_baseline(bench, examples, predicted, resamples, seed)
+
+
+def _scored_baseline(bench, examples, predicted: list[int], resamples: int, seed: int) -> tuple[dict[str, float], dict]:
+    metric = bench.metric(examples)
     metric.update(torch.arange(len(examples)), torch.tensor(predicted))
     values = {k: float(v) for k, v in metric.compute().items()}
     spread = estimate(metric, metric.last_outcomes, resamples, seed, bench.is_count).as_json()
     return values, spread
 
 
-BASELINES: dict[str, tuple[str, Callable]] = {"ignore_negation": ("Ignore-Negation", ignore_negation)}
+#: name -> (the row's title, what the row is, its computation on the protocol's splits)
+BASELINES: dict[str, tuple[str, str, Callable]] = {
+    "ignore_negation": ("Ignore-Negation", "a baseline computed from the data (its gold labels), not from the model", ignore_negation),
+    "random": ("Random", "True or False drawn uniformly at random for every sentence (seeded with --evaluation.bootstrap_seed), "
+               "not from the model", random_answers),
+}
 
 
-def _cell(value: float | None, spread: dict | None) -> str:
+def tinad_patterns(protocol: Protocol, table: ExtraTable, formats: dict[str, list[Variant]], out: Path | None,
+                   scale: float, decimals: int) -> list[str]:
+    """TINAD's Table 5 (García-Ferrero et al. 2023): accuracy per pattern, by cell (the table's
+    columns name cells: input_affirmation, ...), over every split the format ran on (pooled: each
+    sentence counted once). Counted from the predictions files."""
+    from negtrain.evaluation import scored_metric
+
+    bench = get_benchmark("tinad")
+    columns = table.columns or (Column("input_affirmation", "W/o Distractor: Affirmation"),
+                                Column("input_negation", "W/o Distractor: Negation"))
+    lines = ["| variant | pattern | " + " | ".join(_header(c) for c in columns) + " |",
+             "|---|---|" + "---|" * len(columns)]
+    for fmt, variants in formats.items():
+        counts: dict[tuple[int, str], dict[str, list[int]]] = {}
+        for v in variants:
+            path = out / "predictions" / f"{v.file_stem}.jsonl" if out is not None else None
+            if path is None or not path.is_file():
+                continue
+            scored, metric = scored_metric(bench.name, v.split, path, allow_missing=True)
+            for e, o in zip(bench.load(v.split), metric.last_outcomes.tolist()):
+                if o == MISSING:
+                    continue
+                right = o >= 0 and scored.predicted_labels[o] == e.label  # UNPARSED (< 0) is wrong
+                cell = counts.setdefault((int(e.meta["pattern_id"]), e.meta["pattern"]), {}).setdefault(e.subset, [0, 0])
+                cell[0] += int(right)
+                cell[1] += 1
+        for (pid, name), cells in sorted(counts.items()):
+            shown = []
+            for c in columns:
+                r, n = cells.get(c.metric, (0, 0))
+                shown.append(f"{r / n * scale:.{decimals}f}" if n else "-")
+            lines.append(f"| {fmt} | #{pid:02d} {name} | " + " | ".join(shown) + " |")
+    return lines
+
+
+#: name -> a further table with its own rows (``tables: [{title, breakdown: NAME}]`` in protocols.yaml)
+BREAKDOWNS: dict[str, Callable] = {"tinad_patterns": tinad_patterns}
+
+
+def _cell(value: float | None, spread: dict | None, scale: float = 1.0, decimals: int = 2) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     ci = (spread or {}).get("ci95")
-    return f"{value:.2f}" + (f" [{ci[0]:.2f}, {ci[1]:.2f}]" if ci and ci[0] is not None else "")
+    shown = f"{value * scale:.{decimals}f}"
+    return shown + (f" [{ci[0] * scale:.{decimals}f}, {ci[1] * scale:.{decimals}f}]" if ci and ci[0] is not None else "")
+
+
+def _mean_std(stats: dict | None, scale: float = 1.0, decimals: int = 2) -> str:
+    if not stats or stats.get("mean") is None:
+        return "-"
+    std = stats.get("std")
+    return f"{stats['mean'] * scale:.{decimals}f}" + (f" ± {std * scale:.{decimals}f}" if std is not None else "")
+
+
+def _header(column: Column) -> str:
+    return column.header + (" †" if column.added else "")
+
+
+@dataclass
+class _Row:
+    """One row of the protocol's tables: a variant, a baseline, or a summary over splits."""
+
+    label: str
+    values: dict
+    spread: dict
+    tail: str  # negtrain's bookkeeping cells (n, n_unparsed, tokens generated, examples/s)
+    mean_std: bool = False
+
+    def cells(self, columns: tuple[Column, ...], scale: float, decimals: int) -> list[str]:
+        if self.mean_std:
+            return [_mean_std(self.values.get(c.metric), scale, decimals) for c in columns]
+        return [_cell(self.values.get(c.metric), self.spread.get(c.metric), scale, decimals) for c in columns]
+
+
+def _count(value) -> str:
+    return str(int(value)) if value is not None else "-"
 
 
 def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str, resamples: int, seed: int,
                       out: Path | None = None) -> str:
     by_variant = {r.get("variant"): r for r in records}
-    headers = [h for _, h in protocol.columns]
-    lines = [f"# {protocol.name}: `{model}`", "", f"{protocol.paper}", ""]
-    lines.append("| variant | " + " | ".join(headers) + " | n | n_unparsed | tokens generated | examples/s |")
-    lines.append("|---|" + "---|" * (len(headers) + 4))
+    scale = 100.0 if protocol.units == "percent" else 1.0
+    rows: list[_Row] = []
     for v in protocol.variants:
         r = by_variant.get(v.name)
         if r is None:
             continue
         m, spread = r["metrics"], r.get("uncertainty") or {}
-        cells = [_cell(m.get(k), spread.get(k)) for k, _ in protocol.columns]
         n, seconds = m.get("n"), r.get("eval_seconds")
         rate = f"{n / seconds:.1f}" if n and seconds else "-"
-        unparsed = m.get("n_unparsed")
-        lines.append(
-            f"| {v.name} | " + " | ".join(cells)
-            + f" | {int(n) if n is not None else '-'} | {int(unparsed) if unparsed is not None else '-'} | {r.get('tokens_generated', '-')} | {rate} |"
-        )
+        rows.append(_Row(v.name, m, spread, f"{_count(n)} | {_count(m.get('n_unparsed'))} | {r.get('tokens_generated', '-')} | {rate}"))
+    baseline_note = None
     if protocol.baseline:
         if protocol.baseline not in BASELINES:
             raise unknown_name("protocol baseline", protocol.baseline, BASELINES)
-        title, compute = BASELINES[protocol.baseline]
-        split = protocol.variants[0].split
-        values, spread = compute(split, resamples, seed)
-        cells = [_cell(values.get(k), spread.get(k)) for k, _ in protocol.columns]
-        lines.append(f"| {title} | " + " | ".join(cells) + f" | {int(values.get('n', 0))} | - | - | - |")
-        lines += ["", f"{title}: a baseline computed from the data (every example of {split}), not from the model."]
+        title, what, compute = BASELINES[protocol.baseline]
+        splits = _distinct_splits(protocol)
+        values, spread = compute(splits, resamples, seed)
+        rows.append(_Row(title, values, spread, f"{int(values.get('n', 0))} | - | - | -"))
+        baseline_note = f"{title}: {what}; every example of {', '.join(splits)}."
+    formats = _formats(protocol, by_variant)
     if protocol.across_splits:
-        lines += split_summary_rows(protocol, by_variant, out, resamples, seed)
+        rows += split_summary_rows(protocol, formats, by_variant, out, resamples, seed)
+
+    headers = [_header(c) for c in protocol.columns]
+    lines = [f"# {protocol.name}: `{model}`", "", f"{protocol.paper}", ""]
+    lines.append("| variant | " + " | ".join(headers) + " | n | n_unparsed | tokens generated | examples/s |")
+    lines.append("|---|" + "---|" * (len(headers) + 4))
+    for row in rows:
+        lines.append(f"| {row.label} | " + " | ".join(row.cells(protocol.columns, scale, protocol.decimals)) + f" | {row.tail} |")
+    if baseline_note:
+        lines += ["", baseline_note]
+    for table in protocol.tables:
+        decimals = protocol.decimals if table.decimals is None else table.decimals
+        lines += ["", f"## {table.title}", ""]
+        if table.breakdown:
+            if table.breakdown not in BREAKDOWNS:
+                raise unknown_name("protocol table breakdown", table.breakdown, BREAKDOWNS)
+            lines += BREAKDOWNS[table.breakdown](protocol, table, formats, out, scale, decimals)
+            continue
+        lines.append("| variant | " + " | ".join(_header(c) for c in table.columns) + " |")
+        lines.append("|---|" + "---|" * len(table.columns))
+        for row in rows:
+            lines.append(f"| {row.label} | " + " | ".join(row.cells(table.columns, scale, decimals)) + " |")
+    units = "percent (the metric's fraction times 100)" if protocol.units == "percent" else "fractions"
     lines += [
         "",
+        f"Values in {units}, {protocol.decimals} decimal place(s), as the paper prints them.",
         "Brackets: the 95% percentile-bootstrap interval (contrast sets resampled whole). `-`: undefined on what was scored.",
-        "n_unparsed: responses no answer rule could read, scored as wrong.",
+        "n_unparsed: responses no answer rule could read, scored as wrong. n, n_unparsed, tokens generated, examples/s: "
+        "negtrain's counts, not the paper's.",
     ]
-    if protocol.across_splits:
+    if any(c.added for c in protocol.columns) or any(c.added for t in protocol.tables for c in t.columns):
+        lines.append("†: a column negtrain adds; the paper's table does not have it.")
+    if protocol.across_splits is True:
         lines.append("mean ± std: over the splits, the sample standard deviation (n - 1). pooled: every split's "
                      "predictions scored as one set.")
+    elif protocol.across_splits == "pooled":
+        lines.append("pooled: every split's predictions scored as one set (each example counted once).")
     if protocol.note:
         lines += ["", protocol.note]
     lines.append("")
     return "\n".join(lines)
 
 
-def split_summary_rows(protocol: Protocol, by_variant: dict, out: Path | None, resamples: int, seed: int) -> list[str]:
-    """Per format (variants named ``<format>/<split number>``), a row of the mean ± std over its
-    splits and, with the run directory ``out``, a row of the pooled score (the splits'
-    predictions files scored as one set, :mod:`negtrain.across_splits`)."""
-    from negtrain.across_splits import score_splits, summarize
-
-    formats: dict[str, list] = {}
+def _formats(protocol: Protocol, by_variant: dict) -> dict[str, list[Variant]]:
+    """Variants that ran, by format (a variant named ``<format>/<split>`` belongs to ``<format>``)."""
+    formats: dict[str, list[Variant]] = {}
     for v in protocol.variants:
         if v.name in by_variant:
             formats.setdefault(v.name.rsplit("/", 1)[0], []).append(v)
+    return formats
+
+
+def split_summary_rows(protocol: Protocol, formats: dict[str, list[Variant]], by_variant: dict, out: Path | None,
+                       resamples: int, seed: int) -> list[_Row]:
+    """Per format (variants named ``<format>/<split>``), a row of the mean ± std over its splits
+    (unless ``across_splits`` is ``pooled``) and, with the run directory ``out``, a row of the
+    pooled score (the splits' predictions files scored as one set, :mod:`negtrain.across_splits`)."""
+    from negtrain.across_splits import score_splits, summarize
+
     rows = []
-    pad = " | -" * 4
+    pad = "- | - | - | -"
     for fmt, variants in formats.items():
-        records = [by_variant[v.name] for v in variants]
         bench = get_benchmark(variants[0].benchmark)
-        summary = summarize([r["metrics"] for r in records], bench.is_count)
-        cells = [_mean_std(summary.get(k)) for k, _ in protocol.columns]
-        rows.append(f"| {fmt}: mean ± std over {len(variants)} splits | " + " | ".join(cells) + pad + " |")
+        if protocol.across_splits is True:
+            summary = summarize([by_variant[v.name]["metrics"] for v in variants], bench.is_count)
+            rows.append(_Row(f"{fmt}: mean ± std over {len(variants)} splits", summary, {}, pad, mean_std=True))
         if out is None:
             continue
         paths = [out / "predictions" / f"{v.file_stem}.jsonl" for v in variants]
@@ -132,18 +260,9 @@ def split_summary_rows(protocol: Protocol, by_variant: dict, out: Path | None, r
         if pooled is None:
             continue
         spread = pooled.uncertainty.as_json() if pooled.uncertainty is not None else {}
-        cells = [_cell(pooled.metrics.get(k), spread.get(k)) for k, _ in protocol.columns]
         n, unparsed = pooled.metrics.get("n"), pooled.metrics.get("n_unparsed")
-        rows.append(f"| {fmt}: pooled | " + " | ".join(cells)
-                    + f" | {int(n) if n is not None else '-'} | {int(unparsed) if unparsed is not None else '-'} | - | - |")
+        rows.append(_Row(f"{fmt}: pooled", pooled.metrics, spread, f"{_count(n)} | {_count(unparsed)} | - | -"))
     return rows
-
-
-def _mean_std(stats: dict | None) -> str:
-    if not stats or stats.get("mean") is None:
-        return "-"
-    std = stats.get("std")
-    return f"{stats['mean']:.2f}" + (f" ± {std:.2f}" if std is not None else "")
 
 
 def write_protocol(out: Path, protocol: Protocol, records: list[EvalRecord], model: str, resamples: int, seed: int) -> None:

@@ -14,10 +14,11 @@ def test_condaqa_unifiedqa_is_the_paper_setup():
     assert "3b" in lora.model.name and lora.adapter.type == "lora"
 
 
-def test_tinad_llama_qlora_is_the_appendix_setup():
-    r = load_recipe("tinad_llama_qlora").recipe
+def test_tinad_repo_llama2_qlora_is_the_authors_repository_setup():
+    r = load_recipe("tinad_repo_llama2_qlora").recipe
     a = r.adapter
     assert (a.type, a.bits, a.r, a.alpha, a.dropout) == ("qlora", 4, 8, 16, 0.05)
+    assert a.target_modules == ["q_proj", "v_proj"] and r.selection.metric == "tinad/validation/accuracy"
     assert (r.model.learning_rate, r.model.scheduler, r.model.warmup_ratio) == (3e-4, "cosine", 0.03)
     assert r.trainer.max_epochs == 3 and r.data.batch_size == 32 and r.model.family == "causal_lm"
     assert r.data.eval[0].benchmark == "tinad" and r.data.eval[0].split == "validation"

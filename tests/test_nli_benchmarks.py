@@ -81,7 +81,8 @@ def test_nannli():
         "Some people have not had the opportunities you have had.",
     )
     assert ex[0].subset == "not + quantifier"
-    assert ex[0].meta["operations"] == ("Indefinite quantifier change", "Negator position change", "Quantification")
+    assert ex[0].meta["operations"] == ("Indefinite quantifier change", "Negator position change")
+    assert ex[0].meta["quantification"] is True  # NaN-Quant (§5.2), not an operation
     assert Counter(e.subset for e in ex)["not + quantifier"] == 93
     assert sum("Negator addition or deletion" in e.meta["operations"] for e in ex) == 124  # 118 ones + 6 twos
 

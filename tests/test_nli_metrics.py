@@ -83,7 +83,7 @@ def test_nannli_three_way():
     assert out["error_rate/operation/Negator position change"] == 1.0  # 4 and 6, both wrong
     assert math.isnan(out["error_rate/operation/Focus particle change"])  # no such example
     assert out["n"] == 7
-    assert list(out)[:4] == ["f1", "f1/entailment", "f1/contradiction", "f1/neutral"]
+    assert list(out)[:4] == ["f1", "f1/contradiction", "f1/entailment", "f1/neutral"]  # Table 6's order: C, E, N
     assert not NanNli.is_higher_better("error_rate/construction/A")
     assert NanNli.is_higher_better("strict")
     assert NanNli.is_count("groups_scored") and not NanNli.is_count("strict")

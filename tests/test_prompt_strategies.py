@@ -247,7 +247,7 @@ def test_chat_template_wraps_every_prompt_and_a_model_without_one_exits_2(lm_env
 def test_unreadable_chain_of_thought_answers_are_wrong_counted_and_kept(lm_env, tmp_path):
     out = tmp_path / "cot"
     code = main([
-        "evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--benchmarks", "condaqa", "--strategy", "cot",
+        "evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--benchmarks", "condaqa", "--strategy", "cot_answer_only",
         "--out", str(out), "--trainer.limit_val_batches=1", "--data.eval_batch_size=4", "--trainer.torch_threads=1",
         "--trainer.precision=32-true", "--evaluation.bootstrap=0",
     ])
@@ -268,18 +268,19 @@ def test_tinad_zeroshot_protocol_takes_the_plain_or_the_chat_prompt(lm_env, tmp_
     common = ["--trainer.torch_threads=1", "--trainer.precision=32-true", "--evaluation.bootstrap=0"]
     plain = tmp_path / "plain"
     assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot", "--out", str(plain), *common]) == 0
-    (record,) = _records(plain)
-    assert record["variant"] == "plain"
-    line = json.loads((plain / "predictions" / "tinad-test-plain.jsonl").read_text().splitlines()[0])
+    # every split of the dataset (Table 4 is over all its sentences, §4.3)
+    assert [r["variant"] for r in _records(plain)] == ["plain/train", "plain/validation", "plain/test"]
+    line = json.loads((plain / "predictions" / "tinad-test-plain-test.jsonl").read_text().splitlines()[0])
     assert line["prompt"].startswith("Is the following statement True or False? ") and line["prompt"].endswith(".")
     assert not line["prompt"].endswith("..")
     assert set(line["response"]) == {"True", "False"}  # each label's log-likelihood
     assert line["prediction"] == max(line["response"], key=line["response"].get)
     chat = tmp_path / "chat"
     assert main(["evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot", "--chat", "--out", str(chat), *common]) == 0
-    (record,) = _records(chat)
-    line = json.loads((chat / "predictions" / "tinad-test-chat.jsonl").read_text().splitlines()[0])
-    assert record["variant"] == "chat" and line["prompt"].startswith("<s>[INST] Is the following statement True or False? Answer only True or False. ")
+    records = _records(chat)
+    line = json.loads((chat / "predictions" / "tinad-test-chat-test.jsonl").read_text().splitlines()[0])
+    assert [r["variant"] for r in records] == ["chat/train", "chat/validation", "chat/test"]
+    assert line["prompt"].startswith("<s>[INST] Is the following statement True or False? Answer only True or False. ")
 
 
 def test_generation_is_the_same_batched_alone_and_with_the_shared_prefix_run_once(lm_env, monkeypatch):

@@ -234,7 +234,7 @@ def test_tinad_protocol_lays_out_table_4():
 def test_condaqa_chain_of_thought_answer_leaves_the_markers_colon_out(response, answer):
     # Appendix C.2: the answer follows "So the answer is", or "(final) answer is" / "(final)
     # answer:"; a colon after "is" is part of the marker, never of a free-text answer.
-    for name in ("flan_cot", "cot"):
+    for name in ("flan_cot", "cot_answer_only"):
         assert get_strategy("condaqa", name).answer.read(response) == answer
 
 

@@ -108,7 +108,7 @@ def test_protocol_condaqa_fewshot_uses_each_splits_nine_shots_and_sums_up_the_sp
                 assert line["shots"] == nine  # exactly its split's nine, in the train file's order
             else:
                 assert "shots" not in line
-        if v.name.startswith("cot/"):
+        if v.name.startswith("cot_answer_only/"):
             assert all(x["prompt"].rstrip().endswith("Answer: Let's think step by step.") for x in lines)
             assert all("So the answer is YES." in x["prompt"] or "So the answer is NO." in x["prompt"] for x in lines)
         if v.name.startswith("unifiedqa/"):
@@ -116,10 +116,11 @@ def test_protocol_condaqa_fewshot_uses_each_splits_nine_shots_and_sums_up_the_sp
         if v.name.startswith("flan_cot/"):
             assert all(x["prompt"].endswith("\nGive the rationale before answering.") for x in lines)
     table = (out / "protocol.md").read_text()
-    for fmt in ("fewshot", "cot", "unifiedqa", "flan_cot"):
+    for fmt in ("fewshot", "cot_answer_only", "unifiedqa", "flan_cot"):
         assert f"| {fmt}: mean ± std over 5 splits |" in table and f"| {fmt}: pooled |" in table
-    # the mean ± std row equals the records' own numbers
-    acc = [next(r for r in records if r["variant"] == f"fewshot/{k}")["metrics"]["accuracy"] for k in range(1, 6)]
+    assert "| cot/" not in table and "NOT the paper's chain-of-thought row" in table
+    # the mean ± std row equals the records' own numbers, in percent as the paper prints them
+    acc = [100 * next(r for r in records if r["variant"] == f"fewshot/{k}")["metrics"]["accuracy"] for k in range(1, 6)]
     import statistics
 
     row = next(x for x in table.splitlines() if x.startswith("| fewshot: mean ± std"))

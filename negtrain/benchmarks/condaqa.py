@@ -37,7 +37,15 @@ FEWSHOT_TRAIN = tuple(f"fewshot_train_{k}" for k in range(1, 6))
 
 
 def normalize_answer(text: str) -> str:
-    """The paper's answer comparison: lower-cased, surrounding whitespace stripped."""
+    """The authors' answer comparison: lower-cased, surrounding whitespace stripped, and nothing
+    more. Their scorer for the fine-tuned UnifiedQA runs (``compute_accuracy`` and
+    ``compute_group_score`` in the evaluation script of the CondaQA authors' experiments; the
+    released CondaQA repository ships data only) compares ``gold.strip().lower() ==
+    pred.strip().lower()``: no punctuation is removed and no articles are dropped (unlike SQuAD's
+    normaliser), so "Yes." does not match "yes", "don't know" does not match "dont know", and "NO"
+    matches "no". Consistency groups are scored with the same comparison. A model that answers
+    "Yes." is wrong here as it is in the paper; the answer rules (``negtrain/prompts/answers.py``)
+    decide what part of a response is the answer."""
     return str(text).strip().lower()
 
 

@@ -13,9 +13,24 @@ Metrics (:class:`NanNliMetric`), following the paper:
   ``nli_infer.py`` reports); ``binary_f1/entailment``, ``binary_f1/not_entailment`` and
   ``binary_f1`` on the binary view, where contradiction and neutral are merged in both the gold
   labels and the predictions; ``strict``, the fraction of premises whose hypotheses are all right.
-- Tables 8 and 9: ``error_rate/construction/<Construction>`` and ``error_rate/operation/<column>``,
-  the fraction of wrong predictions among the examples with that construction / operation
-  (lower is better).
+- Table 8: ``error_rate/construction/<construction>``, the fraction of wrong predictions among the
+  examples of that construction (lower is better), over the paper's nine constructions: the file's
+  13 ``Construction`` values merged as :data:`TABLE_8` says (its "not + affixially-negated
+  adjective/adverb" is the file's adjective and adverb rows, 14 + 12 = 26, and 11 of 26 is the
+  printed 0.423; "Absolute and approximate negator" the file's absolute and approximate negators).
+  The file's "not + auxillary" (9 rows) and "verbal vs affixal negation" (2) are none of the
+  paper's nine (§3.2.1): they keep their own names, after the nine.
+- Table 9: ``error_rate/operation/<operation>`` over the ten operations, named and ordered as
+  Table 9 (the column ``Syntactical changes`` is its "Syntactic change"). The column
+  ``Quantification`` is not an operation: it marks the pairs where negation interplays with
+  quantification (§5.2, 133 pairs), the NaN-Quant subset.
+- Table 10: ``quant/f1/<class>`` and ``quant/f1`` (the support-weighted mean), the Standard F1 on
+  NaN-Quant.
+- Table 13: ``macro_precision``, ``macro_recall`` and ``macro_f1`` ``/premise/<type>`` and
+  ``/hypothesis/<type>``: scikit-learn's macro averages (over the classes in the subset's gold
+  labels or predictions) on the examples whose premise / hypothesis has that negation type
+  (``P-<type>`` / ``H-<type>`` is 1); ``hypothesis/None``: hypotheses with no negation (their
+  ``H-`` columns are empty).
 
 Three-way predictions get all of these. Two-way predictions (a model with an entailment /
 not_entailment head) get the binary view only, and the metric's note says so.
@@ -35,22 +50,48 @@ if TYPE_CHECKING:
     from negtrain.metrics.nannli import NanNliMetric
 
 REPO = "joey234/nan-nli"
-#: The annotation columns that record the operations turning the premise into the hypothesis.
-OPERATIONS = (
-    "Indefinite quantifier change",
-    "Negator addition or deletion",
-    "Negator position change",
-    "Clause or sub-clause deletion",
-    "Negator token change",
-    "Comparative quantifier change",
-    "Focus particle change",
-    "Lexical change",
-    "Numerical quantifier change",
-    "Syntactical changes",
-    "Quantification",
-)
-#: Table 6 reports the classes in this order.
-F1_ORDER = ("entailment", "contradiction", "neutral")
+#: The annotation columns that record the operations turning the premise into the hypothesis,
+#: and the name Table 9 gives each, in Table 9's order.
+OPERATIONS = {
+    "Indefinite quantifier change": "Indefinite quantifier change",
+    "Numerical quantifier change": "Numerical quantifier change",
+    "Comparative quantifier change": "Comparative quantifier change",
+    "Negator addition or deletion": "Negator addition or deletion",
+    "Negator position change": "Negator position change",
+    "Negator token change": "Negator token change",
+    "Clause or sub-clause deletion": "Clause or sub-clause deletion",
+    "Focus particle change": "Focus particle change",
+    "Lexical change": "Lexical change",
+    "Syntactical changes": "Syntactic change",
+}
+#: Not an operation: the column marking the NaN-Quant subset (§5.2, Table 10).
+QUANTIFICATION = "Quantification"
+#: The file's constructions -> Table 8's nine, which the table lists in this order.
+TABLE_8 = {
+    "not + quantifier": "not + quantifier",
+    "not + focus particle": "not + focus particle",
+    "not + degree expression": "not + degree expression",
+    "not + affixially negated gradable adjective": "not + affixially-negated adjective/adverb",
+    "not + affixially negated adverb": "not + affixially-negated adjective/adverb",
+    "not + pp": "not + PP",
+    "absolute negator": "Absolute and approximate negator",
+    "approximate negator": "Absolute and approximate negator",
+    "not in verbless clause": "not in verbless clause",
+    "not in coordination": "not in coordination",
+    "not in implicit proposition": "not in implicit proposition",
+}
+#: Table 13's negation types (the file's P-<type> and H-<type> columns).
+NEGATION_TYPES = ("Verbal", "Non-verbal", "Analytic", "Synthetic", "Clausal", "Sub-clausal")
+#: Table 6 (and Table 10) list the classes in this order: Contradiction, Entailment, Neutral.
+F1_ORDER = ("contradiction", "entailment", "neutral")
+
+
+def _flag(value: str | None) -> bool:
+    """An annotation cell: "1", "1.0", "2" set; "0", "0.0" or empty unset."""
+    try:
+        return float(value or 0) > 0
+    except ValueError:
+        return False
 
 
 class NanNli(NliBenchmark):
@@ -65,7 +106,9 @@ class NanNli(NliBenchmark):
         score("strict", space=nli.NLI3),
         count("groups_scored", space=nli.NLI3),
         score("error_rate/construction/<Construction>", lower_is_better=True, space=nli.NLI3),
-        *(score(f"error_rate/operation/{op}", lower_is_better=True, space=nli.NLI3) for op in OPERATIONS),
+        *(score(f"error_rate/operation/{op}", lower_is_better=True, space=nli.NLI3) for op in OPERATIONS.values()),
+        *scores(["quant/f1", *(f"quant/f1/{c}" for c in F1_ORDER)], space=nli.NLI3),
+        *(score(f"{m}/<premise or hypothesis>/<negation type>", space=nli.NLI3) for m in ("macro_precision", "macro_recall", "macro_f1")),
         count("n"),
     )
     citation = (
@@ -80,7 +123,7 @@ class NanNli(NliBenchmark):
         examples = []
         premises: dict[str, int] = {}
         last = None
-        for row in read_csv(local(self.files(split)[0]), required=("premise", "hypothesis", "label", "Construction", *OPERATIONS)):
+        for row in read_csv(local(self.files(split)[0]), required=("premise", "hypothesis", "label", "Construction", *OPERATIONS, QUANTIFICATION)):
             raw = row.get("label")
             label = nli.normalize(raw)
             if label not in self.labels:
@@ -90,14 +133,20 @@ class NanNli(NliBenchmark):
                 raise row.error("premise", "the hypotheses of one premise must be consecutive rows")
             last = premise
             premises.setdefault(premise, len(premises))
-            ops = []
-            for op in OPERATIONS:
+            ops, quantification = [], False
+            for op in (*OPERATIONS, QUANTIFICATION):
                 try:
                     count = float(row.get(op))
                 except ValueError:
                     raise row.error(op, f"expected a count, got {row.fields[op]!r}") from None
-                if count > 0:
-                    ops.append(op)
+                if count > 0 and op == QUANTIFICATION:
+                    quantification = True
+                elif count > 0:
+                    ops.append(OPERATIONS[op])
+            hyp_types = [t for t in NEGATION_TYPES if _flag(row.fields.get(f"H-{t}"))]
+            no_hyp_negation = all(not (row.fields.get(f"H-{t}") or "").strip() for t in NEGATION_TYPES)
+            types = ([f"premise/{t}" for t in NEGATION_TYPES if _flag(row.fields.get(f"P-{t}"))]
+                     + [f"hypothesis/{t}" for t in hyp_types] + (["hypothesis/None"] if no_hyp_negation else []))
             examples.append(
                 Example(
                     id=f"nannli/{split}/{row.index}",
@@ -105,7 +154,8 @@ class NanNli(NliBenchmark):
                     label=label,
                     subset=row.get("Construction").strip(),
                     group=f"nannli/{split}/premise/{premises[premise]}",
-                    meta={"operations": tuple(ops), "construction_subtype": row.fields.get("Construction Subtype")},
+                    meta={"operations": tuple(ops), "quantification": quantification, "negation_types": tuple(types),
+                          "construction_subtype": row.fields.get("Construction Subtype")},
                 )
             )
         return examples
@@ -117,9 +167,13 @@ class NanNli(NliBenchmark):
         return NanNliMetric(
             labels=[self.labels.index(e.label) for e in examples],
             premises=[groups[e.group] for e in examples],
-            constructions=[e.subset for e in examples],
+            constructions=[TABLE_8.get(e.subset, e.subset) for e in examples],
             operations=[e.meta["operations"] for e in examples],
             predicted_labels=predicted_labels,
-            operation_names=OPERATIONS,
+            operation_names=tuple(OPERATIONS.values()),
             f1_order=F1_ORDER,
+            construction_order=tuple(dict.fromkeys(TABLE_8.values())),
+            quantification=[e.meta.get("quantification", False) for e in examples],
+            negation_types=[e.meta.get("negation_types", ()) for e in examples],
+            negation_type_order=(*(f"premise/{t}" for t in NEGATION_TYPES), *(f"hypothesis/{t}" for t in NEGATION_TYPES), "hypothesis/None"),
         )

@@ -79,11 +79,16 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError("fit needs --recipe NAME_OR_PATH (or --resume RUN_DIR)")
     argv = getattr(args, "argv", None)
     loaded = _loaded(args, extra)  # recipe mistakes are answered before torch is imported
-    if args.seeds is not None:
-        from negtrain.recipes import parse_overrides
+    from negtrain.recipes import parse_overrides
+
+    overrides = parse_overrides(extra)
+    # The recipe's own seeds (a paper's average over seeds) unless one seed or others are asked for.
+    default_seeds = loaded.recipe.seeds if "seed" not in overrides else None
+    if args.seeds is not None or default_seeds:
         from negtrain.seeds import fit_seeds, parse_seeds
 
-        fit_seeds(args.recipe, parse_overrides(extra), parse_seeds(args.seeds), args.output_dir, argv)
+        seeds = parse_seeds(args.seeds) if args.seeds is not None else list(default_seeds)
+        fit_seeds(args.recipe, overrides, seeds, args.output_dir, argv)
         return 0
     from negtrain.training.run import fit
 

@@ -17,7 +17,7 @@ import typing
 from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import BeforeValidator, Field, SerializeAsAny, TypeAdapter
+from pydantic import BeforeValidator, Field, SerializeAsAny, TypeAdapter, model_validator
 
 from negtrain.config.section import MAX_LENGTH, PickedSection, Section
 from negtrain.errors import ConfigError
@@ -226,9 +226,22 @@ class CausalLmModelConfig(LanguageModelConfig):
         description="causal_lm: loss weight of prompt tokens relative to answer tokens (0: the loss "
         "is on the answer tokens only).",
     )
+    prompt_loss: Literal["per_token", "share"] = Field(
+        "per_token",
+        description="causal_lm: how prompt_loss_weight weighs the prompt. 'per_token': each prompt token's "
+        "weight, an answer token's being 1. 'share': the prompt tokens of an example together carry this "
+        "share of its loss (each weighs answer_tokens * w / ((1 - w) * prompt_tokens)), as the TINAD "
+        "authors' training code does.",
+    )
 
     def wraps_in_chat_template(self) -> bool:
         return self.chat or self.chat_template
+
+    @model_validator(mode="after")
+    def _share_below_one(self) -> CausalLmModelConfig:
+        if self.prompt_loss == "share" and self.prompt_loss_weight >= 1:
+            raise ValueError("prompt_loss_weight: a share of the loss below 1 with prompt_loss: share (1 leaves the answer no weight)")
+        return self
 
 
 class MlmModelConfig(ModelSection):

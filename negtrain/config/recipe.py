@@ -26,6 +26,11 @@ SHORTHAND_SECTIONS = {"logger": "backend"}
 class Recipe(Section):
     description: str = Field(description="One line: what this recipe trains or reproduces.")
     seed: int = Field(42, ge=0, le=2**32 - 1, description="Seeds weights, data order and masks (numpy and torch accept 0 to 2**32-1).")
+    seeds: list[int] | None = Field(
+        None,
+        description="`fit` without --seeds or --seed trains the recipe once per seed, as `fit --seeds` does (for a "
+        "paper that averages seeds, e.g. CondaQA's five, Appendix C.1); `seed` is then each run's own.",
+    )
     model: ModelConfig
     adapter: AdapterConfig = Field(default_factory=AdapterConfig)
     data: DataConfig = Field(default_factory=DataConfig)
@@ -42,6 +47,15 @@ class Recipe(Section):
     @classmethod
     def _logger_shorthand(cls, v: Any) -> Any:
         return {SHORTHAND_SECTIONS["logger"]: v} if isinstance(v, str) else v
+
+    @field_validator("seeds")
+    @classmethod
+    def _distinct_seeds(cls, v: list[int] | None) -> list[int] | None:
+        if v is None:
+            return v
+        if not v or len(set(v)) != len(v) or any(not 0 <= s <= 2**32 - 1 for s in v):
+            raise ValueError("seeds: one or more distinct seeds from 0 to 2**32-1")
+        return v
 
     @model_validator(mode="after")
     def _has_something_to_do(self) -> Recipe:

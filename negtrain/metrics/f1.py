@@ -40,3 +40,25 @@ def weighted_f1(f1: np.ndarray, support: np.ndarray) -> np.ndarray:
     total = support.sum(axis=-1)
     weighted = np.where(support > 0, np.nan_to_num(f1) * support, 0.0).sum(axis=-1)
     return np.where(total > 0, weighted / np.where(total > 0, total, 1.0), np.nan)
+
+
+def macro_prf(confusion: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Macro-averaged precision, recall and F1, as scikit-learn's ``precision_recall_fscore_support``
+    with ``average="macro"`` (and its "macro avg" row of ``classification_report``): the unweighted
+    mean over the classes found in the gold labels or the predictions; a class never predicted has
+    precision 0, one never in gold recall 0, and F1 is each class's 2·P·R / (P + R) (0 when both are
+    0), averaged. NaN when nothing was scored."""
+    tp = np.diagonal(confusion, axis1=-2, axis2=-1)
+    support = confusion.sum(axis=-1)
+    predicted = confusion.sum(axis=-2)
+    present = (support + predicted) > 0
+    precision = np.where(predicted > 0, tp / np.where(predicted > 0, predicted, 1.0), 0.0)
+    recall = np.where(support > 0, tp / np.where(support > 0, support, 1.0), 0.0)
+    pr = precision + recall
+    f1 = np.where(pr > 0, 2 * precision * recall / np.where(pr > 0, pr, 1.0), 0.0)
+    count = present.sum(axis=-1)
+
+    def mean(x: np.ndarray) -> np.ndarray:
+        return np.where(count > 0, np.where(present, x, 0.0).sum(axis=-1) / np.where(count > 0, count, 1), np.nan)
+
+    return mean(precision), mean(recall), mean(f1)

@@ -8,7 +8,7 @@ import numpy as np
 
 from negtrain import labels as nli
 from negtrain.metrics.base import MISSING, ExampleMetric
-from negtrain.metrics.f1 import class_f1, confusion_columns, confusion_from_totals, weighted_f1
+from negtrain.metrics.f1 import class_f1, confusion_columns, confusion_from_totals, macro_prf, weighted_f1
 from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 
 
@@ -29,6 +29,10 @@ class NanNliMetric(ExampleMetric):
         *,
         operation_names: Sequence[str],
         f1_order: Sequence[str],
+        construction_order: Sequence[str] = (),
+        quantification: Sequence[bool] | None = None,
+        negation_types: Sequence[Sequence[str]] | None = None,
+        negation_type_order: Sequence[str] = (),
         **kwargs,
     ) -> None:
         super().__init__(num_examples=len(labels), **kwargs)
@@ -36,7 +40,15 @@ class NanNliMetric(ExampleMetric):
         self.gold = np.asarray(labels, dtype=np.int64)
         self.premises = np.asarray(premises, dtype=np.int64)
         self.constructions = np.array(constructions, dtype=object)
-        self.construction_order = list(dict.fromkeys(constructions))
+        # The paper's constructions first, in its table's order (those the data has), then the rest.
+        present = list(dict.fromkeys(constructions))
+        self.construction_order = [c for c in construction_order if c in present] + [c for c in present if c not in construction_order]
+        # Table 10's NaN-Quant subset; Table 13's negation types (premise/<type>, hypothesis/<type>).
+        self.quantification = np.asarray(quantification if quantification is not None else [False] * len(labels), dtype=bool)
+        types = negation_types if negation_types is not None else [()] * len(labels)
+        found = {t for ts in types for t in ts}
+        self.type_names = [t for t in negation_type_order if t in found] + sorted(found - set(negation_type_order))
+        self.type_members = {t: np.array([t in ts for ts in types], dtype=bool) for t in self.type_names}
         self.has_operation = {op: np.array([op in ops for ops in operations], dtype=bool) for op in operation_names}
         self.predicted_labels = tuple(predicted_labels)
         if self.predicted_labels not in (nli.NLI3, nli.NLI2):
@@ -68,6 +80,10 @@ class NanNliMetric(ExampleMetric):
             for op, member in self.has_operation.items():
                 columns[f"seen/operation/{op}"] = seen & member
                 columns[f"wrong/operation/{op}"] = wrong & member
+            if self.quantification.any():
+                columns.update(confusion_columns(self.gold, safe, seen & self.quantification, len(nli.NLI3), "quant"))
+            for t, member in self.type_members.items():
+                columns.update(confusion_columns(self.gold, safe, seen & member, len(nli.NLI3), f"types/{t}"))
         n = int(self.premises.max()) + 1 if self.premises.size else 0
         per_unit = None
         if self.three_way:
@@ -97,5 +113,13 @@ class NanNliMetric(ExampleMetric):
                 out[f"error_rate/construction/{c}"] = Mean(t[f"wrong/construction/{c}"], t[f"seen/construction/{c}"])
             for op in self.has_operation:
                 out[f"error_rate/operation/{op}"] = Mean(t[f"wrong/operation/{op}"], t[f"seen/operation/{op}"])
+            if self.quantification.any():
+                f1, support = class_f1(confusion_from_totals(t, len(nli.NLI3), "quant"))
+                out["quant/f1"] = weighted_f1(f1, support)
+                for name in self.f1_order:
+                    out[f"quant/f1/{name}"] = f1[..., nli.NLI3.index(name)]
+            for name in self.type_names:
+                precision, recall, f1 = macro_prf(confusion_from_totals(t, len(nli.NLI3), f"types/{name}"))
+                out[f"macro_precision/{name}"], out[f"macro_recall/{name}"], out[f"macro_f1/{name}"] = precision, recall, f1
         out["n"] = t["seen"]
         return out

@@ -582,14 +582,23 @@ class CausalLMModule(LMModule):
 
     def _target_weights(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         """(B, T-1) loss weight of each next-token target: 1 for answer tokens, prompt_loss_weight
-        for prompt tokens, 0 for padding."""
+        for prompt tokens (with ``prompt_loss: share``, answer_tokens * w / ((1 - w) * prompt_tokens)
+        per row, the TINAD authors' weighting), 0 for padding."""
         ids, mask = batch["input_ids"], batch["attention_mask"]
         # Left-padded: the answer is the last answer_len tokens of each row.
         width = ids.shape[1]
         col = torch.arange(1, width, device=ids.device).unsqueeze(0)
         is_answer = col >= (width - batch["answer_len"]).unsqueeze(1)
         real = (mask[:, 1:] * mask[:, :-1]).bool()  # a target and its context are both real tokens
-        return torch.where(is_answer, 1.0, self.config.prompt_loss_weight) * real
+        w = self.config.prompt_loss_weight
+        prompt = torch.tensor(w, dtype=torch.float32, device=ids.device)
+        if getattr(self.config, "prompt_loss", "per_token") == "share" and w > 0:
+            # The authors count the prompt's tokens (its first included, though it is never a
+            # target) and the tokens after it, per example.
+            answer = batch["answer_len"].to(torch.float32)
+            prompt_tokens = (mask.sum(1).to(torch.float32) - answer).clamp(min=1)
+            prompt = (answer * w / ((1 - w) * prompt_tokens)).unsqueeze(1)
+        return torch.where(is_answer, torch.ones_like(prompt), prompt) * real
 
     def default_answering(self) -> Answering:
         return causal_answering(self.config)

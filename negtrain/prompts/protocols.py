@@ -16,6 +16,36 @@ from negtrain.prompts.strategies import _check_keys, get_strategy
 PATH = Path(__file__).parent / "protocols.yaml"
 PROTOCOL_KEYS = ("paper", "table", "variants", "note")
 VARIANT_KEYS = ("name", "benchmark", "split", "strategy", "shots", "chat")
+TABLE_KEYS = ("columns", "baseline", "across_splits", "units", "decimals", "tables")
+EXTRA_TABLE_KEYS = ("title", "columns", "decimals", "breakdown")
+#: How a table prints its values: as the metric's fraction, or times 100 (the paper's percent).
+UNITS = ("fraction", "percent")
+#: ``across_splits``: ``true`` (mean ± std over the splits and the pooled score) or ``pooled`` (the
+#: pooled score only, where the splits are not samples of one size, as TINAD's train/validation/test).
+ACROSS_SPLITS = (False, True, "pooled")
+
+
+@dataclass(frozen=True)
+class Column:
+    metric: str
+    header: str
+    #: Not a column of the paper's table: protocol.md marks it as negtrain's addition.
+    added: bool = False
+
+    def __iter__(self):
+        """``metric, header = column``, as the columns were pairs before ``added``."""
+        return iter((self.metric, self.header))
+
+
+@dataclass(frozen=True)
+class ExtraTable:
+    """A further table of protocol.md: metric columns over the same rows, or a ``breakdown`` (a
+    function of ``negtrain/protocol.py``'s ``BREAKDOWNS`` table) with its own rows."""
+
+    title: str
+    columns: tuple[Column, ...] = ()
+    decimals: int | None = None
+    breakdown: str | None = None
 
 
 @dataclass(frozen=True)
@@ -38,14 +68,19 @@ class Protocol:
     name: str
     paper: str
     variants: tuple[Variant, ...]
-    columns: tuple[tuple[str, str], ...] = ()
+    columns: tuple[Column, ...] = ()
     baseline: str | None = None
     #: Printed under the protocol's table (what its numbers are, and are not).
     note: str = ""
     #: The variants are one format on several disjoint splits, named ``<format>/<split number>``:
     #: protocol.md adds, per format, the mean ± std over the splits and the pooled score
-    #: (:mod:`negtrain.across_splits`).
-    across_splits: bool = False
+    #: (:mod:`negtrain.across_splits`); ``"pooled"``: the pooled score only.
+    across_splits: bool | str = False
+    #: The paper's units and decimals: "fraction" or "percent" (values times 100).
+    units: str = "fraction"
+    decimals: int = 2
+    #: Further tables, after the main one (e.g. CondaQA's per-edit accuracies, TINAD's Table 5).
+    tables: tuple[ExtraTable, ...] = ()
 
     def selected(self, chat: bool) -> list[Variant]:
         return [v for v in self.variants if v.chat is None or v.chat == chat]
@@ -58,7 +93,7 @@ def parse_protocols(raw: Any, where: str) -> dict[str, Protocol]:
     for name, entry in raw.items():
         w = f"{where}: {name}"
         _check_keys(entry, PROTOCOL_KEYS, w)
-        table = _check_keys(entry.get("table") or {}, ("columns", "baseline", "across_splits"), f"{w}.table")
+        table = _check_keys(entry.get("table") or {}, TABLE_KEYS, f"{w}.table")
         variants = []
         for i, v in enumerate(entry.get("variants") or []):
             _check_keys(v, VARIANT_KEYS, f"{w}.variants[{i}]")
@@ -72,10 +107,43 @@ def parse_protocols(raw: Any, where: str) -> dict[str, Protocol]:
         names = [v.name for v in variants]
         if len(set(names)) != len(names) or not names:
             raise ConfigError(f"{w}: variants need distinct names (got {names})")
+        units = table.get("units", "fraction")
+        if units not in UNITS:
+            raise ConfigError(f"{w}.table.units: one of {', '.join(UNITS)}, not {units!r}")
+        across = table.get("across_splits", False)
+        if across not in ACROSS_SPLITS:
+            raise ConfigError(f"{w}.table.across_splits: true, false or pooled, not {across!r}")
+        extra = []
+        for i, t in enumerate(table.get("tables") or []):
+            where_t = f"{w}.table.tables[{i}]"
+            _check_keys(t, EXTRA_TABLE_KEYS, where_t)
+            if not t.get("title") or not (t.get("columns") or t.get("breakdown")):
+                raise ConfigError(f"{where_t}: a title, and columns or a breakdown (whose columns are optional)")
+            extra.append(ExtraTable(str(t["title"]), _columns(t.get("columns"), where_t),
+                                    _decimals(t.get("decimals"), where_t, None), t.get("breakdown")))
         out[name] = Protocol(name, str(entry.get("paper", "")), tuple(variants),
-                             tuple((c[0], c[1]) for c in table.get("columns") or []), table.get("baseline"),
-                             note=str(entry.get("note", "")).strip(), across_splits=bool(table.get("across_splits", False)))
+                             _columns(table.get("columns"), f"{w}.table"), table.get("baseline"),
+                             note=str(entry.get("note", "")).strip(), across_splits=across, units=units,
+                             decimals=_decimals(table.get("decimals"), f"{w}.table", 2), tables=tuple(extra))
     return out
+
+
+def _columns(raw: Any, where: str) -> tuple[Column, ...]:
+    """``[metric, header]`` or ``[metric, header, added]`` (a column the paper's table lacks)."""
+    out = []
+    for i, c in enumerate(raw or []):
+        if not (isinstance(c, list) and len(c) in (2, 3) and all(isinstance(x, str) for x in c)) or (len(c) == 3 and c[2] != "added"):
+            raise ConfigError(f"{where}.columns[{i}]: [metric, header] or [metric, header, added], not {c!r}")
+        out.append(Column(c[0], c[1], len(c) == 3))
+    return tuple(out)
+
+
+def _decimals(raw: Any, where: str, default: int | None) -> int | None:
+    if raw is None:
+        return default
+    if not isinstance(raw, int) or isinstance(raw, bool) or not 0 <= raw <= 6:
+        raise ConfigError(f"{where}.decimals: a whole number from 0 to 6, not {raw!r}")
+    return raw
 
 
 @functools.lru_cache(maxsize=1)

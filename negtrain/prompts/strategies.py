@@ -294,7 +294,19 @@ def strategies(benchmark: str) -> dict[str, Strategy]:
     return found
 
 
+#: Strategies renamed because their old name claimed what they are not: (benchmark, old) -> (new, why).
+#: The old name is refused with the new one, never silently mapped: a result under the old name
+#: would read as the paper's.
+RENAMED = {
+    ("condaqa", "cot"): ("cot_answer_only", "its shots carry no reasoning (the paper's explanations were never "
+                         "released), so it is not the paper's chain of thought"),
+}
+
+
 def get_strategy(benchmark: str, name: str) -> Strategy:
+    if (benchmark, name) in RENAMED:
+        new, why = RENAMED[benchmark, name]
+        raise ConfigError(f"strategy '{name}' of '{benchmark}' is now called '{new}': {why}")
     known = strategies(benchmark)
     if not known:
         have = ", ".join(strategy_files()) or "none"
