@@ -231,3 +231,29 @@ def test_a_named_transform_is_its_steps_in_order_and_is_checked_when_the_file_lo
     # ScoNe's file names its rule once and says where it is read from.
     named = get_strategy("scone", "conditional_q").named_transforms["embedded_sentence"]
     assert named.steps == ("lower_first", "no_final_period") and "E.2, E.4, E.6" in named.source
+
+
+def test_scone_nlg_rows_go_in_as_they_are_as_e13_prints_them(data_dir):
+    # ScoNe-NLG rows are unfinished narratives the model continues, not sentences put into a
+    # template: E.13 prints its fourth demonstration, the dataset's row 0, exactly as the row is
+    # (capital, no period), and the rows start with names ("Glen", "Jimmy") and "I", which must
+    # keep their capitals. So the rows go in untransformed.
+    with (data_dir / "selenashe/ScoNe/scone_nlg/scone_nlg.csv").open(encoding="utf-8", newline="") as f:
+        rows = [r["sentence"] for r in csv.DictReader(f)]
+    assert len(rows) == 222 and {r.split(" ")[0] for r in rows} >= {"Glen", "Jimmy", "I"}
+    e13 = paper(
+        r"Glen is not a fan of learning math. When he sees that his new high school requires that he take a geometry course, he is not pleased.\n\n"
+        r"I saw John take his BMW to the store the other day, so when Suzy asked me if John owns a car, I said yes.\n\n"
+        r"I've seen John with a dog that isn't very cute, so when Suzy asked me if John owns a pet, I said yes.\n\n"
+        r"I recently confirmed that John is not allergic to any shellfish. So it makes sense that when we served shrimp"
+    )
+    assert e13.endswith("\n\n" + rows[0])
+    bench = get_benchmark("scone_nlg")
+    examples = bench.load("test")
+    assert [e.inputs[0] for e in examples] == rows
+    for name in ("completion", "outcome_choice"):
+        strategy = get_strategy("scone_nlg", name)
+        for e, row in zip(examples, rows):
+            fields = bench.prompt_fields(e)
+            assert strategy.render(fields) == row
+            assert strategy.paper_prompt(fields, e.subset).text() == e13 + "\n\n" + row
