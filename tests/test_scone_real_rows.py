@@ -168,7 +168,6 @@ def test_e2_e4_e6_e8_e10_demonstrations_are_their_dataset_rows_put_in_by_the_sam
                 assert _lower_line_starts(rebuilt) in printed and premise[:1].islower(), (name, n, rebuilt, printed)
                 uncapitalised.add((name, n))
             assert answer_label[printed.rsplit(": ", 1)[1]] == gold[f"scone/test/one_scoped_one_not_scoped/{i}"]
-        # The rows were changed by the transform: a raw capital or period would not be in the paper's text.
     assert uncapitalised == PRINTED_UNCAPITALISED
     # E.2, E.4, E.6 hold rows with a capital and a period: the transform, not the row, matches them.
     e2_row = rows[122][0]
