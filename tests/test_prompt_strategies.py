@@ -35,11 +35,17 @@ def _fields(example):
 # ---- prompts against the paper -------------------------------------------------------------
 
 
+def _as_embedded(sentence):
+    """A row as E.2, E.4 and E.6 embed it: first letter lowered, final period dropped."""
+    return (sentence[:1].lower() + sentence[1:]).removesuffix(".")
+
+
 def test_zero_shot_prompts_are_appendix_e_with_the_row_put_in(data_dir):
     rows = [e for e in _scone_rows() if e.id in ("scone/test/one_scoped/0", "scone/test/no_negation/1", "scone/test/two_scoped/5")]
     assert len(rows) == 3
+    assert rows[-1].inputs[0] == "The statement that the man does not own a pinscher is false."  # a capital and a period to remove
     for e in rows:
-        p, h = e.inputs
+        p, h = (_as_embedded(s) for s in e.inputs)
         # E.1, E.3, E.5
         assert get_strategy("scone", "conditional_q").render(_fields(e)) == f"Is it true that if {p}, then {h}?"
         assert get_strategy("scone", "hypothesis_q").render(_fields(e)) == f"Assume that {p}. Is it then definitely true that {h}? Answer Yes or No."

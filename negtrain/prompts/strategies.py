@@ -5,7 +5,8 @@ strategy has
 
 - ``template``: the zero-shot prompt, the benchmark's input names as placeholders
   (``{premise}``), and ``transforms`` per input (``capitalize_first``, ``lower_first``,
-  ``no_final_period``, ``unifiedqa``), applied before the input is put in;
+  ``no_final_period``, ``unifiedqa``, or a named transform of the file), applied in order before
+  the input is put in, to the zero-shot prompt, the paper's few-shot query and drawn shots alike;
 - ``fewshot`` (optional): the paper's fixed demonstrations, each ``[question, answer]`` verbatim,
   joined by ``answer_join`` (default one space); ``template`` for the scored example after them,
   ``prefix`` before the first, ``separator`` between them and ``before_query`` before the scored
@@ -19,6 +20,11 @@ strategy has
   where the answer rule reads that form); default the answer alone;
 - ``chat: required`` when the strategy is only meant for chat-formatted models;
 - ``source``: the paper's table or section.
+
+A file may also name transforms under ``named_transforms``: a name for a sequence of the transforms
+above (``steps``) and the ``source`` it is read from (which of the paper's demonstrations show the
+dataset's rows put in that way), so a rule the paper applies to every row is written once and its
+strategies name it.
 
 Adding a strategy is one entry in one file. Loading checks every key (with "did you mean").
 """
@@ -63,6 +69,20 @@ TRANSFORMS = {
     "no_final_period": _no_final_period,
     "unifiedqa": normalize_unifiedqa,
 }
+
+
+@dataclass(frozen=True)
+class NamedTransform:
+    """A strategy file's name for a sequence of :data:`TRANSFORMS`, with where the paper shows it."""
+
+    name: str
+    steps: tuple[str, ...]
+    source: str
+
+    def __call__(self, text: str) -> str:
+        for step in self.steps:
+            text = TRANSFORMS[step](text)
+        return text
 
 
 @dataclass(frozen=True)
@@ -158,6 +178,8 @@ class Strategy:
     verbalizer: Mapping[str, str] | None = None
     fewshot: FewShot | None = None
     chat: str = "optional"  # or "required"
+    #: The file's named transforms that ``transforms`` may name besides :data:`TRANSFORMS`.
+    named_transforms: Mapping[str, NamedTransform] = field(default_factory=dict)
     #: How a drawn shot's gold answer is shown after its prompt (``{answer}`` placeholder), e.g.
     #: "So the answer is {answer}." where the answer rule reads that form; None: the answer alone.
     shot_answer: str | None = None
@@ -174,7 +196,7 @@ class Strategy:
         out = dict(fields)
         for name, names in self.transforms.items():
             for t in names:
-                out[name] = TRANSFORMS[t](out[name])
+                out[name] = (self.named_transforms.get(t) or TRANSFORMS[t])(out[name])
         return out
 
     def render(self, fields: Mapping[str, str]) -> str:
@@ -195,7 +217,8 @@ class Strategy:
 STRATEGY_KEYS = ("template", "transforms", "verbalizer", "fewshot", "answer", "chat", "source", "shot_answer")
 FEWSHOT_KEYS = ("template", "demonstrations", "demonstration_sets", "demonstrations_for", "prefix", "separator", "before_query", "answer_join")
 ANSWER_KEYS = ("method", "rule", "answers", "max_new_tokens", "stop")
-FILE_KEYS = ("benchmark", "paper", "defaults", "strategies")
+FILE_KEYS = ("benchmark", "paper", "named_transforms", "defaults", "strategies")
+NAMED_TRANSFORM_KEYS = ("steps", "source")
 
 
 def _check_keys(mapping: Any, known: Sequence[str], where: str) -> dict:
@@ -233,9 +256,35 @@ def _answering(raw: dict, where: str) -> Answering:
     return Answering(method, rule, {str(k): str(v) for k, v in (raw.get("answers") or {}).items()}, limit, tuple(stop))
 
 
+def _named_transforms(raw: Any, path: str) -> dict[str, NamedTransform]:
+    """The file's ``named_transforms``: each a sequence of known transforms and its source."""
+    if raw is None:
+        return {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{path}: named_transforms: expected a mapping, got {type(raw).__name__}")
+    out = {}
+    for name, entry in raw.items():
+        where = f"{path}: named_transforms.{name}"
+        if name in TRANSFORMS:
+            raise ConfigError(f"{where}: '{name}' is already a transform; give the sequence another name")
+        _check_keys(entry, NAMED_TRANSFORM_KEYS, where)
+        steps = entry.get("steps")
+        if not isinstance(steps, list) or not steps or not all(isinstance(t, str) for t in steps):
+            raise ConfigError(f"{where}.steps: a non-empty list of transforms ({', '.join(TRANSFORMS)})")
+        for t in steps:
+            if t not in TRANSFORMS:
+                raise ConfigError(f"{where}.steps: unknown transform '{t}'{did_you_mean(t, TRANSFORMS)}; known: {', '.join(TRANSFORMS)}")
+        if not isinstance(entry.get("source"), str) or not entry["source"].strip():
+            raise ConfigError(f"{where}: no source (which of the paper's demonstrations show the rule)")
+        out[str(name)] = NamedTransform(str(name), tuple(steps), entry["source"])
+    return out
+
+
 def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
     _check_keys(raw, FILE_KEYS, path)
     bench = raw.get("benchmark")
+    named = _named_transforms(raw.get("named_transforms"), path)
+    known_transforms = [*TRANSFORMS, *named]
     defaults = _check_keys(raw.get("defaults") or {}, ("answer", "verbalizer", "transforms"), f"{path}: defaults")
     out = {}
     for name, entry in (raw.get("strategies") or {}).items():
@@ -247,8 +296,8 @@ def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
         transforms = {**(defaults.get("transforms") or {}), **(entry.get("transforms") or {})}
         for field_name, names in transforms.items():
             for t in names:
-                if t not in TRANSFORMS:
-                    raise ConfigError(f"{where}.transforms.{field_name}: unknown transform '{t}'{did_you_mean(t, TRANSFORMS)}; known: {', '.join(TRANSFORMS)}")
+                if t not in known_transforms:
+                    raise ConfigError(f"{where}.transforms.{field_name}: unknown transform '{t}'{did_you_mean(t, known_transforms)}; known: {', '.join(known_transforms)}")
         fewshot = None
         if entry.get("fewshot") is not None:
             f = _check_keys(entry["fewshot"], FEWSHOT_KEYS, f"{where}.fewshot")
@@ -272,6 +321,7 @@ def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
             benchmark=bench, name=name, template=entry["template"], source=str(entry.get("source", "")), paper=str(raw.get("paper", "")),
             answer=answer, transforms={k: tuple(v) for k, v in transforms.items()},
             verbalizer=entry.get("verbalizer", defaults.get("verbalizer")), fewshot=fewshot, chat=chat, shot_answer=shot_answer,
+            named_transforms=named,
         )
     return out
 
