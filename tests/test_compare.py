@@ -90,7 +90,7 @@ def test_run_directories_and_markdown(tmp_path, capsys, scone_test):
     code, out, _ = compare(capsys, run_a, run_b)
     assert code == 0
     assert "## scone/test (200 contrast sets)" in out
-    assert "| consistency | 0.9000 | 0.9000 | +0.0000 | [+0.0000, +0.0000] | 1.0000 | higher |" in out
+    assert "| consistency | 0.9000 | 0.9000 | +0.0000 | [+0.0000, +0.0000] | 1.0000 | 1.0000 (bootstrap) | 1.0000 | higher |" in out
     code, out, err = compare(capsys, run_a, run_b, "--epoch", "0", "--json", "--out", tmp_path / "cmp")
     assert code == 0, err
     m = json.loads(out)["evals"][0]["metrics"]["consistency"]
@@ -135,3 +135,32 @@ def test_an_epoch_spelled_with_a_leading_zero_and_bounded_bootstrap(tmp_path, ca
     assert code == 2 and "scone-test-epoch01.jsonl and scone-test-epoch1.jsonl are both epoch1" in err
     code, _, err = compare(capsys, run_b, run_b, "--bootstrap", "1000000000")
     assert code == 2 and "--bootstrap must be between 0 and 100000" in err
+
+
+def test_mcnemar_counts_and_adjusted_p_named_in_the_header(tmp_path, capsys, scone_test):
+    from scipy.stats import binomtest
+
+    # A wrong on the one_scoped member of sets 0..29, B on sets 20..34: of the 1200 examples both
+    # predicted, 20 are right by B only (sets 0..19) and 5 by A only (sets 30..34).
+    a = write(tmp_path / "a.jsonl", predictions(scone_test, set(range(30))))
+    b = write(tmp_path / "b.jsonl", predictions(scone_test, set(range(20, 35))))
+    for adjust, name in (("holm", "Holm–Bonferroni"), ("bh", "Benjamini–Hochberg")):
+        code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--json", "--adjust", adjust,
+                               "--bootstrap", "200")
+        assert code == 0
+        result = json.loads(out)
+        [ev] = result["evals"]
+        assert result["adjust"] == adjust
+        assert ev["mcnemar"] == {"pairs": 1200, "a_only": 5, "b_only": 20, "p": pytest.approx(binomtest(20, 25).pvalue, rel=1e-12)}
+        acc = ev["metrics"]["accuracy"]
+        assert acc["test"] == "mcnemar" and acc["p"] == ev["mcnemar"]["p"]
+        assert all(m["test"] == "bootstrap" for k, m in ev["metrics"].items() if k != "accuracy")
+        ps = [m["p"] for m in ev["metrics"].values()]
+        assert len(ps) == 8 and all(m["p_adjusted"] >= m["p"] for m in ev["metrics"].values())
+        if adjust == "holm":  # the smallest p is multiplied by m
+            assert min(m["p_adjusted"] for m in ev["metrics"].values()) == pytest.approx(min(1.0, 8 * min(ps)))
+        code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--adjust", adjust, "--bootstrap", "200")
+        assert f"| p (test) | p adjusted ({name}) |" in out and f"Adjusted: {name} over all 8 p-values" in out
+        assert "5 right by A only and 20 by B only" in out
+    code, _, err = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--adjust", "sidak")
+    assert code == 2 and "invalid choice: 'sidak'" in err
