@@ -156,7 +156,7 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
             "units": table.units,
             "notes": sorted(notes),
             "mcnemar": exact,
-            "metrics": {k: _metric_row(k, d, declared, exact) for k, d in diffs.items()},
+            "metrics": {k: metric_row(k, d, declared, exact) for k, d in diffs.items()},
         })
     add_adjusted(evals, adjust)
     only = sorted((set(side_a.files) ^ set(side_b.files)))
@@ -164,7 +164,7 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
             "adjust": adjust, "evals": evals, "not_in_both": only, "warnings": setup_differences(a, b)}
 
 
-def _metric_row(name: str, d, declared, exact: dict[str, Any] | None) -> dict[str, Any]:
+def metric_row(name: str, d, declared, exact: dict[str, Any] | None) -> dict[str, Any]:
     """One metric's comparison; accuracy's p is McNemar's exact one where the split has
     per-example correctness, every other p the paired bootstrap's."""
     by_mcnemar = name == "accuracy" and exact is not None
