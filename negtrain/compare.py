@@ -37,6 +37,7 @@ from negtrain.evaluation import scored_metric
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.paired_tests import ADJUSTMENTS, adjusted, mcnemar_exact
 from negtrain.metrics.uncertainty import UnitTable, paired
+from negtrain.seeds import SeedGroup, is_seed_group
 from negtrain.training import provenance
 
 #: ``<benchmark>-<split>-<epochN|validate|test>.jsonl``; benchmark names may hold '-', splits do not.
@@ -121,14 +122,8 @@ def add_adjusted(evals: list[dict[str, Any]], method: str) -> None:
         row["p_adjusted"] = value
 
 
-def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = None, epoch: str = "last",
-            resamples: int = 1000, seed: int = 0, allow_missing: bool = False, adjust: str = "holm") -> dict[str, Any]:
-    """The comparison as JSON-ready data (see the module docstring)."""
-    if epoch not in ("last", "best") and not epoch.isdigit():
-        raise NegtrainError(f"--epoch must be 'last', 'best' or an epoch number, got '{epoch}'")
-    if adjust not in ADJUSTMENTS:
-        raise NegtrainError(f"--adjust must be one of {', '.join(ADJUSTMENTS)}, got '{adjust}'")
-    side_a, side_b = resolve_side(a, benchmark, split, epoch), resolve_side(b, benchmark, split, epoch)
+def _compared(side_a: Side, side_b: Side, resamples: int, seed: int, allow_missing: bool) -> list[dict[str, Any]]:
+    """Per benchmark split both sides predicted, the comparison of its metrics (no adjusted p yet)."""
     common = [name for name in side_a.files if name in side_b.files]
     if not common:
         raise NegtrainError(f"A ({', '.join(side_a.files)}) and B ({', '.join(side_b.files)}) share no benchmark split")
@@ -158,8 +153,46 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
             "mcnemar": exact,
             "metrics": {k: metric_row(k, d, declared, exact) for k, d in diffs.items()},
         })
+    return evals
+
+
+def _compare_seed_groups(a: Path, b: Path, benchmark, split, epoch, resamples, seed, allow_missing, adjust) -> dict[str, Any]:
+    """Two ``fit --seeds`` groups, paired by seed: each seed both groups ran is compared run
+    against run (the same examples, so McNemar and the paired bootstrap apply within it), and
+    the adjustment runs over every seed's rows together."""
+    if not (is_seed_group(a) and is_seed_group(b)):
+        which = a if is_seed_group(a) else b
+        raise NegtrainError(f"{which} is a seed group (fit --seeds); compare it with another seed group, or name one of its runs")
+    group_a, group_b = SeedGroup.read(a), SeedGroup.read(b)
+    runs_b = dict(zip(group_b.seeds, group_b.runs))
+    paired_seeds = [(s, run, runs_b[s]) for s, run in zip(group_a.seeds, group_a.runs) if s in runs_b]
+    if not paired_seeds:
+        raise NegtrainError(f"{a} (seeds {group_a.seeds}) and {b} (seeds {group_b.seeds}) share no seed to pair runs by")
+    evals = []
+    for s, run_a, run_b in paired_seeds:
+        side_a = resolve_side(run_a.path, benchmark, split, epoch)
+        side_b = resolve_side(run_b.path, benchmark, split, epoch)
+        evals += [{**ev, "seed": s} for ev in _compared(side_a, side_b, resamples, seed, allow_missing)]
     add_adjusted(evals, adjust)
-    only = sorted((set(side_a.files) ^ set(side_b.files)))
+    unpaired = sorted(set(group_a.seeds) ^ set(group_b.seeds))
+    return {"a": str(a), "b": str(b), "bootstrap": {"resamples": resamples, "seed": seed}, "adjust": adjust,
+            "seeds": [s for s, _, _ in paired_seeds], "evals": evals,
+            "not_in_both": [f"seed {s}" for s in unpaired], "warnings": setup_differences(group_a.runs[0].path, group_b.runs[0].path)}
+
+
+def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = None, epoch: str = "last",
+            resamples: int = 1000, seed: int = 0, allow_missing: bool = False, adjust: str = "holm") -> dict[str, Any]:
+    """The comparison as JSON-ready data (see the module docstring)."""
+    if epoch not in ("last", "best") and not epoch.isdigit():
+        raise NegtrainError(f"--epoch must be 'last', 'best' or an epoch number, got '{epoch}'")
+    if adjust not in ADJUSTMENTS:
+        raise NegtrainError(f"--adjust must be one of {', '.join(ADJUSTMENTS)}, got '{adjust}'")
+    if is_seed_group(a) or is_seed_group(b):
+        return _compare_seed_groups(a, b, benchmark, split, epoch, resamples, seed, allow_missing, adjust)
+    side_a, side_b = resolve_side(a, benchmark, split, epoch), resolve_side(b, benchmark, split, epoch)
+    evals = _compared(side_a, side_b, resamples, seed, allow_missing)
+    add_adjusted(evals, adjust)
+    only = sorted(set(side_a.files) ^ set(side_b.files))
     return {"a": side_a.label, "b": side_b.label, "bootstrap": {"resamples": resamples, "seed": seed},
             "adjust": adjust, "evals": evals, "not_in_both": only, "warnings": setup_differences(a, b)}
 
@@ -224,7 +257,7 @@ def comparison_markdown(result: dict[str, Any]) -> str:
     if result.get("warnings"):
         lines += ["", "**A and B were not produced alike:**", "", *[f"- warning: {w}" for w in result["warnings"]]]
     for ev in result["evals"]:
-        lines += ["", f"## {ev['benchmark']}/{ev['split']} ({ev['units']} {ev['unit']}s)", "",
+        lines += ["", f"## {'seed ' + str(ev['seed']) + ': ' if 'seed' in ev else ''}{ev['benchmark']}/{ev['split']} ({ev['units']} {ev['unit']}s)", "",
                   f"| metric | A | B | B − A | 95% CI of B − A | share B ≤ A | p (test) | p adjusted ({ADJUSTMENTS[result['adjust']]}) | better |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for k, m in ev["metrics"].items():
@@ -239,5 +272,5 @@ def comparison_markdown(result: dict[str, Any]) -> str:
                           f"{mc['b_only']} by B only; exact two-sided p = {format_p(mc['p'])}."]
         lines += ["", *[f"note: {n}" for n in ev["notes"]]] if ev["notes"] else []
     if result["not_in_both"]:
-        lines += ["", f"Not compared (predicted by one side only): {', '.join(result['not_in_both'])}."]
+        lines += ["", f"Not compared (in one side only): {', '.join(result['not_in_both'])}."]
     return "\n".join(lines) + "\n"

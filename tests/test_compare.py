@@ -164,3 +164,42 @@ def test_mcnemar_counts_and_adjusted_p_named_in_the_header(tmp_path, capsys, sco
         assert "5 right by A only and 20 by B only" in out
     code, _, err = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--adjust", "sidak")
     assert code == 2 and "invalid choice: 'sidak'" in err
+
+
+def _seed_group(parent, seeds: dict[int, set[int]], recipe: str = "scone_minilm"):
+    """A `fit --seeds` parent by hand: per seed, a run whose epoch-0 predictions are wrong on the
+    one_scoped member of the given contrast sets."""
+    from negtrain.seeds import MANIFEST
+
+    scone = get_benchmark("scone").load("test")
+    for s, wrong in seeds.items():
+        run = parent / f"seed{s}"
+        write(run / "predictions" / "scone-test-epoch0.jsonl", predictions(scone, wrong))
+        (run / "recipe.yaml").write_text(f"# recipe: {recipe}\n")
+        (run / "metrics.jsonl").write_text(json.dumps({"epoch": 0, "stage": "fit", "benchmark": "scone", "split": "test",
+                                                       "metrics": {"accuracy": 0.5}}) + "\n")
+    (parent / MANIFEST).write_text(json.dumps({"recipe": recipe, "seeds": list(seeds), "runs": [f"seed{s}" for s in seeds]}))
+    return parent
+
+
+def test_seed_groups_are_compared_seed_by_seed_with_one_adjustment(tmp_path, capsys):
+    a = _seed_group(tmp_path / "a", {1: set(range(10)), 2: set(range(10)), 3: set()})
+    b = _seed_group(tmp_path / "b", {1: set(range(4)), 2: set(range(12)), 4: set()})
+    code, out, _ = compare(capsys, a, b, "--json", "--bootstrap", "100")
+    assert code == 0
+    result = json.loads(out)
+    assert result["seeds"] == [1, 2] and result["not_in_both"] == ["seed 3", "seed 4"]
+    one, two = result["evals"]
+    assert (one["seed"], one["mcnemar"]["a_only"], one["mcnemar"]["b_only"]) == (1, 0, 6)
+    assert (two["seed"], two["mcnemar"]["a_only"], two["mcnemar"]["b_only"]) == (2, 2, 0)
+    # Holm over both seeds' rows: 16 p-values, the smallest times 16.
+    ps = [m["p"] for ev in result["evals"] for m in ev["metrics"].values()]
+    assert len(ps) == 16
+    assert min(m["p_adjusted"] for ev in result["evals"] for m in ev["metrics"].values()) == pytest.approx(min(1.0, 16 * min(ps)))
+    code, out, _ = compare(capsys, a, b, "--bootstrap", "0")
+    assert "## seed 1: scone/test" in out and "## seed 2: scone/test" in out and "Not compared (in one side only): seed 3, seed 4." in out
+    code, _, err = compare(capsys, a, tmp_path / "a" / "seed1")
+    assert code == 2 and "is a seed group (fit --seeds); compare it with another seed group" in err
+    c = _seed_group(tmp_path / "c", {7: set()})
+    code, _, err = compare(capsys, a, c)
+    assert code == 2 and "share no seed to pair runs by" in err
