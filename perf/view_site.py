@@ -1,6 +1,7 @@
 """The size of a `negtrain view` site and its time to first paint in headless Chromium.
 
     python perf/view_site.py CARD [CARD ...]            # the site of real cards
+    python perf/view_site.py A B --screenshots docs/images   # the docs' screenshots (A vs B of A and B)
     python perf/view_site.py --condaqa-lm OUT           # first write a CondaQA test card (7,240
                                                         # questions) with an LM's prompt and response
                                                         # on every line, made-up answers, then measure it
@@ -73,11 +74,41 @@ def measure(site: Path) -> None:
         browser.close()
 
 
+def screenshots(site: Path, folder: Path) -> None:
+    """The docs' pictures: the overview, the first eval set with "inconsistent only", and the first
+    A vs B page, each cut to 1000x620 and reduced to 64 colours (small files)."""
+    from PIL import Image
+    from playwright.sync_api import sync_playwright
+
+    folder.mkdir(parents=True, exist_ok=True)
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=shutil.which("chromium"), args=["--no-sandbox"])
+        page = browser.new_page(viewport={"width": 1000, "height": 620})
+        shots = [("view-overview.png", "#overview", "table.overview", None),
+                 ("view-contrast-sets.png", "#set/s0e0", "#groups .group", "#f-inconsistent"),
+                 ("view-a-vs-b.png", "#ab/0/0", "#ab-groups", None)]
+        for name, route, ready, check in shots:
+            page.goto((site / "index.html").as_uri() + route)
+            page.wait_for_selector(ready)
+            if check:
+                page.check(check)
+            page.screenshot(path=str(folder / name))
+            Image.open(folder / name).convert("RGB").quantize(64).save(folder / name, optimize=True)
+            print(f"  {folder / name}: {(folder / name).stat().st_size / 1e3:.0f} kB")
+        browser.close()
+
+
 def run() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("cards", type=Path, nargs="*")
     parser.add_argument("--condaqa-lm", type=Path, metavar="OUT")
+    parser.add_argument("--screenshots", type=Path, metavar="DIR", help="the docs' screenshots of the site of all CARDs together")
     args = parser.parse_args()
+    if args.screenshots:
+        site = args.cards[0] / "view-docs"
+        assert main(["view", *map(str, args.cards), "--out", str(site)]) == 0
+        screenshots(site, args.screenshots)
+        return
     cards = list(args.cards) + ([condaqa_lm_card(args.condaqa_lm)] if args.condaqa_lm else [])
     for card in cards:
         site = card / "view"

@@ -238,6 +238,10 @@ def test_the_browser_shows_filters_and_runs_no_model_output(hand_site, tmp_path,
     assert page.locator("#ab-count").text_content() == "15"
     assert (page.locator("#ab-wins").text_content(), page.locator("#ab-losses").text_content()) == ("10", "5")
     assert "5 right by A only and 10 by B only" in page.locator("#ab-mcnemar").text_content()
+    page.screenshot(path=str(tmp_path / "a-vs-b.png"))
+    page.goto((site / "index.html").as_uri())
+    page.wait_for_selector("table.overview")
+    page.screenshot(path=str(tmp_path / "overview.png"))
     assert page.evaluate("window.__pwned") is None and not errors, errors
     print(f"screenshots: {tmp_path}")
 
