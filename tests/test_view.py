@@ -309,3 +309,31 @@ def test_real_cards_in_the_browser(minilm_cards, tmp_path, capsys, browser):
     page.screenshot(path=str(tmp_path / "a-vs-b.png"))
     assert not errors, errors
     print(f"screenshots: {tmp_path}")
+
+
+def test_serve_answers_on_127_0_0_1_and_ctrl_c_ends_it(hand_cards, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+    import urllib.request
+
+    a, _ = hand_cards
+    proc = subprocess.Popen([sys.executable, "-m", "negtrain", "view", str(a), "--out", str(tmp_path / "site"), "--bootstrap", "0",
+                             "--serve", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])})
+    try:
+        for line in proc.stdout:
+            if line.startswith("serving "):
+                break
+        url = re.search(r"at (http://127\.0\.0\.1:\d+/)", line).group(1)
+        with urllib.request.urlopen(url + "index.html", timeout=10) as response:
+            assert b"script-src 'self'" in response.read()
+        with urllib.request.urlopen(url + "data/s0e0.js", timeout=10) as response:
+            assert response.headers["Content-Type"].startswith("text/javascript") and json.dumps(PAYLOAD).encode() in response.read()
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=30)
+        assert proc.returncode == 0 and "stopped serving" in out, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
