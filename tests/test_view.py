@@ -77,6 +77,12 @@ def hand_cards(tmp_path_factory):
     root = tmp_path_factory.mktemp("hand")
     a = write_card(root / "cardA", scone_lines(WRONG_A, response=PAYLOAD))
     b = write_card(root / "cardB", scone_lines(WRONG_B))
+    # A benchmark without contrast groups beside it (MoNLI, every example right but the first).
+    monli = [{"id": e.id, "prediction": flip(e.label) if i == 0 else e.label, "label": e.label}
+             for i, e in enumerate(get_benchmark("monli").load("test"))]
+    scone_record = (a / "metrics.jsonl").read_text()
+    write_card(a, monli, benchmark="monli")
+    (a / "metrics.jsonl").write_text(scone_record + (a / "metrics.jsonl").read_text())
     return a, b
 
 
@@ -107,7 +113,7 @@ def _data(site: Path, name: str):
 def test_site_data_are_the_cards_numbers(hand_cards, hand_site, tmp_path, capsys):
     a, b = hand_cards
     site, out = hand_site
-    assert f"site written to {site}: 2 eval set(s) of 2 evaluation(s), 1 A-vs-B pair(s)" in out
+    assert f"site written to {site}: 3 eval set(s) of 2 evaluation(s), 1 A-vs-B pair(s)" in out
     assert "warning" not in out
     html = (site / "index.html").read_text()
     # Scripts from the site's own files only; no inline script in the page, no markup from data.
@@ -116,7 +122,7 @@ def test_site_data_are_the_cards_numbers(hand_cards, hand_site, tmp_path, capsys
     js = (site / "viewer.js").read_text()
     assert "innerHTML" not in js.replace("never innerHTML", "") and "eval(" not in js and "insertAdjacentHTML" not in js
     index = _data(site, "index.js")
-    record = json.loads((a / "metrics.jsonl").read_text())
+    record = json.loads((a / "metrics.jsonl").read_text().splitlines()[0])
     assert index["sources"][0]["sets"][0]["metrics"] == record["metrics"]
     page = _data(site, "s0e0.js")
     groups = page["groups"]
@@ -231,13 +237,22 @@ def test_the_browser_shows_filters_and_runs_no_model_output(hand_site, tmp_path,
     assert PAYLOAD in page.locator("td.response pre >> nth=0").text_content()
     assert page.locator("main img").count() == 0 and page.locator("main script").count() == 0
     assert page.evaluate("window.__pwned") is None
+    assert "null" not in page.locator("main").text_content()  # no absent value printed as a word
     page.screenshot(path=str(tmp_path / "set.png"), full_page=False)
+    # MoNLI has no groups: no "inconsistent" filter or count, each example its own row.
+    page.goto((site / "index.html").as_uri() + "#set/s0e1")
+    page.wait_for_selector("#count-shown")
+    assert page.locator("#f-inconsistent").count() == 0 and page.locator("#count-consistency").count() == 0
+    assert page.locator("#count-shown").text_content() == "200" and page.locator("#count-accuracy").text_content() == "0.9950"
+    assert "null" not in page.locator("main").text_content()
+    page.screenshot(path=str(tmp_path / "monli.png"))
     page.goto((site / "index.html").as_uri() + "#ab/0/0")
     page.wait_for_selector("#ab-count")
     # Sets 0..9 (B fixes) and 30..34 (B breaks) differ; 10..29 are wrong alike.
     assert page.locator("#ab-count").text_content() == "15"
     assert (page.locator("#ab-wins").text_content(), page.locator("#ab-losses").text_content()) == ("10", "5")
     assert "5 right by A only and 10 by B only" in page.locator("#ab-mcnemar").text_content()
+    assert "null" not in page.locator("main").text_content()
     page.screenshot(path=str(tmp_path / "a-vs-b.png"))
     page.goto((site / "index.html").as_uri())
     page.wait_for_selector("table.overview")

@@ -26,6 +26,11 @@
     return node;
   }
 
+  // replaceChildren, leaving out absent parts (a filter a benchmark does not have).
+  function fill(node, ...children) {
+    node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
+  }
+
   function fmt(v) { return v === null || v === undefined || Number.isNaN(v) ? "-" : v.toFixed(4); }
   function fmtP(p) { return p === null || p === undefined ? "-" : p >= 0.001 ? p.toFixed(4) : p.toPrecision(3); }
   function signed(v) { return v === null || v === undefined ? "-" : (v >= 0 ? "+" : "") + v.toFixed(4); }
@@ -142,7 +147,7 @@
           pair.evals.map((ev, e) => el("a", { href: `#ab/${p}/${e}`, class: "ab-link" }, ev.name))));
       });
     }
-    app.replaceChildren(...parts);
+    fill(app, ...parts);
   }
 
   // ------------------------------------------------------------------ one eval set
@@ -208,13 +213,18 @@
     const [src, set] = findSet(key);
     if (!set) return notFound();
     where.textContent = setLabel(src, set);
-    app.replaceChildren(el("p", {}, "Loading " + set.name + "…"));
-    loadSet(key).then((data) => renderSet(src, set, data), (err) => app.replaceChildren(el("p", { class: "warn" }, String(err))));
+    fill(app, el("p", {}, "Loading " + set.name + "…"));
+    loadSet(key).then((data) => renderSet(src, set, data), (err) => fill(app, el("p", { class: "warn" }, String(err))));
   }
 
   function renderSet(src, set, data) {
     const E = data.examples, G = data.groups;
     const state = { inconsistent: false, subset: "", correct: "", q: "", page: 0 };
+    // The card's name for "groups scored all right" where the metric scores groups (consistency,
+    // NaN-NLI's strict); else the viewer's own count, named as such (TINAD's coherence is another rule).
+    const consistencyName = G.scored.length && G.scored[0] !== null
+      ? (Object.keys(set.info).find((k) => set.info[k].role === "consistency" && !k.includes("/")) || "consistency")
+      : "groups with every member right (the viewer's count, not a card metric)";
     const counts = el("div", { class: "counts", id: "counts" });
     const list = el("div", { id: "groups" });
     const filters = el("div", { class: "filters" },
@@ -256,9 +266,9 @@
         if (st !== "not scored") { scored += 1; if (st === "right") scoredRight += 1; else inconsistent += 1; }
       }
       const acc = state.subset ? `accuracy/${state.subset}` : "accuracy";
-      counts.replaceChildren(
+      fill(counts, 
         data.has_correct ? el("span", {}, `${acc}: `, el("b", { id: "count-accuracy" }, fmt(all ? allRight / all : null)), ` (${allRight} of ${all} right)`) : null,
-        data.grouped ? el("span", {}, "consistency: ", el("b", { id: "count-consistency" }, fmt(scored ? scoredRight / scored : null)),
+        data.grouped ? el("span", {}, `${consistencyName}: `, el("b", { id: "count-consistency" }, fmt(scored ? scoredRight / scored : null)),
           ` (${scoredRight} of ${scored} groups scored all right; `, el("b", { id: "count-inconsistent" }, String(inconsistent)), " inconsistent)") : null,
         el("span", {}, "shown: ", el("b", { id: "count-shown" }, String(shown.length)), ` ${data.grouped ? "groups" : "examples"}, ${examples} examples` +
           (data.has_correct ? ` (${right} of ${seen} right)` : "")));
@@ -268,12 +278,12 @@
         return el("div", { class: "group " + (st === "inconsistent" ? "bad" : st === "right" ? "good" : ""), "data-group": G.name[g] },
           el("h3", {}, data.grouped ? `${G.name[g]}: ${st}` : G.name[g]), memberTable(data, G.members[g], keepExample));
       });
-      list.replaceChildren(pager(shown.length, page, (p) => { state.page = p; draw(); }), ...cards);
+      fill(list, pager(shown.length, page, (p) => { state.page = p; draw(); }), ...cards);
     }
 
     const info = el("table", {}, el("tr", {}, el("th", {}, "metric"), el("th", {}, "card value [95% CI]")),
       Object.keys(set.metrics).map((k) => el("tr", {}, el("td", {}, k), el("td", { class: "num" }, withCi(set.metrics[k], set.uncertainty[k], (set.info[k] || {}).count)))));
-    app.replaceChildren(el("h1", {}, set.name), el("p", {}, `${src.label}; ${E.id.length} examples predicted`),
+    fill(app, el("h1", {}, set.name), el("p", {}, `${src.label}; ${E.id.length} examples predicted`),
       ...data.notes.map((n) => el("p", { class: "warn" }, "note: " + n)), info, filters, counts, list);
     draw();
   }
@@ -284,9 +294,9 @@
     if (!ev) return notFound();
     const a = INDEX.sources[pair.a], b = INDEX.sources[pair.b];
     where.textContent = `A vs B: ${ev.name}`;
-    app.replaceChildren(el("p", {}, "Loading…"));
+    fill(app, el("p", {}, "Loading…"));
     Promise.all([loadSet(ev.a_key), loadSet(ev.b_key)]).then(([da, db]) => renderAb(pair, ev, a, b, da, db),
-      (err) => app.replaceChildren(el("p", { class: "warn" }, String(err))));
+      (err) => fill(app, el("p", { class: "warn" }, String(err))));
   }
 
   function renderAb(pair, ev, a, b, da, db) {
@@ -333,10 +343,10 @@
         return el("div", { class: "group " + (verdict === "B wins" ? "good" : verdict === "B loses" ? "bad" : ""), "data-group": da.groups.name[g] },
           el("h3", {}, `${da.groups.name[g]}: ${verdict}`), memberTable(view, members, () => true, extra));
       });
-      list.replaceChildren(el("p", {}, "shown: ", el("b", { id: "ab-shown" }, String(shown.length))), pager(shown.length, page, (p) => { state.page = p; draw(); }), ...cards);
+      fill(list, el("p", {}, "shown: ", el("b", { id: "ab-shown" }, String(shown.length))), pager(shown.length, page, (p) => { state.page = p; draw(); }), ...cards);
     }
     const unit = da.grouped ? "groups" : "examples";
-    app.replaceChildren(el("h1", {}, `A vs B: ${ev.name}`), el("p", {}, `A = ${a.label}; B = ${b.label}`),
+    fill(app, el("h1", {}, `A vs B: ${ev.name}`), el("p", {}, `A = ${a.label}; B = ${b.label}`),
       el("p", {}, `p: two-sided; accuracy by McNemar's exact test (mcnemar), every other metric by the paired bootstrap ` +
         `(${INDEX.bootstrap.resamples} resamples, seed ${INDEX.bootstrap.seed}). Adjusted: ${ADJUST[INDEX.adjust]} over the ${total} p-values of this pair's table (every benchmark A and B share).`),
       stats,
@@ -350,7 +360,7 @@
     draw();
   }
 
-  function notFound() { app.replaceChildren(el("p", { class: "warn" }, "No such page."), el("a", { href: "#overview" }, "overview")); }
+  function notFound() { fill(app, el("p", { class: "warn" }, "No such page."), el("a", { href: "#overview" }, "overview")); }
 
   function route() {
     const parts = (location.hash || "#overview").slice(1).split("/");
@@ -360,7 +370,7 @@
     window.scrollTo(0, 0);
   }
 
-  if (!INDEX) { app.replaceChildren(el("p", { class: "warn" }, "data/index.js is missing")); return; }
+  if (!INDEX) { fill(app, el("p", { class: "warn" }, "data/index.js is missing")); return; }
   window.addEventListener("hashchange", route);
   route();
 })();
