@@ -11,9 +11,16 @@ the benchmark's own metric, and per metric the comparison gives:
   scores A and B on the same draw, so the comparison is not diluted by the split's own sampling
   noise that A and B share;
 - ``share_b_le_a``: the share of resamples in which B's value is at most A's (for a
-  lower-is-better metric, the share in which B is at least as good as A).
+  lower-is-better metric, the share in which B is at least as good as A);
+- ``p``: a two-sided p of "A and B do not differ": for ``accuracy``, McNemar's exact test on the
+  per-example correctness of the examples both predicted (``test: mcnemar``; the discordant counts
+  are in the split's ``mcnemar``), for every other metric the paired bootstrap's
+  (``test: bootstrap``);
+- ``p_adjusted``: ``p`` adjusted over every comparison of the table (all splits, all metrics),
+  Holm–Bonferroni by default or Benjamini–Hochberg (``adjust="bh"``).
 
-See :mod:`negtrain.metrics.uncertainty` for the bootstrap.
+See :mod:`negtrain.metrics.uncertainty` for the bootstrap and :mod:`negtrain.metrics.paired_tests`
+for the exact test and the adjustments.
 """
 
 from __future__ import annotations
@@ -28,7 +35,9 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import NegtrainError
 from negtrain.evaluation import scored_metric
 from negtrain.metrics.base import MISSING
-from negtrain.metrics.uncertainty import paired
+from negtrain.metrics.paired_tests import ADJUSTMENTS, adjusted, mcnemar_exact
+from negtrain.metrics.uncertainty import UnitTable, paired
+from negtrain.seeds import SeedGroup, is_seed_group
 from negtrain.training import provenance
 
 #: ``<benchmark>-<split>-<epochN|validate|test>.jsonl``; benchmark names may hold '-', splits do not.
@@ -89,12 +98,32 @@ def resolve_side(arg: Path, benchmark: str | None, split: str | None, epoch: str
     return Side(str(arg), files)
 
 
-def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = None, epoch: str = "last",
-            resamples: int = 1000, seed: int = 0, allow_missing: bool = False) -> dict[str, Any]:
-    """The comparison as JSON-ready data (see the module docstring)."""
-    if epoch not in ("last", "best") and not epoch.isdigit():
-        raise NegtrainError(f"--epoch must be 'last', 'best' or an epoch number, got '{epoch}'")
-    side_a, side_b = resolve_side(a, benchmark, split, epoch), resolve_side(b, benchmark, split, epoch)
+def discordant(table_a: UnitTable, table_b: UnitTable) -> dict[str, int] | None:
+    """McNemar's counts on the examples A and B both predicted: ``a_only`` right by A alone,
+    ``b_only`` right by B alone, ``pairs`` predicted by both; None where the metric has no
+    per-example right/wrong (F1-only or cloze benchmarks)."""
+    if table_a.right is None or table_b.right is None or table_a.seen is None or table_b.seen is None:
+        return None
+    both = table_a.seen & table_b.seen
+    return {"pairs": int(both.sum()), "a_only": int((both & table_a.right & ~table_b.right).sum()),
+            "b_only": int((both & table_b.right & ~table_a.right).sum())}
+
+
+def mcnemar_of(table_a: UnitTable, table_b: UnitTable) -> dict[str, Any] | None:
+    """:func:`discordant` with its exact two-sided p."""
+    counts = discordant(table_a, table_b)
+    return None if counts is None else {**counts, "p": mcnemar_exact(counts["a_only"], counts["b_only"])}
+
+
+def add_adjusted(evals: list[dict[str, Any]], method: str) -> None:
+    """Each metric's ``p_adjusted``: ``method``'s adjustment over every p of the table."""
+    rows = [m for ev in evals for m in ev["metrics"].values()]
+    for row, value in zip(rows, adjusted([row["p"] for row in rows], method)):
+        row["p_adjusted"] = value
+
+
+def _compared(side_a: Side, side_b: Side, resamples: int, seed: int, allow_missing: bool) -> list[dict[str, Any]]:
+    """Per benchmark split both sides predicted, the comparison of its metrics (no adjusted p yet)."""
     common = [name for name in side_a.files if name in side_b.files]
     if not common:
         raise NegtrainError(f"A ({', '.join(side_a.files)}) and B ({', '.join(side_b.files)}) share no benchmark split")
@@ -108,6 +137,7 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
         declared = get_benchmark(bench)
         diffs = paired(metric_a, metric_a.last_outcomes, metric_b, metric_b.last_outcomes, resamples, seed, declared.is_count)
         table = metric_a.unit_table(metric_a.last_outcomes)
+        exact = mcnemar_of(table, metric_b.unit_table(metric_b.last_outcomes))
         notes = set(scored_a.notes) | set(scored_b.notes)
         if (metric_a.last_predictions is not None and metric_b.last_predictions is not None
                 and not ((metric_a.last_predictions == MISSING) == (metric_b.last_predictions == MISSING)).all()):
@@ -120,17 +150,62 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
             "unit": table.unit,
             "units": table.units,
             "notes": sorted(notes),
-            "metrics": {
-                k: {
-                    "a": _num(d.a), "b": _num(d.b), "diff": _num(d.diff), "ci95": d.ci95,
-                    "share_b_le_a": d.share_b_le_a, "higher_is_better": declared.is_higher_better(k),
-                }
-                for k, d in diffs.items()
-            },
+            "mcnemar": exact,
+            "metrics": {k: metric_row(k, d, declared, exact) for k, d in diffs.items()},
         })
-    only = sorted((set(side_a.files) ^ set(side_b.files)))
+    return evals
+
+
+def _compare_seed_groups(a: Path, b: Path, benchmark, split, epoch, resamples, seed, allow_missing, adjust) -> dict[str, Any]:
+    """Two ``fit --seeds`` groups, paired by seed: each seed both groups ran is compared run
+    against run (the same examples, so McNemar and the paired bootstrap apply within it), and
+    the adjustment runs over every seed's rows together."""
+    if not (is_seed_group(a) and is_seed_group(b)):
+        which = a if is_seed_group(a) else b
+        raise NegtrainError(f"{which} is a seed group (fit --seeds); compare it with another seed group, or name one of its runs")
+    group_a, group_b = SeedGroup.read(a), SeedGroup.read(b)
+    runs_b = dict(zip(group_b.seeds, group_b.runs))
+    paired_seeds = [(s, run, runs_b[s]) for s, run in zip(group_a.seeds, group_a.runs) if s in runs_b]
+    if not paired_seeds:
+        raise NegtrainError(f"{a} (seeds {group_a.seeds}) and {b} (seeds {group_b.seeds}) share no seed to pair runs by")
+    evals = []
+    for s, run_a, run_b in paired_seeds:
+        side_a = resolve_side(run_a.path, benchmark, split, epoch)
+        side_b = resolve_side(run_b.path, benchmark, split, epoch)
+        evals += [{**ev, "seed": s} for ev in _compared(side_a, side_b, resamples, seed, allow_missing)]
+    add_adjusted(evals, adjust)
+    unpaired = sorted(set(group_a.seeds) ^ set(group_b.seeds))
+    return {"a": str(a), "b": str(b), "bootstrap": {"resamples": resamples, "seed": seed}, "adjust": adjust,
+            "seeds": [s for s, _, _ in paired_seeds], "evals": evals,
+            "not_in_both": [f"seed {s}" for s in unpaired], "warnings": setup_differences(group_a.runs[0].path, group_b.runs[0].path)}
+
+
+def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = None, epoch: str = "last",
+            resamples: int = 1000, seed: int = 0, allow_missing: bool = False, adjust: str = "holm") -> dict[str, Any]:
+    """The comparison as JSON-ready data (see the module docstring)."""
+    if epoch not in ("last", "best") and not epoch.isdigit():
+        raise NegtrainError(f"--epoch must be 'last', 'best' or an epoch number, got '{epoch}'")
+    if adjust not in ADJUSTMENTS:
+        raise NegtrainError(f"--adjust must be one of {', '.join(ADJUSTMENTS)}, got '{adjust}'")
+    if is_seed_group(a) or is_seed_group(b):
+        return _compare_seed_groups(a, b, benchmark, split, epoch, resamples, seed, allow_missing, adjust)
+    side_a, side_b = resolve_side(a, benchmark, split, epoch), resolve_side(b, benchmark, split, epoch)
+    evals = _compared(side_a, side_b, resamples, seed, allow_missing)
+    add_adjusted(evals, adjust)
+    only = sorted(set(side_a.files) ^ set(side_b.files))
     return {"a": side_a.label, "b": side_b.label, "bootstrap": {"resamples": resamples, "seed": seed},
-            "evals": evals, "not_in_both": only, "warnings": setup_differences(a, b)}
+            "adjust": adjust, "evals": evals, "not_in_both": only, "warnings": setup_differences(a, b)}
+
+
+def metric_row(name: str, d, declared, exact: dict[str, Any] | None) -> dict[str, Any]:
+    """One metric's comparison; accuracy's p is McNemar's exact one where the split has
+    per-example correctness, every other p the paired bootstrap's."""
+    by_mcnemar = name == "accuracy" and exact is not None
+    return {
+        "a": _num(d.a), "b": _num(d.b), "diff": _num(d.diff), "ci95": d.ci95,
+        "share_b_le_a": d.share_b_le_a, "higher_is_better": declared.is_higher_better(name),
+        "p": exact["p"] if by_mcnemar else d.p_bootstrap, "test": "mcnemar" if by_mcnemar else "bootstrap",
+    }
 
 
 def _provenance_of(arg: Path) -> dict[str, Any] | None:
@@ -150,6 +225,13 @@ def _num(x: float) -> float | None:
     return float(x) + 0.0 if math.isfinite(x) else None  # + 0.0: no -0.0
 
 
+def format_p(p: float | None) -> str:
+    """A p-value to 4 significant digits (small ones in exponent form), '-' where there is none."""
+    if p is None:
+        return "-"
+    return f"{p:.4f}" if p >= 0.001 else f"{p:.3g}"
+
+
 def _f(x: float | None, signed: bool = False) -> str:
     if x is None:
         return "-"
@@ -167,18 +249,28 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         (f"95% CI of B − A: paired percentile bootstrap, {boot['resamples']} resamples (seed {boot['seed']}) of each "
          "benchmark's independent units, the same units drawn for A and B. 'share B ≤ A': the share of resamples "
          "in which B's value is at most A's." if boot["resamples"] else "No bootstrap (--bootstrap 0): differences only."),
+        "",
+        (f"p: two-sided, of \"A and B do not differ\"; accuracy by McNemar's exact test on the examples both predicted "
+         f"(mcnemar), every other metric by the paired bootstrap (bootstrap). Adjusted: {ADJUSTMENTS[result['adjust']]} "
+         f"over all {sum(m['p'] is not None for ev in result['evals'] for m in ev['metrics'].values())} p-values of this table."),
     ]
     if result.get("warnings"):
         lines += ["", "**A and B were not produced alike:**", "", *[f"- warning: {w}" for w in result["warnings"]]]
     for ev in result["evals"]:
-        lines += ["", f"## {ev['benchmark']}/{ev['split']} ({ev['units']} {ev['unit']}s)", "",
-                  "| metric | A | B | B − A | 95% CI of B − A | share B ≤ A | better |", "|---|---|---|---|---|---|---|"]
+        lines += ["", f"## {'seed ' + str(ev['seed']) + ': ' if 'seed' in ev else ''}{ev['benchmark']}/{ev['split']} ({ev['units']} {ev['unit']}s)", "",
+                  f"| metric | A | B | B − A | 95% CI of B − A | share B ≤ A | p (test) | p adjusted ({ADJUSTMENTS[result['adjust']]}) | better |",
+                  "|---|---|---|---|---|---|---|---|---|"]
         for k, m in ev["metrics"].items():
             ci = f"[{m['ci95'][0]:+.4f}, {m['ci95'][1]:+.4f}]" if m["ci95"] and m["ci95"][0] is not None else "-"
             share = _f(m["share_b_le_a"])
-            lines.append(f"| {k} | {_f(m['a'])} | {_f(m['b'])} | {_f(m['diff'], True)} | {ci} | {share} | "
-                         f"{'higher' if m['higher_is_better'] else 'lower'} |")
+            p = f"{format_p(m['p'])} ({m['test']})" if m["p"] is not None else "-"
+            lines.append(f"| {k} | {_f(m['a'])} | {_f(m['b'])} | {_f(m['diff'], True)} | {ci} | {share} | {p} | "
+                         f"{format_p(m['p_adjusted'])} | {'higher' if m['higher_is_better'] else 'lower'} |")
+        if ev["mcnemar"] is not None:
+            mc = ev["mcnemar"]
+            lines += ["", f"McNemar: of {mc['pairs']} examples both predicted, {mc['a_only']} right by A only and "
+                          f"{mc['b_only']} by B only; exact two-sided p = {format_p(mc['p'])}."]
         lines += ["", *[f"note: {n}" for n in ev["notes"]]] if ev["notes"] else []
     if result["not_in_both"]:
-        lines += ["", f"Not compared (predicted by one side only): {', '.join(result['not_in_both'])}."]
+        lines += ["", f"Not compared (in one side only): {', '.join(result['not_in_both'])}."]
     return "\n".join(lines) + "\n"

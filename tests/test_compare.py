@@ -90,7 +90,7 @@ def test_run_directories_and_markdown(tmp_path, capsys, scone_test):
     code, out, _ = compare(capsys, run_a, run_b)
     assert code == 0
     assert "## scone/test (200 contrast sets)" in out
-    assert "| consistency | 0.9000 | 0.9000 | +0.0000 | [+0.0000, +0.0000] | 1.0000 | higher |" in out
+    assert "| consistency | 0.9000 | 0.9000 | +0.0000 | [+0.0000, +0.0000] | 1.0000 | 1.0000 (bootstrap) | 1.0000 | higher |" in out
     code, out, err = compare(capsys, run_a, run_b, "--epoch", "0", "--json", "--out", tmp_path / "cmp")
     assert code == 0, err
     m = json.loads(out)["evals"][0]["metrics"]["consistency"]
@@ -135,3 +135,71 @@ def test_an_epoch_spelled_with_a_leading_zero_and_bounded_bootstrap(tmp_path, ca
     assert code == 2 and "scone-test-epoch01.jsonl and scone-test-epoch1.jsonl are both epoch1" in err
     code, _, err = compare(capsys, run_b, run_b, "--bootstrap", "1000000000")
     assert code == 2 and "--bootstrap must be between 0 and 100000" in err
+
+
+def test_mcnemar_counts_and_adjusted_p_named_in_the_header(tmp_path, capsys, scone_test):
+    from scipy.stats import binomtest
+
+    # A wrong on the one_scoped member of sets 0..29, B on sets 20..34: of the 1200 examples both
+    # predicted, 20 are right by B only (sets 0..19) and 5 by A only (sets 30..34).
+    a = write(tmp_path / "a.jsonl", predictions(scone_test, set(range(30))))
+    b = write(tmp_path / "b.jsonl", predictions(scone_test, set(range(20, 35))))
+    for adjust, name in (("holm", "Holm–Bonferroni"), ("bh", "Benjamini–Hochberg")):
+        code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--json", "--adjust", adjust,
+                               "--bootstrap", "200")
+        assert code == 0
+        result = json.loads(out)
+        [ev] = result["evals"]
+        assert result["adjust"] == adjust
+        assert ev["mcnemar"] == {"pairs": 1200, "a_only": 5, "b_only": 20, "p": pytest.approx(binomtest(20, 25).pvalue, rel=1e-12)}
+        acc = ev["metrics"]["accuracy"]
+        assert acc["test"] == "mcnemar" and acc["p"] == ev["mcnemar"]["p"]
+        assert all(m["test"] == "bootstrap" for k, m in ev["metrics"].items() if k != "accuracy")
+        ps = [m["p"] for m in ev["metrics"].values()]
+        assert len(ps) == 8 and all(m["p_adjusted"] >= m["p"] for m in ev["metrics"].values())
+        if adjust == "holm":  # the smallest p is multiplied by m
+            assert min(m["p_adjusted"] for m in ev["metrics"].values()) == pytest.approx(min(1.0, 8 * min(ps)))
+        code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--adjust", adjust, "--bootstrap", "200")
+        assert f"| p (test) | p adjusted ({name}) |" in out and f"Adjusted: {name} over all 8 p-values" in out
+        assert "5 right by A only and 20 by B only" in out
+    code, _, err = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--adjust", "sidak")
+    assert code == 2 and "invalid choice: 'sidak'" in err
+
+
+def _seed_group(parent, seeds: dict[int, set[int]], recipe: str = "scone_minilm"):
+    """A `fit --seeds` parent by hand: per seed, a run whose epoch-0 predictions are wrong on the
+    one_scoped member of the given contrast sets."""
+    from negtrain.seeds import MANIFEST
+
+    scone = get_benchmark("scone").load("test")
+    for s, wrong in seeds.items():
+        run = parent / f"seed{s}"
+        write(run / "predictions" / "scone-test-epoch0.jsonl", predictions(scone, wrong))
+        (run / "recipe.yaml").write_text(f"# recipe: {recipe}\n")
+        (run / "metrics.jsonl").write_text(json.dumps({"epoch": 0, "stage": "fit", "benchmark": "scone", "split": "test",
+                                                       "metrics": {"accuracy": 0.5}}) + "\n")
+    (parent / MANIFEST).write_text(json.dumps({"recipe": recipe, "seeds": list(seeds), "runs": [f"seed{s}" for s in seeds]}))
+    return parent
+
+
+def test_seed_groups_are_compared_seed_by_seed_with_one_adjustment(tmp_path, capsys):
+    a = _seed_group(tmp_path / "a", {1: set(range(10)), 2: set(range(10)), 3: set()})
+    b = _seed_group(tmp_path / "b", {1: set(range(4)), 2: set(range(12)), 4: set()})
+    code, out, _ = compare(capsys, a, b, "--json", "--bootstrap", "100")
+    assert code == 0
+    result = json.loads(out)
+    assert result["seeds"] == [1, 2] and result["not_in_both"] == ["seed 3", "seed 4"]
+    one, two = result["evals"]
+    assert (one["seed"], one["mcnemar"]["a_only"], one["mcnemar"]["b_only"]) == (1, 0, 6)
+    assert (two["seed"], two["mcnemar"]["a_only"], two["mcnemar"]["b_only"]) == (2, 2, 0)
+    # Holm over both seeds' rows: 16 p-values, the smallest times 16.
+    ps = [m["p"] for ev in result["evals"] for m in ev["metrics"].values()]
+    assert len(ps) == 16
+    assert min(m["p_adjusted"] for ev in result["evals"] for m in ev["metrics"].values()) == pytest.approx(min(1.0, 16 * min(ps)))
+    code, out, _ = compare(capsys, a, b, "--bootstrap", "0")
+    assert "## seed 1: scone/test" in out and "## seed 2: scone/test" in out and "Not compared (in one side only): seed 3, seed 4." in out
+    code, _, err = compare(capsys, a, tmp_path / "a" / "seed1")
+    assert code == 2 and "is a seed group (fit --seeds); compare it with another seed group" in err
+    c = _seed_group(tmp_path / "c", {7: set()})
+    code, _, err = compare(capsys, a, c)
+    assert code == 2 and "share no seed to pair runs by" in err

@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--bootstrap-seed", type=int, default=0, metavar="SEED", help="seed of the bootstrap draws (default 0)")
     p.add_argument("--allow-missing", action="store_true",
                    help="score predictions files that cover only part of a split (e.g. a run with limit_val_batches)")
+    p.add_argument("--adjust", choices=("holm", "bh"), default="holm",
+                   help="multiple-comparison adjustment of the p-values over the whole table: holm (Holm-Bonferroni, "
+                   "the default) or bh (Benjamini-Hochberg)")
     p.add_argument("--json", action="store_true", help="print JSON instead of Markdown")
     p.add_argument("--out", type=Path, help="also write the comparison to OUT.md and OUT.json")
 
@@ -40,7 +43,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.io.atomic import write_text
 
     result = compare(args.a, args.b, args.benchmark, args.split, args.epoch, args.bootstrap, args.bootstrap_seed,
-                     args.allow_missing)
+                     args.allow_missing, args.adjust)
     for warning in result["warnings"]:  # on stderr too, so --json output shows them as well
         print(f"warning: {warning}", file=sys.stderr)
     markdown = comparison_markdown(result)

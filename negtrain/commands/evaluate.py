@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from negtrain.commands import check_bootstrap
+from negtrain.commands.view import command_for
 from negtrain.errors import NegtrainError
 
 
@@ -85,7 +86,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError(f"{', '.join(given)}: a report card writes card.md and metrics.jsonl, and scores every "
                                 "example it loads; --allow-missing is for --predictions or --backend openai")
         check_bootstrap(args)
-        make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        out = make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        print(f"browse every example: {command_for(out)}")
         return 0
     card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system") if getattr(args, n) is not None]
     card_only += [f for f, on in (("--chat", args.chat), ("--fewshot-as-multiturn", args.fewshot_as_multiturn), ("--no-log-samples", not args.log_samples)) if on]

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from negtrain.commands.view import command_for
+
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", type=Path, action="append", required=True,
@@ -22,4 +24,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError("report compares at most two runs (--run DIR [--run DIR2])")
     out = report(args.run[0], args.run[1] if len(args.run) > 1 else None)
     print(f"report written to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
+    from negtrain.seeds import is_seed_group
+
+    if not is_seed_group(args.run[0]):  # a seed group's parent holds runs, not one evaluation
+        print(f"browse every example: {command_for(*args.run)}")
     return 0

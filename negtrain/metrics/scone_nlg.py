@@ -3,6 +3,7 @@ completions, and the automatic ``outcome_choice`` proxy."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -75,7 +76,7 @@ class JudgedCompletions(GroupedAccuracy):
         extra = unit_table(table.unit, codes, n_units, {
             "judged": judged, "agreed": agree, "coherent_votes": np.where(judged, first + second, 0),
         })
-        return UnitTable(table.unit, table.columns + extra.columns, np.hstack([table.values, extra.values]))
+        return dataclasses.replace(table, columns=table.columns + extra.columns, values=np.hstack([table.values, extra.values]))
 
     def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
         out = super().from_totals(t)

@@ -70,6 +70,12 @@ class UnitTable:
     unit: str  # what one unit is, e.g. "contrast set"
     columns: tuple[str, ...]
     values: np.ndarray  # (units, columns)
+    #: Per example, before summing: its unit, and (where the metric has these columns) whether it
+    #: was predicted ("seen") and right ("right"): what a paired exact test and the viewer read,
+    #: so that their "right" is the metric's own.
+    codes: np.ndarray | None = None
+    seen: np.ndarray | None = None
+    right: np.ndarray | None = None
 
     @property
     def units(self) -> int:
@@ -94,7 +100,8 @@ def unit_table(unit: str, codes: np.ndarray, n_units: int, per_example: Mapping[
         columns.append(name)
         values.append(np.asarray(col, dtype=np.float64).reshape(n_units))
     table = np.stack(values, axis=1) if values else np.zeros((n_units, 0))
-    return UnitTable(unit, tuple(columns), table)
+    seen, right = (np.asarray(per_example[k], dtype=bool) if k in per_example else None for k in ("seen", "right"))
+    return UnitTable(unit, tuple(columns), table, codes, seen, right)
 
 
 def point_values(values: Mapping[str, object]) -> dict[str, float]:
@@ -235,6 +242,9 @@ class Difference:
     diff: float
     ci95: list[float | None] | None
     share_b_le_a: float | None
+    #: Two-sided bootstrap p of "no difference": twice the smaller share of resamples on either
+    #: side of 0, each counted as (k + 1) / (R + 1) so that it is never 0 (Davison & Hinkley 1997).
+    p_bootstrap: float | None = None
 
 
 def paired(metric_a, outcomes_a: np.ndarray, metric_b, outcomes_b: np.ndarray, resamples: int, seed: int,
@@ -252,12 +262,15 @@ def paired(metric_a, outcomes_a: np.ndarray, metric_b, outcomes_b: np.ndarray, r
     for name in point_a:
         if is_count(name) or name not in point_b:
             continue
-        ci = share = None
+        ci = share = p = None
         if name in rep_a and name in rep_b:
             d = rep_b[name] - rep_a[name]
             ci = percentile_interval(d)
             finite = np.isfinite(d)
             share = _rounded((d[finite] <= 0).mean()) if finite.any() else None
+            kept = d[finite]
+            if kept.size:
+                p = _rounded(min(1.0, 2 * (min(int((kept <= 0).sum()), int((kept >= 0).sum())) + 1) / (kept.size + 1)))
         a, b = point_a[name], point_b[name]
-        out[name] = Difference(a, b, b - a, ci, share)
+        out[name] = Difference(a, b, b - a, ci, share, p)
     return out
