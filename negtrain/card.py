@@ -29,6 +29,7 @@ the same ``DIR`` continues from there; ``metrics.jsonl`` and the card are assemb
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import re
@@ -51,6 +52,7 @@ from negtrain.config import (
     validate_recipe,
     without_other_families,
 )
+from negtrain import labels as nli
 from negtrain.errors import ConfigError, NegtrainError, Stopped, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord, read_records, write_records
@@ -87,6 +89,37 @@ def _run_source(name: str) -> tuple[Path, Path] | None:
     return None
 
 
+def run_head_labels(run_dir: Path, run_recipe: dict[str, Any]) -> list[str] | None:
+    """The classification head's labels a run trained, in head order: its ``model/config.json``'s
+    ``id2label``, else the label space of its training data (as the run chose its fresh head)."""
+    try:
+        id2label = json.loads((run_dir / "model" / "config.json").read_text(encoding="utf-8")).get("id2label")
+        names = [nli.normalize(id2label[key]) for key in sorted(id2label, key=int)]
+        if names and all(names) and len(set(names)) == len(names):
+            return names  # type: ignore[return-value]
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        pass  # a run from before model/ was written, or a damaged one: its training data decides
+    train = (run_recipe.get("data") or {}).get("train") or []
+    sizes = [len(BENCHMARKS[t["benchmark"]].labels) for t in train if isinstance(t, dict) and t.get("benchmark") in BENCHMARKS]
+    if not sizes:
+        return None
+    return list(nli.NLI3 if 3 in sizes else nli.NLI2)
+
+
+def head_cannot_score(head: list[str] | None, benchmark: str) -> str | None:
+    """Why a classification head with labels ``head`` cannot be scored on ``benchmark``, or None:
+    a 2-way head predicts no neutral/contradiction, so a 3-way benchmark scores it only where it
+    has a binary view (NaN-NLI); a 3-way head is coarsened on 2-way benchmarks."""
+    bench = BENCHMARKS[benchmark]
+    if not head or not all(label in nli.NLI3 + nli.NLI2 for label in bench.labels):
+        return None
+    spaces = bench.prediction_spaces or (tuple(bench.labels),)
+    if any(all(nli.into(h, space) is not None for h in head) for space in spaces):
+        return None
+    return (f"its labels are {', '.join(bench.labels)} and it has no 2-way view; the model's {len(head)}-way head "
+            f"({', '.join(head)}) cannot tell neutral from contradiction")
+
+
 def card_recipe(
     model: str,
     family: str | None,
@@ -109,6 +142,10 @@ def card_recipe(
         if family is not None and family != family_of(model_section):
             raise ConfigError(f"--family {family}: the run at {model} trained a '{model_section.get('family')}' model")
         checkpoint = source[1]
+        if "head_labels" in FAMILY_SECTIONS[family_of(model_section)].model_fields and not model_section.get("head_labels"):
+            # The head the run trained: without it, a card's head would be sized to the card's
+            # benchmarks (3-way with NaN-NLI among them) and the run's 2-way weights would not fit.
+            model_section["head_labels"] = run_head_labels(source[0].parent, run_recipe)
     else:
         if family is None:
             raise ConfigError(f"evaluate --model needs --family ({FAMILY_PICK.expected()})")
@@ -271,6 +308,9 @@ def plan_card(args, extra: list[str]):
     if strategy:
         _apply_strategy(recipe, strategy, named=args.benchmarks != "all")
     explicit = args.benchmarks != "all" or args.strict or protocol is not None
+    head = [nli.normalize(h) or h for h in getattr(recipe.model, "head_labels", None) or []]
+    if head:
+        recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit, lambda e: head_cannot_score(head, e.benchmark), where)
     if recipe.evaluation.backend == "openai":
         recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit,
                                            lambda e: _through_server(e, recipe), where)
@@ -408,7 +448,7 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
             partial.data.eval = todo
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
             evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
-                          provenance_of=loaded, provenance_dir=out,
+                          provenance_of=loaded, provenance_dir=out, checkpoint_given_as=f"--model {shown}:",
                           response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
         records = [r for e in entries for r in read_records(part_path(out, set_name(e)))]
