@@ -1,0 +1,131 @@
+"""What a new user hit in the first hour (issue 40): the card of their own trained run, silence when
+stdout is a file, a resume command that fails when pasted, slow or unclear `evaluate` mistakes.
+
+A real `fit` (MiniLM, 2 training batches) runs once in a subprocess with stdout redirected to a
+file, as under nohup or SLURM; the tests below read its output and its run directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO
+
+PROGRESS = re.compile(r"^progress: epoch 0/0, step \d+ of \d+ \(\d+%\), [\d.]+ examples/s, elapsed [\d:]+, ETA ([\d:]+|unknown)$", re.M)
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ, PYTHONPATH=str(REPO), **extra)
+    env.pop("COLUMNS", None)
+    return env
+
+
+@pytest.fixture(scope="module")
+def redirected_fit(tmp_path_factory):
+    """A 1-epoch scone_minilm run whose stdout is a file (not a terminal), progress every 0.01 s."""
+    root = tmp_path_factory.mktemp("redirected")
+    run, log = root / "run", root / "stdout.txt"
+    with log.open("w") as stdout:
+        done = subprocess.run(
+            [sys.executable, "-m", "negtrain", "fit", "--recipe", "scone_minilm", "--output-dir", str(run),
+             "--trainer.max_epochs=1", "--trainer.limit_train_batches=3", "--trainer.limit_val_batches=1",
+             "--trainer.enable_progress_bar=false", "--trainer.precision=32-true", "--trainer.torch_threads=1",
+             "--data.batch_size=4", "--data.eval_batch_size=8", "--model.max_length=48",
+             "--trainer.progress_every_s=0.01"],
+            stdout=stdout, stderr=subprocess.PIPE, text=True, env=_env(), cwd=root, timeout=600,
+        )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return run, log.read_text(encoding="utf-8")
+
+
+def test_fit_into_a_file_prints_progress_lines(redirected_fit):
+    _, out = redirected_fit
+    lines = PROGRESS.findall(out)
+    # Every 0.01 s: one line after each of the 3 training batches (a step takes longer than that).
+    assert len(lines) == 3, out
+    assert "step 3 of 3 (100%)" in out
+    assert re.search(r"^progress: evaluating scone/test, batch 1 of 1$", out, re.M), out
+
+
+def test_no_progress_lines_when_turned_off(tmp_path):
+    from negtrain.training import progress_lines
+
+    assert not progress_lines.wanted(0)
+    assert progress_lines.wanted(60) is (not sys.stdout.isatty())
+
+
+@pytest.mark.slow
+def test_the_card_of_a_two_way_run_scores_every_benchmark_or_says_why_not(redirected_fit, tmp_path):
+    """The README's own example: `evaluate --model <run>` over every benchmark the NLI family
+    scores, 3-way ones included. NaN-NLI is scored on its binary view; a 3-way benchmark without
+    one is skipped with the reason; no error names a --checkpoint the user never passed."""
+    from negtrain.benchmarks.matrix import scorable
+
+    run, _ = redirected_fit
+    card = tmp_path / "card"
+    done = subprocess.run(
+        [sys.executable, "-m", "negtrain", "evaluate", "--model", str(run), "--out", str(card),
+         "--trainer.limit_val_batches=1", "--data.eval_batch_size=8", "--trainer.torch_threads=1"],
+        capture_output=True, text=True, env=_env(), cwd=tmp_path, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "--checkpoint" not in done.stdout + done.stderr
+    scored = {(r["benchmark"], r["split"]) for r in map(json.loads, (card / "metrics.jsonl").read_text().splitlines())}
+    text = (card / "card.md").read_text(encoding="utf-8")
+    section = text.split("## Skipped", 1)[1].split("\n## ", 1)[0] if "## Skipped" in text else ""
+    skipped = set(re.findall(r"^- ([\w-]+)/(\w+): ", section, re.M))
+    assert scored | skipped == set(scorable("nli")), (scored, skipped)
+    assert ("nannli", "test") in scored  # 3-way, with a binary view: the 2-way head is scored on it
+    assert ("negnli-snli", "test") in skipped
+    assert re.search(r"^- negnli-snli/test: .*2-way head .*cannot tell neutral from contradiction", text, re.M)
+    nannli = next(r for r in map(json.loads, (card / "metrics.jsonl").read_text().splitlines()) if r["benchmark"] == "nannli")
+    assert "binary_f1" in nannli["metrics"] and "f1" not in nannli["metrics"]
+
+
+def test_the_card_head_is_the_run_head(fake_run, tmp_path):
+    """The card's recipe carries the head the run trained, read from the run's model/config.json."""
+    from negtrain.card import card_recipe, head_cannot_score, run_head_labels
+
+    raw, checkpoint = card_recipe(str(fake_run), None, "all", 0, None, {})
+    assert raw["model"]["head_labels"] == ["entailment", "not_entailment"]
+    assert checkpoint.name == "best-epoch1.ckpt"
+    # Without model/config.json, the run's training data decides (ScoNe and MoNLI: 2-way).
+    import shutil
+
+    bare = tmp_path / "run"
+    shutil.copytree(fake_run, bare)
+    shutil.rmtree(bare / "model")
+    import yaml
+
+    assert run_head_labels(bare, yaml.safe_load((bare / "recipe.yaml").read_text())) == ["entailment", "not_entailment"]
+    assert head_cannot_score(["entailment", "not_entailment"], "nannli") is None
+    assert "cannot tell neutral from contradiction" in head_cannot_score(["entailment", "not_entailment"], "negnli-snli")
+    assert head_cannot_score(["entailment", "neutral", "contradiction"], "scone") is None
+
+
+def test_a_named_three_way_benchmark_is_refused_with_the_reason(fake_run, tmp_path, capsys):
+    from negtrain import cli
+
+    code = cli.main(["evaluate", "--model", str(fake_run), "--benchmarks", "negnli-snli", "--out", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "--benchmarks negnli-snli: its labels are entailment, neutral, contradiction" in err
+    assert "--checkpoint" not in err
+
+
+def test_the_resume_command_carries_the_data_directory(monkeypatch):
+    from negtrain.paths import resume_command
+
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", "/data/my mirror")
+    words = shlex.split(resume_command(Path("runs/a b")))
+    assert words == ["NEGTRAIN_DATA_DIR=/data/my mirror", "python", "-m", "negtrain", "fit", "--resume", "runs/a b"]
+    monkeypatch.delenv("NEGTRAIN_DATA_DIR")
+    assert resume_command(Path("r")) == "python -m negtrain fit --resume r"
