@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from negtrain.benchmarks.matrix import Skipped, check_supported, resolve_benchmarks, scorable, unreadable_reason
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
@@ -59,11 +58,13 @@ from negtrain.io.records import EvalRecord, RunRecord, read_records, write_recor
 from negtrain.io.run_lock import run_lock
 from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
+from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
 from negtrain.secrets import redact_text
-from negtrain.training import provenance
-from negtrain.training.run import evaluate_each, quiet_third_party_logs, resolved_recipe_yaml
+
+# Lightning, torch and the training floor are imported where a card is scored or written: an
+# argument mistake (a misspelt benchmark, a folder that does not exist) answers in a second.
 
 
 
@@ -120,6 +121,70 @@ def head_cannot_score(head: list[str] | None, benchmark: str) -> str | None:
             f"({', '.join(head)}) cannot tell neutral from contradiction")
 
 
+def _looks_like_a_path(name: str) -> bool:
+    """A name that can only be a folder or file, never a Hub id (``owner/name``)."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or name.endswith(".ckpt") or (os.sep != "/" and os.sep in name)
+
+
+def check_model_exists(model: str) -> None:
+    """A model path that does not exist is a missing folder, said at once, not a Hub problem."""
+    if model.startswith(PKG_PREFIX):
+        resolve_model_name(model)  # raises: no such package or folder in it
+        return
+    path = Path(model).expanduser()
+    if _looks_like_a_path(model) and not path.exists():
+        parent = next((p for p in path.absolute().parents if p.exists()), None)
+        where = f" ({parent} exists, {path.absolute().relative_to(parent).parts[0]} in it does not)" if parent and parent != Path(path.anchor) else ""
+        raise ConfigError(f"--model {model}: no such folder{where}")
+
+
+def _config_of(model: str) -> dict[str, Any] | None:
+    folder = Path(resolve_model_name(model)).expanduser()
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _families_of(config: dict[str, Any]) -> list[str]:
+    """The families whose head a model config's ``architectures`` name: ``...ForSequenceClassification``
+    is what ``AutoModelForSequenceClassification`` loads; an encoder-decoder's ``...ForConditionalGeneration``
+    what ``AutoModelForSeq2SeqLM`` loads."""
+    architectures = [a for a in config.get("architectures") or [] if isinstance(a, str)]
+    found = []
+    for name, section in FAMILY_SECTIONS.items():
+        if not section.auto_class.startswith("AutoModelFor"):
+            continue
+        head = section.auto_class.removeprefix("AutoModel")
+        if any(a.endswith(head) for a in architectures) or (
+            head == "ForSeq2SeqLM" and config.get("is_encoder_decoder") and any(a.endswith("ForConditionalGeneration") for a in architectures)
+        ):
+            found.append(name)
+    return found
+
+
+def family_from_config(model: str) -> str | None:
+    """The family of a local model folder, where its config.json says it unambiguously."""
+    config = _config_of(model)
+    found = _families_of(config) if config is not None else []
+    if len(found) == 1:
+        print(f"--family {found[0]}: from {model}'s config.json (architectures {', '.join(config['architectures'])})", flush=True)
+        return found[0]
+    return None
+
+
+def _why_no_family(model: str) -> str:
+    config = _config_of(model)
+    if config is None:
+        return ""
+    found = _families_of(config)
+    archs = ", ".join(map(str, config.get("architectures") or [])) or "none"
+    if len(found) > 1:
+        return f"; its config.json's architectures ({archs}) fit {', '.join(found)}"
+    return f"; its config.json's architectures ({archs}) name no family's head"
+
+
 def card_recipe(
     model: str,
     family: str | None,
@@ -147,8 +212,9 @@ def card_recipe(
             # benchmarks (3-way with NaN-NLI among them) and the run's 2-way weights would not fit.
             model_section["head_labels"] = run_head_labels(source[0].parent, run_recipe)
     else:
+        family = family or family_from_config(model)
         if family is None:
-            raise ConfigError(f"evaluate --model needs --family ({FAMILY_PICK.expected()})")
+            raise ConfigError(f"evaluate --model needs --family ({FAMILY_PICK.expected()}){_why_no_family(model)}")
         model_section = {"name": model, "family": family}
         adapter_section = {"type": "none"}
     family = family_of(model_section)
@@ -278,6 +344,8 @@ def plan_card(args, extra: list[str]):
             raise ConfigError(f"--backend openai scores a served decoder ({', '.join(served)}), not '{family}'")
         if _run_source(args.model) is not None or args.adapter is not None:
             raise ConfigError("--backend openai: --model is the served model's name; a run directory or adapter is loaded by --backend hf")
+    if backend != "openai":
+        check_model_exists(args.model)
     from negtrain.prompts.protocols import get_protocol
 
     protocol = get_protocol(args.protocol) if getattr(args, "protocol", None) else None
@@ -417,6 +485,8 @@ def _staging(out: Path, name: str) -> Path:
 
 def make_card(args, extra: list[str]) -> Path:
     recipe, skipped, checkpoint, protocol = plan_card(args, extra)
+    from negtrain.training.run import resolved_recipe_yaml
+
     shown = redact_text(args.model)  # a token inside a model path never reaches a title or header
     out = args.out or default_out(shown, recipe.model.family)
     check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
@@ -431,6 +501,10 @@ def make_card(args, extra: list[str]) -> Path:
 
 
 def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: LoadedRecipe, recipe_text: str, shown: str, protocol) -> None:
+    from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+    from negtrain.training.run import evaluate_each, quiet_third_party_logs
+
     entries = list(recipe.data.eval)
     if rank_zero_only.rank == 0:
         continuing = _open_card_dir(out, recipe_text)
@@ -466,6 +540,7 @@ def _score_served(recipe, todo, out: Path, args) -> None:
     from negtrain.served import needs_logprobs, score_served
     from negtrain.serving.cache import ResponseCache
     from negtrain.serving.openai import OpenAIBackend, ServerSettings
+    from negtrain.training import provenance
 
     server = recipe.evaluation.server
     settings = ServerSettings(server.base_url, recipe.model.name, server.key_env, server.concurrency, server.timeout,
@@ -511,6 +586,8 @@ def _with_ci(value: float | None, spread: dict | None) -> str:
 
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, record: dict | None = None) -> str:
     """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end."""
+    from negtrain.training import provenance
+
     evals = [r for r in records if isinstance(r, EvalRecord)]
     columns: list[str] = []
     for r in evals:
@@ -605,6 +682,8 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
 
 def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped) -> None:
     """card.md and card.png from the card's records (what its metrics.jsonl holds, as just written)."""
+    from negtrain.training import provenance
+
     records = [r for r in records if r.stage == "validate"]
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")

