@@ -527,12 +527,16 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
         records = [r for e in entries for r in read_records(part_path(out, set_name(e)))]
         write_records(out / "metrics.jsonl", records)
-        write_card(out, records, shown, recipe.model.family, skipped)
+        template = chat_template_line(recipe)
+        write_card(out, records, shown, recipe.model.family, skipped, template)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
         if protocol is not None:
             from negtrain.protocol import write_protocol
 
             write_protocol(out, protocol, records, shown, recipe.evaluation.bootstrap, recipe.evaluation.bootstrap_seed)
+            if template:  # under the title, so every table of the card says how its prompts were wrapped
+                title, _, rest = (out / "protocol.md").read_text(encoding="utf-8").partition("\n")
+                write_text(out / "protocol.md", f"{title}\n\n{template}\n{rest}")
             print(f"protocol {protocol.name}: {out / 'protocol.md'}")
 
 
@@ -574,6 +578,23 @@ def _score_served(recipe, todo, out: Path, args) -> None:
 # ---- the card files ----------------------------------------------------------------------------
 
 
+def chat_template_line(recipe) -> str | None:
+    """Whether the prompts went through a chat template, as one line of the card's tables (None
+    for a family that reads no prompt). Without ``--chat`` (``model.chat``) or a run's
+    ``model.chat_template: true``, a prompt reaches the model as written."""
+    model = recipe.model
+    if not FAMILY_SECTIONS[model.family].reads_prompts:
+        return None
+    if recipe.evaluation.backend == "openai":
+        return ("Chat template: the server's, through /v1/chat/completions (--chat)." if model.chat
+                else "Chat template: none; prompts as written, through /v1/completions (no --chat).")
+    if model.chat:
+        return "Chat template: the tokenizer's, applied to every prompt (--chat)."
+    if model.wraps_in_chat_template():
+        return "Chat template: the tokenizer's where it has one (the run's model.chat_template: true)."
+    return "Chat template: none; prompts as written (no --chat)."
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4f}"
 
@@ -584,15 +605,17 @@ def _with_ci(value: float | None, spread: dict | None) -> str:
     return _fmt(value) + (f" {interval}" if interval and _fmt(value) != "-" else "")
 
 
-def card_markdown(records: list[RunRecord], model: str, family: str, skipped, record: dict | None = None) -> str:
-    """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end."""
+def card_markdown(records: list[RunRecord], model: str, family: str, skipped, record: dict | None = None,
+                  template: str | None = None) -> str:
+    """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end;
+    ``template``: whether the prompts went through a chat template (:func:`chat_template_line`)."""
     from negtrain.training import provenance
 
     evals = [r for r in records if isinstance(r, EvalRecord)]
     columns: list[str] = []
     for r in evals:
         columns += [k for k in with_role(r["metrics"], "consistency") if k not in columns]
-    lines = [f"# Negation report card: `{model}` ({family})", ""]
+    lines = [f"# Negation report card: `{model}` ({family})", ""] + ([template, ""] if template else [])
     lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
     lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     notes = []
@@ -680,12 +703,12 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     return drawn
 
 
-def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped) -> None:
+def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped, template: str | None = None) -> None:
     """card.md and card.png from the card's records (what its metrics.jsonl holds, as just written)."""
     from negtrain.training import provenance
 
     records = [r for r in records if r.stage == "validate"]
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")
-    write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out)))
+    write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out), template))
     plot_card(records, out / "card.png", f"{model} ({family})")

@@ -209,3 +209,30 @@ def test_a_folder_whose_config_names_no_family_says_so(tmp_path, capsys):
     assert cli.main(["evaluate", "--model", str(tmp_path / "m")]) == 2
     err = capsys.readouterr().err
     assert "needs --family" in err and "its config.json's architectures (BertModel) name no family's head" in err
+
+
+# ---- the chat template: --chat decides -----------------------------------------------------------
+
+def test_without_chat_a_chat_tokenizer_gets_the_prompt_as_written_and_the_tables_say_so(lm_env, tmp_path):
+    from negtrain import cli
+
+    common = ["--trainer.limit_val_batches=1", "--data.eval_batch_size=4", "--trainer.torch_threads=1",
+              "--trainer.precision=32-true", "--evaluation.bootstrap=0"]
+    out = tmp_path / "plain"
+    assert cli.main(["evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot",
+                     "--out", str(out), *common]) == 0
+    import yaml
+
+    assert yaml.safe_load((out / "recipe.yaml").read_text().split("\n", 1)[1])["model"]["chat_template"] is False
+    lines = [json.loads(x) for x in (out / "predictions" / "tinad-test-plain.jsonl").read_text().splitlines()]
+    assert lines and not any("[INST]" in x["prompt"] or "<s>" in x["prompt"] for x in lines)
+    assert lines[0]["prompt"].startswith("Is the following statement True or False? ")
+    assert "\nChat template: none; prompts as written (no --chat).\n" in (out / "card.md").read_text()
+    assert "\nChat template: none; prompts as written (no --chat).\n" in (out / "protocol.md").read_text()
+    chat = tmp_path / "chat"
+    assert cli.main(["evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot",
+                     "--chat", "--out", str(chat), *common]) == 0
+    line = json.loads((chat / "predictions" / "tinad-test-chat.jsonl").read_text().splitlines()[0])
+    assert line["prompt"].startswith("<s>[INST] ")
+    assert "\nChat template: the tokenizer's, applied to every prompt (--chat).\n" in (chat / "card.md").read_text()
+    assert "\nChat template: the tokenizer's, applied to every prompt (--chat).\n" in (chat / "protocol.md").read_text()
