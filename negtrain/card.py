@@ -420,6 +420,11 @@ def _unreadable_shots(entry) -> str | None:
 #: Finished benchmarks: ``parts/<benchmark>-<split>.json``, each the benchmark's metrics line,
 #: written (atomically) after its predictions file. ``metrics.jsonl`` is assembled from them.
 PARTS = "parts"
+#: The note that the model's head was partly fresh (its numbers chance level), in ``parts/``.
+FRESH_HEAD_NOTE = "fresh-head-note.txt"
+#: What a card's user runs instead of scoring a fresh head: evaluate takes no --checkpoint.
+FRESH_HEAD_REMEDY = ("give --model a trained negtrain run directory (or a .ckpt in it), or a model whose "
+                     "classification head was trained for the task")
 
 
 def set_name(entry) -> str:
@@ -521,14 +526,19 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
             partial = recipe.model_copy(deep=True)
             partial.data.eval = todo
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
-            evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
-                          provenance_of=loaded, provenance_dir=out, checkpoint_given_as=f"--model {shown}:",
-                          response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
+            note = evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
+                                 provenance_of=loaded, provenance_dir=out, checkpoint_given_as=f"--model {shown}:",
+                                 fresh_head_remedy=FRESH_HEAD_REMEDY,
+                                 response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
+            if note and rank_zero_only.rank == 0:  # kept, so the card of a continued run says it too
+                write_text(out / PARTS / FRESH_HEAD_NOTE, note + "\n")
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
         records = [r for e in entries for r in read_records(part_path(out, set_name(e)))]
         write_records(out / "metrics.jsonl", records)
         template = chat_template_line(recipe)
-        write_card(out, records, shown, recipe.model.family, skipped, template)
+        fresh = out / PARTS / FRESH_HEAD_NOTE
+        write_card(out, records, shown, recipe.model.family, skipped, template,
+                   fresh.read_text(encoding="utf-8").strip() if fresh.is_file() else None)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
         if protocol is not None:
             from negtrain.protocol import write_protocol
@@ -605,8 +615,22 @@ def _with_ci(value: float | None, spread: dict | None) -> str:
     return _fmt(value) + (f" {interval}" if interval and _fmt(value) != "-" else "")
 
 
+#: A benchmark's scores that rest on less than this part of its items show how many, beside them.
+SMALL_PART = 0.5
+
+
+def scored_count(metrics: dict) -> float | None:
+    """The items a benchmark's scores rest on, where that can be fewer than it loaded (``n``): its
+    count of scored probes, else ``n`` less the items it skipped; None where every item is scored."""
+    if metrics.get("n_probes") is not None:
+        return metrics["n_probes"]
+    if metrics.get("n_skipped") is not None and metrics.get("n") is not None:
+        return metrics["n"] - metrics["n_skipped"]
+    return None
+
+
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, record: dict | None = None,
-                  template: str | None = None) -> str:
+                  template: str | None = None, fresh_head: str | None = None) -> str:
     """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end;
     ``template``: whether the prompts went through a chat template (:func:`chat_template_line`)."""
     from negtrain.training import provenance
@@ -616,6 +640,9 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, re
     for r in evals:
         columns += [k for k in with_role(r["metrics"], "consistency") if k not in columns]
     lines = [f"# Negation report card: `{model}` ({family})", ""] + ([template, ""] if template else [])
+    if fresh_head:  # before the numbers it qualifies
+        said = fresh_head.removeprefix("note: ")
+        lines += [f"**Chance level.** {said[0].upper() + said[1:]}.", ""]
     lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
     lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     notes = []
@@ -626,6 +653,12 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, re
         acc = headline(m)
         acc_cell = "-" if acc is None else _with_ci(m[acc], spread.get(acc)) + ("" if acc == "accuracy" else f" ({acc})")
         n = m.get("n")
+        scored = scored_count(m)
+        if scored is not None and n and scored < SMALL_PART * n:
+            # e.g. negated LAMA's probes a model's vocabulary can answer: 1 of 2,224 is no benchmark score
+            acc_cell += f" (on {int(scored):,} of {int(n):,})"
+            notes.append(f"- {r['benchmark']}/{r['split']}: its scores rest on {int(scored):,} of its {int(n):,} items "
+                         "(the others were not scored; see n_skipped)")
         seconds = r.get("eval_seconds")
         rate = f"{n / seconds:.1f}" if n and seconds else "-"
         cells = [_with_ci(m.get(k), spread.get(k)) if k in m else "" for k in columns]
@@ -665,20 +698,22 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, re
     if notes:
         lines += ["", "## Notes", "", *notes]
     lines += ["", "Predictions: `predictions/`; every number above is what `negtrain evaluate --predictions` gives on those files.", ""]
-    lines += provenance.markdown(record)
+    lines += provenance.markdown(record, file_table=False)  # the data files' hashes: provenance.json
     return "\n".join(lines)
 
 
 def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
-    """Accuracy (x) against the headline consistency (y), one labelled point per benchmark.
-    The PNG's ``negtrain:points`` text chunk names the benchmarks drawn."""
+    """Accuracy (x) against the headline consistency (y), one numbered point per benchmark, and
+    under the plot a key from each number to the benchmark and its two values. Points closer than
+    :data:`SAME_SPOT` share one label (``1, 2, 5``), so labels never pile onto each other (a
+    protocol card's variants often score the same). The PNG's ``negtrain:points`` text chunk names
+    the benchmarks drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 5))
-    drawn = []
+    points = []
     for r in records:
         if not isinstance(r, EvalRecord):
             continue
@@ -687,9 +722,23 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
         if acc is None or not cons or m.get(acc) is None or m.get(cons[0]) is None:
             continue
         name = f"{r['benchmark']}/{r['split']}" + (f"/{r['variant']}" if r.get("variant") else "")
-        ax.scatter(m[acc], m[cons[0]], s=30)
-        ax.annotate(f"{name} ({cons[0]})", (m[acc], m[cons[0]]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        drawn.append(name)
+        points.append((name, acc, cons[0], float(m[acc]), float(m[cons[0]])))
+    spots: list[list[int]] = []  # each: the points within SAME_SPOT of its first one
+    for i, (*_, x, y) in enumerate(points):
+        near = next((g for g in spots if abs(points[g[0]][3] - x) < SAME_SPOT and abs(points[g[0]][4] - y) < SAME_SPOT), None)
+        if near is None:
+            spots.append([i])
+        else:
+            near.append(i)
+    key_rows = max(len(points), 1)
+    fig, (ax, key) = plt.subplots(2, 1, figsize=(6, 5 + 0.17 * key_rows),
+                                  gridspec_kw={"height_ratios": [5, 0.17 * key_rows + 0.2]})
+    for members in spots:
+        xs, ys = [points[i][3] for i in members], [points[i][4] for i in members]
+        ax.scatter(xs, ys, s=30)
+        numbers = [str(i + 1) for i in members]
+        label = "\n".join(", ".join(numbers[k:k + 6]) for k in range(0, len(numbers), 6))
+        ax.annotate(label, (sum(xs) / len(xs), sum(ys) / len(ys)), fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.plot([0, 1], [0, 1], ":", color="grey", linewidth=0.8)  # consistency can never exceed accuracy much
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
@@ -697,18 +746,27 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     ax.set_ylabel("consistency (all of a contrast group right)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
+    key.axis("off")
+    lines = [f"{i + 1:>2}  {name}: {acc} {x:.3f}, {cons} {y:.3f}" for i, (name, acc, cons, x, y) in enumerate(points)]
+    key.text(0, 1, "\n".join(lines) or "(no benchmark has both an accuracy and a consistency)", family="monospace",
+             fontsize=7, va="top", ha="left", transform=key.transAxes)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"negtrain:points": ",".join(drawn)})
+    fig.savefig(path, dpi=110, metadata={"negtrain:points": ",".join(p[0] for p in points)})
     plt.close(fig)
-    return drawn
+    return [p[0] for p in points]
 
 
-def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped, template: str | None = None) -> None:
+#: Points of card.png closer than this (in accuracy and in consistency) share one label.
+SAME_SPOT = 0.04
+
+
+def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped, template: str | None = None,
+               fresh_head: str | None = None) -> None:
     """card.md and card.png from the card's records (what its metrics.jsonl holds, as just written)."""
     from negtrain.training import provenance
 
     records = [r for r in records if r.stage == "validate"]
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")
-    write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out), template))
+    write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out), template, fresh_head))
     plot_card(records, out / "card.png", f"{model} ({family})")

