@@ -320,3 +320,37 @@ def test_card_png_gives_points_on_one_spot_one_label_and_a_key(tmp_path):
     assert "1, 2, 3, 4, 5, 6\n7, 8, 9, 10, 11, 12" in labels and "13" in labels
     key = next(t for t in labels if t.startswith(" 1  "))
     assert " 1  scone/test/v0: accuracy 0.500, consistency 0.000" in key and "13  condaqa/test: accuracy 0.900, consistency 0.600" in key
+
+
+# ---- small things --------------------------------------------------------------------------------
+
+def test_recipe_descriptions_are_whole_sentences():
+    from negtrain.recipes import available_recipes, first_comment_line
+
+    for name, path in available_recipes().items():
+        assert first_comment_line(path).endswith((".", "!", "?")), name
+    assert first_comment_line(available_recipes()["unlikelihood_bert"]).endswith("scored on its test split every epoch.")
+
+
+def test_tiny_model_saves_an_offline_causal_lm_the_card_takes(tmp_path, capsys, one_thread):
+    from transformers import AutoConfig, AutoTokenizer
+
+    from negtrain import cli
+
+    out = tmp_path / "tiny"
+    assert cli.main(["tiny-model", str(out), "--chat"]) == 0
+    said = capsys.readouterr().out
+    assert "random weights and a chat template; every number it gets is chance level" in said
+    assert AutoConfig.from_pretrained(out).architectures == ["LlamaForCausalLM"]
+    tok = AutoTokenizer.from_pretrained(out)
+    assert tok.chat_template and tok("A dog is not an animal.").input_ids[0] == tok.bos_token_id
+    # A second time into the same folder: refused, nothing overwritten.
+    assert cli.main(["tiny-model", str(out)]) == 2
+    assert "exists and is not an empty folder" in capsys.readouterr().err
+    # The card infers causal_lm from its config.json.
+    card = tmp_path / "card"
+    assert cli.main(["evaluate", "--model", str(out), "--benchmarks", "scone", "--strategy", "conditional_q", "--out", str(card),
+                     "--trainer.limit_val_batches=1", "--data.eval_batch_size=4", "--trainer.precision=32-true",
+                     "--evaluation.bootstrap=0"]) == 0
+    assert f"--family causal_lm: from {out}'s config.json (architectures LlamaForCausalLM)" in capsys.readouterr().out
+    assert "(causal_lm)" in (card / "card.md").read_text()
