@@ -22,11 +22,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     width = max((len(n) for n in recipes), default=0)
     columns = max(60, min(shutil.get_terminal_size((100, 24)).columns, 160))
     for name, path in recipes.items():
-        indent = " " * (width + 2)
-        print("\n".join(textwrap.wrap(f"{name:<{width}}  {first_comment_line(path)}", width=columns, subsequent_indent=indent,
-                                      break_on_hyphens=False)))
+        print(f"{name:<{width}}  {first_comment_line(path)}")
         needs = recipe_needs(path)
         shown = f"{needs.network}, {needs.device}; 2-core CPU: {needs.time}" if needs else "(the recipe does not say what it needs)"
+        indent = " " * (width + 2)
         print("\n".join(textwrap.wrap(f"needs: {shown}", width=columns, initial_indent=indent,
                                       subsequent_indent=indent + "  ", break_on_hyphens=False)))
     return 0
