@@ -29,6 +29,7 @@ the same ``DIR`` continues from there; ``metrics.jsonl`` and the card are assemb
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import re
@@ -37,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
 from negtrain.benchmarks.matrix import Skipped, check_supported, resolve_benchmarks, scorable, unreadable_reason
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
@@ -51,17 +51,20 @@ from negtrain.config import (
     validate_recipe,
     without_other_families,
 )
+from negtrain import labels as nli
 from negtrain.errors import ConfigError, NegtrainError, Stopped, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord, read_records, write_records
 from negtrain.io.run_lock import run_lock
 from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
+from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
 from negtrain.secrets import redact_text
-from negtrain.training import provenance
-from negtrain.training.run import evaluate_each, quiet_third_party_logs, resolved_recipe_yaml
+
+# Lightning, torch and the training floor are imported where a card is scored or written: an
+# argument mistake (a misspelt benchmark, a folder that does not exist) answers in a second.
 
 
 
@@ -87,6 +90,101 @@ def _run_source(name: str) -> tuple[Path, Path] | None:
     return None
 
 
+def run_head_labels(run_dir: Path, run_recipe: dict[str, Any]) -> list[str] | None:
+    """The classification head's labels a run trained, in head order: its ``model/config.json``'s
+    ``id2label``, else the label space of its training data (as the run chose its fresh head)."""
+    try:
+        id2label = json.loads((run_dir / "model" / "config.json").read_text(encoding="utf-8")).get("id2label")
+        names = [nli.normalize(id2label[key]) for key in sorted(id2label, key=int)]
+        if names and all(names) and len(set(names)) == len(names):
+            return names  # type: ignore[return-value]
+    except (OSError, ValueError, AttributeError, TypeError, KeyError):
+        pass  # a run from before model/ was written, or a damaged one: its training data decides
+    train = (run_recipe.get("data") or {}).get("train") or []
+    sizes = [len(BENCHMARKS[t["benchmark"]].labels) for t in train if isinstance(t, dict) and t.get("benchmark") in BENCHMARKS]
+    if not sizes:
+        return None
+    return list(nli.NLI3 if 3 in sizes else nli.NLI2)
+
+
+def head_cannot_score(head: list[str] | None, benchmark: str) -> str | None:
+    """Why a classification head with labels ``head`` cannot be scored on ``benchmark``, or None:
+    a 2-way head predicts no neutral/contradiction, so a 3-way benchmark scores it only where it
+    has a binary view (NaN-NLI); a 3-way head is coarsened on 2-way benchmarks."""
+    bench = BENCHMARKS[benchmark]
+    if not head or not all(label in nli.NLI3 + nli.NLI2 for label in bench.labels):
+        return None
+    spaces = bench.prediction_spaces or (tuple(bench.labels),)
+    if any(all(nli.into(h, space) is not None for h in head) for space in spaces):
+        return None
+    return (f"its labels are {', '.join(bench.labels)} and it has no 2-way view; the model's {len(head)}-way head "
+            f"({', '.join(head)}) cannot tell neutral from contradiction")
+
+
+def _looks_like_a_path(name: str) -> bool:
+    """A name that can only be a folder or file, never a Hub id (``owner/name``)."""
+    return name.startswith(("/", ".", "~")) or name.count("/") > 1 or name.endswith(".ckpt") or (os.sep != "/" and os.sep in name)
+
+
+def check_model_exists(model: str) -> None:
+    """A model path that does not exist is a missing folder, said at once, not a Hub problem."""
+    if model.startswith(PKG_PREFIX):
+        resolve_model_name(model)  # raises: no such package or folder in it
+        return
+    path = Path(model).expanduser()
+    if _looks_like_a_path(model) and not path.exists():
+        parent = next((p for p in path.absolute().parents if p.exists()), None)
+        where = f" ({parent} exists, {path.absolute().relative_to(parent).parts[0]} in it does not)" if parent and parent != Path(path.anchor) else ""
+        raise ConfigError(f"--model {model}: no such folder{where}")
+
+
+def _config_of(model: str) -> dict[str, Any] | None:
+    folder = Path(resolve_model_name(model)).expanduser()
+    try:
+        config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def _families_of(config: dict[str, Any]) -> list[str]:
+    """The families whose head a model config's ``architectures`` name: ``...ForSequenceClassification``
+    is what ``AutoModelForSequenceClassification`` loads; an encoder-decoder's ``...ForConditionalGeneration``
+    what ``AutoModelForSeq2SeqLM`` loads."""
+    architectures = [a for a in config.get("architectures") or [] if isinstance(a, str)]
+    found = []
+    for name, section in FAMILY_SECTIONS.items():
+        if not section.auto_class.startswith("AutoModelFor"):
+            continue
+        head = section.auto_class.removeprefix("AutoModel")
+        if any(a.endswith(head) for a in architectures) or (
+            head == "ForSeq2SeqLM" and config.get("is_encoder_decoder") and any(a.endswith("ForConditionalGeneration") for a in architectures)
+        ):
+            found.append(name)
+    return found
+
+
+def family_from_config(model: str) -> str | None:
+    """The family of a local model folder, where its config.json says it unambiguously."""
+    config = _config_of(model)
+    found = _families_of(config) if config is not None else []
+    if len(found) == 1:
+        print(f"--family {found[0]}: from {model}'s config.json (architectures {', '.join(config['architectures'])})", flush=True)
+        return found[0]
+    return None
+
+
+def _why_no_family(model: str) -> str:
+    config = _config_of(model)
+    if config is None:
+        return ""
+    found = _families_of(config)
+    archs = ", ".join(map(str, config.get("architectures") or [])) or "none"
+    if len(found) > 1:
+        return f"; its config.json's architectures ({archs}) fit {', '.join(found)}"
+    return f"; its config.json's architectures ({archs}) name no family's head"
+
+
 def card_recipe(
     model: str,
     family: str | None,
@@ -109,9 +207,14 @@ def card_recipe(
         if family is not None and family != family_of(model_section):
             raise ConfigError(f"--family {family}: the run at {model} trained a '{model_section.get('family')}' model")
         checkpoint = source[1]
+        if "head_labels" in FAMILY_SECTIONS[family_of(model_section)].model_fields and not model_section.get("head_labels"):
+            # The head the run trained: without it, a card's head would be sized to the card's
+            # benchmarks (3-way with NaN-NLI among them) and the run's 2-way weights would not fit.
+            model_section["head_labels"] = run_head_labels(source[0].parent, run_recipe)
     else:
+        family = family or family_from_config(model)
         if family is None:
-            raise ConfigError(f"evaluate --model needs --family ({FAMILY_PICK.expected()})")
+            raise ConfigError(f"evaluate --model needs --family ({FAMILY_PICK.expected()}){_why_no_family(model)}")
         model_section = {"name": model, "family": family}
         adapter_section = {"type": "none"}
     family = family_of(model_section)
@@ -241,6 +344,8 @@ def plan_card(args, extra: list[str]):
             raise ConfigError(f"--backend openai scores a served decoder ({', '.join(served)}), not '{family}'")
         if _run_source(args.model) is not None or args.adapter is not None:
             raise ConfigError("--backend openai: --model is the served model's name; a run directory or adapter is loaded by --backend hf")
+    if backend != "openai":
+        check_model_exists(args.model)
     from negtrain.prompts.protocols import get_protocol
 
     protocol = get_protocol(args.protocol) if getattr(args, "protocol", None) else None
@@ -271,6 +376,9 @@ def plan_card(args, extra: list[str]):
     if strategy:
         _apply_strategy(recipe, strategy, named=args.benchmarks != "all")
     explicit = args.benchmarks != "all" or args.strict or protocol is not None
+    head = [nli.normalize(h) or h for h in getattr(recipe.model, "head_labels", None) or []]
+    if head:
+        recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit, lambda e: head_cannot_score(head, e.benchmark), where)
     if recipe.evaluation.backend == "openai":
         recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit,
                                            lambda e: _through_server(e, recipe), where)
@@ -312,6 +420,11 @@ def _unreadable_shots(entry) -> str | None:
 #: Finished benchmarks: ``parts/<benchmark>-<split>.json``, each the benchmark's metrics line,
 #: written (atomically) after its predictions file. ``metrics.jsonl`` is assembled from them.
 PARTS = "parts"
+#: The note that the model's head was partly fresh (its numbers chance level), in ``parts/``.
+FRESH_HEAD_NOTE = "fresh-head-note.txt"
+#: What a card's user runs instead of scoring a fresh head: evaluate takes no --checkpoint.
+FRESH_HEAD_REMEDY = ("give --model a trained negtrain run directory (or a .ckpt in it), or a model whose "
+                     "classification head was trained for the task")
 
 
 def set_name(entry) -> str:
@@ -377,6 +490,8 @@ def _staging(out: Path, name: str) -> Path:
 
 def make_card(args, extra: list[str]) -> Path:
     recipe, skipped, checkpoint, protocol = plan_card(args, extra)
+    from negtrain.training.run import resolved_recipe_yaml
+
     shown = redact_text(args.model)  # a token inside a model path never reaches a title or header
     out = args.out or default_out(shown, recipe.model.family)
     check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
@@ -391,6 +506,10 @@ def make_card(args, extra: list[str]) -> Path:
 
 
 def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: LoadedRecipe, recipe_text: str, shown: str, protocol) -> None:
+    from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+    from negtrain.training.run import evaluate_each, quiet_third_party_logs
+
     entries = list(recipe.data.eval)
     if rank_zero_only.rank == 0:
         continuing = _open_card_dir(out, recipe_text)
@@ -407,18 +526,27 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
             partial = recipe.model_copy(deep=True)
             partial.data.eval = todo
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
-            evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
-                          provenance_of=loaded, provenance_dir=out,
-                          response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
+            note = evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
+                                 provenance_of=loaded, provenance_dir=out, checkpoint_given_as=f"--model {shown}:",
+                                 fresh_head_remedy=FRESH_HEAD_REMEDY,
+                                 response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
+            if note and rank_zero_only.rank == 0:  # kept, so the card of a continued run says it too
+                write_text(out / PARTS / FRESH_HEAD_NOTE, note + "\n")
     if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
         records = [r for e in entries for r in read_records(part_path(out, set_name(e)))]
         write_records(out / "metrics.jsonl", records)
-        write_card(out, records, shown, recipe.model.family, skipped)
+        template = chat_template_line(recipe)
+        fresh = out / PARTS / FRESH_HEAD_NOTE
+        write_card(out, records, shown, recipe.model.family, skipped, template,
+                   fresh.read_text(encoding="utf-8").strip() if fresh.is_file() else None)
         print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
         if protocol is not None:
             from negtrain.protocol import write_protocol
 
             write_protocol(out, protocol, records, shown, recipe.evaluation.bootstrap, recipe.evaluation.bootstrap_seed)
+            if template:  # under the title, so every table of the card says how its prompts were wrapped
+                title, _, rest = (out / "protocol.md").read_text(encoding="utf-8").partition("\n")
+                write_text(out / "protocol.md", f"{title}\n\n{template}\n{rest}")
             print(f"protocol {protocol.name}: {out / 'protocol.md'}")
 
 
@@ -426,6 +554,7 @@ def _score_served(recipe, todo, out: Path, args) -> None:
     from negtrain.served import needs_logprobs, score_served
     from negtrain.serving.cache import ResponseCache
     from negtrain.serving.openai import OpenAIBackend, ServerSettings
+    from negtrain.training import provenance
 
     server = recipe.evaluation.server
     settings = ServerSettings(server.base_url, recipe.model.name, server.key_env, server.concurrency, server.timeout,
@@ -459,6 +588,23 @@ def _score_served(recipe, todo, out: Path, args) -> None:
 # ---- the card files ----------------------------------------------------------------------------
 
 
+def chat_template_line(recipe) -> str | None:
+    """Whether the prompts went through a chat template, as one line of the card's tables (None
+    for a family that reads no prompt). Without ``--chat`` (``model.chat``) or a run's
+    ``model.chat_template: true``, a prompt reaches the model as written."""
+    model = recipe.model
+    if not FAMILY_SECTIONS[model.family].reads_prompts:
+        return None
+    if recipe.evaluation.backend == "openai":
+        return ("Chat template: the server's, through /v1/chat/completions (--chat)." if model.chat
+                else "Chat template: none; prompts as written, through /v1/completions (no --chat).")
+    if model.chat:
+        return "Chat template: the tokenizer's, applied to every prompt (--chat)."
+    if model.wraps_in_chat_template():
+        return "Chat template: the tokenizer's where it has one (the run's model.chat_template: true)."
+    return "Chat template: none; prompts as written (no --chat)."
+
+
 def _fmt(value: float | None) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.4f}"
 
@@ -469,13 +615,34 @@ def _with_ci(value: float | None, spread: dict | None) -> str:
     return _fmt(value) + (f" {interval}" if interval and _fmt(value) != "-" else "")
 
 
-def card_markdown(records: list[RunRecord], model: str, family: str, skipped, record: dict | None = None) -> str:
-    """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end."""
+#: A benchmark's scores that rest on less than this part of its items show how many, beside them.
+SMALL_PART = 0.5
+
+
+def scored_count(metrics: dict) -> float | None:
+    """The items a benchmark's scores rest on, where that can be fewer than it loaded (``n``): its
+    count of scored probes, else ``n`` less the items it skipped; None where every item is scored."""
+    if metrics.get("n_probes") is not None:
+        return metrics["n_probes"]
+    if metrics.get("n_skipped") is not None and metrics.get("n") is not None:
+        return metrics["n"] - metrics["n_skipped"]
+    return None
+
+
+def card_markdown(records: list[RunRecord], model: str, family: str, skipped, record: dict | None = None,
+                  template: str | None = None, fresh_head: str | None = None) -> str:
+    """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end;
+    ``template``: whether the prompts went through a chat template (:func:`chat_template_line`)."""
+    from negtrain.training import provenance
+
     evals = [r for r in records if isinstance(r, EvalRecord)]
     columns: list[str] = []
     for r in evals:
         columns += [k for k in with_role(r["metrics"], "consistency") if k not in columns]
-    lines = [f"# Negation report card: `{model}` ({family})", ""]
+    lines = [f"# Negation report card: `{model}` ({family})", ""] + ([template, ""] if template else [])
+    if fresh_head:  # before the numbers it qualifies
+        said = fresh_head.removeprefix("note: ")
+        lines += [f"**Chance level.** {said[0].upper() + said[1:]}.", ""]
     lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
     lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     notes = []
@@ -486,6 +653,12 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, re
         acc = headline(m)
         acc_cell = "-" if acc is None else _with_ci(m[acc], spread.get(acc)) + ("" if acc == "accuracy" else f" ({acc})")
         n = m.get("n")
+        scored = scored_count(m)
+        if scored is not None and n and scored < SMALL_PART * n:
+            # e.g. negated LAMA's probes a model's vocabulary can answer: 1 of 2,224 is no benchmark score
+            acc_cell += f" (on {int(scored):,} of {int(n):,})"
+            notes.append(f"- {r['benchmark']}/{r['split']}: its scores rest on {int(scored):,} of its {int(n):,} items "
+                         "(the others were not scored; see n_skipped)")
         seconds = r.get("eval_seconds")
         rate = f"{n / seconds:.1f}" if n and seconds else "-"
         cells = [_with_ci(m.get(k), spread.get(k)) if k in m else "" for k in columns]
@@ -525,20 +698,22 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, re
     if notes:
         lines += ["", "## Notes", "", *notes]
     lines += ["", "Predictions: `predictions/`; every number above is what `negtrain evaluate --predictions` gives on those files.", ""]
-    lines += provenance.markdown(record)
+    lines += provenance.markdown(record, file_table=False)  # the data files' hashes: provenance.json
     return "\n".join(lines)
 
 
 def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
-    """Accuracy (x) against the headline consistency (y), one labelled point per benchmark.
-    The PNG's ``negtrain:points`` text chunk names the benchmarks drawn."""
+    """Accuracy (x) against the headline consistency (y), one numbered point per benchmark, and
+    under the plot a key from each number to the benchmark and its two values. Points closer than
+    :data:`SAME_SPOT` share one label (``1, 2, 5``), so labels never pile onto each other (a
+    protocol card's variants often score the same). The PNG's ``negtrain:points`` text chunk names
+    the benchmarks drawn."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(6, 5))
-    drawn = []
+    points = []
     for r in records:
         if not isinstance(r, EvalRecord):
             continue
@@ -547,9 +722,23 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
         if acc is None or not cons or m.get(acc) is None or m.get(cons[0]) is None:
             continue
         name = f"{r['benchmark']}/{r['split']}" + (f"/{r['variant']}" if r.get("variant") else "")
-        ax.scatter(m[acc], m[cons[0]], s=30)
-        ax.annotate(f"{name} ({cons[0]})", (m[acc], m[cons[0]]), fontsize=7, xytext=(3, 3), textcoords="offset points")
-        drawn.append(name)
+        points.append((name, acc, cons[0], float(m[acc]), float(m[cons[0]])))
+    spots: list[list[int]] = []  # each: the points within SAME_SPOT of its first one
+    for i, (*_, x, y) in enumerate(points):
+        near = next((g for g in spots if abs(points[g[0]][3] - x) < SAME_SPOT and abs(points[g[0]][4] - y) < SAME_SPOT), None)
+        if near is None:
+            spots.append([i])
+        else:
+            near.append(i)
+    key_rows = max(len(points), 1)
+    fig, (ax, key) = plt.subplots(2, 1, figsize=(6, 5 + 0.17 * key_rows),
+                                  gridspec_kw={"height_ratios": [5, 0.17 * key_rows + 0.2]})
+    for members in spots:
+        xs, ys = [points[i][3] for i in members], [points[i][4] for i in members]
+        ax.scatter(xs, ys, s=30)
+        numbers = [str(i + 1) for i in members]
+        label = "\n".join(", ".join(numbers[k:k + 6]) for k in range(0, len(numbers), 6))
+        ax.annotate(label, (sum(xs) / len(xs), sum(ys) / len(ys)), fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.plot([0, 1], [0, 1], ":", color="grey", linewidth=0.8)  # consistency can never exceed accuracy much
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.02, 1.02)
@@ -557,16 +746,27 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     ax.set_ylabel("consistency (all of a contrast group right)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
+    key.axis("off")
+    lines = [f"{i + 1:>2}  {name}: {acc} {x:.3f}, {cons} {y:.3f}" for i, (name, acc, cons, x, y) in enumerate(points)]
+    key.text(0, 1, "\n".join(lines) or "(no benchmark has both an accuracy and a consistency)", family="monospace",
+             fontsize=7, va="top", ha="left", transform=key.transAxes)
     fig.tight_layout()
-    fig.savefig(path, dpi=110, metadata={"negtrain:points": ",".join(drawn)})
+    fig.savefig(path, dpi=110, metadata={"negtrain:points": ",".join(p[0] for p in points)})
     plt.close(fig)
-    return drawn
+    return [p[0] for p in points]
 
 
-def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped) -> None:
+#: Points of card.png closer than this (in accuracy and in consistency) share one label.
+SAME_SPOT = 0.04
+
+
+def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped, template: str | None = None,
+               fresh_head: str | None = None) -> None:
     """card.md and card.png from the card's records (what its metrics.jsonl holds, as just written)."""
+    from negtrain.training import provenance
+
     records = [r for r in records if r.stage == "validate"]
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")
-    write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out)))
+    write_text(out / "card.md", card_markdown(records, model, family, skipped, provenance.read(out), template, fresh_head))
     plot_card(records, out / "card.png", f"{model} ({family})")

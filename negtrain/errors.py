@@ -9,6 +9,7 @@ signal (exit code 128 + the signal number).
 from __future__ import annotations
 
 import difflib
+import re
 import signal
 from collections.abc import Iterable
 
@@ -68,10 +69,31 @@ class Preempted(Stopped):
         super().__init__(signum, message, printed=True)
 
 
+def _words(name: str) -> list[str]:
+    """A name's words, whatever joins them: ``ScoNe-NLI`` and ``scone_nli`` are ``[scone, nli]``."""
+    return [w for w in re.split(r"[-_\s./:]+", str(name).lower()) if w]
+
+
+def closest(word: str, choices: Iterable[str]) -> str | None:
+    """The choice ``word`` most likely meant: the same words however spelt and joined; else the
+    choice made of the most of its words (``scone-nli`` is ``scone``, not ``scone_nlg``); else the
+    closest spelling."""
+    choices = list(choices)
+    key = _words(word)
+    same = [c for c in choices if _words(c) == key]
+    if same:
+        return same[0]
+    within = [c for c in choices if _words(c) and set(_words(c)) <= set(key)]
+    if within:
+        return max(within, key=lambda c: len(_words(c)))
+    close = difflib.get_close_matches(word, choices, n=1, cutoff=0.5)
+    return close[0] if close else None
+
+
 def did_you_mean(word: str, choices: Iterable[str]) -> str:
     """Return ``" (did you mean 'x'?)"`` for the closest choice, or ``""`` if none is close."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    close = closest(word, choices)
+    return f" (did you mean '{close}'?)" if close is not None else ""
 
 
 def unknown_name(kind: str, word: str, choices: Iterable[str]) -> NegtrainError:

@@ -68,3 +68,13 @@ def check_output_file(path: Path, what: str) -> None:
     if is_other:
         raise ConfigError(f"{what} {path}: exists and is not a regular file")
     check_output_dir(path.parent, what=f"{what} {path}: its folder")
+
+
+def resume_command(run_dir: Path | str) -> str:
+    """The command that continues the run in ``run_dir``, ready to paste: with the
+    ``NEGTRAIN_DATA_DIR`` this run read its benchmarks from, which a new shell may not have."""
+    import shlex
+
+    data = os.environ.get("NEGTRAIN_DATA_DIR")
+    prefix = f"NEGTRAIN_DATA_DIR={shlex.quote(data)} " if data else ""
+    return f"{prefix}python -m negtrain fit --resume {shlex.quote(str(run_dir))}"

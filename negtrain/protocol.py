@@ -256,7 +256,11 @@ def split_summary_rows(protocol: Protocol, formats: dict[str, list[Variant]], by
         paths = [out / "predictions" / f"{v.file_stem}.jsonl" for v in variants]
         if not all(p.is_file() for p in paths):
             continue
-        pooled = score_splits(bench.name, [v.split for v in variants], paths, bootstrap=resamples, bootstrap_seed=seed).pooled
+        # The run's own files: a run limited to some batches (trainer.limit_val_batches) predicted
+        # only those rows, and its per-split rows are scored on them; the pooled row is too, and
+        # its n column says how many rows that is.
+        pooled = score_splits(bench.name, [v.split for v in variants], paths, allow_missing=True,
+                              bootstrap=resamples, bootstrap_seed=seed).pooled
         if pooled is None:
             continue
         spread = pooled.uncertainty.as_json() if pooled.uncertainty is not None else {}

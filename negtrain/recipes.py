@@ -135,15 +135,25 @@ def load_recipe(name_or_path: str, overrides: dict[str, Any] | None = None) -> L
 
 
 def first_comment_line(path: Path) -> str:
-    """The recipe's purpose: the first comment line of its header."""
+    """The recipe's purpose: the first sentence of its header, over as many comment lines as it
+    takes (up to the ``# Needs:`` line or a blank comment line), never cut mid-sentence."""
+    parts: list[str] = []
     for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("#"):
-            text = line.lstrip("#").strip()
-            if text:
-                return text
-        elif line.strip():
+        if not line.startswith("#"):
+            if line.strip():
+                break
+            continue
+        text = line.lstrip("#").strip()
+        if not text:
+            if parts:
+                break
+            continue
+        if text.startswith("Needs:"):
             break
-    return ""
+        parts.append(text)
+        if text.endswith((".", "!", "?")):
+            break
+    return " ".join(parts)
 
 
 @dataclass(frozen=True)

@@ -53,13 +53,15 @@ def test_hf_card_killed_after_its_first_benchmark_resumes_without_recomputing_it
     first = (out / "parts" / "scone-test.json").read_bytes()
     assert not (out / "metrics.jsonl").exists() and not (out / "parts" / "nannli-test.json").exists()
     scored = []
-    evaluate_each = card_module.evaluate_each
+    import negtrain.training.run as run_module  # the card imports it from there when it scores
+
+    evaluate_each = run_module.evaluate_each
 
     def spy(loaded, *args, **kwargs):
         scored.extend(f"{e.benchmark}/{e.split}" for e in loaded.recipe.data.eval)
         return evaluate_each(loaded, *args, **kwargs)
 
-    monkeypatch.setattr(card_module, "evaluate_each", spy)
+    monkeypatch.setattr(run_module, "evaluate_each", spy)
     assert _card(model, out, "scone,nannli") == 0
     assert scored == ["nannli/test"]  # ScoNe is not scored again...
     assert (out / "parts" / "scone-test.json").read_bytes() == first  # ...and its result is the one kept

@@ -92,7 +92,7 @@ def test_true_false_scorer_picks_the_likelier_verbalizer(lm_env, tmp_path, key, 
 @pytest.mark.parametrize("key,family", [("llama_chat", "causal_lm"), ("t5", "seq2seq")])
 def test_loss_goes_down_on_easy_fixture(lm_env, tmp_path, key, family):
     # prompt_loss_weight is a causal_lm setting (its default, 0.0: the loss is on the answer tokens)
-    built = _module(lm_env, tmp_path, key, family, **({"prompt_loss_weight": 0.0} if family == "causal_lm" else {}))
+    built = _module(lm_env, tmp_path, key, family, **({"prompt_loss_weight": 0.0, "chat_template": True} if family == "causal_lm" else {}))
     module = built.module
     if family == "causal_lm":  # the chat template was applied to the prompts
         first = built.data.train.encoded.input_ids[: built.data.train.encoded.offsets[1]].tolist()

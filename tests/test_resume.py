@@ -43,6 +43,9 @@ import torch
 
 from negtrain.cli import main
 
+#: The printed resume command carries the data directory the run read (a new shell may lack it).
+DATA_PREFIX = f"NEGTRAIN_DATA_DIR={os.environ['NEGTRAIN_DATA_DIR']} " if os.environ.get("NEGTRAIN_DATA_DIR") else ""
+
 TESTS = Path(__file__).resolve().parent
 TIMING = {"eval_seconds", "train_seconds", "train_examples_per_second"}
 EPOCHS = 3
@@ -175,7 +178,7 @@ def test_a_stop_signal_writes_a_mid_epoch_checkpoint_and_exits_non_zero(runs, na
     base, _, outputs = runs
     run = base / name
     step = 16 * epoch + batches
-    assert f"stopped by {signal.Signals(signum).name}: wrote checkpoints/last.ckpt (epoch {epoch}, after {batches} of 16 batches, step {step}); continue with: python -m negtrain fit --resume {run}" in outputs[name]
+    assert f"stopped by {signal.Signals(signum).name}: wrote checkpoints/last.ckpt (epoch {epoch}, after {batches} of 16 batches, step {step}); continue with: {DATA_PREFIX}python -m negtrain fit --resume {run}" in outputs[name]
     assert _position(run / "checkpoints" / "last.ckpt") == (epoch, step, {"epoch": epoch, "batches_done": batches, "epoch_batches": 16})
     # The loop state carries the sampler's position (Lightning's stateful-loader protocol).
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
@@ -188,7 +191,7 @@ def test_a_stop_signal_writes_a_mid_epoch_checkpoint_and_exits_non_zero(runs, na
 def test_a_stop_signal_during_evaluation_stops_after_the_epoch_end_checkpoint(runs):
     base, _, outputs = runs
     run = base / "sigterm-in-eval"
-    assert f"stopped by SIGTERM: stopped before epoch 1; checkpoints/last.ckpt is the newest checkpoint; continue with: python -m negtrain fit --resume {run}" in outputs["sigterm-in-eval"]
+    assert f"stopped by SIGTERM: stopped before epoch 1; checkpoints/last.ckpt is the newest checkpoint; continue with: {DATA_PREFIX}python -m negtrain fit --resume {run}" in outputs["sigterm-in-eval"]
     assert _position(run / "checkpoints" / "last.ckpt") == (0, 16, {"epoch": 0, "batches_done": 16, "epoch_batches": 16})
     assert [r["epoch"] for r in records(run)] == [0, 0, 0]  # epoch 0 whole: both evaluations and training
 

@@ -1,15 +1,10 @@
 """Tiny models with real tokenizers, built offline for the tests.
 
-No T5 or Llama tokenizer ships offline here, so the tests train genuine ones with the
-``tokenizers`` library, in the style of each family, on text the tests use (CondaQA dev passages
-and the TINAD fixture), in well under a second:
-
-- T5-style: a SentencePiece-like Unigram model (Metaspace "▁" pieces), ``<pad>``=0, ``</s>``=1,
-  ``<unk>``=2, EOS appended to every input, as T5's tokenizer does.
-- Llama-style: a byte-level BPE with ``<s>`` prepended and no pad token, as Llama's has none.
-
-The models are built from a config with random weights and saved next to their tokenizer, so a
-recipe names them by path like any checkpoint.
+The T5- and Llama-style builders are the package's (:mod:`negtrain.models.tiny`, behind
+``negtrain tiny-model``); here their tokenizers are trained on the text the tests use (CondaQA dev
+passages and the TINAD fixture), in well under a second. A tiny BERT classifier uses the packaged
+MiniLM's tokenizer. The models are built from a config with random weights and saved next to their
+tokenizer, so a recipe names them by path like any checkpoint.
 """
 
 from __future__ import annotations
@@ -19,8 +14,7 @@ from pathlib import Path
 
 from tinad_fixture import easy_rows
 
-SPECIAL_T5 = ["<pad>", "</s>", "<unk>"]
-SPECIAL_LLAMA = ["<unk>", "<s>", "</s>"]
+from negtrain.models import tiny
 
 
 def corpus(data_dir: Path | None) -> list[str]:
@@ -34,69 +28,12 @@ def corpus(data_dir: Path | None) -> list[str]:
     return texts
 
 
-def t5_tokenizer(texts: list[str]):
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, processors, trainers, normalizers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.Unigram())
-    tok.normalizer = normalizers.NFKC()
-    tok.pre_tokenizer = pre_tokenizers.Metaspace()
-    tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=800, special_tokens=SPECIAL_T5, unk_token="<unk>"))
-    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
-
-
-def llama_tokenizer(texts: list[str]):
-    from tokenizers import Tokenizer, models, pre_tokenizers, decoders, processors, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    tok.train_from_iterator(
-        texts,
-        trainers.BpeTrainer(vocab_size=800, special_tokens=SPECIAL_LLAMA, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
-    )
-    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
-    return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")
-
-
-CHAT_TEMPLATE = (
-    "{% for m in messages %}<s>[INST] {{ m['content'] }} [/INST]{% endfor %}"
-)
-
-
 def save_tiny_t5(out: Path, data_dir: Path | None, seed: int = 0) -> Path:
-    import torch
-    from transformers import T5Config, T5ForConditionalGeneration
-
-    tok = t5_tokenizer(corpus(data_dir))
-    torch.manual_seed(seed)
-    config = T5Config(
-        vocab_size=len(tok), d_model=32, d_ff=64, d_kv=8, num_layers=2, num_decoder_layers=2, num_heads=4,
-        pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, dropout_rate=0.0,
-    )
-    T5ForConditionalGeneration(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return tiny.save_tiny_t5(out, corpus(data_dir), seed)
 
 
 def save_tiny_llama(out: Path, data_dir: Path | None, seed: int = 0, chat: bool = False) -> Path:
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
-
-    tok = llama_tokenizer(corpus(data_dir))
-    if chat:
-        tok.chat_template = CHAT_TEMPLATE
-    torch.manual_seed(seed)
-    config = LlamaConfig(
-        vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
-    )
-    LlamaForCausalLM(config).save_pretrained(out)
-    tok.save_pretrained(out)
-    return out
+    return tiny.save_tiny_llama(out, corpus(data_dir), seed, chat)
 
 
 def save_tiny_bert_nli(out: Path, seed: int = 0) -> Path:

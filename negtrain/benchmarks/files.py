@@ -167,16 +167,19 @@ def resolve(file: RemoteFile | HubSplit) -> Path:
         f"fetch {file.origin} to {cached}, or set NEGTRAIN_DATA_DIR to a folder "
         f"holding {file.relpath}"
     )
+    missing = [str(d) for d in data_dirs() if not d.is_dir()]
+    # A mistyped NEGTRAIN_DATA_DIR: said first, not only that one of its files is absent.
+    lead = f"NEGTRAIN_DATA_DIR: no such directory: {', '.join(missing)} (mistyped?); " if missing else ""
     if offline():
         raise DataError(
-            f"data file not found for {file.origin}; looked in {', '.join(map(str, looked))} "
+            f"{lead}data file not found for {file.origin}; looked in {', '.join(map(str, looked))} "
             f"(NEGTRAIN_OFFLINE is set, so nothing is downloaded); {hint}"
         )
     try:
         file.download(cached)
     except (urllib.error.URLError, OSError, TimeoutError, ConnectionError) as exc:
         raise DataError(
-            f"data file not found for {file.origin}; looked in {', '.join(map(str, looked))}; "
+            f"{lead}data file not found for {file.origin}; looked in {', '.join(map(str, looked))}; "
             f"download failed ({exc}); {hint}"
         ) from None
     return cached

@@ -224,7 +224,8 @@ def _expand_all(family: str, field: str) -> tuple[list, list[Skipped]]:
         else:
             skipped.append(Skipped(name, split, reason))
     if not entries:
-        raise ConfigError(f"{field}: all: no benchmark the '{family}' family can score could be read")
+        why = f" ({skipped[0].reason.split('; data file', 1)[0]})" if skipped and skipped[0].reason.startswith("NEGTRAIN_DATA_DIR:") else ""
+        raise ConfigError(f"{field}: all: no benchmark the '{family}' family can score could be read{why}")
     return entries, skipped
 
 

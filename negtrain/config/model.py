@@ -217,7 +217,10 @@ class CausalLmModelConfig(LanguageModelConfig):
     answer_kinds: ClassVar[tuple[str, ...]] = ("label", "text", "choice", "cloze")
     peft_task_type: ClassVar[str | None] = "CAUSAL_LM"
     chat_template: bool = Field(
-        True, description="causal_lm: wrap the prompt in the tokenizer's chat template when it has one."
+        False,
+        description="causal_lm: wrap the prompt in the tokenizer's chat template when it has one (training "
+        "and evaluation). Off by default: a prompt reaches the model as written unless this or `chat` "
+        "(`evaluate --chat`) says otherwise.",
     )
     prompt_loss_weight: float = Field(
         0.0,

@@ -66,6 +66,13 @@ class TrainerConfig(Section):
         None, gt=0, le=MAX_TORCH_THREADS, description="torch.set_num_threads (1 to 1024); unset leaves torch's default."
     )
     enable_progress_bar: bool = True
+    progress_every_s: float = Field(
+        60.0,
+        ge=0,
+        description="When stdout is not a terminal (nohup, SLURM, CI, a redirect): print a progress line "
+        "(epoch, step of total, examples/s, elapsed, ETA) every this many seconds while training and evaluating. "
+        "0: none. On a terminal the progress bar shows it instead.",
+    )
     checkpoint_every_n_steps: int | None = Field(
         None,
         gt=0,

@@ -136,8 +136,9 @@ def check_model_source(recipe: Recipe) -> None:
         check_adapter_folder(recipe.adapter.path)
 
 
-def reload_weights(module: NegtrainModule, checkpoint: str) -> None:
-    state = read_checkpoint(checkpoint)
+def reload_weights(module: NegtrainModule, checkpoint: str, given_as: str = "--checkpoint") -> None:
+    """``given_as``: how the user named the checkpoint, for the error (a report card's ``--model RUN``)."""
+    state = read_checkpoint(checkpoint, given_as)
     if state.get("negtrain_adapter_only"):
         load_adapter_state(module, state["state_dict"], checkpoint)
         return
@@ -145,4 +146,4 @@ def reload_weights(module: NegtrainModule, checkpoint: str) -> None:
         module.load_state_dict(state["state_dict"])
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[0]
-        raise ConfigError(f"--checkpoint {checkpoint}: its weights do not fit the recipe's model ({first[:200]})") from None
+        raise ConfigError(f"{given_as} {checkpoint}: its weights do not fit the recipe's model ({first[:200]})") from None

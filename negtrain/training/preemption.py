@@ -31,6 +31,7 @@ import lightning.pytorch as pl
 import torch
 
 from negtrain.errors import Preempted, Stopped
+from negtrain.paths import resume_command
 
 #: The signals that stop training with a checkpoint (where the platform has them). SIGINT (Ctrl+C)
 #: too; a second SIGINT stops at once, from the last checkpoint written.
@@ -70,7 +71,7 @@ class MidEpochCheckpoint(pl.Callback):
     def _on_signal(self, signum: int, frame) -> None:
         first = self._received is None
         if not first and signum == signal.SIGINT:
-            raise Stopped(signum, f"stopped by SIGINT (twice: without a new checkpoint); continue with: python -m negtrain fit --resume {self.run_dir}")
+            raise Stopped(signum, f"stopped by SIGINT (twice: without a new checkpoint); continue with: {resume_command(self.run_dir)}")
         if first:
             self._received = signum
         kill = getattr(self._launcher, "kill", None)
@@ -121,7 +122,7 @@ class MidEpochCheckpoint(pl.Callback):
 
     def _stop(self, trainer: pl.Trainer, signum: int, what: str) -> None:
         name = signal.Signals(signum).name
-        message = f"stopped by {name}: {what}; continue with: python -m negtrain fit --resume {self.run_dir}"
+        message = f"stopped by {name}: {what}; continue with: {resume_command(self.run_dir)}"
         if trainer.is_global_zero:
             print(message, flush=True)
         raise Preempted(signum, message)

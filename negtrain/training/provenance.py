@@ -395,8 +395,9 @@ def constraints(record: dict[str, Any], source: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown(record: dict[str, Any] | None) -> list[str]:
-    """A "Provenance" section for a report card or a model card (the full record is the JSON file)."""
+def markdown(record: dict[str, Any] | None, file_table: bool = True) -> list[str]:
+    """A "Provenance" section for a report card or a model card (the full record is the JSON file).
+    ``file_table``: every data file's bytes and sha256 as a table; off, their count and where they are."""
     if not record:
         return []
     origin = record.get("negtrain") or {}
@@ -420,15 +421,12 @@ def markdown(record: dict[str, Any] | None) -> list[str]:
         f"- machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {bf16}), {gpus}; precision `{record.get('precision')}`; seed {record.get('seed')}",
         f"- model: `{model.get('name')}`, {what} `{revision}`"
         + (f"; checkpoint `{model['checkpoint']['file']}` sha256 `{model['checkpoint']['sha256']}`" if model.get("checkpoint") else ""),
-        "",
-        "| data file | bytes | sha256 |",
-        "|---|---:|---|",
     ]
-    seen = set()
-    for entry in record.get("data") or []:
-        for f in entry.get("files", []):
-            if f["file"] not in seen:
-                seen.add(f["file"])
-                lines.append(f"| `{f['file']}` | {f['bytes']} | `{f['sha256']}` |")
+    files = {f["file"]: f for entry in record.get("data") or [] for f in entry.get("files", [])}
+    if file_table:
+        lines += ["", "| data file | bytes | sha256 |", "|---|---:|---|"]
+        lines += [f"| `{f['file']}` | {f['bytes']} | `{f['sha256']}` |" for f in files.values()]
+    else:
+        lines.append(f"- data: {len(files)} file{'' if len(files) == 1 else 's'}, the bytes and sha256 of each in `{FILE_NAME}`")
     lines += ["", f"Everything, including every package version: `{FILE_NAME}`.", ""]
     return lines

@@ -22,10 +22,11 @@ from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
 from negtrain.io.run_lock import run_lock
 from negtrain.models.adapters import save_adapter_config
+from negtrain.paths import resume_command
 from negtrain.recipes import LoadedRecipe
 from negtrain.secrets import redact_text
 from negtrain.serving.cache import ResponseCache
-from negtrain.training import provenance, tracking
+from negtrain.training import progress_lines, provenance, tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import trainer_precision
@@ -47,7 +48,7 @@ def _check_new_run_dir(run_dir: Path) -> None:
     if (run_dir / "metrics.jsonl").exists():
         raise ConfigError(
             f"--output-dir {run_dir} already holds a run (metrics.jsonl); choose another directory, "
-            f"or continue it with: fit --resume {run_dir}"
+            f"or continue it with: {resume_command(run_dir)}"
         )
 
 
@@ -140,6 +141,8 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         )
         # Mid-epoch last.ckpt: every trainer.checkpoint_every_n_steps steps, and on SIGTERM/SIGUSR1.
         callbacks.append(MidEpochCheckpoint(run_dir / "checkpoints" / "last.ckpt", t.checkpoint_every_n_steps, run_dir))
+    if progress_lines.wanted(t.progress_every_s):
+        callbacks.append(progress_lines.ProgressLines(t.progress_every_s))
     precision, note = trainer_precision(t)
     if note:
         # Once, not once per DDP rank: a launched rank knows its rank from the environment already.
@@ -204,7 +207,7 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
         except Stopped as stopped:
             if stopped.printed or not (output_dir / "recipe.yaml").is_file():
                 raise  # said already (a checkpoint was written), or nothing to continue
-            raise stopped.continue_with(f"{output_dir} keeps its newest checkpoint", f"python -m negtrain fit --resume {output_dir}") from None
+            raise stopped.continue_with(f"{output_dir} keeps its newest checkpoint", resume_command(output_dir)) from None
 
 
 def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:
@@ -233,7 +236,7 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
         trainer.fit(built.module, datamodule=built.data, ckpt_path=resume_from, weights_only=True)
     except SIGTERMException:
         # Lightning's own SIGTERM exit (a SystemExit with code 0), before our handler took over.
-        raise Stopped(signal.SIGTERM, f"stopped by SIGTERM while starting; continue with: python -m negtrain fit --resume {run_dir}") from None
+        raise Stopped(signal.SIGTERM, f"stopped by SIGTERM while starting; continue with: {resume_command(run_dir)}") from None
     finally:
         tracking.finish(logger, trainer, built.selection, run_dir)
     if trainer.is_global_zero:
@@ -294,10 +297,15 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     return run_dir
 
 
+#: How to score trained weights instead, where the command takes a checkpoint (validate, test).
+WITH_CHECKPOINT = "score a trained checkpoint with --checkpoint, or start from a model with a trained head"
+
+
 def evaluate_each(
     loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path], None],
     provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None, response_cache: Path | None = None,
-) -> None:
+    checkpoint_given_as: str = "--checkpoint", fresh_head_remedy: str = WITH_CHECKPOINT,
+) -> str | None:
     """Score the recipe's eval sets one at a time with one loaded model, for a report card that
     survives a kill: set ``name`` is recorded into the fresh folder ``staging(name)`` (its
     metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder)``
@@ -307,13 +315,16 @@ def evaluate_each(
     ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
     a continued card adds this session to the one it has. ``response_cache``: a language model's
     answers are kept there row by row (:class:`negtrain.serving.cache.ResponseCache`), so a set
-    cut short by a kill is continued without recomputing the rows it had answered."""
+    cut short by a kill is continued without recomputing the rows it had answered.
+    ``checkpoint_given_as``: how the user named the checkpoint, for errors (a card's ``--model RUN``).
+    Returns the note printed when part of the model's head is fresh (its numbers are chance level),
+    whose advice is ``fresh_head_remedy``, or None."""
     if checkpoint is not None and not checkpoint.is_file():
-        raise ConfigError(f"--checkpoint {checkpoint}: no such file")
+        raise ConfigError(f"{checkpoint_given_as} {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     built = _build(loaded, "validate")
     if checkpoint is not None:
-        reload_weights(built.module, str(checkpoint))
+        reload_weights(built.module, str(checkpoint), checkpoint_given_as)
     cache = None
     if response_cache is not None and hasattr(built.module, "use_response_cache"):
         cache = ResponseCache(response_cache)
@@ -344,17 +355,21 @@ def evaluate_each(
             raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
     if cache is not None:
         cache.close()
-    if trainer.is_global_zero and checkpoint is None and built.fresh_head:
-        print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
+    if checkpoint is None and built.fresh_head:
+        note = zero_shot_note(built.fresh_head, fresh_head_remedy)
+        if trainer.is_global_zero:
+            print("\n".join(wrapped(note, table_width(), indent="")), flush=True)
+        return note
+    return None
 
 
-def zero_shot_note(fresh: list[str]) -> str:
-    """What a score of the starting model means when part of its head was never trained."""
+def zero_shot_note(fresh: list[str], remedy: str = WITH_CHECKPOINT) -> str:
+    """What a score of the starting model means when part of its head was never trained, and
+    ``remedy``: what to run instead, in the words of the command that printed it."""
     shown = ", ".join(fresh[:4]) + (f" and {len(fresh) - 4} more" if len(fresh) > 4 else "")
     return (
         f"note: the starting model's {shown} {'is' if len(fresh) == 1 else 'are'} freshly initialised (random), so these "
-        "numbers are chance level, not what the model can do zero-shot; score a trained checkpoint "
-        "with --checkpoint, or start from a model with a trained head"
+        f"numbers are chance level, not what the model can do zero-shot; {remedy}"
     )
 
 
