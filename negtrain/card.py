@@ -29,6 +29,7 @@ the same ``DIR`` continues from there; ``metrics.jsonl`` and the card are assemb
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import re
@@ -59,7 +60,7 @@ from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
 from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
-from negtrain.secrets import redact_text
+from negtrain.secrets import redact_text, remember_secret
 from negtrain.training import provenance
 from negtrain.training.run import evaluate_each, quiet_third_party_logs, resolved_recipe_yaml
 
@@ -195,8 +196,8 @@ def _apply_strategy(recipe, name: str, named: bool) -> None:
 
 def _server_section(args) -> dict[str, Any] | None:
     if getattr(args, "backend", "hf") != "openai":
-        given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "max_requests")
-                 if getattr(args, n, None) is not None]
+        given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "max_requests",
+                                                      "extra_body") if getattr(args, n, None) is not None]
         if given:
             raise ConfigError(f"{', '.join(given)} go with --backend openai")
         return None
@@ -207,6 +208,17 @@ def _server_section(args) -> dict[str, Any] | None:
                       ("retries", "retries"), ("max_requests", "max_requests")):
         if getattr(args, name, None) is not None:
             server[key] = getattr(args, name)
+    if getattr(args, "extra_body", None) is not None:
+        try:
+            extra = json.loads(args.extra_body)
+        except ValueError as exc:
+            raise ConfigError(f"--extra-body: not JSON ({exc})") from None
+        if not isinstance(extra, dict):
+            raise ConfigError(f"--extra-body: a JSON object of request fields, e.g. '{{\"repeat_penalty\": 1.0}}', not {args.extra_body!r}")
+        server["extra_body"] = extra
+    if getattr(args, "api_key_env", None):
+        # Known before anything is written (the lock file, the recipe): masked wherever it would appear.
+        remember_secret(os.environ.get(args.api_key_env) or "")
     return server
 
 
@@ -429,7 +441,7 @@ def _score_served(recipe, todo, out: Path, args) -> None:
 
     server = recipe.evaluation.server
     settings = ServerSettings(server.base_url, recipe.model.name, server.key_env, server.concurrency, server.timeout,
-                              server.retries, server.max_requests)
+                              server.retries, server.max_requests, server.extra_body)
     # A continued card adds this session to its provenance; a new one gets this one (write_resumed
     # writes the record whole where there is none yet).
     provenance.write_resumed(out, provenance.collect(recipe, "server", None, None))

@@ -36,11 +36,23 @@ class ResponseCache:
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"--cache {path}: cannot open the response cache ({exc})") from None
         self._lock = threading.Lock()
+        self._said_unreadable = False
 
     def get(self, key: str) -> Answer | None:
+        """The cached answer, or None: not cached, or a row that cannot be read (damaged by hand
+        or by another tool), which is asked again and overwritten; said once per cache."""
         with self._lock:
             row = self._db.execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
-        return None if row is None else Answer.of(json.loads(row[0]))
+        if row is None:
+            return None
+        try:
+            data = json.loads(row[0])
+            return Answer.of(data) if isinstance(data, dict) else _unreadable()
+        except (ValueError, TypeError):
+            if not self._said_unreadable:
+                self._said_unreadable = True
+                print(f"response cache {self.path}: a row cannot be read (not an answer); its request is asked again", flush=True)
+            return None
 
     def put(self, key: str, answer: Answer) -> None:
         with self._lock:
@@ -50,3 +62,7 @@ class ResponseCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _unreadable() -> Answer:
+    raise ValueError("not an answer object")
