@@ -413,18 +413,54 @@ def test_a_signal_stops_a_served_card_at_once_and_the_rerun_continues(env, tmp_p
 
     out = tmp_path / "c"
     with Scripted(script, delay=0.4) as server:
-        start = time.monotonic()
         assert card(server.url, out, "--concurrency", "3") == code
         ended = time.monotonic()
         time.sleep(1.5)  # any request the card still sent would arrive by now
         arrived = [r["at"] for r in server.requests]
-    assert f"stopped by {signal.Signals(signum).name}" in capsys.readouterr().err
-    assert ended - sent_at[0] < 5, ended - start
-    # Requests already sent when the signal came were abandoned; none arrived after it.
-    assert [at for at in arrived if at > sent_at[0] + 0.05] == []
-    with sqlite3.connect(out / "responses.sqlite") as db:
-        cached = db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
-    assert 0 < cached <= 8  # answered before the signal (the 8th may have been read as it came)
-    with Scripted() as server:
+        assert f"stopped by {signal.Signals(signum).name}" in capsys.readouterr().err
+        assert ended - sent_at[0] < 5
+        # Requests already sent when the signal came were abandoned; none arrived after it.
+        assert [at for at in arrived if at > sent_at[0] + 0.05] == []
+        with sqlite3.connect(out / "responses.sqlite") as db:
+            cached = db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
+        assert 0 < cached <= 8  # answered before the signal (the 8th may have been read as it came)
+        # The rerun, against the same server (its address is part of the card and the cache key).
+        server.delay, server.script = 0.0, lambda n, path, body: well_formed(body)
+        before = len(server.requests)
         assert card(server.url, out, "--concurrency", "3") == 0
-        assert len(server.requests) == TINAD_REQUESTS - cached
+        assert len(server.requests) - before == TINAD_REQUESTS - cached
+
+
+@pytest.mark.slow
+def test_sigterm_ends_a_served_card_process_with_143(env, tmp_path):
+    """The same as its own process (as a scheduler stops it): the process exits, 143, with no
+    request arriving after SIGTERM and nothing left waiting on the requests that were in flight.
+    (Slow: a process of its own imports torch; on a loaded machine its exit alone, tearing the
+    imported modules down, takes seconds, so the bound here is generous and the requests counted
+    by the server are what tells a stop from a card that kept sending.)"""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parent.parent
+    environ = {**os.environ, "PYTHONPATH": f"{root}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    box: dict = {}
+
+    def script(n, path, body):
+        if n == 8:
+            box["at"] = time.monotonic()
+            box["proc"].send_signal(signal.SIGTERM)
+        return well_formed(body)
+
+    with Scripted(script, delay=0.4) as server:
+        box["proc"] = proc = subprocess.Popen(
+            [sys.executable, "-m", "negtrain", "evaluate", "--model", "served-model", "--backend", "openai", "--base-url", server.url,
+             "--benchmarks", "tinad", "--out", str(tmp_path / "c"), "--concurrency", "3"],
+            env=environ, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        _, err = proc.communicate(timeout=300)
+        ended = time.monotonic()
+        time.sleep(1)
+        arrived = [r["at"] for r in server.requests]
+    assert proc.returncode == 143, err
+    assert ended - box["at"] < 60
+    assert "stopped by SIGTERM" in err and "Traceback" not in err
+    assert [at for at in arrived if at > box["at"] + 0.05] == []
