@@ -65,7 +65,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     served.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the API key (the key itself is never an argument)")
     served.add_argument("--cache", type=Path, help="the response cache (a folder or .sqlite file) to share between cards (default: in --out)")
     served.add_argument("--concurrency", type=int, help="requests in flight at once (default 4)")
-    served.add_argument("--timeout", type=float, help="seconds to wait for one answer (default 120; retried)")
+    served.add_argument("--timeout", type=float, help="seconds for one whole request, connecting to the last byte of the answer (default 120; retried)")
     served.add_argument("--retries", type=int, help="retries on 429, 5xx and timeouts, with backoff (default 5)")
     served.add_argument("--max-requests", type=int, metavar="N", help="stop once N requests were sent (answers stay cached)")
     served.add_argument("--extra-body", metavar="JSON",

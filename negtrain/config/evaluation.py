@@ -32,7 +32,7 @@ class ServerConfig(Section):
         description="The name of the environment variable holding the API key, sent as a bearer token (none: no key).",
     )
     concurrency: int = Field(4, ge=1, le=256, description="Requests in flight at once.")
-    timeout: float = Field(120.0, gt=0, le=3600, description="Seconds to wait for one answer before it counts as a timeout (retried).")
+    timeout: float = Field(120.0, gt=0, le=3600, description="Seconds for one whole request, connecting to the last byte of the answer, before it counts as a timeout (retried).")
     retries: int = Field(5, ge=0, le=20, description="Retries of a request answered with 429, a 5xx or nothing, with exponential backoff.")
     max_requests: int | None = Field(
         None, ge=1, description="Budget guard: the run stops (its answers cached) once this many requests were sent. None: no bound."
