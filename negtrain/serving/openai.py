@@ -242,8 +242,8 @@ class OpenAIBackend:
     def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
         """The answer to every request, from the cache or the server, in order. A request that
         fails after its retries stops everything (:class:`RequestFailed`), or with
-        ``allow_missing`` is None and named in ``counts.missing``. A signal (any exception in this
-        thread while it waits) ends the requests in flight and sends no other."""
+        ``allow_missing`` is None and named in ``counts.missing``. A signal (a ``Stopped`` raised in
+        this thread while it waits) ends the requests in flight at once and sends no other."""
         keys = [cache_key(self.name, self.settings.identity(r), r) for r in requests]
         answers_: list[Answer | None] = [None] * len(requests)
         todo = []
@@ -289,9 +289,14 @@ class OpenAIBackend:
                         if isinstance(failed, _Stopped):
                             failed = RequestFailed("stopped")
                         raise failed
+                except Exception:
+                    # A failed request or a spent budget: nothing queued is sent; the requests in
+                    # flight (paid for) finish and are cached.
+                    self._stop.set()
+                    raise
                 except BaseException:
-                    # A failed request, or a signal (Stopped) raised in this thread while it waited:
-                    # nothing queued is sent, and what is in flight is abandoned at once.
+                    # A signal (Stopped) raised in this thread while it waited: nothing queued is
+                    # sent, and what is in flight is abandoned at once.
                     self.stop()
                     raise
                 finally:
