@@ -183,6 +183,37 @@ def test_retry_after_in_seconds_and_as_an_http_date():
     assert http.retry_after("soon") is None and http.retry_after("nan") is None
 
 
+def _trickle_body(handler) -> None:
+    """Headers at once, then a body of 100 bytes one byte every half second."""
+    handler.send_response(200)
+    handler.send_header("Content-Length", "100")
+    handler.end_headers()
+    for _ in range(100):
+        handler.wfile.write(b" ")
+        handler.wfile.flush()
+        time.sleep(0.5)
+
+
+def test_the_deadline_covers_a_trickling_body_too():
+    with Scripted(lambda n, path, body: _trickle_body) as server:
+        start = time.monotonic()
+        with pytest.raises(http.Transient, match="no complete answer within 1 s"):
+            http.post(server.url + "/completions", b"{}", {}, 1.0, http.InFlight())
+        assert time.monotonic() - start < 10  # generous: the body alone would take 50 s
+
+
+def test_an_http_proxy_from_the_environment_is_used(monkeypatch):
+    """HTTP_PROXY is honoured as urllib honours it: the request goes to the proxy, with its
+    absolute URL (the stand-in plays the proxy and records the request line's target)."""
+    for name in ("NO_PROXY", "no_proxy", "HTTP_PROXY", "http_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    with Scripted() as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.url.removesuffix("/v1"))
+        body = json.dumps({"model": "m", "prompt": "a b", "max_tokens": 1}).encode()
+        reply = http.post("http://models.invalid/v1/completions", body, {"Content-Type": "application/json"}, 5, http.InFlight())
+    assert reply.status == 200 and [r["path"] for r in proxy.requests] == ["http://models.invalid/v1/completions"]
+
+
 # ---- the card against misbehaving servers -------------------------------------------------------
 
 def test_a_redirect_to_another_host_gets_no_key(env, tmp_path, capsys):

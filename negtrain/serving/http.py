@@ -53,46 +53,55 @@ class Reply:
     location: str | None = None
 
 
+class _Exchange:
+    """One exchange's connection, and its socket once connected: kept apart because http.client
+    hands the socket to the response and drops it from the connection (an answer that closes the
+    connection), while the body is still being read from it."""
+
+    def __init__(self, conn: http.client.HTTPConnection) -> None:
+        self.conn = conn
+        self.sock: socket.socket | None = None
+
+    def shut(self) -> None:
+        """End the socket under whatever thread is blocked on it: its read returns at once."""
+        sock = self.sock or self.conn.sock
+        if sock is not None:
+            try:
+                # socket.socket's own shutdown, also on an SSL socket (whose override would drop
+                # the TLS state under the reading thread): the blocked read sees the end of the stream.
+                socket.socket.shutdown(sock, socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
 class InFlight:
-    """The connections of the exchanges in flight, so that a stop shuts them all at once."""
+    """The exchanges in flight, so that a stop shuts them all at once."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._open: set[http.client.HTTPConnection] = set()
+        self._open: set[_Exchange] = set()
         self.aborted = False
 
-    def add(self, conn: http.client.HTTPConnection) -> None:
+    def add(self, exchange: _Exchange) -> None:
         with self._lock:
             if self.aborted:
                 raise Aborted()
-            self._open.add(conn)
+            self._open.add(exchange)
 
-    def discard(self, conn: http.client.HTTPConnection) -> None:
+    def discard(self, exchange: _Exchange) -> None:
         with self._lock:
-            self._open.discard(conn)
+            self._open.discard(exchange)
 
     def abort(self) -> None:
         """Shut every open exchange down, and refuse new ones (until :meth:`reset`)."""
         with self._lock:
             self.aborted = True
-            for conn in self._open:
-                _shut(conn)
+            for exchange in self._open:
+                exchange.shut()
 
     def reset(self) -> None:
         with self._lock:
             self.aborted = False
-
-
-def _shut(conn: http.client.HTTPConnection) -> None:
-    """End ``conn``'s socket under whatever thread is blocked on it: its recv returns at once."""
-    sock = conn.sock
-    if sock is not None:
-        try:
-            # socket.socket's own shutdown, also on an SSL socket (whose override would drop the
-            # TLS state under the reading thread): the blocked read sees the end of the stream.
-            socket.socket.shutdown(sock, socket.SHUT_RDWR)
-        except OSError:
-            pass
 
 
 def _connection(url: str, timeout: float) -> tuple[http.client.HTTPConnection, str]:
@@ -121,19 +130,21 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float, infligh
 
     Raises :class:`Transient` (no complete answer) or :class:`Aborted` (the card is stopping)."""
     conn, target = _connection(url, timeout)
+    exchange = _Exchange(conn)
     expired = threading.Event()
 
     def expire() -> None:
         expired.set()
-        _shut(conn)
+        exchange.shut()
 
-    inflight.add(conn)
+    inflight.add(exchange)
     timer = threading.Timer(timeout, expire)
     timer.daemon = True
     timer.start()
     started = time.monotonic()
     try:
         conn.connect()
+        exchange.sock = conn.sock
         if expired.is_set():  # the timer fired while connecting, before there was a socket to shut
             raise TimeoutError()
         conn.request("POST", target, body=body, headers=headers)
@@ -148,8 +159,10 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float, infligh
         raise Transient(describe(exc)) from None
     finally:
         timer.cancel()
-        inflight.discard(conn)
+        inflight.discard(exchange)
         conn.close()
+        if exchange.sock is not None:
+            exchange.sock.close()
     if expired.is_set() or time.monotonic() - started > timeout:
         # Read to the end as the timer fired: a race the deadline still decides.
         raise Transient(f"no complete answer within {timeout:g} s")
