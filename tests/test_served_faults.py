@@ -153,7 +153,7 @@ MALFORMED = {  # case 12's table, and its neighbours
     "token_logprobs shorter than text_offset": lambda o: o["choices"][0]["logprobs"]["token_logprobs"].pop(),
     "string log-probabilities": lambda o: o["choices"][0]["logprobs"].update(token_logprobs=[None, "-1.0", "-2.0", "-0.5", "-1"]),
     "top_logprobs not objects": lambda o: o["choices"][0]["logprobs"].update(top_logprobs=[None, 1, 2, 3, 4]),
-    "answer a list": lambda o: (o.clear(), o.update(choices=[])),
+    "no choices": lambda o: o.update(choices=[]),
 }
 
 
@@ -164,6 +164,12 @@ def test_every_malformed_answer_is_one_clean_error(case):
     with pytest.raises(Malformed):
         continuation_logprob(out, "Q? A: now", " yes")
         usage(out)
+
+
+def test_an_answer_that_is_no_object_is_malformed():
+    for out in ([], [{"index": 0}], "text", None):
+        with pytest.raises(Malformed, match="not a JSON object"):
+            choice(out)
 
 
 def test_chat_message_null_is_malformed():
@@ -356,6 +362,22 @@ def test_allow_missing_lists_the_malformed_and_writes_no_key(env, tmp_path, caps
     assert "## Missing" in (out / "card.md").read_text()
     assert list((out / "parts").glob("*.json")) and (out / ".negtrain.lock").exists()
     assert_no_key(tmp_path, printed.out, printed.err)
+
+
+@pytest.mark.parametrize("case", ["usage: 'n/a'", "choices as a dict", "token_logprobs shorter than text_offset"])
+def test_a_malformed_answer_stops_the_card_with_one_line_naming_the_example(env, tmp_path, capsys, case):
+    """Case 12 through a card: not retried (the server would answer the same), one error line."""
+    def script(n, path, body):
+        out = well_formed(body)
+        if n >= 3:
+            MALFORMED[case](out)
+        return out
+
+    with Scripted(script) as server:
+        assert card(server.url, tmp_path / "c") == 2
+        assert len(server.requests) == 3
+    line = one_error(capsys.readouterr().err)
+    assert line.startswith("error: tinad/test/") and "a malformed answer" in line
 
 
 def test_a_nan_log_probability_is_one_error_not_an_index_error(env, tmp_path, capsys):
