@@ -47,7 +47,9 @@ class ResponseCache:
             return None
         try:
             data = json.loads(row[0])
-            return Answer.of(data) if isinstance(data, dict) else _unreadable()
+            if not isinstance(data, dict):
+                raise ValueError("not an answer object")
+            return Answer.of(data)
         except (ValueError, TypeError):
             if not self._said_unreadable:
                 self._said_unreadable = True
@@ -62,7 +64,3 @@ class ResponseCache:
     def close(self) -> None:
         with self._lock:
             self._db.close()
-
-
-def _unreadable() -> Answer:
-    raise ValueError("not an answer object")
