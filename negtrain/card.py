@@ -61,7 +61,7 @@ from negtrain.metrics.uncertainty import format_interval
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
-from negtrain.secrets import redact_text
+from negtrain.secrets import redact_text, remember_secret
 
 # Lightning, torch and the training floor are imported where a card is scored or written: an
 # argument mistake (a misspelt benchmark, a folder that does not exist) answers in a second.
@@ -298,8 +298,8 @@ def _apply_strategy(recipe, name: str, named: bool) -> None:
 
 def _server_section(args) -> dict[str, Any] | None:
     if getattr(args, "backend", "hf") != "openai":
-        given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "max_requests")
-                 if getattr(args, n, None) is not None]
+        given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "max_requests",
+                                                      "extra_body") if getattr(args, n, None) is not None]
         if given:
             raise ConfigError(f"{', '.join(given)} go with --backend openai")
         return None
@@ -310,6 +310,17 @@ def _server_section(args) -> dict[str, Any] | None:
                       ("retries", "retries"), ("max_requests", "max_requests")):
         if getattr(args, name, None) is not None:
             server[key] = getattr(args, name)
+    if getattr(args, "extra_body", None) is not None:
+        try:
+            extra = json.loads(args.extra_body)
+        except ValueError as exc:
+            raise ConfigError(f"--extra-body: not JSON ({exc})") from None
+        if not isinstance(extra, dict):
+            raise ConfigError(f"--extra-body: a JSON object of request fields, e.g. '{{\"repeat_penalty\": 1.0}}', not {args.extra_body!r}")
+        server["extra_body"] = extra
+    if getattr(args, "api_key_env", None):
+        # Known before anything is written (the lock file, the recipe): masked wherever it would appear.
+        remember_secret(os.environ.get(args.api_key_env) or "")
     return server
 
 
@@ -558,7 +569,7 @@ def _score_served(recipe, todo, out: Path, args) -> None:
 
     server = recipe.evaluation.server
     settings = ServerSettings(server.base_url, recipe.model.name, server.key_env, server.concurrency, server.timeout,
-                              server.retries, server.max_requests)
+                              server.retries, server.max_requests, server.extra_body)
     # A continued card adds this session to its provenance; a new one gets this one (write_resumed
     # writes the record whole where there is none yet).
     provenance.write_resumed(out, provenance.collect(recipe, "server", None, None))

@@ -12,6 +12,10 @@ W&B run config, the recorded command, model cards, reports - goes through :func:
   a recipe's ``head_labels: [entailment, not_entailment]`` into ``['***', 'not_***']`` and the run
   could no longer be loaded. Every real token is longer (Hugging Face 37 characters, W&B 40,
   OpenAI 51 and more); and
+- every secret negtrain was given under another name (:func:`remember_secret`): the API key read
+  from the variable ``--api-key-env`` names, whatever that name is (``LLM_BEARER``);
+- the credentials of a URL: its ``user:password@`` and the values of query parameters with a
+  secret-looking name or a signature's (``?token=...``, ``&sig=...``), wherever a URL occurs; and
 - the text value of any mapping key with a secret-looking name, in free-form data. A recipe is
   typed and none of its fields is a secret (a test checks every field with a secret-looking name),
   so it is only value-masked: ``recipe.yaml`` must read back as it was written.
@@ -30,6 +34,14 @@ SECRET_NAME = re.compile(r"(api[_-]?key|(?<![a-z])token(?![a-z])|secret|passw(or
 #: Shorter values are too likely to be ordinary words or numbers ("entailment", "1") to be masked
 #: inside anything written; every real API key and token is longer.
 MIN_SECRET_LENGTH = 16
+#: Secrets known by value (:func:`remember_secret`), masked like the environment's.
+_remembered: set[str] = set()
+#: A URL's ``user:password@`` (or ``token@``).
+_USERINFO = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)[^/?#@\s]+@")
+#: A query parameter (``?name=value`` or ``&name=value``); masked when its name is a secret's.
+_QUERY_PARAM = re.compile(r"(?P<name>[?&][A-Za-z0-9_.-]+=)(?P<value>[^&#\s]+)")
+#: Query parameter names that sign a URL (a pre-signed download): as good as a credential.
+_SIGNATURE = re.compile(r"(^|[_.-])(sig|signature|auth|authorization|credential)($|[_.-])", re.IGNORECASE)
 
 
 def is_secret_name(name: str) -> bool:
@@ -41,16 +53,41 @@ def can_be_secret(value: str) -> bool:
     return len(value) >= MIN_SECRET_LENGTH and not any(c.isspace() for c in value)
 
 
+def remember_secret(value: str) -> None:
+    """Mask ``value`` from now on in everything this process writes or prints, whatever holds it
+    (the API key of a served model, read from a variable of any name). Held to
+    :func:`can_be_secret`, as the environment's are: masking a short word everywhere would
+    corrupt what is written, and a key that short is a placeholder, not a credential."""
+    if can_be_secret(value):
+        _remembered.add(value)
+
+
 def secret_values(environ: dict[str, str] | None = None) -> list[str]:
     env = os.environ if environ is None else environ
-    values = {v for k, v in env.items() if is_secret_name(k) and can_be_secret(v)}
+    values = {v for k, v in env.items() if is_secret_name(k) and can_be_secret(v)} | _remembered
     return sorted(values, key=len, reverse=True)
+
+
+def redact_url_credentials(text: str) -> str:
+    """``text`` with every URL's ``user:password@`` and secret query values masked."""
+    if "://" in text:
+        text = _USERINFO.sub(lambda m: m["scheme"] + MASK + "@", text)
+    if "=" in text:
+        text = _QUERY_PARAM.sub(_mask_param, text)
+    return text
+
+
+def _mask_param(m: re.Match) -> str:
+    name = m["name"][1:-1]
+    if is_secret_name(name) or _SIGNATURE.search(name) or name.lower() in ("key", "sig", "auth"):
+        return m["name"] + MASK
+    return m[0]
 
 
 def redact_text(text: str, environ: dict[str, str] | None = None) -> str:
     for value in secret_values(environ):
         text = text.replace(value, MASK)
-    return text
+    return redact_url_credentials(text)
 
 
 def redact(obj: Any, environ: dict[str, str] | None = None, by_key: bool = True) -> Any:

@@ -44,6 +44,9 @@ from negtrain.serving.openai import Counts, OpenAIBackend
 from negtrain.serving.requests import Generation, Loglikelihood
 from negtrain.training.recorder import eval_record
 
+#: What a decoder gives for the bytes of a character cut off by the token limit.
+INCOMPLETE_TAIL = "\ufffd"
+
 
 def served_unsupported(bench: Benchmark) -> str | None:
     """Why ``bench`` cannot be scored through a server (None: it can)."""
@@ -79,6 +82,7 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
     log = recipe.evaluation.log_samples
     texts = responses = shot_ids = rendered = None
     tokens_generated = None
+    cut_characters: list[str] = []  # generations whose last character the token limit cut in two
     answering = settings.generating_answer(bench)
     # A multiple-choice benchmark put through a generating strategy (ScoNe-NLG): its completions
     # are the predictions, written for people to judge.
@@ -123,6 +127,7 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
             requests = [Generation(p.text(), rule.max_new_tokens, tuple(rule.stop), m, example=f"{name}/{e.id}")
                         for p, m, e in zip(prompts, chats, examples)]
             answers = backend.answer(requests, counts, allow_missing)
+            cut_characters = [r.example for r, a in zip(requests, answers) if a is not None and a.text.endswith(INCOMPLETE_TAIL)]
             responses = [None if a is None else cut_at_stop(a.text, rule.stop) for a in answers]
             tokens_generated = sum(a.tokens_out for a in answers if a is not None)
             texts = [None] * len(examples) if bench.generative or completions else None
@@ -179,4 +184,11 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
                 "examples have no prediction and these numbers are not comparable with full-split results")
         record["note"] = f"{record['note']}; {note}" if record.get("note") else note
         record["missing"] = counts.missing
+    if cut_characters:
+        # Kept as the server sent it (the text is never altered); said, because servers differ here:
+        # one keeps U+FFFD for the cut character, another drops it, and hf decodes it as U+FFFD.
+        note = (f"{len(cut_characters)} response(s) end in an incomplete UTF-8 character (U+FFFD: the token limit cut it), "
+                "kept as the server sent them")
+        record["note"] = f"{record['note']}; {note}" if record.get("note") else note
+        record["incomplete_utf8"] = cut_characters
     return ServedResult(CardRecord(record), counts)

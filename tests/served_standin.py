@@ -5,10 +5,13 @@ No server that runs here returns prompt log-probabilities (``transformers serve`
 library's ``http.server`` and bound to 127.0.0.1 only, answers ``/v1/completions`` the way vLLM
 does, from a real (tiny) Hugging Face model:
 
-- with ``echo`` and ``logprobs``: the prompt's tokens, each one's log-probability given the ones
-  before (None for the first), their character offsets (``text_offset``) and the top token at each
-  position, then one generated token (``max_tokens: 1``);
-- without: greedy generation up to ``max_tokens`` or the first stop string.
+- with ``echo`` and ``logprobs``: the prompt's tokens as text pieces that spell the prompt (as vLLM
+  detokenizes them), each one's log-probability given the ones before (None for the first), their
+  character offsets (``text_offset``) and the top token at each position, then one generated token
+  (``max_tokens: 1``);
+- without: greedy generation up to ``max_tokens`` or the first stop string, with a repetition
+  penalty where the stand-in is given one (``repeat_penalty``, as llama-cpp-python's server applies
+  its default 1.1 even at ``temperature: 0``) unless the request sets ``repeat_penalty`` itself.
 
 It counts the requests it answers, and can be told to answer some with an error status first
 (``fail``: a list of statuses used up one per request, or ``always`` for every request; with
@@ -27,7 +30,8 @@ import torch
 
 
 class StandIn:
-    def __init__(self, model_dir: Path, fail: list[int] | None = None, always: int | None = None, echo_auth: bool = False) -> None:
+    def __init__(self, model_dir: Path, fail: list[int] | None = None, always: int | None = None, echo_auth: bool = False,
+                 repeat_penalty: float | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -35,6 +39,8 @@ class StandIn:
         self.fail = list(fail or [])
         self.always = always
         self.echo_auth = echo_auth  # a careless server: its error quotes the Authorization header
+        self.repeat_penalty = repeat_penalty  # the server's default penalty (None: none)
+        self.bodies: list[dict] = []  # every request's JSON body
         self.answered = 0  # requests answered with 200
         self.refused = 0  # requests answered with an error status
         self.on_request = None
@@ -50,6 +56,7 @@ class StandIn:
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 standin.auth.append(self.headers.get("Authorization"))
+                standin.bodies.append(body)
                 with standin._lock:
                     status = standin.always or (standin.fail.pop(0) if standin.fail else 200)
                     if status != 200:
@@ -102,11 +109,16 @@ class StandIn:
         logits = self.model(input_ids=torch.tensor([ids])).logits[0].float()
         lp = torch.log_softmax(logits, -1)
         token_logprobs = [None] + [float(lp[i - 1, ids[i]]) for i in range(1, len(ids))]
-        tops = [None] + [{self.tokenizer.convert_ids_to_tokens(int(lp[i - 1].argmax())): float(lp[i - 1].max())} for i in range(1, len(ids))]
-        tokens = self.tokenizer.convert_ids_to_tokens(ids)
         offsets = [o[0] for o in enc["offset_mapping"]]
+        # Each token's text: the prompt from its offset to the next token's, so they spell it.
+        tokens = [text[a:b] for a, b in zip(offsets, [*offsets[1:], len(text)])]
+
+        def piece(i: int, token_id: int) -> str:  # the top token's text, as the server names it
+            return tokens[i] if i < len(ids) and token_id == ids[i] else self.tokenizer.decode([token_id])
+
+        tops = [None] + [{piece(i, int(lp[i - 1].argmax())): float(lp[i - 1].max())} for i in range(1, len(ids))]
         nxt = int(lp[-1].argmax())  # max_tokens: 1
-        tokens.append(self.tokenizer.convert_ids_to_tokens(nxt))
+        tokens.append(self.tokenizer.decode([nxt]))
         token_logprobs.append(float(lp[-1, nxt]))
         tops.append({tokens[-1]: float(lp[-1, nxt])})
         offsets.append(len(text))
@@ -120,9 +132,10 @@ class StandIn:
     @torch.no_grad()
     def generate(self, body: dict) -> dict:
         ids = self.tokenizer(body["prompt"], return_tensors="pt")["input_ids"]
+        penalty = body.get("repeat_penalty", self.repeat_penalty)
         out = self.model.generate(input_ids=ids, max_new_tokens=body["max_tokens"], do_sample=False,
                                   pad_token_id=self.tokenizer.eos_token_id, stop_strings=body.get("stop") or None,
-                                  tokenizer=self.tokenizer)
+                                  tokenizer=self.tokenizer, repetition_penalty=penalty if penalty not in (None, 1.0) else None)
         new = out[0, ids.shape[1]:]
         text = self.tokenizer.decode(new, skip_special_tokens=True)
         for stop in body.get("stop") or []:

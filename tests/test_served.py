@@ -287,3 +287,20 @@ def test_the_scone_nlg_protocol_through_the_standin_equals_hf(tmp_path, monkeypa
         assert rows[1] == rows[0], name
     assert len(list((tmp_path / "served" / "parts").glob("scone_nlg-test-*.json"))) == 4
     assert (tmp_path / "served" / "protocol.md").is_file()
+
+
+def test_greedy_on_a_server_with_a_repetition_penalty_needs_the_documented_extra_body(small, tmp_path):
+    """A stand-in that applies a repetition penalty of 1.1 unless told otherwise, as
+    llama-cpp-python's server does even at temperature 0: its responses differ from the hf
+    backend's; with the documented --extra-body '{"repeat_penalty": 1.0}' they are the same, and
+    every generation was asked greedily (temperature 0, top_p 1)."""
+    model = small["llama"]
+    args = ("--strategy", "conditional_q", "--model.max_new_tokens=12")
+    _hf_card(model, tmp_path / "hf", "scone", *args)
+    hf = [r["response"] for r in _predictions(tmp_path / "hf", "scone")]
+    with StandIn(model, repeat_penalty=1.1) as server:
+        assert _served(model, server.url, tmp_path / "penalised", "scone", *args) == 0
+        assert _served(model, server.url, tmp_path / "greedy", "scone", *args, "--extra-body", '{"repeat_penalty": 1.0}') == 0
+        assert all(b["temperature"] == 0 and b["top_p"] == 1 for b in server.bodies)
+    assert [r["response"] for r in _predictions(tmp_path / "penalised", "scone")] != hf
+    assert [r["response"] for r in _predictions(tmp_path / "greedy", "scone")] == hf

@@ -66,9 +66,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     served.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the API key (the key itself is never an argument)")
     served.add_argument("--cache", type=Path, help="the response cache (a folder or .sqlite file) to share between cards (default: in --out)")
     served.add_argument("--concurrency", type=int, help="requests in flight at once (default 4)")
-    served.add_argument("--timeout", type=float, help="seconds to wait for one answer (default 120; retried)")
+    served.add_argument("--timeout", type=float, help="seconds for one whole request, connecting to the last byte of the answer (default 120; retried)")
     served.add_argument("--retries", type=int, help="retries on 429, 5xx and timeouts, with backoff (default 5)")
     served.add_argument("--max-requests", type=int, metavar="N", help="stop once N requests were sent (answers stay cached)")
+    served.add_argument("--extra-body", metavar="JSON",
+                        help="a JSON object of the server's own settings added to every generation request, e.g. "
+                             "'{\"repeat_penalty\": 1.0}' for llama.cpp (see docs/served-models.md)")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -93,8 +96,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     card_only += [f for f, on in (("--chat", args.chat), ("--fewshot-as-multiturn", args.fewshot_as_multiturn), ("--no-log-samples", not args.log_samples)) if on]
     card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
     card_only += ["--benchmarks"] if args.benchmarks != "all" else []
-    card_only += [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests")
-                  if getattr(args, n) is not None] + (["--backend"] if args.backend != "hf" else [])
+    card_only += [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests",
+                                                               "extra_body") if getattr(args, n) is not None] + (["--backend"] if args.backend != "hf" else [])
     if card_only:
         raise NegtrainError(f"{', '.join(card_only)} go with --model (a report card)")
     if extra:

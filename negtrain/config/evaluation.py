@@ -3,7 +3,7 @@ the model (the in-process ``hf`` backend, or a server: ``ServerConfig``)."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -13,6 +13,12 @@ from negtrain.config.section import Section
 #: The most bootstrap resamples anything draws: intervals settle long before (1,000 are the
 #: default); 100,000 take seconds per benchmark split, a billion would take hours.
 MAX_BOOTSTRAP = 100_000
+
+
+#: The request fields negtrain sets itself: an ``extra_body`` may not change them (decoding stays
+#: greedy, and the prompt, limits and stop strings are the benchmark's).
+SENT_BY_NEGTRAIN = frozenset({"model", "prompt", "messages", "max_tokens", "stop", "temperature", "top_p", "echo", "logprobs", "n",
+                              "stream", "best_of", "logit_bias", "seed"})
 
 
 class ServerConfig(Section):
@@ -26,7 +32,7 @@ class ServerConfig(Section):
         description="The name of the environment variable holding the API key, sent as a bearer token (none: no key).",
     )
     concurrency: int = Field(4, ge=1, le=256, description="Requests in flight at once.")
-    timeout: float = Field(120.0, gt=0, le=3600, description="Seconds to wait for one answer before it counts as a timeout (retried).")
+    timeout: float = Field(120.0, gt=0, le=3600, description="Seconds for one whole request, connecting to the last byte of the answer, before it counts as a timeout (retried).")
     retries: int = Field(5, ge=0, le=20, description="Retries of a request answered with 429, a 5xx or nothing, with exponential backoff.")
     max_requests: int | None = Field(
         None, ge=1, description="Budget guard: the run stops (its answers cached) once this many requests were sent. None: no bound."
@@ -34,6 +40,20 @@ class ServerConfig(Section):
     allow_missing: bool = Field(
         False, description="A request that fails after its retries leaves its example unscored (listed in the card) instead of stopping the run."
     )
+    extra_body: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Fields added to every generation request: a server's own settings that decide its text, e.g. "
+        "{repeat_penalty: 1.0} for llama.cpp's servers (see docs/served-models.md). Not the fields negtrain sets itself.",
+    )
+
+    @field_validator("extra_body")
+    @classmethod
+    def _not_negtrains_fields(cls, v: dict[str, Any]) -> dict[str, Any]:
+        taken = sorted(set(v) & SENT_BY_NEGTRAIN)
+        if taken:
+            raise ValueError(f"{', '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by negtrain itself (greedy decoding, "
+                             "the prompt, its limits); extra_body is for a server's own settings")
+        return v
 
     @field_validator("base_url")
     @classmethod

@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from negtrain.errors import NegtrainError
+from negtrain.secrets import redact_text
 
 LOCK_NAME = ".negtrain.lock"
 
@@ -119,7 +120,8 @@ def run_lock(run_dir: Path, what: str | None = None) -> Iterator[Path]:
         finally:
             entry[1] -= 1
         return
-    what = what or " ".join(["negtrain", *sys.argv[1:]])[:160]
+    # The command line, masked: a token in a --model path or URL never reaches the lock file.
+    what = redact_text(what or " ".join(["negtrain", *sys.argv[1:]]))[:160]
     fd = _acquire(run_dir, what)
     _held[key] = [fd, 1]
     failed = True

@@ -36,11 +36,25 @@ class ResponseCache:
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"--cache {path}: cannot open the response cache ({exc})") from None
         self._lock = threading.Lock()
+        self._said_unreadable = False
 
     def get(self, key: str) -> Answer | None:
+        """The cached answer, or None: not cached, or a row that cannot be read (damaged by hand
+        or by another tool), which is asked again and overwritten; said once per cache."""
         with self._lock:
             row = self._db.execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
-        return None if row is None else Answer.of(json.loads(row[0]))
+        if row is None:
+            return None
+        try:
+            data = json.loads(row[0])
+            if not isinstance(data, dict):
+                raise ValueError("not an answer object")
+            return Answer.of(data)
+        except (ValueError, TypeError):
+            if not self._said_unreadable:
+                self._said_unreadable = True
+                print(f"response cache {self.path}: a row cannot be read (not an answer); its request is asked again", flush=True)
+            return None
 
     def put(self, key: str, answer: Answer) -> None:
         with self._lock:

@@ -2,21 +2,26 @@
 serve``, OpenAI itself), answering :mod:`negtrain.serving.requests`.
 
 - A :class:`~negtrain.serving.requests.Generation` goes to ``/v1/chat/completions`` when it is a
-  chat turn, else to ``/v1/completions``; greedy (``temperature: 0``), with its token limit and
-  stop strings.
+  chat turn, else to ``/v1/completions``; greedy (:data:`GREEDY`), with its token limit and stop
+  strings, and the settings' ``extra_body`` (a server's own sampling fields, such as llama.cpp's
+  ``repeat_penalty``) merged in.
 - A :class:`~negtrain.serving.requests.Loglikelihood` goes to ``/v1/completions`` with the
   context and continuation as one prompt, ``echo: true`` and ``logprobs: 1`` (the legacy form
   vLLM serves, as lm-evaluation-harness's ``local-completions`` asks it). The server tokenizes the
   prompt itself; the continuation is the tokens from the one that starts at the end of the context
   (``text_offset``), so its log-probability is summed over the server's own tokens, as the ``hf``
-  backend sums over the same tokenizer's. A server whose tokens do not split there is an error,
-  not a guess.
+  backend sums over the same tokenizer's. A server whose tokens do not spell the continuation
+  from there is an error, not a guess (:mod:`negtrain.serving.answers`).
 
-Requests run ``concurrency`` at a time. A 429, a 5xx, a timeout or a dropped connection is
-retried ``retries`` times with exponential backoff (a ``Retry-After`` header is honoured, up to
-:data:`MAX_WAIT` seconds); any other status fails at once. ``max_requests`` bounds what one run
-sends (retries count: each one costs). The API key is read from the environment variable the
-settings name, sent in the ``Authorization`` header and kept nowhere else.
+Requests run ``concurrency`` at a time, each within one deadline (``timeout``, connection to last
+byte; :mod:`negtrain.serving.http`). A 429, a 5xx, a timeout, a dropped or cut-off answer, or one
+that is not JSON is retried ``retries`` times with exponential backoff (a ``Retry-After`` header,
+in seconds or as a date, is honoured up to :data:`MAX_WAIT` seconds); any other status, a redirect
+included, fails at once, and so does a JSON answer of the wrong shape (the server would give it
+again). ``max_requests`` bounds what one run sends (retries count: each one costs). :meth:`stop`
+(a signal) ends every request in flight and sends no other. The API key is read from the
+environment variable the settings name, sent in the ``Authorization`` header and kept nowhere
+else; every text quoted from a server is masked for it and every other secret negtrain knows.
 """
 
 from __future__ import annotations
@@ -24,18 +29,16 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
 import threading
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from negtrain.errors import ConfigError, NegtrainError
-from negtrain.secrets import redact_text
+from negtrain.secrets import redact_text, remember_secret
+from negtrain.serving import answers, http
+from negtrain.serving.answers import Malformed
 from negtrain.serving.cache import ResponseCache
 from negtrain.serving.requests import Answer, Generation, Loglikelihood, Request, cache_key
 
@@ -45,6 +48,12 @@ MAX_WAIT = 60.0
 FIRST_WAIT = 0.5
 #: At most this much of a server's answer is quoted in an error.
 QUOTE = 300
+#: What every generation asks for, so that a server following the OpenAI API decodes greedily:
+#: temperature 0 (the most likely token), and nucleus sampling off (top_p 1, which the OpenAI API
+#: accepts, as do vLLM, TGI and llama.cpp's servers). Server-specific settings that also change the
+#: text (llama.cpp's repeat_penalty, vLLM's repetition_penalty from a model's generation_config)
+#: are not OpenAI fields, which OpenAI refuses: they go in ``extra_body`` (docs/served-models.md).
+GREEDY = {"temperature": 0, "top_p": 1}
 
 
 class RequestFailed(NegtrainError):
@@ -70,15 +79,22 @@ class ServerSettings:
     timeout: float = 120.0
     retries: int = 5
     max_requests: int | None = None
+    #: Fields merged into every generation request (a server's own sampling settings).
+    extra_body: dict[str, Any] = field(default_factory=dict)
 
     @property
     def api_root(self) -> str:
         root = self.base_url.rstrip("/")
         return root if root.endswith("/v1") else root + "/v1"
 
-    def identity(self) -> dict[str, Any]:
-        """What decides an answer (the cache key's settings): the server and the model."""
-        return {"base_url": self.api_root, "model": self.model}
+    def identity(self, request: Request | None = None) -> dict[str, Any]:
+        """What decides an answer (the cache key's settings): the server and the model, and for a
+        generation the extra fields where there are any (a generation cached under other sampling
+        settings is not reused; a prompt's log-probabilities do not depend on them)."""
+        identity: dict[str, Any] = {"base_url": self.api_root, "model": self.model}
+        if self.extra_body and isinstance(request, Generation):
+            identity["extra_body"] = self.extra_body
+        return identity
 
 
 @dataclass
@@ -97,7 +113,7 @@ class Counts:
 
 
 class _Transient(Exception):
-    """A failure worth retrying (429, 5xx, timeout, connection)."""
+    """A failure worth retrying (429, 5xx, timeout, connection, an answer cut or not JSON)."""
 
     def __init__(self, message: str, wait: float | None = None) -> None:
         super().__init__(message)
@@ -115,39 +131,64 @@ class OpenAIBackend:
             key = os.environ.get(settings.key_env)
             if not key:
                 raise ConfigError(f"the API key variable {settings.key_env} is not set (or empty) in the environment")
+            remember_secret(key)  # masked in everything written or printed, whatever its variable is called
         self._key = key  # only to mask it in a server's answer quoted in an error
-        self._headers = {"Content-Type": "application/json"}
+        self._headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if key:
             self._headers["Authorization"] = f"Bearer {key}"
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._inflight = http.InFlight()
         self.sent = 0  # requests sent by this process, against max_requests
 
-    # ---- one HTTP exchange ---------------------------------------------------------------
-    def _post(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        url = self.settings.api_root + path
-        data = json.dumps(body).encode("utf-8")
-        request = urllib.request.Request(url, data=data, headers=self._headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.settings.timeout) as response:
-                payload = response.read()
-        except urllib.error.HTTPError as exc:
-            answer = _quote(exc.read())
-            if exc.code == 429 or exc.code >= 500:
-                raise _Transient(f"HTTP {exc.code}: {answer}", _retry_after(exc.headers.get("Retry-After"))) from None
-            raise RequestFailed(f"HTTP {exc.code} from {url}: {answer}", status=exc.code) from None
-        except (TimeoutError, socket.timeout) as exc:
-            raise _Transient(f"no answer within {self.settings.timeout:g} s ({exc})") from None
-        except urllib.error.URLError as exc:
-            raise _Transient(f"cannot reach {url} ({exc.reason})") from None
-        except (ConnectionError, OSError) as exc:
-            raise _Transient(f"connection to {url} failed ({exc})") from None
-        try:
-            return json.loads(payload)
-        except ValueError:
-            raise RequestFailed(f"{url} answered with no JSON: {_quote(payload)}") from None
+    def stop(self) -> None:
+        """End every request in flight and send no other (a signal stopped the card)."""
+        self._stop.set()
+        self._inflight.abort()
 
-    def _post_retrying(self, path: str, body: dict[str, Any], example: str) -> dict[str, Any]:
+    # ---- masking ------------------------------------------------------------------------
+    def _masked(self, text: str) -> str:
+        """``text`` without the key (whatever its variable is called) or any other secret."""
+        return redact_text(text.replace(self._key, "***") if self._key else text)
+
+    def _quote(self, data: Any) -> str:
+        """A server's answer as quoted in an error: one line, masked, at most :data:`QUOTE`
+        characters. Masked before it is cut, so no part of a key survives at the cut."""
+        if isinstance(data, (bytes, bytearray)):
+            raw = bytes(data[: 8 * QUOTE + 8192]).decode("utf-8", "replace")
+        elif isinstance(data, str):
+            raw = data[: 8 * QUOTE + 8192]
+        else:
+            raw = json.dumps(data, ensure_ascii=False)[: 8 * QUOTE + 8192]
+        text = self._masked(" ".join(raw.split()))
+        return text[:QUOTE] + ("..." if len(text) > QUOTE else "")
+
+    # ---- one HTTP exchange ---------------------------------------------------------------
+    def _post(self, path: str, body: dict[str, Any]) -> Any:
+        url = self.settings.api_root + path
+        shown = self._masked(url)
+        try:
+            reply = http.post(url, json.dumps(body).encode("utf-8"), self._headers, self.settings.timeout, self._inflight)
+        except http.Transient as exc:
+            raise _Transient(f"{shown}: {exc}") from None
+        except http.Aborted:
+            raise _Stopped() from None
+        if reply.status == 200:
+            try:
+                return json.loads(reply.body)
+            except ValueError:
+                # A proxy's page or an answer cut short: asked again.
+                raise _Transient(f"{shown} answered with no JSON: {self._quote(reply.body)}") from None
+        answer = self._quote(reply.body)
+        if reply.status == 429 or reply.status >= 500:
+            raise _Transient(f"HTTP {reply.status}: {answer}", http.retry_after(reply.retry_after))
+        if 300 <= reply.status < 400:
+            where = self._masked(reply.location or "nowhere it says")
+            raise RequestFailed(f"HTTP {reply.status} from {shown}: the server redirects to {where}; negtrain follows no redirect "
+                                "(the API key would go with it): give the final address as --base-url", status=reply.status)
+        raise RequestFailed(f"HTTP {reply.status} from {shown}: {answer}", status=reply.status)
+
+    def _post_retrying(self, path: str, body: dict[str, Any], example: str) -> Any:
         last = ""
         for attempt in range(self.settings.retries + 1):
             if self._stop.is_set():
@@ -162,55 +203,56 @@ class OpenAIBackend:
             try:
                 return self._post(path, body)
             except RequestFailed as exc:
-                raise RequestFailed(f"{example}: {self._masked(str(exc))}", status=exc.status) from None
+                raise RequestFailed(f"{example}: {exc}", status=exc.status) from None
             except _Transient as exc:
                 last = str(exc)
                 if attempt == self.settings.retries:
                     break
                 wait_s = exc.wait if exc.wait is not None else FIRST_WAIT * 2**attempt * (1 + random.random() / 4)
-                time.sleep(min(wait_s, MAX_WAIT))
-        raise RequestFailed(f"{example}: failed after {self.settings.retries} retries; the server's last answer: {self._masked(last)}", transient=True)
-
-    def _masked(self, text: str) -> str:
-        """``text`` without the key (whatever its variable is called) or any other secret."""
-        return redact_text(text.replace(self._key, "***") if self._key else text)
+                if self._stop.wait(min(wait_s, MAX_WAIT)):  # a stop ends the wait at once
+                    raise _Stopped() from None
+        raise RequestFailed(f"{example}: failed after {self.settings.retries} retries; the server's last answer: {last}", transient=True)
 
     # ---- requests ------------------------------------------------------------------------
     def _send(self, request: Request) -> Answer:
         model = self.settings.model
         if isinstance(request, Generation):
-            common = {"model": model, "max_tokens": request.max_tokens, "temperature": 0}
+            common = {**self.settings.extra_body, "model": model, "max_tokens": request.max_tokens, **GREEDY}
             if request.stop:
                 common["stop"] = list(request.stop)
             if request.chat:
                 messages = [{"role": role, "content": content} for role, content in request.messages]
                 out = self._post_retrying("/chat/completions", {**common, "messages": messages}, request.example)
-                text = _first_choice(out, request.example).get("message", {}).get("content")
+                read = answers.chat_text
             else:
                 out = self._post_retrying("/completions", {**common, "prompt": request.prompt}, request.example)
-                text = _first_choice(out, request.example).get("text")
-            if not isinstance(text, str):
-                raise RequestFailed(f"{request.example}: the server's answer has no text: {_quote(json.dumps(out))}")
-            return Answer(text=text, **_usage(out))
+                read = answers.completion_text
+            try:
+                return Answer(text=read(out), **answers.usage(out))
+            except Malformed as exc:
+                raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from None
         body = {"model": model, "prompt": request.context + request.continuation, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
         out = self._post_retrying("/completions", body, request.example)
-        logprob, n_tokens, greedy = continuation_logprob(_first_choice(out, request.example).get("logprobs"), request, out)
-        return Answer(logprob=logprob, n_tokens=n_tokens, is_greedy=greedy, **_usage(out))
+        try:
+            logprob, n_tokens, greedy = answers.continuation_logprob(out, request.context, request.continuation)
+            return Answer(logprob=logprob, n_tokens=n_tokens, is_greedy=greedy, **answers.usage(out))
+        except Malformed as exc:
+            raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from None
 
     def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
         """The answer to every request, from the cache or the server, in order. A request that
         fails after its retries stops everything (:class:`RequestFailed`), or with
-        ``allow_missing`` is None and named in ``counts.missing``."""
-        settings = self.settings.identity()
-        keys = [cache_key(self.name, settings, r) for r in requests]
-        answers: list[Answer | None] = [None] * len(requests)
+        ``allow_missing`` is None and named in ``counts.missing``. A signal (a ``Stopped`` raised in
+        this thread while it waits) ends the requests in flight at once and sends no other."""
+        keys = [cache_key(self.name, self.settings.identity(r), r) for r in requests]
+        answers_: list[Answer | None] = [None] * len(requests)
         todo = []
         for i, key in enumerate(keys):
             hit = self.cache.get(key) if self.cache is not None else None
             if hit is None:
                 todo.append(i)
             else:
-                answers[i] = hit
+                answers_[i] = hit
                 counts.cached += 1
         sent_before = self.sent
 
@@ -229,12 +271,14 @@ class OpenAIBackend:
                 return
             if self.cache is not None:
                 self.cache.put(keys[i], answer)  # at once: a kill loses no answered request
-            answers[i] = answer
+            answers_[i] = answer
 
         self._stop.clear()
+        self._inflight.reset()
         try:
             if todo:
-                with ThreadPoolExecutor(max_workers=max(1, min(self.settings.concurrency, len(todo)))) as pool:
+                pool = ThreadPoolExecutor(max_workers=max(1, min(self.settings.concurrency, len(todo))))
+                try:
                     futures = [pool.submit(one, i) for i in todo]
                     done, _ = wait(futures, return_when=FIRST_EXCEPTION)
                     errors = [f.exception() for f in done if f.exception() is not None]
@@ -242,24 +286,34 @@ class OpenAIBackend:
                     failed = next((e for e in errors if not isinstance(e, _Stopped)), errors[0] if errors else None)
                     if failed is not None:
                         self._stop.set()
-                        for f in futures:
-                            f.cancel()
                         if isinstance(failed, _Stopped):
                             failed = RequestFailed("stopped")
                         raise failed
+                except Exception:
+                    # A failed request or a spent budget: nothing queued is sent; the requests in
+                    # flight (paid for) finish and are cached.
+                    self._stop.set()
+                    raise
+                except BaseException:
+                    # A signal (Stopped) raised in this thread while it waited: nothing queued is
+                    # sent, and what is in flight is abandoned at once.
+                    self.stop()
+                    raise
+                finally:
+                    pool.shutdown(wait=True, cancel_futures=True)
         finally:
             counts.requests += self.sent - sent_before
-        for a in answers:
+        for a in answers_:
             if a is not None:
                 counts.tokens_in += a.tokens_in
                 counts.tokens_out += a.tokens_out
-        return answers
+        return answers_
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         """Whether ``/v1/completions`` echoes the prompt's log-probabilities, and the server's
         answer when it does not. A yes is cached (a rerun asks no more)."""
         probe = Loglikelihood("Hello", " world", example="the prompt log-probability check")
-        key = cache_key(self.name, self.settings.identity(), probe)
+        key = cache_key(self.name, self.settings.identity(probe), probe)
         if self.cache is not None and self.cache.get(key) is not None:
             return True, ""
         try:
@@ -267,7 +321,7 @@ class OpenAIBackend:
         except RequestFailed as exc:
             # A server that fails, refuses the key or has no such model is not one without
             # log-probabilities; a 400 (echo or logprobs refused) or an answer without them is.
-            if exc.transient or exc.status in (401, 403, 404):
+            if exc.transient or exc.status in (401, 403, 404) or (exc.status is not None and 300 <= exc.status < 400):
                 raise
             return False, str(exc).split(": ", 1)[-1]
         if self.cache is not None:
@@ -276,52 +330,4 @@ class OpenAIBackend:
 
 
 class _Stopped(Exception):
-    """Another request failed: the rest are not sent."""
-
-
-def _retry_after(value: str | None) -> float | None:
-    try:
-        return max(0.0, float(value)) if value is not None else None
-    except ValueError:
-        return None
-
-
-def _quote(data: bytes | str) -> str:
-    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
-    text = " ".join(text.split())
-    return text[:QUOTE] + ("..." if len(text) > QUOTE else "")
-
-
-def _first_choice(out: Any, example: str) -> dict[str, Any]:
-    choices = out.get("choices") if isinstance(out, dict) else None
-    if not choices or not isinstance(choices[0], dict):
-        raise RequestFailed(f"{example}: the server's answer has no choices: {_quote(json.dumps(out))}")
-    return choices[0]
-
-
-def _usage(out: dict[str, Any]) -> dict[str, int]:
-    usage = out.get("usage") or {}
-    return {"tokens_in": int(usage.get("prompt_tokens") or 0), "tokens_out": int(usage.get("completion_tokens") or 0)}
-
-
-def continuation_logprob(logprobs: Any, request: Loglikelihood, out: Any) -> tuple[float, int, bool]:
-    """The continuation's summed log-probability, token count and greediness, from an echoed
-    prompt's ``logprobs`` (``tokens``, ``token_logprobs``, ``text_offset``, ``top_logprobs``)."""
-    what = f"{request.example}: "
-    if not isinstance(logprobs, dict) or not logprobs.get("token_logprobs") or not logprobs.get("text_offset"):
-        raise RequestFailed(what + "the server returned no prompt log-probabilities (echo + logprobs on /v1/completions): "
-                            + _quote(json.dumps(out)))
-    start, end = len(request.context), len(request.context) + len(request.continuation)
-    offsets, values = logprobs["text_offset"], logprobs["token_logprobs"]
-    tokens, tops = logprobs.get("tokens") or [], logprobs.get("top_logprobs") or []
-    picked = [i for i, o in enumerate(offsets) if start <= o < end]
-    if not picked or offsets[picked[0]] != start:
-        raise RequestFailed(what + f"the server's tokens do not split where the continuation {request.continuation!r} begins")
-    if any(values[i] is None for i in picked):
-        raise RequestFailed(what + "the server returned no log-probability for a continuation token")
-    greedy = True
-    for i in picked:
-        top = tops[i] if i < len(tops) else None
-        if isinstance(top, dict) and top and i < len(tokens):
-            greedy = greedy and max(top, key=top.get) == tokens[i]
-    return float(sum(values[i] for i in picked)), len(picked), greedy
+    """Another request failed, or the card is stopping: the rest are not sent."""

@@ -1,0 +1,160 @@
+"""What a server's answer must hold before a number is taken from it: each endpoint's answer is
+checked against the shape the OpenAI API gives it, and anything else is :class:`Malformed` (one
+error naming the example and quoting the answer), never a traceback or a silently wrong score.
+
+- ``choices``: a non-empty list of objects; the one answering the prompt is matched by its
+  ``index`` (0), not taken by position. A lone choice without ``index`` is accepted.
+- ``usage``: absent or null (counted as 0), or an object whose ``prompt_tokens`` and
+  ``completion_tokens`` are absent, null or non-negative integers.
+- a completion's ``text`` and a chat's ``message.content``: strings.
+- a continuation's log-probability (``echo`` + ``logprobs``, :func:`continuation_logprob`):
+  ``tokens`` (strings), ``token_logprobs`` (numbers or null) and ``text_offset`` (non-negative,
+  non-decreasing integers) of one length; each log-probability summed finite and at most
+  :data:`LOGPROB_SLACK` (a probability is at most 1; a server's float rounding may put a near-
+  certain token a hair above 0); and the tokens taken as the continuation must spell it exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+#: How far above 0 a log-probability may be and still be read (as given): float32 rounding of a
+#: near-certain token's log-softmax gives values like +1e-7; anything larger is not a probability.
+LOGPROB_SLACK = 1e-4
+
+
+class Malformed(Exception):
+    """The answer is not of the shape its endpoint promises (the message says what is wrong)."""
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def choice(out: Any) -> dict[str, Any]:
+    """The choice answering the (one) prompt: the one whose ``index`` is 0."""
+    if not isinstance(out, dict):
+        raise Malformed("the answer is not a JSON object")
+    choices = out.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise Malformed("the answer has no choices (a non-empty list)")
+    if not all(isinstance(c, dict) for c in choices):
+        raise Malformed("a choice is not an object")
+    indexed = [c for c in choices if "index" in c]
+    if not indexed:
+        if len(choices) == 1:
+            return choices[0]
+        raise Malformed(f"{len(choices)} choices and none says its index")
+    if len(indexed) != len(choices) or not all(_is_int(c["index"]) for c in choices):
+        raise Malformed("a choice's index is missing or not an integer")
+    first = [c for c in choices if c["index"] == 0]
+    if len(first) != 1:
+        raise Malformed(f"{len(first)} choices have index 0 (one was asked for)")
+    return first[0]
+
+
+def usage(out: dict[str, Any]) -> dict[str, int]:
+    """The tokens the server counted: ``tokens_in``, ``tokens_out`` (0 where it did not say)."""
+    given = out.get("usage")
+    if given is None:
+        return {"tokens_in": 0, "tokens_out": 0}
+    if not isinstance(given, dict):
+        raise Malformed("usage is not an object")
+    counts = {}
+    for field, name in (("prompt_tokens", "tokens_in"), ("completion_tokens", "tokens_out")):
+        value = given.get(field)
+        if value is None:
+            value = 0
+        if not _is_int(value) or value < 0:
+            raise Malformed(f"usage.{field} is not a non-negative integer")
+        counts[name] = value
+    return counts
+
+
+def completion_text(out: Any) -> str:
+    text = choice(out).get("text")
+    if not isinstance(text, str):
+        raise Malformed("the choice has no text")
+    return text
+
+
+def chat_text(out: Any) -> str:
+    message = choice(out).get("message")
+    if not isinstance(message, dict):
+        raise Malformed("the choice has no message")
+    content = message.get("content")
+    if not isinstance(content, str):
+        raise Malformed("the message has no text content (null, or a tool call)")
+    return content
+
+
+def continuation_logprob(out: Any, context: str, continuation: str) -> tuple[float, int, bool]:
+    """The continuation's summed log-probability, its token count and whether each of its tokens
+    was the greedy one, from the echoed prompt ``context + continuation``.
+
+    The continuation's tokens are the ones from the token that starts where the continuation
+    starts: found by ``text_offset`` counted in characters, or, failing that, in UTF-8 bytes (as
+    some servers count), and accepted only when their texts, joined, are the continuation exactly.
+    A token with empty text (a special token) is summed but not counted."""
+    logprobs = choice(out).get("logprobs")
+    if not isinstance(logprobs, dict) or not logprobs.get("token_logprobs") or not logprobs.get("text_offset"):
+        raise Malformed("the server returned no prompt log-probabilities (echo + logprobs on /v1/completions)")
+    tokens, values, offsets = logprobs.get("tokens"), logprobs["token_logprobs"], logprobs["text_offset"]
+    tops = logprobs.get("top_logprobs")
+    if not isinstance(tokens, list) or not isinstance(values, list) or not isinstance(offsets, list):
+        raise Malformed("logprobs.tokens, token_logprobs and text_offset must be lists")
+    if not len(tokens) == len(values) == len(offsets):
+        raise Malformed(f"logprobs lists of different lengths (tokens {len(tokens)}, token_logprobs {len(values)}, text_offset {len(offsets)})")
+    if tops is not None and (not isinstance(tops, list) or len(tops) != len(tokens)):
+        raise Malformed("logprobs.top_logprobs is not a list as long as tokens")
+    if not all(isinstance(t, str) for t in tokens):
+        raise Malformed("a token is not a string")
+    if not all(v is None or _is_number(v) for v in values):
+        raise Malformed("a log-probability is neither a number nor null")
+    if not all(_is_int(o) and o >= 0 for o in offsets):
+        raise Malformed("a text_offset is not a non-negative integer")
+    if any(b < a for a, b in zip(offsets, offsets[1:])):
+        raise Malformed("text_offset decreases")
+    picked = _continuation_tokens(tokens, offsets, context, continuation)
+    total = 0.0
+    for i in picked:
+        value = values[i]
+        if value is None:
+            raise Malformed("no log-probability for a continuation token")
+        if not math.isfinite(value) or value > LOGPROB_SLACK:
+            raise Malformed(f"the log-probability {value!r} of a continuation token is not a log-probability (finite, at most 0)")
+        total += value
+    greedy = True
+    for i in picked:
+        top = tops[i] if tops is not None else None
+        if top is None:
+            continue
+        if not isinstance(top, dict) or not all(isinstance(k, str) and _is_number(v) for k, v in top.items()):
+            raise Malformed("a top_logprobs entry is not an object of token: number")
+        if top:
+            greedy = greedy and max(top, key=top.get) == tokens[i]
+    return total, sum(1 for i in picked if tokens[i]), greedy
+
+
+def _continuation_tokens(tokens: list[str], offsets: list[int], context: str, continuation: str) -> list[int]:
+    """The indices of the continuation's tokens (see :func:`continuation_logprob`)."""
+    spans = [(len(context), len(context) + len(continuation))]
+    as_bytes = (len(context.encode("utf-8")), len(context.encode("utf-8")) + len(continuation.encode("utf-8")))
+    if as_bytes != spans[0]:
+        spans.append(as_bytes)
+    for start, end in spans:
+        picked = [i for i, o in enumerate(offsets) if start <= o < end]
+        if picked and offsets[picked[0]] == start and "".join(tokens[i] for i in picked) == continuation:
+            return picked
+    start, end = spans[0]
+    picked = [i for i, o in enumerate(offsets) if start <= o < end]
+    if not picked or offsets[picked[0]] != start:
+        raise Malformed(f"the server's tokens do not split where the continuation {continuation!r} begins")
+    spelled = "".join(tokens[i] for i in picked)
+    raise Malformed(f"the tokens taken as the continuation spell {spelled!r}, not {continuation!r} "
+                    "(text_offset off, or counted in a unit negtrain does not know)")

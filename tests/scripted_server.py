@@ -1,0 +1,116 @@
+"""A STAND-IN for a misbehaving OpenAI-compatible server, for the fault tests of the served
+backend (tests/test_served_faults.py). Bound to 127.0.0.1, on the standard library's
+``http.server``, with no model: each request is answered by ``script(n, path, body)`` (``n``
+counts from 1), which returns
+
+- a dict: a 200 with that JSON;
+- ``(status, body, headers)``: that status, with a dict body sent as JSON and bytes as they are;
+- a callable: called with the request handler, to write whatever it likes to the socket (a
+  trickle, a cut-off body, a garbage status line).
+
+:func:`well_formed` is the answer of a well-behaved server, from a made-up tokenizer (each token
+is a run of whitespace and the word after it, so the tokens spell the prompt), and every request
+(its time, path, body and Authorization header) is recorded in ``requests``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+def tokens_of(text: str) -> list[tuple[int, str]]:
+    """The made-up tokenizer: (character offset, text) of each whitespace-led word."""
+    return [(m.start(), m[0]) for m in re.finditer(r"\s*\S+", text)]
+
+
+def logprob_of(token: str) -> float:
+    """A fixed, made-up log-probability per token text (so a hand count can check any sum)."""
+    return -0.25 * (1 + sum(map(ord, token)) % 7)
+
+
+def well_formed(body: dict, text: str = "yes") -> dict:
+    """A correct answer to ``body``: the echoed prompt's log-probabilities, or ``text`` generated."""
+    if body.get("echo"):
+        prompt = body["prompt"]
+        pieces = tokens_of(prompt)
+        tokens = [t for _, t in pieces] + [" the"]
+        logprobs = [None] + [logprob_of(t) for _, t in pieces[1:]] + [-1.0]
+        tops = [None] + [{t: lp} for t, lp in zip(tokens[1:], logprobs[1:])]
+        return {"object": "text_completion", "model": body["model"],
+                "choices": [{"index": 0, "text": prompt + " the", "finish_reason": "length",
+                             "logprobs": {"tokens": tokens, "token_logprobs": logprobs,
+                                          "text_offset": [o for o, _ in pieces] + [len(prompt)], "top_logprobs": tops}}],
+                "usage": {"prompt_tokens": len(pieces), "completion_tokens": 1, "total_tokens": len(pieces) + 1}}
+    if "messages" in body:
+        choice = {"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}
+    else:
+        choice = {"index": 0, "text": text, "finish_reason": "stop"}
+    return {"object": "text_completion", "model": body["model"], "choices": [choice],
+            "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
+
+
+class Scripted:
+    def __init__(self, script=None, delay: float = 0.0) -> None:
+        self.script = script or (lambda n, path, body: well_formed(body))
+        self.delay = delay  # seconds before each answer (a slow server)
+        self.requests: list[dict] = []  # {"at", "path", "body", "auth"} per request, in arrival order
+        self._lock = threading.Lock()
+        scripted = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args) -> None:  # quiet
+                pass
+
+            def do_POST(self) -> None:
+                raw = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                try:
+                    body = json.loads(raw)
+                except ValueError:
+                    body = {}
+                with scripted._lock:
+                    scripted.requests.append({"at": time.monotonic(), "path": self.path, "body": body,
+                                              "auth": self.headers.get("Authorization")})
+                    n = len(scripted.requests)
+                if scripted.delay:
+                    time.sleep(scripted.delay)
+                answer = scripted.script(n, self.path, body)
+                try:
+                    if callable(answer):
+                        answer(self)
+                    elif isinstance(answer, tuple):
+                        self.send(*answer)
+                    else:
+                        self.send(200, answer)
+                except OSError:  # the client went away (a stopped card, a timeout)
+                    pass
+
+            def send(self, status: int, data, headers: dict | None = None) -> None:
+                raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                for k, v in (headers or {}).items():
+                    self.send_header(k, v)
+                self.end_headers()
+                self.wfile.write(raw)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+
+    def __enter__(self) -> "Scripted":
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
