@@ -28,7 +28,7 @@ from negtrain.serving.cache import ResponseCache
 from negtrain.training import provenance, tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
-from negtrain.training.checks import trainer_precision
+from negtrain.training.checks import evaluation_precision, trainer_precision
 from negtrain.training.preemption import MidEpochCheckpoint
 from negtrain.training.recorder import RunRecorder, table_width, wrapped
 from negtrain.training.resume import ResumeState, check_checkpoint_fits, check_run_dir, plan_resume
@@ -73,12 +73,12 @@ def _prepare_run_dir(loaded: LoadedRecipe, run_dir: Path) -> Path:
     return run_dir
 
 
-def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = None) -> dict | None:
+def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = None, stage: str = "fit") -> dict | None:
     """The run's provenance (:mod:`negtrain.training.provenance`), collected by the process that
-    writes the run's files (global rank 0) only."""
+    writes the run's files (global rank 0) only; with the precision ``stage`` runs in."""
     if rank_zero_only.rank != 0:
         return None
-    precision, _ = trainer_precision(loaded.recipe.trainer)
+    precision, _ = stage_precision(loaded.recipe.trainer, stage)
     return provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint)
 
 
@@ -96,6 +96,12 @@ def _write_provenance(run_dir: Path, record: dict | None, resuming: bool) -> Non
 def resolved_recipe_yaml(loaded: LoadedRecipe) -> str:
     """A run's ``recipe.yaml``, which ``fit --resume`` and ``evaluate --run`` read back."""
     return f"# recipe: {loaded.name} (resolved from {loaded.path.name})\n" + yaml.safe_dump(to_dict(loaded.recipe), sort_keys=False)
+
+
+def stage_precision(t, stage: str) -> tuple[str, str | None]:
+    """Training runs in ``trainer.precision`` as resolved for this machine; an evaluation-only stage
+    in the model's own dtype unless a lower precision is set (:func:`evaluation_precision`)."""
+    return trainer_precision(t) if stage == "fit" else evaluation_precision(t)
 
 
 def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logger=None) -> pl.Trainer:
@@ -140,7 +146,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         )
         # Mid-epoch last.ckpt: every trainer.checkpoint_every_n_steps steps, and on SIGTERM/SIGUSR1.
         callbacks.append(MidEpochCheckpoint(run_dir / "checkpoints" / "last.ckpt", t.checkpoint_every_n_steps, run_dir))
-    precision, note = trainer_precision(t)
+    precision, note = stage_precision(t, stage)
     if note:
         # Once, not once per DDP rank: a launched rank knows its rank from the environment already.
         rank_zero_only(print)(note, flush=True)
@@ -275,7 +281,7 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
         raise ConfigError(f"{loaded.path}: the recipe lists no benchmarks for `{stage}` (data.eval / data.test)")
     if checkpoint is not None:
         reload_weights(built.module, str(checkpoint))
-    record = _provenance(loaded, built, checkpoint)
+    record = _provenance(loaded, built, checkpoint, stage)
     run_dir = output_dir or default_run_dir(loaded.name).with_name(default_run_dir(loaded.name).name + f"-{stage}")
     trainer = _trainer(loaded, built, run_dir, stage)
     with run_lock(run_dir):
@@ -323,7 +329,7 @@ def evaluate_each(
                     "checkpoint": str(checkpoint) if checkpoint is not None else None}
         built.module.use_response_cache(cache, settings)
     if provenance_dir is not None:
-        record = _provenance(provenance_of or loaded, built, checkpoint)
+        record = _provenance(provenance_of or loaded, built, checkpoint, "validate")
         _write_provenance(provenance_dir, record, resuming=(provenance_dir / provenance.FILE_NAME).exists())
     sets = list(built.module.eval_sets)
     trainer = _trainer(loaded, built, staging(sets[0].name), "validate")
