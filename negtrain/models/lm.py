@@ -417,7 +417,8 @@ class LMModule(NegtrainModule):
 
     #: Answers kept on disk (:class:`negtrain.serving.cache.ResponseCache`), so a report card
     #: killed inside a benchmark recomputes only the rows it had not answered; and what decides an
-    #: answer besides the input (model, weights, precision). None: every row is computed.
+    #: answer besides the input: the weights by content, tokenizer, dtype and precision
+    #: (:func:`negtrain.training.run.response_cache_settings`). None: every row is computed.
     response_cache = None
     cache_settings: dict[str, Any] = {}
 

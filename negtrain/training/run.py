@@ -17,6 +17,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import selection_bias_note, to_dict
+from negtrain.data.encoded import tokenizer_signature
 from negtrain.errors import ConfigError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
@@ -323,11 +324,7 @@ def evaluate_each(
     cache = None
     if response_cache is not None and hasattr(built.module, "use_response_cache"):
         cache = ResponseCache(response_cache)
-        recipe = to_dict(loaded.recipe)
-        # What decides an answer besides the input ids: the weights and how they are run.
-        settings = {"model": recipe["model"], "adapter": recipe.get("adapter"), "precision": loaded.recipe.trainer.precision,
-                    "checkpoint": str(checkpoint) if checkpoint is not None else None}
-        built.module.use_response_cache(cache, settings)
+        built.module.use_response_cache(cache, response_cache_settings(loaded, built, checkpoint))
     if provenance_dir is not None:
         record = _provenance(provenance_of or loaded, built, checkpoint, "validate")
         _write_provenance(provenance_dir, record, resuming=(provenance_dir / provenance.FILE_NAME).exists())
@@ -352,6 +349,25 @@ def evaluate_each(
         cache.close()
     if trainer.is_global_zero and checkpoint is None and built.fresh_head:
         print("\n".join(wrapped(zero_shot_note(built.fresh_head), table_width(), indent="")), flush=True)
+
+
+def response_cache_settings(loaded: LoadedRecipe, built: Built, checkpoint: Path | None) -> dict:
+    """What decides an in-process answer besides the row's input ids, by content and never by a
+    path: the weights' digests (:func:`provenance.weights_identity`), the tokenizer's content and
+    chat template, the dtype the weights are in and the precision they are run in, and the model
+    and adapter settings. (The generation limits and stop strings are part of each row's key.)"""
+    recipe = to_dict(loaded.recipe)
+    model = built.module.model
+    parameter = next(model.parameters(), None) if model is not None else None
+    return {
+        "weights": provenance.weights_identity(loaded.recipe, getattr(model, "config", None), checkpoint),
+        "tokenizer": tokenizer_signature(built.tokenizer),
+        "chat_template": getattr(built.tokenizer, "chat_template", None),
+        "dtype": str(parameter.dtype) if parameter is not None else None,
+        "precision": stage_precision(loaded.recipe.trainer, "validate")[0],
+        "model": {k: v for k, v in recipe["model"].items() if k not in ("name", "init_from")},
+        "adapter": {k: v for k, v in (recipe.get("adapter") or {}).items() if k != "path"},
+    }
 
 
 def zero_shot_note(fresh: list[str]) -> str:
