@@ -158,8 +158,8 @@ def default_out(model: str, family: str | None) -> Path:
 
 
 def _llm_settings(raw: dict[str, Any], args) -> None:
-    """--chat, --system, --fewshot-as-multiturn, --no-log-samples, --bootstrap and --bootstrap-seed
-    into the raw recipe."""
+    """--chat, --system, --fewshot-as-multiturn, --no-log-samples, --bootstrap, --bootstrap-seed and
+    --truncate into the raw recipe."""
     chat = getattr(args, "chat", False)
     system = getattr(args, "system", None)
     multiturn = getattr(args, "fewshot_as_multiturn", False)
@@ -171,7 +171,7 @@ def _llm_settings(raw: dict[str, Any], args) -> None:
         raw["model"].update({"chat": True, "system": system, "fewshot_as_multiturn": multiturn})
     if not getattr(args, "log_samples", True):
         raw.setdefault("evaluation", {})["log_samples"] = False
-    for option, key in (("bootstrap", "bootstrap"), ("bootstrap_seed", "bootstrap_seed")):
+    for option, key in (("bootstrap", "bootstrap"), ("bootstrap_seed", "bootstrap_seed"), ("truncate", "truncate")):
         if getattr(args, option, None) is not None:
             raw.setdefault("evaluation", {})[key] = getattr(args, option)
 
@@ -498,6 +498,9 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, re
         )
         if r.get("note"):
             notes.append(f"- {r['benchmark']}/{r['split']}: {r['note']}")
+        if m.get("n_truncated") is not None:
+            notes.append(f"- {name}/{r['split']}: n_truncated {int(m['n_truncated'])} of {int(n) if n is not None else '-'} "
+                         "(prompts cut from the start to fit the model's context, --truncate left)")
     lines.append("")
     lines.append("`-`: undefined on what was scored (e.g. no complete contrast group); empty: the benchmark has no such metric.")
     if units:

@@ -82,7 +82,10 @@ def save_tiny_t5(out: Path, data_dir: Path | None, seed: int = 0) -> Path:
     return out
 
 
-def save_tiny_llama(out: Path, data_dir: Path | None, seed: int = 0, chat: bool = False) -> Path:
+def save_tiny_llama(out: Path, data_dir: Path | None, seed: int = 0, chat: bool = False, context: int = 8192) -> Path:
+    """A tiny Llama-style model; ``context``: its max_position_embeddings, the length it is
+    evaluated at. This 800-piece tokenizer spends about twice a real one's tokens, so CondaQA's
+    nine-shot prompts (up to about 4,200 tokens here) need 8,192 where a real model's 4,096 holds them."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -92,7 +95,7 @@ def save_tiny_llama(out: Path, data_dir: Path | None, seed: int = 0, chat: bool 
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+        num_key_value_heads=2, max_position_embeddings=context, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
     )
     LlamaForCausalLM(config).save_pretrained(out)
     tok.save_pretrained(out)
