@@ -254,6 +254,10 @@ def plan_card(args, extra: list[str]):
     if server is not None:
         raw.setdefault("evaluation", {})
         raw["evaluation"] = {**raw["evaluation"], "backend": "openai", "server": {**server, **(raw["evaluation"].get("server") or {})}}
+        if raw["evaluation"].get("truncate", "none") != "none":
+            # Nothing here cuts a served prompt: refused rather than ignored.
+            raise ConfigError("--truncate left: a served model is sent every prompt whole, and the server's context decides; "
+                              "drop --truncate, or score the model here (--backend hf)")
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)
