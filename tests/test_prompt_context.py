@@ -103,3 +103,12 @@ def test_the_context_is_the_models_own_and_a_real_tokenizer_limit_is_kept_where_
     assert rows_over([10, 8], 3, Context(12, "x", "left"), "b/s", ["a", "b"]) == [0]
     with pytest.raises(ConfigError, match="row a, is 10 tokens and its answer needs 3 more"):
         rows_over([10, 8], 3, Context(12, "x"), "b/s", ["a", "b"])
+
+
+def test_truncate_left_is_refused_for_a_served_model(capsys):
+    """Nothing cuts a served prompt, so --truncate left there is an error, not ignored."""
+    code = main(["evaluate", "--model", "m", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
+                 "--benchmarks", "scone", "--truncate", "left"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "error: --truncate left: a served model is sent every prompt whole" in err and "Traceback" not in err
