@@ -112,3 +112,22 @@ def test_truncate_left_is_refused_for_a_served_model(capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "error: --truncate left: a served model is sent every prompt whole" in err and "Traceback" not in err
+
+
+def test_a_cut_keeps_the_prompts_end_and_a_causal_prompts_bos():
+    from negtrain.data.encoded import EncodedSplit
+    from negtrain.models.context import fit_split
+
+    def rows(split):
+        return [split.input_ids[a:b].tolist() for a, b in zip(split.offsets[:-1].tolist(), split.offsets[1:].tolist())]
+
+    # A seq2seq encoder (no BOS, no answer room): the end is kept, with T5's closing EOS (1).
+    split, cut = fit_split(EncodedSplit.from_lists([[5, 6, 7, 8, 1], [3, 1]], None), 0, Context(3, "x", "left"), "b/s", ["a", "b"], None)
+    assert rows(split) == [[7, 8, 1], [3, 1]] and cut == [0]
+    # A causal prompt keeps its BOS (1) and its end, with 1 token left for the answer.
+    split, cut = fit_split(EncodedSplit.from_lists([[1, 5, 6, 7, 8]], None), 1, Context(4, "x", "left"), "b/s", ["a"], 1)
+    assert rows(split) == [[1, 7, 8]] and cut == [0]
+    whole = EncodedSplit.from_lists([[1, 5]], None)
+    assert fit_split(whole, 1, Context(4, "x"), "b/s", ["a"], 1) == (whole, [])  # fits: as it is
+    with pytest.raises(ConfigError, match="leaves no room for a prompt"):
+        fit_split(EncodedSplit.from_lists([[1, 5, 6]], None), 3, Context(4, "x", "left"), "b/s", ["a"], 1)

@@ -342,14 +342,12 @@ def encode_seq2seq_prompts(tokenizer, texts: Sequence[str], cfg, chatted: bool, 
 
 def seen_prompts(tokenizer, texts: Sequence[str], encoded: EncodedSplit, cut: Sequence[int], chatted: bool) -> list[str]:
     """The prompt text each row's model saw: as rendered, or for a row cut to fit, its kept tokens
-    decoded (without the BOS the tokenizer adds to plain text, which the rendered texts lack)."""
+    decoded; without the special tokens the tokenizer adds to plain text (BOS, T5's EOS), which the
+    rendered texts lack, and with those a chat template wrote."""
     seen = list(texts)
     offsets = encoded.offsets.tolist()
     for i in cut:
-        kept = encoded.input_ids[offsets[i]:offsets[i + 1]].tolist()
-        if not chatted and kept and kept[0] == tokenizer.bos_token_id:
-            kept = kept[1:]
-        seen[i] = tokenizer.decode(kept)
+        seen[i] = tokenizer.decode(encoded.input_ids[offsets[i]:offsets[i + 1]].tolist(), skip_special_tokens=not chatted)
     return seen
 
 
@@ -762,8 +760,7 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
     if cut:  # the text each cut context kept (the choice scorer tokenizes contexts as plain text)
         contexts = list(contexts)
         for i in cut:
-            kept = inputs[0][i]
-            contexts[i] = tokenizer.decode(kept[1:] if causal and kept and kept[0] == tokenizer.bos_token_id else kept)
+            contexts[i] = tokenizer.decode(inputs[0][i], skip_special_tokens=True)
     return EvalSet(
         bench, split, list(examples), EncodedSplit.from_lists(inputs[0], None), metric=metric,
         evaluator=partial(predict_choices, inputs=inputs), shot_ids=shot_ids,
