@@ -131,3 +131,15 @@ def test_a_cut_keeps_the_prompts_end_and_a_causal_prompts_bos():
     assert fit_split(whole, 1, Context(4, "x"), "b/s", ["a"], 1) == (whole, [])  # fits: as it is
     with pytest.raises(ConfigError, match="leaves no room for a prompt"):
         fit_split(EncodedSplit.from_lists([[1, 5, 6]], None), 3, Context(4, "x", "left"), "b/s", ["a"], 1)
+
+
+def test_protocol_md_lists_the_rows_cut_per_variant(data_dir):
+    from negtrain.prompts.protocols import get_protocol
+    from negtrain.protocol import protocol_markdown
+
+    protocol = get_protocol("scone-icl")
+    records = [{"benchmark": "scone", "split": "test", "variant": v.name, "metrics": {"accuracy": 0.5, "n": 4.0, "n_truncated": float(i)}}
+               for i, v in enumerate(protocol.variants[:2])]
+    text = protocol_markdown(protocol, records, "m", 0, 0)
+    first, second = protocol.variants[0].name, protocol.variants[1].name
+    assert f"- {first}: n_truncated 0 " in text and f"- {second}: n_truncated 1 " in text
