@@ -261,8 +261,8 @@ def default_out(model: str, family: str | None) -> Path:
 
 
 def _llm_settings(raw: dict[str, Any], args) -> None:
-    """--chat, --system, --fewshot-as-multiturn, --no-log-samples, --bootstrap and --bootstrap-seed
-    into the raw recipe."""
+    """--chat, --system, --fewshot-as-multiturn, --no-log-samples, --bootstrap, --bootstrap-seed and
+    --truncate into the raw recipe."""
     chat = getattr(args, "chat", False)
     system = getattr(args, "system", None)
     multiturn = getattr(args, "fewshot_as_multiturn", False)
@@ -274,7 +274,7 @@ def _llm_settings(raw: dict[str, Any], args) -> None:
         raw["model"].update({"chat": True, "system": system, "fewshot_as_multiturn": multiturn})
     if not getattr(args, "log_samples", True):
         raw.setdefault("evaluation", {})["log_samples"] = False
-    for option, key in (("bootstrap", "bootstrap"), ("bootstrap_seed", "bootstrap_seed")):
+    for option, key in (("bootstrap", "bootstrap"), ("bootstrap_seed", "bootstrap_seed"), ("truncate", "truncate")):
         if getattr(args, option, None) is not None:
             raw.setdefault("evaluation", {})[key] = getattr(args, option)
 
@@ -370,6 +370,10 @@ def plan_card(args, extra: list[str]):
     if server is not None:
         raw.setdefault("evaluation", {})
         raw["evaluation"] = {**raw["evaluation"], "backend": "openai", "server": {**server, **(raw["evaluation"].get("server") or {})}}
+        if raw["evaluation"].get("truncate", "none") != "none":
+            # Nothing here cuts a served prompt: refused rather than ignored.
+            raise ConfigError("--truncate left: a served model is sent every prompt whole, and the server's context decides; "
+                              "drop --truncate, or score the model here (--backend hf)")
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)
@@ -682,6 +686,9 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, re
         )
         if r.get("note"):
             notes.append(f"- {r['benchmark']}/{r['split']}: {r['note']}")
+        if m.get("n_truncated") is not None:
+            notes.append(f"- {name}/{r['split']}: n_truncated {int(m['n_truncated'])} of {int(n) if n is not None else '-'} "
+                         "(prompts cut from the start to fit the model's context, --truncate left)")
     lines.append("")
     lines.append("`-`: undefined on what was scored (e.g. no complete contrast group); empty: the benchmark has no such metric.")
     if units:

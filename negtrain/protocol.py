@@ -224,8 +224,26 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
         lines.append("pooled: every split's predictions scored as one set (each example counted once).")
     if protocol.note:
         lines += ["", protocol.note]
+    lines += run_notes(protocol, by_variant)
     lines.append("")
     return "\n".join(lines)
+
+
+def run_notes(protocol: Protocol, by_variant: dict) -> list[str]:
+    """What qualifies a variant's numbers beyond the table: prompts cut to fit the model's
+    context (``n_truncated``, under --truncate left) and the record's note (an explicit lower
+    precision, a partial view of the benchmark)."""
+    notes = []
+    for v in protocol.variants:
+        r = by_variant.get(v.name)
+        if r is None:
+            continue
+        cut = r["metrics"].get("n_truncated")
+        if cut is not None:
+            notes.append(f"- {v.name}: n_truncated {int(cut)} (prompts cut from the start to fit the model's context, --truncate left)")
+        if r.get("note"):
+            notes.append(f"- {v.name}: {r['note']}")
+    return ["", "## Notes", "", *notes] if notes else []
 
 
 def _formats(protocol: Protocol, by_variant: dict) -> dict[str, list[Variant]]:

@@ -57,6 +57,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     card.add_argument("--fewshot-as-multiturn", action="store_true", help="with --chat: demonstrations as alternating user/assistant turns")
     card.add_argument("--no-log-samples", dest="log_samples", action="store_false",
                       help="leave the prompt and response out of the prediction lines (very large runs)")
+    card.add_argument("--truncate", choices=("none", "left"),
+                      help="a prompt too long for the model's context: 'none' (default) an error naming the row; 'left' cut "
+                           "from the start, the rows cut counted as n_truncated (evaluation.truncate)")
     card.add_argument("--out", type=Path, help="the card's directory (default: cards/<model>-<family>-<time>)")
     card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
     served = p.add_argument_group("served model (--backend openai: --model is the served model's name)")
@@ -92,7 +95,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         out = make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
         print(f"browse every example: {command_for(out)}")
         return 0
-    card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system") if getattr(args, n) is not None]
+    card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system", "truncate") if getattr(args, n) is not None]
     card_only += [f for f, on in (("--chat", args.chat), ("--fewshot-as-multiturn", args.fewshot_as_multiturn), ("--no-log-samples", not args.log_samples)) if on]
     card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
     card_only += ["--benchmarks"] if args.benchmarks != "all" else []

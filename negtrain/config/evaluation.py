@@ -91,6 +91,13 @@ class EvaluationConfig(Section):
         "template) and its response (the generated text, or each label's score). `evaluate --no-log-samples` "
         "turns it off for very large runs.",
     )
+    truncate: Literal["none", "left"] = Field(
+        "none",
+        description="What a language model's evaluation does with a prompt that, with the room its answer needs, does "
+        "not fit the model's context (its max_position_embeddings, or its tokenizer's model_max_length): 'none': "
+        "an error before scoring, naming the row; 'left': cut from the start (BOS kept), the rows cut counted as "
+        "n_truncated in the metrics and the logged prompt the text the model saw (`evaluate --truncate left`).",
+    )
     backend: Literal["hf", "openai"] = Field(
         "hf", description="hf: the model in this process (Lightning, any number of GPUs). openai: a model behind an "
         "OpenAI-compatible server (`server`), scored by report cards (evaluate --model NAME --backend openai).",

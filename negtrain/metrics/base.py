@@ -61,6 +61,9 @@ class ExampleMetric(Metric):
         #: Report ``n_unparsed``, the responses no answer rule could read (set for a split
         #: answered by generation); they are scored as wrong.
         self.counts_unparsed = False
+        #: Per example, whether its prompt was cut to fit the model's context (set under
+        #: ``evaluation.truncate: left``): ``n_truncated`` counts the scored ones. None: no cutting.
+        self.truncated: np.ndarray | None = None
 
     def update(self, indices: torch.Tensor, predictions: torch.Tensor) -> None:
         self.indices.append(indices.detach().to(torch.long).flatten())
@@ -78,6 +81,8 @@ class ExampleMetric(Metric):
         values = {k: torch.tensor(float(v), dtype=torch.float64) for k, v in self.score(full).items()}
         if self.counts_unparsed:
             values["n_unparsed"] = torch.tensor(float((full == UNPARSED).sum()), dtype=torch.float64)
+        if self.truncated is not None:
+            values["n_truncated"] = torch.tensor(float((self.truncated & (full != MISSING)).sum()), dtype=torch.float64)
         return values
 
     def score(self, predictions: np.ndarray) -> dict[str, float]:

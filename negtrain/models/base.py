@@ -48,19 +48,19 @@ def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | No
     return close if close.numel() else None
 
 
-#: trainer.precision values whose numbers are fp32's: ``auto`` (mixed precision where the hardware
-#: has bf16, but every scored number equal to fp32's, see :meth:`NegtrainModule.fp32_scoring`) and
-#: fp32 itself.
+#: trainer.precision values under which a model is evaluated in its own (checkpoint) dtype, with no
+#: autocast: ``auto`` (an evaluation never takes bf16 from the hardware, see
+#: :func:`negtrain.training.checks.evaluation_precision`) and fp32 itself.
 FP32_NUMBERS = ("auto", "32", "32-true")
 
 
 def precision_note(precision: str) -> str | None:
-    """What an eval record says when its numbers may differ from fp32's (an explicit lower
-    ``trainer.precision``), else None."""
+    """What an eval record says when it was computed in a lower precision than the model's own
+    dtype (an explicit ``trainer.precision``), else None."""
     if precision in FP32_NUMBERS:
         return None
-    return (f"scored under trainer.precision {precision} (set explicitly): the numbers may differ from fp32's; "
-            "precision auto reports fp32's numbers")
+    return (f"scored under trainer.precision {precision} (set explicitly): the numbers may differ from the model's "
+            "own dtype; the default (auto) evaluates in the checkpoint's dtype on every machine")
 
 
 def _metric_key(name: str) -> str:

@@ -33,10 +33,13 @@ What a benchmark's answers are decides how it is trained and predicted:
   :mod:`negtrain.models.choice_inputs` does). Other probes are reported as skipped
   (``n_skipped``), not scored. Evaluation only.
 
-Seq2seq inputs are right-padded and truncated at ``model.max_length`` (T5 appends EOS).
-Causal inputs are left-padded with explicit position ids, so left padding changes nothing; a prompt
-longer than allowed keeps its BOS and its end (where the question is). A causal tokenizer without
-a pad token (Llama) pads with EOS; padding is masked out everywhere.
+Evaluation prompts are held to the model's own context (:mod:`negtrain.models.context`): one that
+does not fit with its answer room is an error before scoring, or, under ``evaluation.truncate:
+left``, is cut from the start (BOS kept) and counted (``n_truncated``). Training inputs are cut at
+``model.max_length`` (seq2seq: truncated, T5 appends EOS; causal: the prompt keeps its BOS and its
+end, where the question is). Seq2seq inputs are right-padded. Causal inputs are left-padded with
+explicit position ids, so left padding changes nothing. A causal tokenizer without a pad token
+(Llama) pads with EOS; padding is masked out everywhere.
 """
 
 from __future__ import annotations
@@ -46,6 +49,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
+import numpy as np
 import torch
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
@@ -65,6 +69,7 @@ from negtrain.models.cloze_vocab import CommonVocab, common_vocab, gold_or_skip
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.choice_inputs import encode_choices, split_pair
+from negtrain.models.context import UNLIMITED, Context, cut_left, fit_split, model_context, rows_over, truncation_note
 from negtrain.models.contract import Built
 from negtrain.models.folder_checks import load_tokenizer
 from negtrain.models.freezing import freeze
@@ -264,11 +269,7 @@ def causal_prompt_ids(tokenizer, prompts: Sequence[str | Prompt], cfg: LanguageM
 
 
 def _fit(prompt: list[int], limit: int, bos: int | None) -> list[int]:
-    if len(prompt) <= limit:
-        return prompt
-    if bos is not None and prompt and prompt[0] == bos:
-        return prompt[:1] + prompt[len(prompt) - (limit - 1) :]
-    return prompt[len(prompt) - limit :]
+    return cut_left(prompt, limit, bos)
 
 
 def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, settings: PromptSettings | None = None) -> list[list[int]]:
@@ -280,16 +281,26 @@ def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], 
     return [x[: cfg.max_target_length - 1] + [tokenizer.eos_token_id] for x in ids]
 
 
-def encode_causal_eval(tokenizer, bench: Benchmark, texts: Sequence[str], cfg: LanguageModelConfig, answer_room: int, chatted: bool) -> EncodedSplit:
-    """Left-padded prompts (``texts`` as rendered, :func:`rendered_prompts`), cut (keeping BOS and
-    the end) so ``answer_room`` tokens still fit."""
+@dataclass(frozen=True)
+class Fitting:
+    """What holds one eval split's prompts to the model's context, and names its rows in an error."""
+
+    context: Context
+    where: str  # "benchmark/split"
+    row_ids: Sequence[str]
+
+
+def encode_causal_eval(tokenizer, bench: Benchmark, texts: Sequence[str], cfg: LanguageModelConfig, answer_room: int, chatted: bool,
+                       fitting: Fitting) -> tuple[EncodedSplit, list[int]]:
+    """Prompts (``texts`` as rendered, :func:`rendered_prompts`) as the model is given them, with
+    ``answer_room`` tokens left in its context (:func:`negtrain.models.context.fit_split`), and
+    the rows cut to fit (only under ``truncate: left``)."""
 
     def build() -> EncodedSplit:
-        ids = tokenizer(list(texts), add_special_tokens=not chatted)["input_ids"]
-        room = cfg.max_length - answer_room
-        return EncodedSplit.from_lists([_fit(x, max(room, 2), tokenizer.bos_token_id) for x in ids], None)
+        return EncodedSplit.from_lists(tokenizer(list(texts), add_special_tokens=not chatted)["input_ids"], None)
 
-    return cached(_key("causal-eval", tokenizer, cfg, texts, [str(answer_room), str(chatted)]), build, rows=len(texts))
+    whole = cached(_key("causal-eval", tokenizer, cfg, texts, [str(chatted)]), build, rows=len(texts))
+    return fit_split(whole, answer_room, fitting.context, fitting.where, fitting.row_ids, tokenizer.bos_token_id)
 
 
 def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> tuple[EncodedSplit, torch.Tensor]:
@@ -315,6 +326,40 @@ def encode_seq2seq_eval(tokenizer, bench, prompts: Sequence[str], cfg, chatted: 
     return cached(_key("seq2seq-eval", tokenizer, cfg, prompts, [str(chatted)]), build, rows=len(prompts))
 
 
+def encode_seq2seq_prompts(tokenizer, texts: Sequence[str], cfg, chatted: bool, fitting: Fitting) -> tuple[EncodedSplit, list[int]]:
+    """An eval split's encoder inputs held to the model's context (no answer room: the answer is
+    the decoder's); a cut keeps each prompt's end (and T5's EOS)."""
+
+    def build() -> EncodedSplit:
+        return EncodedSplit.from_lists(tokenizer(list(texts), add_special_tokens=not chatted)["input_ids"], None)
+
+    whole = cached(_key("seq2seq-eval-whole", tokenizer, cfg, texts, [str(chatted)]), build, rows=len(texts))
+    return fit_split(whole, 0, fitting.context, fitting.where, fitting.row_ids, None)
+
+
+def seen_prompts(tokenizer, texts: Sequence[str], encoded: EncodedSplit, cut: Sequence[int], chatted: bool) -> list[str]:
+    """The prompt text each row's model saw: as rendered, or for a row cut to fit, its kept tokens
+    decoded; without the special tokens the tokenizer adds to plain text (BOS, T5's EOS), which the
+    rendered texts lack, and with those a chat template wrote."""
+    seen = list(texts)
+    offsets = encoded.offsets.tolist()
+    for i in cut:
+        seen[i] = tokenizer.decode(encoded.input_ids[offsets[i]:offsets[i + 1]].tolist(), skip_special_tokens=not chatted)
+    return seen
+
+
+def mark_cut(metric, cut: Sequence[int], context: Context) -> None:
+    """Under ``truncate: left`` the metric counts the scored rows cut (``n_truncated``, 0 when none
+    was), and its note says how they were cut."""
+    if context.truncate != "left":
+        return
+    flags = np.zeros(metric.num_examples, dtype=bool)
+    flags[list(cut)] = True
+    metric.truncated = flags
+    if cut:
+        metric.note = "; ".join(n for n in (metric.note, truncation_note(context)) if n)
+
+
 def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | None = None) -> list[list[int]]:
     settings = settings or PromptSettings()
     if not bench.generative:
@@ -328,14 +373,31 @@ def seq2seq_targets(tokenizer, bench, examples, cfg, settings: PromptSettings | 
 
 
 def choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool,
-                  contexts: Sequence[str] | None = None):
+                  contexts: Sequence[str] | None = None, fitting: Fitting | None = None):
     """Context ids, per-choice continuation ids and choice lengths (characters) of a multiple-choice
-    split. ``contexts``: the text the choices follow (default: the benchmark's own context)."""
+    split. ``contexts``: the text the choices follow (default: the benchmark's own context).
+    ``fitting``: the model's context, which a context and its longest choice must fit (see
+    :func:`fitted_choice_inputs`); None: contexts cut at ``model.max_length``."""
+    return fitted_choice_inputs(tokenizer, bench, examples, cfg, causal, contexts, fitting)[0]
+
+
+def fitted_choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool,
+                         contexts: Sequence[str] | None, fitting: Fitting | None):
+    """:func:`choice_inputs`, and the rows whose context was cut to fit (``truncate: left``; a
+    row that does not fit is an error under ``truncate: none``)."""
     contexts = [bench.context(e) for e in examples] if contexts is None else contexts
     options = [bench.choices(e) for e in examples]
-    ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, cfg.max_length)
+    limit = cfg.max_length if fitting is None else UNLIMITED  # checked and cut below
+    ctx, conts = encode_choices(tokenizer, contexts, options, bench.target_delimiter, causal, limit)
+    cut: list[int] = []
+    if fitting is not None:
+        # A seq2seq model reads the context in its encoder and the choice in its decoder.
+        rooms = [max(len(c) for c in row) if causal else 0 for row in conts]
+        cut = rows_over([len(c) for c in ctx], rooms, fitting.context, fitting.where, fitting.row_ids)
+        for i in cut:
+            ctx[i] = cut_left(ctx[i], max(fitting.context.limit - rooms[i], 2), tokenizer.bos_token_id if causal else None)
     chars = torch.tensor([[len(o) for o in opts] for opts in options], dtype=torch.float64)
-    return ctx, conts, chars
+    return (ctx, conts, chars), cut
 
 
 CLOZE_ENDINGS = ("", ".", "!", "?")
@@ -414,7 +476,8 @@ class LMModule(NegtrainModule):
 
     #: Answers kept on disk (:class:`negtrain.serving.cache.ResponseCache`), so a report card
     #: killed inside a benchmark recomputes only the rows it had not answered; and what decides an
-    #: answer besides the input (model, weights, precision). None: every row is computed.
+    #: answer besides the input: the weights by content, tokenizer, dtype and precision
+    #: (:func:`negtrain.training.run.response_cache_settings`). None: every row is computed.
     response_cache = None
     cache_settings: dict[str, Any] = {}
 
@@ -655,17 +718,24 @@ def cloze_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[E
     )
 
 
-def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool) -> EvalSet:
+def choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], cfg: LanguageModelConfig, causal: bool,
+                    context: Context) -> EvalSet:
     """A multiple-choice eval set (NeQA), scored by :func:`predict_choices`."""
-    inputs = choice_inputs(tokenizer, bench, examples, cfg, causal)
+    inputs, cut = fitted_choice_inputs(tokenizer, bench, examples, cfg, causal, None, _fitting(context, bench, split, examples))
+    metric = bench.metric(examples)
+    mark_cut(metric, cut, context)
     return EvalSet(
         bench, split, list(examples), EncodedSplit.from_lists(inputs[0], None),
-        metric=bench.metric(examples), evaluator=partial(predict_choices, inputs=inputs),
+        metric=metric, evaluator=partial(predict_choices, inputs=inputs),
     )
 
 
+def _fitting(context: Context, bench: Benchmark, split: str, examples: Sequence[Example]) -> Fitting:
+    return Fitting(context, f"{bench.name}/{split}", [e.id for e in examples])
+
+
 def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: Sequence[Example], settings: PromptSettings,
-                            cfg: LanguageModelConfig, causal: bool, seed: int, log: bool) -> EvalSet:
+                            cfg: LanguageModelConfig, causal: bool, seed: int, log: bool, context: Context) -> EvalSet:
     """A multiple-choice benchmark put through one of its prompt strategies (ScoNe-NLG): with a
     generating strategy the model completes each prompt and the completions are written as the
     predictions, for people to judge (``EvalSet.completions``); with a log-likelihood strategy its
@@ -674,22 +744,31 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
     prompt text, never a chat template."""
     strategy = settings.strategy_of(bench)
     prompts, shot_ids = prompts_with_shots(bench, split, examples, settings, cfg, seed)
+    fitting = _fitting(context, bench, split, examples)
     if strategy.answer.generates:
         texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
         if causal:
-            encoded = encode_causal_eval(tokenizer, bench, texts, cfg, strategy.answer.max_new_tokens, chatted)
+            encoded, cut = encode_causal_eval(tokenizer, bench, texts, cfg, strategy.answer.max_new_tokens, chatted, fitting)
         else:
-            encoded = encode_seq2seq_eval(tokenizer, bench, texts, cfg, chatted)
+            encoded, cut = encode_seq2seq_prompts(tokenizer, texts, cfg, chatted, fitting)
         metric = bench.completions_metric(examples)
         metric.counts_unparsed = True
+        mark_cut(metric, cut, context)
         return EvalSet(
             bench, split, list(examples), encoded, metric=metric, shot_ids=shot_ids, answering=strategy.answer,
-            prompts=texts if log else None, variant=settings.variant, log_samples=log, completions=True,
+            prompts=seen_prompts(tokenizer, texts, encoded, cut, chatted) if log else None, variant=settings.variant,
+            log_samples=log, completions=True,
         )
     contexts = [p.text() for p in prompts]
-    inputs = choice_inputs(tokenizer, bench, examples, cfg, causal, contexts)
+    inputs, cut = fitted_choice_inputs(tokenizer, bench, examples, cfg, causal, contexts, fitting)
+    metric = bench.metric(examples)
+    mark_cut(metric, cut, context)
+    if cut:  # the text each cut context kept (the choice scorer tokenizes contexts as plain text)
+        contexts = list(contexts)
+        for i in cut:
+            contexts[i] = tokenizer.decode(inputs[0][i], skip_special_tokens=True)
     return EvalSet(
-        bench, split, list(examples), EncodedSplit.from_lists(inputs[0], None), metric=bench.metric(examples),
+        bench, split, list(examples), EncodedSplit.from_lists(inputs[0], None), metric=metric,
         evaluator=partial(predict_choices, inputs=inputs), shot_ids=shot_ids,
         prompts=contexts if log else None, variant=settings.variant, log_samples=log,
     )
@@ -710,6 +789,8 @@ def _build_lm(recipe, loaded, causal: bool):
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
     check_chat(tokenizer, cfg)  # before any weights are loaded
+    # Evaluation prompts are held to the model's own context, not to the training max_length.
+    context = model_context(AutoConfig.from_pretrained(path), tokenizer, recipe.evaluation.truncate)
 
     # What the family can score and train on was decided by the scoring matrix (resolve_benchmarks).
     eval_sets = []
@@ -717,32 +798,35 @@ def _build_lm(recipe, loaded, causal: bool):
     for (b, split, ex), spec in zip(loaded.eval, eval_specs):
         if b.answer_type is AnswerKind.CHOICE and spec is not None and getattr(spec, "strategy", None):
             eval_sets.append(strategy_choice_eval_set(
-                tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples,
+                tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples, context,
             ))
             continue
         if b.answer_type.builds_own_context:
             # The benchmark builds the context itself: no prompt, verbalizer or shots.
-            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type is AnswerKind.CLOZE else choice_eval_set(tokenizer, b, split, ex, cfg, causal))
+            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type is AnswerKind.CLOZE
+                             else choice_eval_set(tokenizer, b, split, ex, cfg, causal, context))
             continue
         settings = PromptSettings.of(spec)
         answering = settings.generating_answer(b)
         prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
         texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
         conts = None if b.generative else label_continuations(tokenizer, b, settings.verbalizer or b.verbalizer(), cfg, causal)
+        fitting = _fitting(context, b, split, ex)
         if causal:
             if answering is not None:
                 room = answering.max_new_tokens
             else:
                 room = cfg.max_new_tokens if b.generative else max(len(c) for c in conts)
-            encoded = encode_causal_eval(tokenizer, b, texts, cfg, room, chatted)
+            encoded, cut = encode_causal_eval(tokenizer, b, texts, cfg, room, chatted, fitting)
         else:
-            encoded = encode_seq2seq_eval(tokenizer, b, texts, cfg, chatted)
+            encoded, cut = encode_seq2seq_prompts(tokenizer, texts, cfg, chatted, fitting)
         metric = b.metric(ex)
         metric.counts_unparsed = answering is not None
+        mark_cut(metric, cut, context)
         log = recipe.evaluation.log_samples
         eval_sets.append(EvalSet(
             b, split, ex, encoded, metric=metric, choices=conts, shot_ids=shot_ids, answering=answering,
-            prompts=texts if log else None, variant=settings.variant, log_samples=log,
+            prompts=seen_prompts(tokenizer, texts, encoded, cut, chatted) if log else None, variant=settings.variant, log_samples=log,
         ))
 
     train = None

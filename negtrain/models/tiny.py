@@ -79,9 +79,12 @@ def save_tiny_t5(out: Path, texts: Sequence[str] = DEFAULT_TEXTS, seed: int = 0)
     return out
 
 
-def save_tiny_llama(out: Path, texts: Sequence[str] = DEFAULT_TEXTS, seed: int = 0, chat: bool = False) -> Path:
+def save_tiny_llama(out: Path, texts: Sequence[str] = DEFAULT_TEXTS, seed: int = 0, chat: bool = False,
+                    context: int = 8192) -> Path:
     """A 2-layer Llama (hidden 32) with random weights, saved with its tokenizer into ``out``;
-    ``chat``: the tokenizer has :data:`CHAT_TEMPLATE`."""
+    ``chat``: the tokenizer has :data:`CHAT_TEMPLATE`; ``context``: its max_position_embeddings,
+    the length it is evaluated at (8,192: its 800-piece tokenizer spends about twice a real one's
+    tokens, and CondaQA's nine-shot prompts need about 4,200 of them)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -91,7 +94,7 @@ def save_tiny_llama(out: Path, texts: Sequence[str] = DEFAULT_TEXTS, seed: int =
     torch.manual_seed(seed)
     config = LlamaConfig(
         vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
-        num_key_value_heads=2, max_position_embeddings=512, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
+        num_key_value_heads=2, max_position_embeddings=context, bos_token_id=1, eos_token_id=2, tie_word_embeddings=False,
     )
     LlamaForCausalLM(config).save_pretrained(out)
     tok.save_pretrained(out)

@@ -70,6 +70,17 @@ def trainer_precision(t) -> tuple[str, str | None]:
     return resolve_precision(t.precision, native_bf16(gpu), "this GPU" if gpu else "this CPU")
 
 
+def evaluation_precision(t) -> tuple[str, str | None]:
+    """The precision a model is evaluated in (validate, test, report cards): under ``auto``,
+    ``32-true``, which runs the model in the dtype it was loaded in (its checkpoint's) with no
+    autocast, on every machine. ``auto`` picks bf16-mixed for *training* where the hardware computes
+    bf16 natively; in evaluation that would make the generated texts depend on the machine. An
+    explicit precision is kept, and every eval record says so (``models.base.precision_note``)."""
+    if t.precision == "auto":
+        return "32-true", None
+    return trainer_precision(t)
+
+
 def uses_gpu(t) -> bool:
     """Whether the recipe's trainer section runs on a CUDA GPU on this machine."""
     return cuda_available() and t.accelerator in ("auto", "gpu", "cuda")

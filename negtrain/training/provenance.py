@@ -39,6 +39,7 @@ from negtrain.errors import NegtrainError
 from negtrain.io.atomic import write_text
 from negtrain.io.digests import file_sha256, folder_content, folder_sha256
 from negtrain.secrets import redact
+from negtrain.models.init_from import resolve_init
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.training.checks import cpu_has_native_bf16
 
@@ -186,6 +187,44 @@ def model_revision(recipe: Recipe, config: Any = None, checkpoint: Path | None =
         out["adapter"] = {"path": Path(recipe.adapter.path).name, **_content(Path(recipe.adapter.path), cache)}
     if checkpoint is not None:
         out["checkpoint"] = {"file": Path(checkpoint).name, "sha256": file_sha256(Path(checkpoint), cache)}
+    return out
+
+
+def _hub_snapshot(name: str) -> Path | None:
+    """The folder of a Hub model's files in the local Hugging Face cache, when it is there."""
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(name, "config.json")
+    except Exception:  # an unusual name, an old huggingface_hub: no folder known
+        return None
+    return Path(found).parent if isinstance(found, str) else None
+
+
+def weights_identity(recipe: Recipe, config: Any = None, checkpoint: Path | None = None) -> dict[str, Any]:
+    """What names the weights a model computes with by their content, never by a path: the
+    digest of the model folder (or a Hub model's commit and cached snapshot), of the adapter
+    folder, of the ``init_from`` checkpoint and of the checkpoint scored. The response cache keys a
+    model by it, so new weights saved into the same folder are another model. Every file is
+    hashed in full (:mod:`negtrain.io.digests`: once, then cached by size and mtime; provenance
+    hashes the same files, so a card pays it once). A Hub model is named by its commit."""
+    cache = cache_dir()
+    rev = model_revision(recipe, config, checkpoint)
+    out: dict[str, Any] = {"source": rev["source"]}
+    if rev["source"] == "hub":
+        # A Hub commit names its files' content; without one, the cached snapshot is hashed.
+        out.update(name=rev["name"], commit=rev.get("commit"))
+        snapshot = _hub_snapshot(rev["name"]) if not rev.get("commit") else None
+        if snapshot is not None:
+            out["content_sha256"] = folder_sha256(snapshot, cache)
+    else:
+        out["content_sha256"] = rev["content_sha256"]
+    if "adapter" in rev:
+        out["adapter_sha256"] = rev["adapter"]["content_sha256"]
+    if recipe.model.init_from:
+        out["init_from_sha256"] = file_sha256(resolve_init(recipe.model.init_from).checkpoint, cache)
+    if "checkpoint" in rev:
+        out["checkpoint_sha256"] = rev["checkpoint"]["sha256"]
     return out
 
 

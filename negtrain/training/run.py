@@ -17,6 +17,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import selection_bias_note, to_dict
+from negtrain.data.encoded import tokenizer_signature
 from negtrain.errors import ConfigError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
@@ -29,7 +30,7 @@ from negtrain.serving.cache import ResponseCache
 from negtrain.training import progress_lines, provenance, tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
-from negtrain.training.checks import trainer_precision
+from negtrain.training.checks import evaluation_precision, trainer_precision
 from negtrain.training.preemption import MidEpochCheckpoint
 from negtrain.training.recorder import RunRecorder, table_width, wrapped
 from negtrain.training.resume import ResumeState, check_checkpoint_fits, check_run_dir, plan_resume
@@ -74,12 +75,12 @@ def _prepare_run_dir(loaded: LoadedRecipe, run_dir: Path) -> Path:
     return run_dir
 
 
-def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = None) -> dict | None:
+def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = None, stage: str = "fit") -> dict | None:
     """The run's provenance (:mod:`negtrain.training.provenance`), collected by the process that
-    writes the run's files (global rank 0) only."""
+    writes the run's files (global rank 0) only; with the precision ``stage`` runs in."""
     if rank_zero_only.rank != 0:
         return None
-    precision, _ = trainer_precision(loaded.recipe.trainer)
+    precision, _ = stage_precision(loaded.recipe.trainer, stage)
     return provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint)
 
 
@@ -97,6 +98,12 @@ def _write_provenance(run_dir: Path, record: dict | None, resuming: bool) -> Non
 def resolved_recipe_yaml(loaded: LoadedRecipe) -> str:
     """A run's ``recipe.yaml``, which ``fit --resume`` and ``evaluate --run`` read back."""
     return f"# recipe: {loaded.name} (resolved from {loaded.path.name})\n" + yaml.safe_dump(to_dict(loaded.recipe), sort_keys=False)
+
+
+def stage_precision(t, stage: str) -> tuple[str, str | None]:
+    """Training runs in ``trainer.precision`` as resolved for this machine; an evaluation-only stage
+    in the model's own dtype unless a lower precision is set (:func:`evaluation_precision`)."""
+    return trainer_precision(t) if stage == "fit" else evaluation_precision(t)
 
 
 def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logger=None) -> pl.Trainer:
@@ -143,7 +150,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         callbacks.append(MidEpochCheckpoint(run_dir / "checkpoints" / "last.ckpt", t.checkpoint_every_n_steps, run_dir))
     if progress_lines.wanted(t.progress_every_s):
         callbacks.append(progress_lines.ProgressLines(t.progress_every_s))
-    precision, note = trainer_precision(t)
+    precision, note = stage_precision(t, stage)
     if note:
         # Once, not once per DDP rank: a launched rank knows its rank from the environment already.
         rank_zero_only(print)(note, flush=True)
@@ -278,7 +285,7 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
         raise ConfigError(f"{loaded.path}: the recipe lists no benchmarks for `{stage}` (data.eval / data.test)")
     if checkpoint is not None:
         reload_weights(built.module, str(checkpoint))
-    record = _provenance(loaded, built, checkpoint)
+    record = _provenance(loaded, built, checkpoint, stage)
     run_dir = output_dir or default_run_dir(loaded.name).with_name(default_run_dir(loaded.name).name + f"-{stage}")
     trainer = _trainer(loaded, built, run_dir, stage)
     with run_lock(run_dir):
@@ -328,13 +335,9 @@ def evaluate_each(
     cache = None
     if response_cache is not None and hasattr(built.module, "use_response_cache"):
         cache = ResponseCache(response_cache)
-        recipe = to_dict(loaded.recipe)
-        # What decides an answer besides the input ids: the weights and how they are run.
-        settings = {"model": recipe["model"], "adapter": recipe.get("adapter"), "precision": loaded.recipe.trainer.precision,
-                    "checkpoint": str(checkpoint) if checkpoint is not None else None}
-        built.module.use_response_cache(cache, settings)
+        built.module.use_response_cache(cache, response_cache_settings(loaded, built, checkpoint))
     if provenance_dir is not None:
-        record = _provenance(provenance_of or loaded, built, checkpoint)
+        record = _provenance(provenance_of or loaded, built, checkpoint, "validate")
         _write_provenance(provenance_dir, record, resuming=(provenance_dir / provenance.FILE_NAME).exists())
     sets = list(built.module.eval_sets)
     trainer = _trainer(loaded, built, staging(sets[0].name), "validate")
@@ -361,6 +364,25 @@ def evaluate_each(
             print("\n".join(wrapped(note, table_width(), indent="")), flush=True)
         return note
     return None
+
+
+def response_cache_settings(loaded: LoadedRecipe, built: Built, checkpoint: Path | None) -> dict:
+    """What decides an in-process answer besides the row's input ids, by content and never by a
+    path: the weights' digests (:func:`provenance.weights_identity`), the tokenizer's content and
+    chat template, the dtype the weights are in and the precision they are run in, and the model
+    and adapter settings. (The generation limits and stop strings are part of each row's key.)"""
+    recipe = to_dict(loaded.recipe)
+    model = built.module.model
+    parameter = next(model.parameters(), None) if model is not None else None
+    return {
+        "weights": provenance.weights_identity(loaded.recipe, getattr(model, "config", None), checkpoint),
+        "tokenizer": tokenizer_signature(built.tokenizer),
+        "chat_template": getattr(built.tokenizer, "chat_template", None),
+        "dtype": str(parameter.dtype) if parameter is not None else None,
+        "precision": stage_precision(loaded.recipe.trainer, "validate")[0],
+        "model": {k: v for k, v in recipe["model"].items() if k not in ("name", "init_from")},
+        "adapter": {k: v for k, v in (recipe.get("adapter") or {}).items() if k != "path"},
+    }
 
 
 def zero_shot_note(fresh: list[str], remedy: str = WITH_CHECKPOINT) -> str:
