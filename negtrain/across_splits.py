@@ -85,7 +85,7 @@ def score_splits(benchmark: str, splits: Sequence[str], paths: Sequence[Path], a
         raise NegtrainError(f"a split given twice: {', '.join(splits)}")
     bench = get_benchmark(benchmark)
     scored, metrics, examples = [], [], []
-    for split, path in zip(splits, paths):
+    for split, path in zip(splits, paths, strict=False):
         s, metric = scored_metric(benchmark, split, path, allow_missing)
         if metric.supports_uncertainty:
             s.uncertainty = estimate(metric, metric.last_outcomes, bootstrap, bootstrap_seed, bench.is_count)

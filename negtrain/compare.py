@@ -118,7 +118,7 @@ def mcnemar_of(table_a: UnitTable, table_b: UnitTable) -> dict[str, Any] | None:
 def add_adjusted(evals: list[dict[str, Any]], method: str) -> None:
     """Each metric's ``p_adjusted``: ``method``'s adjustment over every p of the table."""
     rows = [m for ev in evals for m in ev["metrics"].values()]
-    for row, value in zip(rows, adjusted([row["p"] for row in rows], method)):
+    for row, value in zip(rows, adjusted([row["p"] for row in rows], method), strict=False):
         row["p_adjusted"] = value
 
 
@@ -164,8 +164,8 @@ def _compare_seed_groups(a: Path, b: Path, benchmark, split, epoch, resamples, s
         which = a if is_seed_group(a) else b
         raise NegtrainError(f"{which} is a seed group (fit --seeds); compare it with another seed group, or name one of its runs")
     group_a, group_b = SeedGroup.read(a), SeedGroup.read(b)
-    runs_b = dict(zip(group_b.seeds, group_b.runs))
-    paired_seeds = [(s, run, runs_b[s]) for s, run in zip(group_a.seeds, group_a.runs) if s in runs_b]
+    runs_b = dict(zip(group_b.seeds, group_b.runs, strict=False))
+    paired_seeds = [(s, run, runs_b[s]) for s, run in zip(group_a.seeds, group_a.runs, strict=False) if s in runs_b]
     if not paired_seeds:
         raise NegtrainError(f"{a} (seeds {group_a.seeds}) and {b} (seeds {group_b.seeds}) share no seed to pair runs by")
     evals = []

@@ -237,7 +237,7 @@ def read_lines(path: Path) -> Iterator[str]:
     except FileNotFoundError:
         raise PredictionError(f"predictions file not found: {path}") from None
     except OSError as exc:
-        raise PredictionError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from None
+        raise PredictionError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from exc
     kinds = {stat.S_ISDIR: "a directory", stat.S_ISCHR: "a character device", stat.S_ISBLK: "a block device", stat.S_ISSOCK: "a socket"}
     for test, kind in kinds.items():
         if test(mode):
@@ -257,9 +257,9 @@ def read_lines(path: Path) -> Iterator[str]:
                 try:
                     yield line.decode("utf-8-sig" if lineno == 1 else "utf-8")
                 except UnicodeDecodeError as exc:
-                    raise PredictionError(f"{path}:{lineno}: not UTF-8 ({exc.reason} at byte {exc.start} of the line)") from None
+                    raise PredictionError(f"{path}:{lineno}: not UTF-8 ({exc.reason} at byte {exc.start} of the line)") from exc
     except OSError as exc:
-        raise PredictionError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from None
+        raise PredictionError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from exc
 
 
 def _space(bench: Benchmark, rows, path: Path) -> tuple[str, ...]:

@@ -32,7 +32,7 @@ def _check_ready(repo_id: str):
     try:
         validate_repo_id(repo_id)
     except HFValidationError as exc:
-        raise ConfigError(f"--repo-id '{repo_id}': {exc}") from None
+        raise ConfigError(f"--repo-id '{repo_id}': {exc}") from exc
     if os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}:
         raise NegtrainError("cannot push: HF_HUB_OFFLINE is set, so the Hugging Face Hub is off limits (unset it to push)")
     token = hub_token()
@@ -48,8 +48,8 @@ def _check_ready(repo_id: str):
         kind = type(exc).__name__
         status = getattr(getattr(exc, "response", None), "status_code", None)
         if status in (401, 403):
-            raise NegtrainError("cannot push: the Hugging Face token was rejected (401/403); log in again with `hf auth login`") from None
-        raise NegtrainError(f"cannot push: the Hugging Face Hub is unreachable from this machine ({kind})") from None
+            raise NegtrainError("cannot push: the Hugging Face token was rejected (401/403); log in again with `hf auth login`") from exc
+        raise NegtrainError(f"cannot push: the Hugging Face Hub is unreachable from this machine ({kind})") from exc
     return api, user
 
 

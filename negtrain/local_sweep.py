@@ -239,7 +239,7 @@ def _read_state(parent: Path, settings: dict[str, Any]) -> dict[str, Any] | None
         trials = [Trial(**t) for t in state["trials"]]
         width = int(state["width"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise ConfigError(f"{path}: not a sweep state file ({type(exc).__name__}: {str(exc)[:200]}); move it aside or choose another --output-dir") from None
+        raise ConfigError(f"{path}: not a sweep state file ({type(exc).__name__}: {str(exc)[:200]}); move it aside or choose another --output-dir") from exc
     differ = [k for k in settings if json.dumps(old[k], sort_keys=True) != json.dumps(_as_stored(settings[k]), sort_keys=True)]
     if differ:
         raise ConfigError(
@@ -342,7 +342,7 @@ def _run_trial(trial: Trial, k: int, count: int, recipe_arg: str, overrides: dic
         trial.status = "interrupted"
         trial.seconds = round((trial.seconds or 0.0) + time.perf_counter() - start, 1)
         save()
-        raise stopped.continue_with(f"the sweep in {parent} keeps its finished trials", continue_command) from None
+        raise stopped.continue_with(f"the sweep in {parent} keeps its finished trials", continue_command) from stopped
     except Exception as exc:
         # One trial's failure (a diverged run, an out-of-memory, a missing package) must not cost the others.
         trial.status = "failed"

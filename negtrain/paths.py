@@ -43,7 +43,7 @@ def check_output_dir(path: Path, what: str = "--output-dir") -> None:
         while not ancestor.exists():
             ancestor = ancestor.parent
     except OSError as exc:  # a name too long, a loop of links, ...
-        raise ConfigError(f"{what} {path}: not a usable path ({exc.strerror or exc})") from None
+        raise ConfigError(f"{what} {path}: not a usable path ({exc.strerror or exc})") from exc
     if exists and not path.is_dir():
         raise ConfigError(f"{what} {path}: exists and is not a directory")
     if not ancestor.is_dir():
@@ -52,7 +52,7 @@ def check_output_dir(path: Path, what: str = "--output-dir") -> None:
         os.rmdir(tempfile.mkdtemp(prefix=".negtrain-write-test-", dir=ancestor))
     except OSError as exc:
         reason = exc.strerror or errno.errorcode.get(exc.errno or 0, str(exc))
-        raise ConfigError(f"{what} {path}: cannot write in {ancestor} ({reason})") from None
+        raise ConfigError(f"{what} {path}: cannot write in {ancestor} ({reason})") from exc
 
 
 def check_output_file(path: Path, what: str) -> None:
@@ -62,7 +62,7 @@ def check_output_file(path: Path, what: str) -> None:
     try:
         is_dir, is_other = path.is_dir(), path.exists() and not path.is_file()
     except OSError as exc:
-        raise ConfigError(f"{what} {path}: not a usable path ({exc.strerror or exc})") from None
+        raise ConfigError(f"{what} {path}: not a usable path ({exc.strerror or exc})") from exc
     if is_dir:
         raise ConfigError(f"{what} {path}: is a directory, not a file")
     if is_other:

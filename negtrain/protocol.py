@@ -102,7 +102,7 @@ def tinad_patterns(protocol: Protocol, table: ExtraTable, formats: dict[str, lis
             if path is None or not path.is_file():
                 continue
             scored, metric = scored_metric(bench.name, v.split, path, allow_missing=True)
-            for e, o in zip(bench.load(v.split), metric.last_outcomes.tolist()):
+            for e, o in zip(bench.load(v.split), metric.last_outcomes.tolist(), strict=False):
                 if o == MISSING:
                     continue
                 right = o >= 0 and scored.predicted_labels[o] == e.label  # UNPARSED (< 0) is wrong

@@ -89,7 +89,7 @@ def parse_overrides(args: list[str]) -> dict[str, Any]:
             try:
                 overrides[key] = parse_yaml(value) if value != "" else ""
             except yaml.composer.ComposerError as exc:  # too deep, an alias bomb: not a plain string either
-                raise ConfigError(f"override --{key}: {exc.problem}") from None
+                raise ConfigError(f"override --{key}: {exc.problem}") from exc
             except yaml.YAMLError:
                 overrides[key] = value
     return overrides

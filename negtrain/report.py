@@ -157,7 +157,7 @@ def plot_metrics(runs: list[RunDir], path: Path):
         raise ValueError("no evaluations recorded")
     fig, axes = _panel_grid(plt, len(names))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, name in zip(axes.flat, names):
+    for ax, name in zip(axes.flat, names, strict=False):
         keys = _metric_keys(runs, name)
         for i, key in enumerate(keys):
             for r, run in enumerate(runs):
@@ -192,7 +192,7 @@ def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
         points = [(ep.epoch, ep.train.loss) for ep in run.epochs if ep.train]
         points = [(x, y) for x, y in points if y is not None]
         if points:
-            ax.plot(*zip(*points), STYLES[r % len(STYLES)], marker="o", markersize=marker_size(runs), label=run.name)
+            ax.plot(*zip(*points, strict=False), STYLES[r % len(STYLES)], marker="o", markersize=marker_size(runs), label=run.name)
     ax.set_title("training loss")
     epoch_axis(ax, all_epochs(runs))
     ax.set_ylabel("loss (epoch mean)")
@@ -341,7 +341,7 @@ def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
         raise NegtrainError(f"{group.path}: the seed runs recorded no evaluations")
     fig, axes = _panel_grid(plt, len(names))
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for ax, name in zip(axes.flat, names):
+    for ax, name in zip(axes.flat, names, strict=False):
         for i, key in enumerate(_ordered(list(summary[name]))):
             _plot_band(ax, summary[name][key], colors[i % len(colors)], _bold(key), key)
         ax.set_title(name)

@@ -111,7 +111,7 @@ def fit_seeds(recipe: str, overrides: dict[str, Any], seeds: list[int], parent: 
                     command = ["python", "-m", "negtrain", *seed_command(argv, seed)] if argv else None
                     fit(loaded, run_dir, command=command)
             except Stopped as stopped:
-                raise stopped.continue_with(f"the seed runs in {parent} keep their finished seeds", continue_command) from None
+                raise stopped.continue_with(f"the seed runs in {parent} keep their finished seeds", continue_command) from stopped
     print(f"seed runs: {parent} (summarise with: negtrain report --run {parent})")
     return parent
 
@@ -126,7 +126,7 @@ def _listed_seeds(parent: Path, recipe_name: str) -> list[int]:
         seeds = [int(s) for s in manifest["seeds"]]
         name = manifest.get("recipe")
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise NegtrainError(f"{path}: not a seed manifest ({type(exc).__name__}); move it aside or choose another --output-dir") from None
+        raise NegtrainError(f"{path}: not a seed manifest ({type(exc).__name__}); move it aside or choose another --output-dir") from exc
     if name != recipe_name:
         raise ConfigError(f"--output-dir {parent} holds seed runs of recipe '{name}', not '{recipe_name}'; choose another directory")
     return seeds
@@ -163,11 +163,11 @@ class SeedGroup:
             manifest = json.loads((path / MANIFEST).read_text(encoding="utf-8"))
             seeds, names = list(manifest["seeds"]), list(manifest["runs"])
         except (OSError, json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise NegtrainError(f"{path / MANIFEST}: not a seed manifest ({exc})") from None
-        present = [(s, n) for s, n in zip(seeds, names) if (path / n / "metrics.jsonl").is_file()]
+            raise NegtrainError(f"{path / MANIFEST}: not a seed manifest ({exc})") from exc
+        present = [(s, n) for s, n in zip(seeds, names, strict=False) if (path / n / "metrics.jsonl").is_file()]
         missing = [
             (s, f"{n}/ is missing" if not (path / n).is_dir() else f"{n}/ has recorded no epoch (not run yet, or stopped in its first epoch)")
-            for s, n in zip(seeds, names) if (s, n) not in present
+            for s, n in zip(seeds, names, strict=False) if (s, n) not in present
         ]
         if not present:
             raise NegtrainError(f"--run {path}: no seed run has recorded an epoch yet ({'; '.join(w for _, w in missing)[:300]})")
@@ -246,7 +246,7 @@ def aggregate(group: SeedGroup) -> dict[str, dict[str, list[dict[str, Any]]]]:
             rows = []
             for epoch in sorted(epochs):
                 per_seed: dict[str, float | None] = {}
-                for seed, run in zip(group.seeds, group.runs):
+                for seed, run in zip(group.seeds, group.runs, strict=False):
                     ep = next((e for e in run.epochs if e.epoch == epoch), None)
                     if ep is None:
                         continue

@@ -52,7 +52,7 @@ def available_metrics(recipe: Recipe) -> dict[str, bool]:
         except OSError:  # the model's config cannot be read here (a Hub id, offline): every space
             pass
     available: dict[str, bool] = {}
-    for (bench, split, examples), space in zip(loaded.eval, spaces):
+    for (bench, split, examples), space in zip(loaded.eval, spaces, strict=False):
         metric = bench.scorer(examples, space) if space is not None else bench.metric(examples)
         for key in metric_names(metric):
             available[f"{bench.name}/{split}/{key}"] = bench.is_higher_better(key)
@@ -92,12 +92,12 @@ def check_parameters(raw: dict[str, Any], recipe: Recipe, where: str) -> None:
         try:
             candidates = _candidates(param)
         except ValueError as exc:
-            raise ConfigError(f"sweep.parameters.{key}: {exc}") from None
+            raise ConfigError(f"sweep.parameters.{key}: {exc}") from exc
         for value in candidates:
             try:
                 validate_recipe(apply_overrides(raw, {key: value}), where)
             except ConfigError as exc:
-                raise ConfigError(f"sweep.parameters.{key} = {value!r} would fail every trial: {exc}") from None
+                raise ConfigError(f"sweep.parameters.{key} = {value!r} would fail every trial: {exc}") from exc
 
 
 def _parameter_dict(param: SweepParameter) -> dict[str, Any]:

@@ -39,7 +39,7 @@ def well_formed(body: dict, text: str = "yes") -> dict:
         pieces = tokens_of(prompt)
         tokens = [t for _, t in pieces] + [" the"]
         logprobs = [None] + [logprob_of(t) for _, t in pieces[1:]] + [-1.0]
-        tops = [None] + [{t: lp} for t, lp in zip(tokens[1:], logprobs[1:])]
+        tops = [None] + [{t: lp} for t, lp in zip(tokens[1:], logprobs[1:], strict=False)]
         return {"object": "text_completion", "model": body["model"],
                 "choices": [{"index": 0, "text": prompt + " the", "finish_reason": "length",
                              "logprobs": {"tokens": tokens, "token_logprobs": logprobs,

@@ -111,7 +111,7 @@ class StandIn:
         token_logprobs = [None] + [float(lp[i - 1, ids[i]]) for i in range(1, len(ids))]
         offsets = [o[0] for o in enc["offset_mapping"]]
         # Each token's text: the prompt from its offset to the next token's, so they spell it.
-        tokens = [text[a:b] for a, b in zip(offsets, [*offsets[1:], len(text)])]
+        tokens = [text[a:b] for a, b in zip(offsets, [*offsets[1:], len(text)], strict=False)]
 
         def piece(i: int, token_id: int) -> str:  # the top token's text, as the server names it
             return tokens[i] if i < len(ids) and token_id == ids[i] else self.tokenizer.decode([token_id])

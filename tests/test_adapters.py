@@ -38,7 +38,7 @@ def _eval_predictions(module, data):
     out = {}
     with torch.no_grad():
         for batch in data.val_dataloader()[0]:
-            for i, p in zip(batch["index"].tolist(), module.predict(batch, module.eval_sets[0]).tolist()):
+            for i, p in zip(batch["index"].tolist(), module.predict(batch, module.eval_sets[0]).tolist(), strict=False):
                 out[i] = p
     return out
 

@@ -41,7 +41,7 @@ def test_answers_compared_lowercased_and_stripped(hand):
 def test_metric_by_hand(hand):
     bench, ex = hand
     answers = ["yes", "Yes", "YES ", "yes", "no", "no", "yes", "no", "don't know", "don't know", "don't know"]
-    correct = np.array([int(bench.is_correct(a, e)) for a, e in zip(answers, ex)])
+    correct = np.array([int(bench.is_correct(a, e)) for a, e in zip(answers, ex, strict=False)])
     out = bench.metric(ex).score(correct)
     assert out["accuracy"] == pytest.approx(10 / 11)
     assert out["groups_scored"] == 2  # G3 lacks an edit

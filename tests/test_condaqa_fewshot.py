@@ -53,7 +53,7 @@ def test_the_five_mirrored_splits_partition_the_test_set(data_dir):
     assert [len(t) for t in tests] == [1441, 1454, 1449, 1446, 1450]
     assert sum(map(len, tests)) == len(set().union(*tests)) == 7240
     assert set().union(*tests) == {e.meta["sample_id"] for e in bench.load("test")}
-    for test, train in zip(FEWSHOT_TEST, FEWSHOT_TRAIN):
+    for test, train in zip(FEWSHOT_TEST, FEWSHOT_TRAIN, strict=False):
         assert bench.default_shots_split(test) == train and len(bench.load(train)) == 9
     assert [e.meta["sample_id"] for e in bench.load("fewshot_train_1")][:3] == [3933, 2607, 2733]
 
@@ -63,7 +63,7 @@ def test_every_prediction_has_exactly_its_splits_nine_shots(fewshot_data, tmp_pa
     run = validate_tiny(save_tiny_llama(tmp_path / "m", None), "causal_lm", evals, tmp_path / "run", eval_batch_size=4,
                         max_length=512, model_settings={"max_new_tokens": 2})
     files = []
-    for test, train in zip(FEWSHOT_TEST, FEWSHOT_TRAIN):
+    for test, train in zip(FEWSHOT_TEST, FEWSHOT_TRAIN, strict=False):
         nine = [f"condaqa/{train}/{50_000 + 10 * int(train[-1]) + i}" for i in range(9)]  # the train file's ids, in file order
         written = run / "predictions" / f"condaqa-{test}-validate.jsonl"
         lines = [json.loads(x) for x in written.read_text().splitlines()]
@@ -78,7 +78,7 @@ def test_every_prediction_has_exactly_its_splits_nine_shots(fewshot_data, tmp_pa
 def _predictions(tmp_path: Path) -> list[str]:
     bench = Condaqa()
     paths = []
-    for split, right in zip(FEWSHOT_TEST, RIGHT):
+    for split, right in zip(FEWSHOT_TEST, RIGHT, strict=False):
         lines = [{"id": e.id, "prediction": e.label if e.meta["passage_edit"] < right else "maybe"} for e in bench.load(split)]
         path = tmp_path / f"{split}.jsonl"
         path.write_text("".join(json.dumps(x) + "\n" for x in lines))

@@ -32,7 +32,7 @@ def _by_hand(model, context, choice, causal, start):
         logits = model(input_ids=torch.tensor([context]), decoder_input_ids=torch.tensor([[start, *choice[:-1]]])).logits[0].float()
         steps = range(len(choice))
     logp = torch.log_softmax(logits, -1)
-    return sum(float(logp[s, t]) for s, t in zip(steps, choice))
+    return sum(float(logp[s, t]) for s, t in zip(steps, choice, strict=False))
 
 
 @pytest.mark.parametrize("key,causal", [("llama", True), ("t5", False)])

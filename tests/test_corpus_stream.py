@@ -56,7 +56,7 @@ def make_stream(path, tokenizer, *, rate=0.1, window=16, seed=3, batch_size=8, w
 
 
 def texts(tokenizer, batch) -> list[str]:
-    return [tokenizer.decode(row[mask.bool()], skip_special_tokens=True) for row, mask in zip(batch["input_ids"], batch["attention_mask"])]
+    return [tokenizer.decode(row[mask.bool()], skip_special_tokens=True) for row, mask in zip(batch["input_ids"], batch["attention_mask"], strict=False)]
 
 
 def test_held_out_is_the_hash_rule_deterministic_and_disjoint_from_training(corpus, tokenizer):
@@ -131,7 +131,8 @@ def test_ranks_and_workers_cover_every_training_line_once_per_epoch(corpus, toke
         assert len(padding) <= 1
     n = stream.index.n_train
     assert sorted(seen) == list(range(n))  # every line once, none twice
-    assert len(set(per_rank)) == 1 and per_rank[0] == -(-(-(-n // 8)) // world)  # every rank steps alike
+    batches = -(-n // 8)  # ceil(n / 8)
+    assert len(set(per_rank)) == 1 and per_rank[0] == -(-batches // world)  # every rank steps alike
 
 
 def test_a_restored_loader_continues_with_the_next_batch(corpus, tokenizer):
@@ -230,7 +231,7 @@ def test_a_damaged_or_foreign_index_is_rebuilt(corpus, tokenizer):
         "garbage": b"\0" * len(original),
         "empty": b"",
     }
-    for name, data in damages.items():
+    for data in damages.values():
         npz.write_bytes(data)
         rebuilt_equal()
     # Loadable but wrong: the bits flipped (an edited archive), a field missing.

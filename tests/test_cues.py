@@ -76,7 +76,7 @@ def test_has_cue_and_sentence_split(detector):
 def _flagged(detector, tokenizer, text):
     ids, flags = detector.tokenize(tokenizer, [text])
     tokens = tokenizer.convert_ids_to_tokens(ids[0])
-    return [t for t, f in zip(tokens, flags[0]) if f]
+    return [t for t, f in zip(tokens, flags[0], strict=False) if f]
 
 
 def test_tokens_wordpiece(detector, minilm_path):

@@ -50,7 +50,7 @@ def test_cue_corpus_chunked_and_cached_equals_one_call(monkeypatch, minilm_path)
     ids, flags = detector.tokenize(tok, CUE_TEXTS, truncation=True, max_length=12)
     monkeypatch.setattr(encoded, "TOKENIZE_CHUNK", 2)
     split = mlm_inputs.encode_cue_texts(tok, detector, CUE_TEXTS, 12)
-    for i, (row_ids, row_flags) in enumerate(zip(ids, flags)):
+    for i, (row_ids, row_flags) in enumerate(zip(ids, flags, strict=False)):
         a, b = int(split.offsets[i]), int(split.offsets[i + 1])
         assert split.input_ids[a:b].tolist() == row_ids
         assert split.cue_flags[a:b].tolist() == row_flags

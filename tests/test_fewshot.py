@@ -23,8 +23,8 @@ def test_draws_are_seeded_and_never_from_the_group(data_dir, bench, split, pool_
     again = draw_shots(examples, pool, 4, seed=1)
     other = draw_shots(examples, pool, 4, seed=2)
     assert a == again
-    assert sum(x != y for x, y in zip(a, other)) > 0.9 * len(examples)
-    for ex, picks in zip(examples, a):
+    assert sum(x != y for x, y in zip(a, other, strict=False)) > 0.9 * len(examples)
+    for ex, picks in zip(examples, a, strict=False):
         assert len(picks) == 4 and len(set(picks)) == 4
         for j in picks:
             assert pool[j].id != ex.id

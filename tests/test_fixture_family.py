@@ -164,6 +164,6 @@ def test_a_misspelt_answer_kind_or_builder_is_named():
         with pytest.raises(ConfigError, match=r"model family 'typo' declares answer kind 'labels' \(did you mean 'label'\?\)"):
             unsupported_reason(get_benchmark("scone"), "typo")
         with pytest.raises(ConfigError, match=r"Typo.builder 'negtrain.models.nli:build_nil' names no importable function"):
-            get_family("typo").build
+            _ = get_family("typo").build
     finally:
         unregister_family("typo")

@@ -73,7 +73,7 @@ def test_true_false_scorer_picks_the_likelier_verbalizer(lm_env, tmp_path, key, 
     with torch.no_grad():
         predicted = module.predict(batch, module.eval_sets[0]).tolist()
         by_hand = []
-        for row, mask in zip(batch["input_ids"], batch["attention_mask"]):
+        for row, mask in zip(batch["input_ids"], batch["attention_mask"], strict=False):
             prompt = row[mask.bool()].tolist()
             scores = []
             for cont in (true_ids, false_ids):  # one full sequence per label, no sharing

@@ -250,7 +250,7 @@ def data_cases(rng: random.Random) -> list[Case]:
         label_col = "gold_label" if c == "one_scoped" else "gold_label_edited"
         s1_col = "sentence1" if c == "one_scoped" else "sentence1_edited"
 
-        def with_line(new_line):
+        def with_line(new_line, text=text, line=line):
             return "\n".join(text[: line - 1] + [new_line] + text[line:]) + "\n"
 
         cells = text[line - 1].split(",")
@@ -273,7 +273,7 @@ def data_cases(rng: random.Random) -> list[Case]:
         r = rng.randrange(1, ROWS)
         rows3 = mnli_rows()
         for name, mutate, fld in (
-            ("duplicate-id", lambda x: x.update(pairID=rows3[0]["pairID"]), "pairID"),
+            ("duplicate-id", lambda x, rows3=rows3: x.update(pairID=rows3[0]["pairID"]), "pairID"),
             ("label-7", lambda x: x.update(label=7), "label"),
             ("label-text", lambda x: x.update(label="entailment"), "label"),
             ("premise-number", lambda x: x.update(premise=3.5), "premise"),
@@ -293,7 +293,7 @@ def prediction_cases(rng: random.Random) -> list[Case]:
         line = r + 1
         lines = [json.dumps(p) for p in preds]
 
-        def put(new):
+        def put(new, lines=lines, r=r):
             return "\n".join(lines[:r] + [new] + lines[r + 1 :]) + "\n"
 
         p = preds[r]
@@ -447,3 +447,15 @@ def test_subprocess_exit_codes_and_no_traceback(tmp_path):
         assert "Traceback" not in done.stderr
     debug = _run(["--debug", "fit", "--recipe", str(recipe)], tmp_path)
     assert debug.returncode != 0 and "Traceback" in debug.stderr and "ConfigError" in debug.stderr
+
+
+def test_debug_shows_the_cause_behind_the_one_line_error(tmp_path):
+    """An input error is one line; with --debug it is the traceback, down to what caused it (the
+    YAML parser's own error here), because errors are raised `from` the exception they explain."""
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text("description: x\nmodel: [unclosed\n")
+    plain = _run(["fit", "--recipe", str(recipe)], tmp_path)
+    assert plain.returncode == 2 and "invalid YAML" in plain.stderr and "Traceback" not in plain.stderr
+    debug = _run(["--debug", "fit", "--recipe", str(recipe)], tmp_path)
+    assert "The above exception was the direct cause of the following exception" in debug.stderr
+    assert "yaml.parser.ParserError" in debug.stderr and "ConfigError" in debug.stderr

@@ -192,7 +192,7 @@ def test_validate_scores_neqa_like_the_scorer(family, data_dir, tmp_path, monkey
     # the lines carry every choice's log-likelihood and length, so every number re-scores, and
     # the intervals come from the same per-question outcomes
     assert all(len(r["loglikelihoods"]) == 2 and r["choice_chars"] == [len(c) for c in e.meta["choices"]]
-               for r, e in zip(rows, examples))
+               for r, e in zip(rows, examples, strict=False))
     rescored = score_file("neqa", "test", written)
     assert set(rescored.metrics) == set(got)
     assert all(rescored.metrics[k] == pytest.approx(v, abs=1e-6) for k, v in got.items())  # records round to 6 digits
@@ -236,6 +236,6 @@ def test_default_precision_gives_exactly_fp32s_neqa_numbers_on_the_bf16_path(dat
         # an explicit bf16-mixed is kept (and may change the numbers); its record says so
         assert "trainer.precision bf16-mixed" in bf16[bench]["note"]
         # every choice's log-likelihood is fp32's to the bit under auto, and bf16's differ
-        for a, f in zip(auto_preds[bench], fp32_preds[bench]):
+        for a, f in zip(auto_preds[bench], fp32_preds[bench], strict=False):
             assert a["loglikelihoods"] == f["loglikelihoods"], (bench, a["id"])
-        assert any(b["loglikelihoods"] != f["loglikelihoods"] for b, f in zip(bf16_preds[bench], fp32_preds[bench]))
+        assert any(b["loglikelihoods"] != f["loglikelihoods"] for b, f in zip(bf16_preds[bench], fp32_preds[bench], strict=False))

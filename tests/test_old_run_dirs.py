@@ -30,7 +30,7 @@ def _as_old(new, old):
     if isinstance(old, dict) and isinstance(new, dict):
         return {k: _as_old(new.get(k), v) for k, v in old.items()}
     if isinstance(old, list) and isinstance(new, list):
-        return [_as_old(n, o) for n, o in zip(new, old)]
+        return [_as_old(n, o) for n, o in zip(new, old, strict=False)]
     return new
 
 

@@ -51,7 +51,7 @@ def test_a_long_context_sees_all_nine_passages_and_truncate_left_counts_what_it_
     greedy, seen = lm.greedy, []
 
     def recording(model_, tokenizer, ids, mask, *rest):
-        seen.extend(tuple(row[m.bool()].tolist()) for row, m in zip(ids, mask))
+        seen.extend(tuple(row[m.bool()].tolist()) for row, m in zip(ids, mask, strict=False))
         return greedy(model_, tokenizer, ids, mask, *rest)
 
     monkeypatch.setattr(lm, "greedy", recording)
@@ -119,7 +119,7 @@ def test_a_cut_keeps_the_prompts_end_and_a_causal_prompts_bos():
     from negtrain.models.context import fit_split
 
     def rows(split):
-        return [split.input_ids[a:b].tolist() for a, b in zip(split.offsets[:-1].tolist(), split.offsets[1:].tolist())]
+        return [split.input_ids[a:b].tolist() for a, b in zip(split.offsets[:-1].tolist(), split.offsets[1:].tolist(), strict=False)]
 
     # A seq2seq encoder (no BOS, no answer room): the end is kept, with T5's closing EOS (1).
     split, cut = fit_split(EncodedSplit.from_lists([[5, 6, 7, 8, 1], [3, 1]], None), 0, Context(3, "x", "left"), "b/s", ["a", "b"], None)

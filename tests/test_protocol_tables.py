@@ -43,7 +43,7 @@ def _cells(table: str, label: str, section: str | None = None) -> dict[str, str]
     headers = [h.strip() for h in lines[head].strip("|").split("|")]
     body = next(x for x in lines[head + 2:] if x.startswith(f"| {label} |"))
     values = [v.strip() for v in body.strip("|").split("|")]
-    return dict(zip(headers, values))
+    return dict(zip(headers, values, strict=False))
 
 
 def _condaqa_run(tmp_path: Path) -> tuple[Path, list[dict]]:

@@ -55,7 +55,7 @@ def test_tiny_lms_score_scone_negnli_nannli_end_to_end(lm_env, tmp_path, capsys,
     out = _card(tmp_path, lm_env[key], family, "scone,negnli-rte,negnli-snli,nannli")
     records = _records(out)
     assert [(r["benchmark"], r["split"]) for r in records] == sets
-    for (bench, split), r in zip(sets, records):
+    for (bench, split), r in zip(sets, records, strict=False):
         assert r["stage"] == "validate" and r["metrics"]["n"] == 16 and r["eval_seconds"] > 0
         preds = _predictions(out, bench, split)
         assert len(preds) == 16

@@ -86,7 +86,7 @@ def test_a_limit_keeps_the_same_examples_on_any_number_of_ranks():
         for world in (2, 3):
             samplers = [BatchSampler(LENGTHS, 16, shuffle=True, bucket=True, seed=7, limit=limit, num_replicas=world, rank=r) for r in range(world)]
             shards = [list(s) for s in samplers]
-            assert all(len(shard) == len(s) == -(-kept // world) for shard, s in zip(shards, samplers))
+            assert all(len(shard) == len(s) == -(-kept // world) for shard, s in zip(shards, samplers, strict=False))
             real = sorted(tuple(b) for shard in shards for b in shard if not b.padding)
             assert real == sorted(tuple(b) for b in full[:kept]), (limit, world)
 

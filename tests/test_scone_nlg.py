@@ -210,7 +210,7 @@ def test_outcome_choice_from_a_file_is_never_the_papers_metric(fixture_data, tmp
         pick = int(e.label) if i not in (0, 4) else 1 - int(e.label)  # rows 0 and 4 wrong
         picks.append(pick if i % 2 else e.meta["outcomes"][pick])  # the index or the ending's text
     path = tmp_path / "p.jsonl"
-    path.write_text("".join(json.dumps({"id": e.id, "prediction": p}) + "\n" for e, p in zip(examples, picks)))
+    path.write_text("".join(json.dumps({"id": e.id, "prediction": p}) + "\n" for e, p in zip(examples, picks, strict=False)))
     m = score_file("scone_nlg", "test", path).metrics
     assert m["outcome_choice_accuracy"] == pytest.approx(7 / 9)
     assert m["outcome_choice_accuracy/one_scoped"] == pytest.approx(2 / 3)  # row 0 wrong

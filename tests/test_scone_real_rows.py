@@ -103,7 +103,7 @@ def test_every_test_row_every_strategy_zero_and_few_shot_is_the_papers_prompt(da
     wrong, malformed, checked = [], [], 0
     for name in STRATEGIES:
         strategy = get_strategy("scone", name)
-        for e, (condition, i, p, h) in zip(examples, rows):
+        for e, (condition, _i, p, h) in zip(examples, rows, strict=False):
             fields = bench.prompt_fields(e)
             for fewshot, got in ((False, strategy.render(fields)), (True, strategy.paper_prompt(fields, e.subset).text())):
                 checked += 1
@@ -159,7 +159,7 @@ def test_e2_e4_e6_e8_e10_demonstrations_are_their_dataset_rows_put_in_by_the_sam
     for name, indices in DEMONSTRATION_ROWS.items():
         strategy = get_strategy("scone", name)
         blocks = paper(FEW_SHOT[name]).split("\n\n")[:4]
-        for n, (block, i) in enumerate(zip(blocks, indices), start=1):
+        for n, (block, i) in enumerate(zip(blocks, indices, strict=False), start=1):
             premise, hypothesis = rows[i]
             rebuilt = strategy.render({"premise": premise, "hypothesis": hypothesis})
             printed = _unnumbered(block)
@@ -200,9 +200,9 @@ def test_drawn_shots_put_their_rows_in_the_same_way(data_dir):
     prompts, ids = prompts_with_shots(bench, "test", scored, PromptSettings(strategy="hypothesis_q", shots=3),
                                       FAMILY_SECTIONS["causal_lm"](name="tiny"), seed=0)
     changed = 0
-    for prompt, picks, e in zip(prompts, ids, scored):
+    for prompt, picks, e in zip(prompts, ids, scored, strict=False):
         assert prompt.query == expected("hypothesis_q", *e.inputs, e.subset, fewshot=False)
-        for (question, _), shot_id in zip(prompt.shots, picks):
+        for (question, _), shot_id in zip(prompt.shots, picks, strict=False):
             p, h = train[shot_id].inputs
             assert question == expected("hypothesis_q", p, h, train[shot_id].subset, fewshot=False)
             changed += question != f"Assume that {p}. Is it then definitely true that {h}? Answer Yes or No."
@@ -252,7 +252,7 @@ def test_scone_nlg_rows_go_in_as_they_are_as_e13_prints_them(data_dir):
     assert [e.inputs[0] for e in examples] == rows
     for name in ("completion", "outcome_choice"):
         strategy = get_strategy("scone_nlg", name)
-        for e, row in zip(examples, rows):
+        for e, row in zip(examples, rows, strict=False):
             fields = bench.prompt_fields(e)
             assert strategy.render(fields) == row
             assert strategy.paper_prompt(fields, e.subset).text() == e13 + "\n\n" + row

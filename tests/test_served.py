@@ -115,7 +115,7 @@ def test_loglikelihood_through_the_standin_equals_hf(small, tmp_path):
     for name in ("scone", "tinad"):
         assert _predictions(tmp_path / "served", name) == _predictions(tmp_path / "hf", name)
     hf, served = _records(tmp_path / "hf"), _records(tmp_path / "served")
-    for a, b in zip(hf, served):
+    for a, b in zip(hf, served, strict=False):
         assert a["metrics"].keys() == b["metrics"].keys()
         for k, v in a["metrics"].items():
             assert v == pytest.approx(b["metrics"][k], abs=1e-9) or (v is None and b["metrics"][k] is None), k
@@ -279,7 +279,7 @@ def test_the_scone_nlg_protocol_through_the_standin_equals_hf(tmp_path, monkeypa
                      *common]) == 0
     hf, served = _records(tmp_path / "hf"), _records(tmp_path / "served")
     assert [r["variant"] for r in served] == [r["variant"] for r in hf] == ["completion/zero", "completion/few", "outcome_choice/zero", "outcome_choice/few"]
-    for a, b in zip(hf, served):
+    for a, b in zip(hf, served, strict=False):
         assert b["metrics"] == pytest.approx(a["metrics"], abs=1e-9)
     for name in sorted(p.name for p in (tmp_path / "hf" / "predictions").iterdir()):
         keys = ("id", "prediction", "prompt", "response")

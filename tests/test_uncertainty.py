@@ -91,7 +91,7 @@ def nannli_case():
     premise = [0, 0, 0, 1, 1, 2, 2, 2, 2]
     examples = [
         Example(f"nannli/test/{i}", ("p", "h"), g, subset="c", group=f"nannli/test/premise/{p}", meta={"operations": ()})
-        for i, (g, p) in enumerate(zip(gold, premise))
+        for i, (g, p) in enumerate(zip(gold, premise, strict=False))
     ]
     pred = ["entailment", "contradiction", "contradiction", "neutral", "entailment",
             "contradiction", "neutral", "entailment", "neutral"]

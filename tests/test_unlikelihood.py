@@ -84,7 +84,7 @@ def module_and_batch(tiny_mlm, gamma: float, likelihood: str):
     module.log = lambda *a, **k: None  # outside a Trainer
     aff = ["The capital of france is [MASK].", "Bees make [MASK]."]
     neg = ["The capital of france is not [MASK].", "Bees do not make [MASK]."]
-    obj = torch.tensor([object_token(tok, a, o, "reject", "test") for a, o in zip(aff, ["paris", "honey"])])
+    obj = torch.tensor([object_token(tok, a, o, "reject", "test") for a, o in zip(aff, ["paris", "honey"], strict=False)])
     a = tok([s.replace("[MASK]", tok.mask_token) for s in aff], padding=True, return_tensors="pt")
     n = tok([s.replace("[MASK]", tok.mask_token) for s in neg], padding=True, return_tensors="pt")
     batch = {"input_ids": a["input_ids"], "attention_mask": a["attention_mask"], "neg_input_ids": n["input_ids"],

@@ -127,7 +127,7 @@ def test_site_data_are_the_cards_numbers(hand_cards, hand_site, tmp_path, capsys
     page = _data(site, "s0e0.js")
     groups = page["groups"]
     assert len(groups["name"]) == 200 and all(len(m) == 6 for m in groups["members"])
-    inconsistent = sum(1 for s, r in zip(groups["scored"], groups["right"]) if s and not r)
+    inconsistent = sum(1 for s, r in zip(groups["scored"], groups["right"], strict=False) if s and not r)
     assert inconsistent == 30 == round(record["metrics"]["groups_scored"] * (1 - record["metrics"]["consistency"]))
     assert page["examples"]["correct"].count(0) == 31
     assert page["lm_fields"] == ["prompt", "response", "unparsed"] and page["examples"]["response"][0] == PAYLOAD

@@ -96,8 +96,8 @@ def _same_fields(table, lines):
     the same values (structured values as their JSON)."""
     extra = table["columns"][7:]
     assert set(extra) == {k for w in lines for k in w} - {"id", "prediction", "label", "shots"}
-    for row, line in zip(table["data"], lines):
-        for k, cell in zip(extra, row[7:]):
+    for row, line in zip(table["data"], lines, strict=False):
+        for k, cell in zip(extra, row[7:], strict=False):
             value = line.get(k)
             assert cell == (value if value is None or isinstance(value, (str, int, float, bool)) else json.dumps(value)), k
 
@@ -181,7 +181,7 @@ def test_fewshot_prediction_tables_carry_shot_ids_prompt_and_response(lm_env, tm
     assert {"prompt", "response"} <= set(table["columns"])
     _same_fields(table, written)
     prompt = table["columns"].index("prompt")
-    assert all(r[prompt] and r[prompt] == w["prompt"] for r, w in zip(table["data"], written))
+    assert all(r[prompt] and r[prompt] == w["prompt"] for r, w in zip(table["data"], written, strict=False))
 
 
 @pytest.mark.parametrize("tracker_first", [False, True], ids=["recorder-first", "tracker-first"])

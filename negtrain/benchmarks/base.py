@@ -187,7 +187,7 @@ class Benchmark(ABC):
         return self.answer_type is AnswerKind.TEXT
 
     def prompt_fields(self, example: Example) -> dict[str, str]:
-        return dict(zip(self.input_names, example.inputs))
+        return dict(zip(self.input_names, example.inputs, strict=False))
 
     def is_correct(self, prediction: str, example: Example) -> bool:
         """Whether a generated answer is right (generative benchmarks only)."""
@@ -354,7 +354,7 @@ def _read_text(path: Path, encodings: Sequence[str]) -> str:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     for enc in encodings:
         try:
             return raw.decode(enc)
@@ -404,15 +404,15 @@ def _csv_rows(path: Path, reader: csv.DictReader, required: Sequence[str], cut: 
                 if "field larger than field limit" in str(exc):
                     raise DataError(
                         f"{path}:{at}: a field longer than {MAX_CSV_FIELD:,} characters (an unclosed quote?)"
-                    ) from None
-                raise DataError(f"{path}:{at}: malformed CSV ({exc})") from None
+                    ) from exc
+                raise DataError(f"{path}:{at}: malformed CSV ({exc})") from exc
             yield reader.line_num, row
 
     read = rows()
     try:
         header = reader.fieldnames or []
     except csv.Error as exc:
-        raise DataError(f"{path}:1: malformed CSV header ({exc})") from None
+        raise DataError(f"{path}:1: malformed CSV header ({exc})") from exc
     missing = [c for c in required if c not in header]
     if missing:
         raise DataError(f"{path}:1: missing column(s) {missing}; header has {reader.fieldnames}")
@@ -443,7 +443,7 @@ def read_jsonl(path: Path) -> Iterator[Row]:
     try:
         f = open(path, "rb")
     except OSError as exc:
-        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise DataError(f"{path}: cannot read ({exc.strerror or exc})") from exc
     with f:
         for row in jsonl_rows(path, _decoded_lines(path, f)):
             yield row
@@ -458,7 +458,7 @@ def _decoded_lines(path: Path, f) -> Iterator[str]:
         try:
             yield raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise DataError(f"{path}:{lineno}: not readable as utf-8 ({exc.reason} at byte {offset + exc.start})") from None
+            raise DataError(f"{path}:{lineno}: not readable as utf-8 ({exc.reason} at byte {offset + exc.start})") from exc
         offset += len(raw)
 
 
@@ -484,9 +484,9 @@ def parse_json_line(line: str, where: str, error: type[DataError] = DataError) -
     try:
         return json.loads(line, object_pairs_hook=_no_duplicate_keys)
     except json.JSONDecodeError as exc:
-        raise error(f"{where}: invalid JSON ({exc.msg})") from None
+        raise error(f"{where}: invalid JSON ({exc.msg})") from exc
     except _DuplicateKey as exc:
-        raise error(f"{where}: key {str(exc)!r} appears twice in one object") from None
+        raise error(f"{where}: key {str(exc)!r} appears twice in one object") from exc
     except RecursionError:
         raise error(f"{where}: JSON nested too deeply to read") from None
 

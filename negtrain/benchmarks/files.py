@@ -181,5 +181,5 @@ def resolve(file: RemoteFile | HubSplit) -> Path:
         raise DataError(
             f"{lead}data file not found for {file.origin}; looked in {', '.join(map(str, looked))}; "
             f"download failed ({exc}); {hint}"
-        ) from None
+        ) from exc
     return cached

@@ -98,14 +98,14 @@ def _placeholders(template: str) -> set[str]:
     try:
         return {f.split(".")[0].split("[")[0] for _, f, _, _ in string.Formatter().parse(template) if f is not None}
     except ValueError as exc:
-        raise ConfigError(f"malformed template ({exc})") from None
+        raise ConfigError(f"malformed template ({exc})") from exc
 
 
 def check_prompt(bench: Benchmark, template: str, where: str) -> None:
     try:
         names = _placeholders(template)
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from exc
     unknown = sorted(n for n in names if n not in bench.input_names)
     if unknown or "" in names:
         shown = unknown[0] if unknown else ""

@@ -79,7 +79,7 @@ def common_vocabulary() -> list[str]:
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError as exc:
-        raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise DataError(f"{path}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     words = list(dict.fromkeys(w.strip() for w in text.splitlines() if w.strip()))
     if not words:
         raise DataError(f"{path}: the common vocabulary is empty")
@@ -170,7 +170,7 @@ class NegatedLama(Benchmark):
 
     def read(self, split: str) -> list[Example]:
         examples = []
-        for (source, relation, _), file in zip(lama_files(self.variant), self.files(split)):
+        for (source, relation, _), file in zip(lama_files(self.variant), self.files(split), strict=False):
             for row in read_jsonl(local(file)):
                 rel = relation or row.text("pred")
                 subject = row.text("sub_label") if source != "SQUAD" else str(row.get("id")).split("_")[0]

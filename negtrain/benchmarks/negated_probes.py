@@ -110,7 +110,7 @@ class NegatedProbes(Benchmark):
             if not isinstance(obj, str):
                 raise row.error("obj_label", f"expected a string, got {obj!r}")
             obj = obj.strip()
-            for k, (a, n) in enumerate(zip(aff, neg)):
+            for k, (a, n) in enumerate(zip(aff, neg, strict=False)):
                 probe = f"{self.name}/{split}/{row.index}" + (f".{k}" if len(aff) > 1 else "")
                 meta = {"line": row.line, "file": str(row.path)}
                 for subset, text in ((AFFIRMATIVE, a), (NEGATED, n)):

@@ -81,7 +81,7 @@ class Scone(NliBenchmark):
         examples = []
         rows_per_file: dict[str, int] = {}
         paths = {}
-        for condition, file in zip(CONDITIONS, self.files(split)):
+        for condition, file in zip(CONDITIONS, self.files(split), strict=False):
             suffix = "" if condition == "one_scoped" else "_edited"
             cols = (f"sentence1{suffix}", f"sentence2{suffix}", f"gold_label{suffix}")
             for row in read_csv(local(file), required=cols):

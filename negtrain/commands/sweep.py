@@ -52,7 +52,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         try:
             check_cpu_devices(loaded.recipe.trainer)  # every trial would fail on it: say so once, now
         except NegtrainError as exc:
-            raise NegtrainError(f"{loaded.path}: {exc}") from None
+            raise NegtrainError(f"{loaded.path}: {exc}") from exc
         from negtrain.sweeps import SweepMetric
         from negtrain.training.run import quiet_third_party_logs
 
@@ -71,7 +71,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         try:
             sweep_id = wandb.sweep(config, project=config.get("project"), entity=config.get("entity"))
         except Exception as exc:  # network or auth: the configuration is written, say how to go on
-            raise NegtrainError(f"creating the W&B sweep failed ({exc}); create it later with: wandb sweep {out}") from None
+            raise NegtrainError(f"creating the W&B sweep failed ({exc}); create it later with: wandb sweep {out}") from exc
         print(f"created sweep {sweep_id}; start an agent (any number, on any machine) with:")
         print(f"  {agent_command(config, sweep_id)}")
         return 0

@@ -58,7 +58,7 @@ def check_benchmarks(loaded) -> None:
             try:
                 get_benchmark(spec.benchmark).check_split(spec.split)
             except ConfigError as exc:
-                raise ConfigError(f"{loaded.path}: {section}: {exc}") from None
+                raise ConfigError(f"{loaded.path}: {section}: {exc}") from exc
 
 
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:

@@ -126,7 +126,7 @@ def validate_recipe(raw: Any, where: str) -> Recipe:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
         given = f" (got {first['input']!r})" if "input" in first and not isinstance(first["input"], dict) else ""
-        raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from None
+        raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from exc
 
 
 #: What an unknown family's error says when no shipped family's name is close: a family kept
@@ -151,7 +151,7 @@ def validate_section(raw: Any, name: str, where: str) -> Section:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in (name, *first["loc"]))
         given = f" (got {first['input']!r})" if "input" in first and not isinstance(first["input"], dict) else ""
-        raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from None
+        raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from exc
 
 
 def to_dict(recipe: Recipe) -> dict[str, Any]:

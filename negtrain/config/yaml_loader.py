@@ -119,12 +119,12 @@ def load_yaml(path: Path) -> Any:
     except FileNotFoundError:
         raise ConfigError(f"recipe file not found: {path}") from None
     except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+        raise ConfigError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     except OSError as exc:
-        raise ConfigError(f"{path}: cannot read the recipe ({exc.strerror or exc})") from None
+        raise ConfigError(f"{path}: cannot read the recipe ({exc.strerror or exc})") from exc
     try:
         return parse_yaml(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark is not None else ""
-        raise ConfigError(f"{path}:{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from None
+        raise ConfigError(f"{path}:{line}: invalid YAML: {getattr(exc, 'problem', exc)}") from exc

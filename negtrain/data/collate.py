@@ -62,7 +62,7 @@ class PadCollator:
         ids = torch.full((len(idx), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(idx), width), dtype=torch.long)
         types = torch.zeros((len(idx), width), dtype=torch.long) if self.encoded.token_type_ids is not None else None
-        for row, (s, n) in enumerate(zip(starts.tolist(), lengths.tolist())):
+        for row, (s, n) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=False)):
             cols = slice(width - n, width) if self.pad_left else slice(0, n)
             ids[row, cols] = self.encoded.input_ids[s : s + n]
             mask[row, cols] = 1

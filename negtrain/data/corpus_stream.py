@@ -170,7 +170,7 @@ def _decode(raw: bytes, path: Path, number: int) -> str:
     try:
         return raw.decode("utf-8").strip()
     except UnicodeDecodeError as exc:
-        raise DataError(f"{path}:{number}: not UTF-8 ({exc.reason} at byte {exc.start} of the line)") from None
+        raise DataError(f"{path}:{number}: not UTF-8 ({exc.reason} at byte {exc.start} of the line)") from exc
 
 
 def _build_index(files: list[Path], detector: CueDetector, keep: str, rate: float, cap: int, window: int) -> CorpusIndex:
@@ -368,7 +368,7 @@ class CorpusStream(IterableDataset):
         window = start // size
         lines = self._lines_from(window)
         while True:
-            block = [raw for _, raw in zip(range(size), lines)]
+            block = [raw for _, raw in zip(range(size), lines, strict=False)]
             if not block:
                 return
             order = np.random.default_rng([self.seed, epoch, window]).permutation(len(block))
@@ -417,7 +417,7 @@ class CorpusStream(IterableDataset):
         input_ids = torch.full((len(ids), width), self.pad_id, dtype=torch.long)
         mask = torch.zeros((len(ids), width), dtype=torch.long)
         cue = torch.zeros((len(ids), width), dtype=torch.bool)
-        for r, (row, fl) in enumerate(zip(ids, flags)):
+        for r, (row, fl) in enumerate(zip(ids, flags, strict=False)):
             input_ids[r, : len(row)] = torch.tensor(row, dtype=torch.long)
             mask[r, : len(row)] = 1
             cue[r, : len(row)] = torch.tensor(fl, dtype=torch.bool)

@@ -514,7 +514,7 @@ def _writing(root: Path, key: str):
         yield
     except OSError as exc:
         raise DataError(f"the token store {root}: cannot write entry {key} ({exc.strerror or exc}); "
-                        "free space there or set NEGTRAIN_CACHE_DIR to another folder") from None
+                        "free space there or set NEGTRAIN_CACHE_DIR to another folder") from exc
 
 
 def _counted(split, rows: int | None, key: str | None):

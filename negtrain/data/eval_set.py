@@ -53,7 +53,7 @@ class EvalResult:
         if self.predictions is None:
             return []
         rows = []
-        for i, (ex, p) in enumerate(zip(examples, self.predictions.tolist())):
+        for i, (ex, p) in enumerate(zip(examples, self.predictions.tolist(), strict=False)):
             if p == MISSING:
                 continue
             if p == UNPARSED:  # a response no answer rule could read: no prediction, and wrong
@@ -128,8 +128,8 @@ class EvalSet:
         model's ``response``."""
         if self.result is None or self.result.predictions is None:
             return []
-        shots = dict(zip((e.id for e in self.examples), self.shot_ids)) if self.shot_ids else None
-        fields = dict(zip((e.id for e in self.examples), self.result.fields)) if self.result.fields else {}
+        shots = dict(zip((e.id for e in self.examples), self.shot_ids, strict=False)) if self.shot_ids else None
+        fields = dict(zip((e.id for e in self.examples), self.result.fields, strict=False)) if self.result.fields else {}
         position = {e.id: i for i, e in enumerate(self.examples)}
         responses = self.result.responses if self.log_samples else None
         predicted = {ex.id: (prediction, correct) for ex, prediction, correct in self.result.predicted(self.examples, self.predicted_labels)}

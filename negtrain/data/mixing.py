@@ -80,7 +80,7 @@ class MixingBatchSampler(BatchSampler):
 
     def epoch_indices(self, rng: np.random.Generator) -> np.ndarray:
         parts = []
-        for start, n, c in zip(self.starts, self.source_sizes, self.counts):
+        for start, n, c in zip(self.starts, self.source_sizes, self.counts, strict=False):
             passes, rest = divmod(c, n)
             picks = [rng.permutation(n) for _ in range(passes)]
             picks.append(rng.choice(n, size=rest, replace=False) if rest else np.empty(0, dtype=np.int64))

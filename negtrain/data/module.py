@@ -58,7 +58,7 @@ class NegtrainData(pl.LightningDataModule):
         self.limit_train: int | float | None = None
         self.limit_eval: int | float | None = None
         if train is not None:
-            empty = [name for name, size in zip(train.sources, train.source_sizes) if size == 0]
+            empty = [name for name, size in zip(train.sources, train.source_sizes, strict=False) if size == 0]
             if empty:
                 raise DataError(
                     f"data.train: {', '.join(empty)} has no training examples; check the data files, "

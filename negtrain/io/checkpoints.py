@@ -51,7 +51,7 @@ def read_checkpoint(path: Path, what: str = "--checkpoint", require_recipe: bool
         ) from None
     except Exception as exc:  # truncated or damaged
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise NegtrainError(f"{what} {path}: truncated or damaged checkpoint ({first[:200]})") from None
+        raise NegtrainError(f"{what} {path}: truncated or damaged checkpoint ({first[:200]})") from exc
     if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
         raise NegtrainError(f"{what} {path}: not a Lightning checkpoint (no state_dict)")
     if require_recipe and "negtrain_recipe" not in ckpt:

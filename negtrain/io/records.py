@@ -156,7 +156,7 @@ def parse_record(text: str, where: str) -> RunRecord:
     try:
         line = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise NegtrainError(f"{where}: invalid JSON ({exc.msg})") from None
+        raise NegtrainError(f"{where}: invalid JSON ({exc.msg})") from exc
     if not isinstance(line, dict) or "benchmark" not in line or "epoch" not in line:
         raise NegtrainError(f"{where}: not a metrics record (a JSON object with 'epoch' and 'benchmark')")
     return record_of(line)

@@ -71,18 +71,18 @@ def _acquire(run_dir: Path, what: str) -> int:
         try:
             fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as exc:
-            raise NegtrainError(f"{run_dir}: cannot write its lock file {LOCK_NAME} ({exc.strerror or exc})") from None
+            raise NegtrainError(f"{run_dir}: cannot write its lock file {LOCK_NAME} ({exc.strerror or exc})") from exc
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
             os.close(fd)
             if exc.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
-                raise NegtrainError(f"{run_dir}: cannot lock {LOCK_NAME} ({exc.strerror or exc})") from None
+                raise NegtrainError(f"{run_dir}: cannot lock {LOCK_NAME} ({exc.strerror or exc})") from exc
             who = holder(run_dir) or "another process"
             raise RunDirLocked(
                 f"{run_dir} is being written by another negtrain process ({who}); wait for it to finish, "
                 "or choose another directory"
-            ) from None
+            ) from exc
         # The file may have been removed (by a writer cleaning up an empty directory) between our
         # open and our lock: then we locked a file nobody else will see; lock the new one instead.
         try:
@@ -110,7 +110,7 @@ def run_lock(run_dir: Path, what: str | None = None) -> Iterator[Path]:
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise NegtrainError(f"{run_dir}: cannot create the directory ({exc.strerror or exc})") from None
+        raise NegtrainError(f"{run_dir}: cannot create the directory ({exc.strerror or exc})") from exc
     key = str(run_dir.resolve())
     entry = _held.get(key)
     if entry is not None:

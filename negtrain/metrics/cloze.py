@@ -278,8 +278,8 @@ class NegatedLamaMetric(ExampleMetric):
         out = self._block(t, "", self.file_names)
         out["affirmative_top1_accuracy_macro"] = self._macro(t, self.relation_names)
         for source in self.source_names:
-            files = sorted({f for f, s in zip(self.files, self.sources) if s == source})
-            relations = sorted({r for r, s in zip(self.relations, self.sources) if s == source})
+            files = sorted({f for f, s in zip(self.files, self.sources, strict=False) if s == source})
+            relations = sorted({r for r, s in zip(self.relations, self.sources, strict=False) if s == source})
             for k, v in self._block(t, f"/{source}", files).items():
                 out[f"{k}/{source}"] = v
             out[f"affirmative_top1_accuracy_macro/{source}"] = self._macro(t, relations)
@@ -308,7 +308,7 @@ class NegatedLamaMetric(ExampleMetric):
             out.append({
                 **base,
                 "gold_token": token(self.gold[i]),
-                "top1": {c: token(row[k]) for k, c in zip((AFF, NEG, MIS), CLOZES)},
+                "top1": {c: token(row[k]) for k, c in zip((AFF, NEG, MIS), CLOZES, strict=False)},
                 "common_top1": {"affirmative": token(row[CAFF]), "negated": token(row[CNEG])},
                 "rank_correlation": None if not np.isfinite(row[RHO]) else float(row[RHO]),
                 "gold_rank": None if not np.isfinite(rank) else int(rank),
@@ -347,7 +347,7 @@ class NegatedLamaMetric(ExampleMetric):
             gold[position] = lookup[g] if isinstance(g, str) else NOT_IN_SPACE
             primes[position] = [lookup[p] for p in f.get("prime_tokens", []) if isinstance(p, str)]
             ids = lambda s: lookup[s] if isinstance(s, str) else NOT_IN_SPACE  # noqa: E731
-            for k, c in zip((AFF, NEG, MIS), CLOZES):
+            for k, c in zip((AFF, NEG, MIS), CLOZES, strict=False):
                 rows[n, k] = ids(f["top1"].get(c))
             rows[n, CAFF], rows[n, CNEG] = ids(f["common_top1"].get("affirmative")), ids(f["common_top1"].get("negated"))
             rho = f.get("rank_correlation")

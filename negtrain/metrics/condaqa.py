@@ -41,7 +41,7 @@ class CondaqaMetric(ExampleMetric):
         # members[g, e] = example index of edit e in group g, or -1; complete = all four present once.
         self.members = np.full((n_groups, len(self.edit_names)), -1, dtype=np.int64)
         count = np.zeros((n_groups, len(self.edit_names)), dtype=np.int64)
-        for i, (g, e) in enumerate(zip(self.group_codes, self.edits)):
+        for i, (g, e) in enumerate(zip(self.group_codes, self.edits, strict=False)):
             self.members[g, e] = i
             count[g, e] += 1
         self.complete = (count == 1).all(axis=1)

@@ -157,7 +157,7 @@ class MultipleChoiceMetric(ExampleMetric):
         if ll is None or self.chars is None:
             return None
         out: list[dict | None] = []
-        for row, chars in zip(ll, self.chars):
+        for row, chars in zip(ll, self.chars, strict=False):
             keep = ~np.isnan(chars)
             out.append(None if np.isnan(row[keep]).any() else
                        {"loglikelihoods": [float(x) for x in row[keep]], "choice_chars": [int(c) for c in chars[keep]]})

@@ -84,6 +84,6 @@ def adjusted(pvalues: Sequence[float | None], method: str) -> list[float | None]
     adjust = holm if method == "holm" else benjamini_hochberg
     values = adjust([pvalues[i] for i in present])
     out: list[float | None] = [None] * len(pvalues)
-    for i, v in zip(present, values):
+    for i, v in zip(present, values, strict=False):
         out[i] = v
     return out

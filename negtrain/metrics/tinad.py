@@ -95,7 +95,7 @@ class TinadMetric(ExampleMetric):
         for m in self.groups:
             group_pattern[m] = patterns[m[0]]
         self.group_antonymy = [int(patterns[m[0]]) in ANTONYMY_PATTERNS for m in self.groups]
-        refs = np.array([reference_label(c, int(p)) for c, p in zip(cells, group_pattern)], dtype=bool)
+        refs = np.array([reference_label(c, int(p)) for c, p in zip(cells, group_pattern, strict=False)], dtype=bool)
         self.takes_part = refs == self.gold
         found = {t.strip().lower() for ts in types for t in ts} - {"affirmation", "none", ""}
         self.type_names = [t for t in NEGATION_TYPES if t in found] + sorted(found - set(NEGATION_TYPES))
@@ -121,7 +121,7 @@ class TinadMetric(ExampleMetric):
 
         n_groups = len(self.groups)
         per_unit = {k: np.zeros(n_groups, dtype=bool) for k in ("groups_scored", "groups_lacking_cell", *COHERENCE)}
-        for g, (members, antonymy) in enumerate(zip(self.groups, self.group_antonymy)):
+        for g, (members, antonymy) in enumerate(zip(self.groups, self.group_antonymy, strict=False)):
             if not seen[members].all():
                 continue
             part = members[self.takes_part[members]]

@@ -147,7 +147,7 @@ def bootstrap(pairs: list[tuple[object, UnitTable]], resamples: int, seed: int, 
     units = pairs[0][1].units
     parts: list[list[dict[str, np.ndarray]]] = [[] for _ in pairs]
     for counts in _count_chunks(units, resamples, seed):
-        for part, (metric, table) in zip(parts, pairs):
+        for part, (metric, table) in zip(parts, pairs, strict=False):
             part.append(replicates(metric, table, counts, is_count))
     return [{k: np.concatenate([p[k] for p in part]) for k in part[0]} if part else {} for part in parts]
 

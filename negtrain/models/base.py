@@ -215,7 +215,7 @@ class NegtrainModule(pl.LightningModule):
 
     def configure_optimizers(self):
         decay, no_decay = [], []
-        for name, param in self.named_parameters():
+        for param in self.parameters():
             if not param.requires_grad:
                 continue
             # Biases and norm weights are conventionally not decayed (BERT, RoBERTa, DeBERTa).

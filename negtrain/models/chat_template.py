@@ -23,7 +23,7 @@ def chat_text(tokenizer, prompt: Prompt, cfg: LanguageModelConfig) -> str:
     try:
         return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     except TemplateError as exc:
-        raise ConfigError(refusal(cfg, prompt, exc)) from None
+        raise ConfigError(refusal(cfg, prompt, exc)) from exc
 
 
 def refusal(cfg: LanguageModelConfig, prompt: Prompt, exc: Exception) -> str:

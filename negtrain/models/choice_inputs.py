@@ -36,7 +36,7 @@ def encode_choices(
     """(context ids per example, continuation ids per example and choice)."""
     bos = tokenizer.bos_token_id
     ctx_ids, choice_ids = [], []
-    for context, options in zip(contexts, choices):
+    for context, options in zip(contexts, choices, strict=False):
         pairs = [split_pair(tokenizer, context, delimiter + option, causal) for option in options]
         # The context string is the same for every choice, so are its ids (the harness tokenizes
         # it alone); only the continuations differ.

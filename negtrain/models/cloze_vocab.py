@@ -32,7 +32,7 @@ def common_vocab(tokenizer, words: Sequence[str], causal: bool) -> CommonVocab:
         pieces = [x[len(ctx):] if x[: len(ctx)] == ctx else x for x in whole]
     else:
         pieces = tokenizer([" " + w for w in words], add_special_tokens=False)["input_ids"]
-    word_id = {word: ids[0] for word, ids in zip(words, pieces) if len(ids) == 1}
+    word_id = {word: ids[0] for word, ids in zip(words, pieces, strict=False) if len(ids) == 1}
     distinct = list(dict.fromkeys(word_id.values()))
     return CommonVocab(torch.tensor(distinct, dtype=torch.long), word_id, len(words) - len(word_id))
 

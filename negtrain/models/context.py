@@ -69,7 +69,7 @@ def rows_over(lengths: Sequence[int], rooms: Sequence[int] | int, context: Conte
     """The rows whose prompt (``lengths``) plus answer room does not fit ``context``. With
     ``truncate: none`` any such row is an error, raised before anything is scored."""
     room = [rooms] * len(lengths) if isinstance(rooms, int) else list(rooms)
-    over = [i for i, (n, r) in enumerate(zip(lengths, room)) if n + r > context.limit]
+    over = [i for i, (n, r) in enumerate(zip(lengths, room, strict=False)) if n + r > context.limit]
     if over and context.truncate == "none":
         first = over[0]
         answer = f" and its answer needs {room[first]} more" if room[first] else ""

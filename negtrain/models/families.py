@@ -48,7 +48,7 @@ def resolve_builder(settings: type[ModelSection]) -> Callable[..., Built]:
     try:
         found = getattr(importlib.import_module(module_name), function)
     except (ImportError, AttributeError) as exc:
-        raise ConfigError(f"{settings.__name__}.builder '{named}' names no importable function ({exc})") from None
+        raise ConfigError(f"{settings.__name__}.builder '{named}' names no importable function ({exc})") from exc
     if not callable(found):
         raise ConfigError(f"{settings.__name__}.builder '{named}' is not a function")
     return found

@@ -51,7 +51,7 @@ def _json_object(path: Path, where: str) -> dict:
     try:
         raw = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"{where}: {path} is not readable JSON ({_first_line(exc)})") from None
+        raise ConfigError(f"{where}: {path} is not readable JSON ({_first_line(exc)})") from exc
     if not isinstance(raw, dict):
         raise ConfigError(f"{where}: {path} holds a JSON {type(raw).__name__}, not an object of settings")
     return raw
@@ -82,7 +82,7 @@ def read_config(folder: Path, where: str):
     try:
         return AutoConfig.from_pretrained(str(folder))
     except Exception as exc:  # noqa: BLE001 - transformers reports a bad setting in many ways
-        raise ConfigError(f"{where}: {path} does not load ({type(exc).__name__}: {_first_line(exc)})") from None
+        raise ConfigError(f"{where}: {path} does not load ({type(exc).__name__}: {_first_line(exc)})") from exc
 
 
 def _auto_class(family: str):
@@ -115,7 +115,7 @@ def _weight_shapes(folder: Path, where: str) -> tuple[Path, dict[str, tuple[int,
             weight_map = json.loads(found.read_text(encoding="utf-8"))["weight_map"]
             files = [folder / name for name in sorted(set(weight_map.values()))]
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise ConfigError(f"{where}: {found} is not a safetensors index ({_first_line(exc)})") from None
+            raise ConfigError(f"{where}: {found} is not a safetensors index ({_first_line(exc)})") from exc
     from safetensors import safe_open
 
     shapes: dict[str, tuple[int, ...]] = {}
@@ -125,7 +125,7 @@ def _weight_shapes(folder: Path, where: str) -> tuple[Path, dict[str, tuple[int,
                 for key in f.keys():
                     shapes[key] = tuple(f.get_slice(key).get_shape())
         except Exception as exc:  # noqa: BLE001 - safetensors' own error type, and OSError
-            raise ConfigError(f"{where}: {path} is truncated or not a safetensors file ({_first_line(exc)})") from None
+            raise ConfigError(f"{where}: {path} is truncated or not a safetensors file ({_first_line(exc)})") from exc
     return found, shapes
 
 
@@ -142,7 +142,7 @@ def check_weights(config, family: str, folder: Path, where: str) -> None:
             model = _auto_class(family).from_config(config)
     except Exception as exc:  # noqa: BLE001 - a config transformers accepts but cannot build
         raise ConfigError(f"{where}: {folder / 'config.json'}: cannot build the model it describes "
-                          f"({type(exc).__name__}: {_first_line(exc)})") from None
+                          f"({type(exc).__name__}: {_first_line(exc)})") from exc
     own = {name: tuple(t.shape) for name, t in model.state_dict().items()}
     prefix = f"{model.base_model_prefix}."
     wrong = []
@@ -186,7 +186,7 @@ def load_tokenizer(name: str, where: str, vocab_size: int | None = None):
     except Exception as exc:  # noqa: BLE001 - tokenizers, json and sentencepiece each raise their own
         files = sorted(p.name for p in folder.glob("*token*")) + sorted(p.name for p in folder.glob("*vocab*")) if folder.is_dir() else []
         named = f" ({', '.join(files)})" if files else ""
-        raise ConfigError(f"{where}: the tokenizer in {name}{named} does not load ({type(exc).__name__}: {_first_line(exc)})") from None
+        raise ConfigError(f"{where}: the tokenizer in {name}{named} does not load ({type(exc).__name__}: {_first_line(exc)})") from exc
     special = set(tokenizer.all_special_tokens)
     ordinary = sum(1 for token in tokenizer.get_vocab() if token not in special)
     if ordinary < MIN_VOCABULARY:
@@ -228,7 +228,7 @@ def load_adapter(model, path: str, where: str = "adapter.path"):
         result = set_peft_model_state_dict(peft_model, load_peft_weights(path))
     except Exception as exc:  # noqa: BLE001 - peft: no target module found, size mismatch, bad config
         raise ConfigError(f"{where}: the adapter in {path} does not fit the model ({type(exc).__name__}: "
-                          f"{_first_line(exc)}); was it trained on another architecture or width?") from None
+                          f"{_first_line(exc)}); was it trained on another architecture or width?") from exc
     unused = list(result.unexpected_keys)
     if unused:
         raise ConfigError(f"{where}: {len(unused)} adapter weights in {path} fit no module of the model (e.g. {unused[0]}); "

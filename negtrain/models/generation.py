@@ -57,7 +57,7 @@ def shared_prefix(input_ids: torch.Tensor, attention_mask: torch.Tensor, pad_id:
     left-padded after them (``[prefix][pad..][suffix]``, the padding masked out, so positions,
     which follow the mask, are as before). P = 0 when the rows share fewer than
     :data:`MIN_SHARED_PREFIX` tokens; every row keeps at least one token of its own."""
-    rows = [ids[m.bool()].tolist() for ids, m in zip(input_ids.cpu(), attention_mask.cpu())]
+    rows = [ids[m.bool()].tolist() for ids, m in zip(input_ids.cpu(), attention_mask.cpu(), strict=False)]
     if len(rows) < 2:
         return 0, input_ids, attention_mask
     first, p = rows[0], min(len(r) for r in rows) - 1
@@ -114,7 +114,7 @@ def greedy(model, tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tens
     ends = (new == tokenizer.eos_token_id) | (new == tokenizer.pad_token_id)
     # Tokens until the first EOS/pad (inclusive: EOS was generated), or the whole row.
     first_end = torch.where(ends.any(1), ends.int().argmax(1) + 1, torch.full_like(ends[:, 0], new.shape[1], dtype=torch.long))
-    return [Generated(cut_at_stop(t, limits.stop), int(n)) for t, n in zip(texts, first_end.tolist())]
+    return [Generated(cut_at_stop(t, limits.stop), int(n)) for t, n in zip(texts, first_end.tolist(), strict=False)]
 
 
 def respond(model, tokenizer, prompts: Sequence[str], limits: Limits, batch_size: int = 32, encoder_decoder: bool = False,
@@ -136,6 +136,6 @@ def respond(model, tokenizer, prompts: Sequence[str], limits: Limits, batch_size
                 batch[r, :n], mask[r, :n] = torch.tensor(ids[i]), 1
             else:
                 batch[r, width - n:], mask[r, width - n:] = torch.tensor(ids[i]), 1
-        for i, g in zip(rows, greedy(model, tokenizer, batch.to(device), mask.to(device), limits, encoder_decoder)):
+        for i, g in zip(rows, greedy(model, tokenizer, batch.to(device), mask.to(device), limits, encoder_decoder), strict=False):
             out[i] = g
     return out  # type: ignore[return-value]

@@ -93,7 +93,7 @@ def prompt_text(bench: Benchmark, example: Example, cfg: LanguageModelConfig, te
         raise ConfigError(
             f"model.prompt: placeholder {exc} is not an input of benchmark '{bench.name}' "
             f"(its inputs: {', '.join('{' + n + '}' for n in bench.input_names)})"
-        ) from None
+        ) from exc
     return normalize_unifiedqa(text) if cfg.normalize_input == "unifiedqa" else text
 
 
@@ -132,7 +132,7 @@ def label_continuations(tokenizer, bench: Benchmark, verbalizer: dict[str, str],
     """Per label of ``bench`` (in label order), its verbalizer's continuation ids."""
     conts = [continuation_ids(tokenizer, verbalizer_text(verbalizer[label], cfg), causal) for label in bench.labels]
     seen: dict[tuple[int, ...], str] = {}
-    for label, ids in zip(bench.labels, conts):
+    for label, ids in zip(bench.labels, conts, strict=False):
         if tuple(ids) in seen:
             raise ConfigError(
                 f"benchmark '{bench.name}': the verbalizers of '{seen[tuple(ids)]}' and '{label}' are the same "
@@ -213,7 +213,7 @@ def prompts_with_shots(
 
     solved = {j: (zero_shot_text(bench, pool[j], settings, cfg), shown(pool[j])) for picks in drawn for j in picks}
     prompts = [Prompt(query=q, shots=tuple(solved[j] for j in picks), separator=SHOT_SEPARATOR, before_query=SHOT_SEPARATOR)
-               for picks, q in zip(drawn, queries)]
+               for picks, q in zip(drawn, queries, strict=False)]
     return prompts, [[pool[j].id for j in picks] for picks in drawn]
 
 
@@ -311,7 +311,7 @@ def encode_causal_train(tokenizer, bench, examples, cfg, settings: PromptSetting
 
     def build() -> EncodedSplit:
         ids = causal_prompt_ids(tokenizer, prompts, cfg)
-        seqs = [_fit(p, max(cfg.max_length - len(a), 2), tokenizer.bos_token_id) + a for p, a in zip(ids, answers)]
+        seqs = [_fit(p, max(cfg.max_length - len(a), 2), tokenizer.bos_token_id) + a for p, a in zip(ids, answers, strict=False)]
         return EncodedSplit.from_lists(seqs, None)
 
     key = _key("causal-train", tokenizer, cfg, prompts, [" ".join(map(str, a)) for a in answers])
@@ -496,7 +496,7 @@ class LMModule(NegtrainModule):
         todo = [i for i, a in enumerate(answers) if a is None]
         if todo:
             rows = torch.tensor(todo, device=ids.device)
-            for i, answer in zip(todo, compute({"input_ids": ids[rows], "attention_mask": mask[rows]})):
+            for i, answer in zip(todo, compute({"input_ids": ids[rows], "attention_mask": mask[rows]}), strict=False):
                 self.response_cache.put(keys[i], answer)
                 answers[i] = answer
         return answers
@@ -561,8 +561,8 @@ class LMModule(NegtrainModule):
             scores = self.label_scores(batch, eval_set)
             if eval_set.log_samples:
                 store = self.eval_responses.setdefault(eval_set.name, {})
-                for idx, row in zip(index, scores.float().tolist()):
-                    store[idx] = {label: round(v, 4) for label, v in zip(bench.labels, row)}
+                for idx, row in zip(index, scores.float().tolist(), strict=False):
+                    store[idx] = {label: round(v, 4) for label, v in zip(bench.labels, row, strict=False)}
             return scores.argmax(-1).to(batch["index"].device)
         answering = answering or self.default_answering()
         generated = self.generate(batch, answering)
@@ -570,7 +570,7 @@ class LMModule(NegtrainModule):
         tokens = self.eval_tokens.setdefault(eval_set.name, {})
         texts = self.eval_texts.setdefault(eval_set.name, {}) if bench.generative or eval_set.completions else {}
         out = []
-        for idx, g in zip(index, generated):
+        for idx, g in zip(index, generated, strict=False):
             if eval_set.log_samples:
                 responses[idx] = g.text
             tokens[idx] = g.tokens
@@ -795,7 +795,7 @@ def _build_lm(recipe, loaded, causal: bool):
     # What the family can score and train on was decided by the scoring matrix (resolve_benchmarks).
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
-    for (b, split, ex), spec in zip(loaded.eval, eval_specs):
+    for (b, split, ex), spec in zip(loaded.eval, eval_specs, strict=False):
         if b.answer_type is AnswerKind.CHOICE and spec is not None and getattr(spec, "strategy", None):
             eval_sets.append(strategy_choice_eval_set(
                 tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples, context,
@@ -833,7 +833,7 @@ def _build_lm(recipe, loaded, causal: bool):
     if loaded.train:
         parts, extras = [], []
         train_specs = loaded.train_specs or [None] * len(loaded.train)
-        for (b, _, ex), spec in zip(loaded.train, train_specs):
+        for (b, _, ex), spec in zip(loaded.train, train_specs, strict=False):
             ex = list(ex)  # a training source is read once here: prompts and targets each walk its rows
             settings = PromptSettings.of(spec)
             if causal:

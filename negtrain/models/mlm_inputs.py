@@ -50,7 +50,7 @@ class MLMData(NegtrainData):
 
     def val_dataloader(self) -> list[DataLoader]:
         loaders = super().val_dataloader()
-        for loader, eval_set in zip(loaders, self.eval_sets):  # val_dataloader makes one per set, in order
+        for loader, eval_set in zip(loaders, self.eval_sets, strict=False):  # val_dataloader makes one per set, in order
             if eval_set.transform is not None:
                 loader.collate_fn = _Then(loader.collate_fn, eval_set.transform)
         return loaders
@@ -75,7 +75,7 @@ def object_token(tokenizer, sentence: str, obj: str, policy: str, where: str) ->
     filled = sentence.replace(MASK, obj, 1)
     enc = tokenizer(filled, return_offsets_mapping=True, add_special_tokens=False)
     end = start + len(obj)
-    ids = [i for i, (s, e) in zip(enc["input_ids"], enc["offset_mapping"]) if e > s and s < end and start < e]
+    ids = [i for i, (s, e) in zip(enc["input_ids"], enc["offset_mapping"], strict=False) if e > s and s < end and start < e]
     if not ids:
         raise DataError(f"{where}: obj_label {obj!r} produced no tokens")
     if len(ids) > 1 and policy != "first_subtoken":
@@ -199,7 +199,7 @@ def read_text_lines(path: str) -> list[str]:
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        raise DataError(f"{p}: not UTF-8 ({exc.reason} at byte {exc.start})") from None
+        raise DataError(f"{p}: not UTF-8 ({exc.reason} at byte {exc.start})") from exc
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     if not lines:
         raise DataError(f"{p}: no text lines")

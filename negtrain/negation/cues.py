@@ -126,7 +126,7 @@ class CueDetector:
                 f"{type(tokenizer).__name__} is not one"
             )
         enc = tokenizer(list(texts), return_offsets_mapping=True, **kwargs)
-        flags = [self.token_flags(t, o) for t, o in zip(texts, enc["offset_mapping"])]
+        flags = [self.token_flags(t, o) for t, o in zip(texts, enc["offset_mapping"], strict=False)]
         return enc["input_ids"], flags
 
 

@@ -60,10 +60,11 @@ class Objective(ABC):
     #: How a multi-token probe object is scored ('reject' or 'first_subtoken'), also at evaluation.
     multi_token_objects: str = "reject"
 
-    def check(self, loaded) -> None:
+    # Optional hooks, empty unless an objective needs them (not abstract on purpose).
+    def check(self, loaded) -> None:  # noqa: B027
         """Refuse training data the objective cannot read, before the model loads."""
 
-    def add_tokens(self, tokenizer) -> None:
+    def add_tokens(self, tokenizer) -> None:  # noqa: B027
         """Add the special tokens the objective needs to the tokenizer (the model is resized)."""
 
     @abstractmethod

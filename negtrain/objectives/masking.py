@@ -87,7 +87,7 @@ def pad_flags(flags: torch.Tensor, encoded: EncodedSplit, indices: torch.Tensor,
     out = torch.zeros((len(indices), width), dtype=torch.bool)
     starts = encoded.offsets[indices]
     lengths = encoded.offsets[indices + 1] - starts
-    for row, (s, n) in enumerate(zip(starts.tolist(), lengths.tolist())):
+    for row, (s, n) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=False)):
         out[row, :n] = flags[s : s + n]
     return out
 
@@ -115,7 +115,7 @@ class CueMaskingTransform:
             batch.update(mask_tokens(ids, mask, flags, self.spec, batch_generator(self.seed, epoch, idx)))
             return batch
         out = {"input_ids": ids.clone(), "labels": torch.full_like(ids, IGNORE), "cue_positions": torch.zeros_like(ids, dtype=torch.bool)}
-        for r, (i, n) in enumerate(zip(idx.tolist(), mask.sum(1).tolist())):
+        for r, (i, n) in enumerate(zip(idx.tolist(), mask.sum(1).tolist(), strict=False)):
             g = torch.Generator().manual_seed(self.seed * 1_000_003 + i)
             # Draw over the example's own tokens, not the batch's padded width: the draws would
             # otherwise depend on which examples share the batch (eval batch size, rank count).

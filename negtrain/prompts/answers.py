@@ -73,7 +73,7 @@ def regex_rule(pattern: str) -> Rule:
     try:
         compiled = re.compile(pattern, re.IGNORECASE | re.DOTALL)
     except re.error as exc:
-        raise ConfigError(f"answer rule regex:{pattern}: not a regular expression ({exc})") from None
+        raise ConfigError(f"answer rule regex:{pattern}: not a regular expression ({exc})") from exc
 
     def rule(response: str, words: Sequence[str] = ()) -> str | None:
         m = compiled.search(response)

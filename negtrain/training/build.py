@@ -116,7 +116,7 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
         built = builder(recipe, loaded)
     except OSError as exc:  # from_pretrained: no such Hub id or folder, or no weights in it
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"model.name '{recipe.model.name}': cannot load it ({first[:300]})") from None
+        raise ConfigError(f"model.name '{recipe.model.name}': cannot load it ({first[:300]})") from exc
     for _, _, rows in loaded.train:
         rows.release()  # the texts are in the token store now
     built.selection = resolve_selection(recipe, built.module.eval_sets)
@@ -146,4 +146,4 @@ def reload_weights(module: NegtrainModule, checkpoint: str, given_as: str = "--c
         module.load_state_dict(state["state_dict"])
     except RuntimeError as exc:
         first = str(exc).strip().splitlines()[0]
-        raise ConfigError(f"{given_as} {checkpoint}: its weights do not fit the recipe's model ({first[:200]})") from None
+        raise ConfigError(f"{given_as} {checkpoint}: its weights do not fit the recipe's model ({first[:200]})") from exc

@@ -326,7 +326,7 @@ def read(run_or_file: Path) -> dict[str, Any] | None:
     try:
         record = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:  # ValueError: invalid JSON, or bytes that are not UTF-8
-        raise NegtrainError(f"{path}: not a readable provenance file ({exc})") from None
+        raise NegtrainError(f"{path}: not a readable provenance file ({exc})") from exc
     if not isinstance(record, dict):
         raise NegtrainError(f"{path}: not a provenance file (a JSON {_json_type(record)}, not an object)")
     return record

@@ -114,7 +114,7 @@ def format_table(
     ``is_count``: per result, which of its metrics are counts (the benchmark's ``is_count``)."""
     width = width or table_width()
     lines = [title]
-    for r, count in zip(results, is_count):
+    for r, count in zip(results, is_count, strict=False):
         lines += format_block(r, count, width, unscored_reason)
     return "\n".join(lines)
 
@@ -295,7 +295,7 @@ class RunRecorder(pl.Callback):
         if isinstance(data, NegtrainData) and data.train is not None and self._source_counts is not None:
             record["sources"] = {
                 name: {"size": size, "share": round(share, 6), "examples": int(count)}
-                for name, size, share, count in zip(data.train.sources, data.train.source_sizes, data.train_shares, counts)
+                for name, size, share, count in zip(data.train.sources, data.train.source_sizes, data.train_shares, counts, strict=False)
             }
         self._write(trainer, [TrainRecord(record)])
 

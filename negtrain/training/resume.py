@@ -314,7 +314,7 @@ def find_checkpoint(run_dir: Path) -> tuple[Candidate | None, list[str]]:
         try:
             ckpt = load_checkpoint(path)
         except Exception as exc:  # truncated, not a torch file, or unsafe to load: never resume from it
-            raise _damaged(run_dir, f"{name} is truncated or damaged (cannot be read: {type(exc).__name__})", fix) from None
+            raise _damaged(run_dir, f"{name} is truncated or damaged (cannot be read: {type(exc).__name__})", fix) from exc
         state = ckpt.get(RESUME_KEY) if isinstance(ckpt, dict) else None
         if not isinstance(state, dict) or state.get("format") != FORMAT:
             raise _damaged(run_dir, f"{name} was not written by `negtrain fit` (no resume state)", fix)

@@ -64,7 +64,7 @@ def _build(loaded: LoadedRecipe, stage: str) -> Built:
     try:
         return build(loaded.recipe, stage=stage)
     except ConfigError as exc:
-        raise ConfigError(f"{loaded.path}: {exc}") from None
+        raise ConfigError(f"{loaded.path}: {exc}") from exc
 
 
 def _prepare_run_dir(loaded: LoadedRecipe, run_dir: Path) -> Path:
@@ -159,7 +159,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     except (MisconfigurationException, ValueError) as exc:
         # Lightning rejects a trainer setting the recipe schema let through (devices, strategy, ...).
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"{loaded.path}: trainer: {first}") from None
+        raise ConfigError(f"{loaded.path}: trainer: {first}") from exc
 
 
 def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io, precision: str) -> pl.Trainer:
@@ -214,7 +214,7 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
         except Stopped as stopped:
             if stopped.printed or not (output_dir / "recipe.yaml").is_file():
                 raise  # said already (a checkpoint was written), or nothing to continue
-            raise stopped.continue_with(f"{output_dir} keeps its newest checkpoint", resume_command(output_dir)) from None
+            raise stopped.continue_with(f"{output_dir} keeps its newest checkpoint", resume_command(output_dir)) from stopped
 
 
 def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:

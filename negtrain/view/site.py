@@ -132,7 +132,7 @@ def serve(out: Path, port: int) -> None:
     try:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as exc:
-        raise NegtrainError(f"--serve {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})") from None
+        raise NegtrainError(f"--serve {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})") from exc
     print(f"serving {out} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
     with server:
         server.serve_forever()
