@@ -15,7 +15,8 @@ from negtrain.config import CausalLmModelConfig
 from negtrain.errors import ConfigError
 from negtrain.models.lm import rendered_prompts
 from negtrain.prompts.strategies import Prompt
-from tiny_models import corpus, llama_tokenizer
+from negtrain.models.tiny import llama_tokenizer
+from tiny_models import corpus
 
 # As Gemma's template begins: no system role.
 GEMMA_STYLE = (
