@@ -76,10 +76,12 @@ def test_any_template_error_is_named_and_suggests_the_turns(tokenizer):
     line = str(refused.value)
     assert "no_such_filter" in line and "(user messages)" in line
     assert "add --fewshot-as-multiturn (model.fewshot_as_multiturn: true)" in line
-    # The causal family's default chat_template (no --chat): the setting to change is named.
+    # A recipe that asks for the template with model.chat_template (not --chat): that setting is
+    # the one named. Without either, the template is not applied, so it cannot fail.
     tokenizer.chat_template = BROKEN
     with pytest.raises(ConfigError, match=r"score without the chat template \(model.chat_template: false\)$"):
-        rendered_prompts(tokenizer, [Prompt(query="q")], CausalLmModelConfig(name="tiny"))
+        rendered_prompts(tokenizer, [Prompt(query="q")], CausalLmModelConfig(name="tiny", chat_template=True))
+    assert rendered_prompts(tokenizer, [Prompt(query="q")], CausalLmModelConfig(name="tiny"))[1] is False
 
 
 def test_evaluate_chat_system_on_a_gemma_style_template_is_one_error_line_before_loading(lm_env, tmp_path, capsys, monkeypatch):
