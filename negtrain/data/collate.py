@@ -64,10 +64,12 @@ class PadCollator:
         types = torch.zeros((len(idx), width), dtype=torch.long) if self.encoded.token_type_ids is not None else None
         for row, (s, n) in enumerate(zip(starts.tolist(), lengths.tolist(), strict=False)):
             cols = slice(width - n, width) if self.pad_left else slice(0, n)
-            ids[row, cols] = self.encoded.input_ids[s : s + n]
+            # Read, not sliced from the mapping (EncodedSplit.span): the run's memory stays flat in
+            # the size of the training set.
+            ids[row, cols] = self.encoded.span("input_ids", s, n)
             mask[row, cols] = 1
             if types is not None:
-                types[row, cols] = self.encoded.token_type_ids[s : s + n]
+                types[row, cols] = self.encoded.span("token_type_ids", s, n)
         real = torch.full((len(idx),), not getattr(indices, "padding", False), dtype=torch.bool)
         batch = {"input_ids": ids, "attention_mask": mask, "index": idx, "real": real}
         if types is not None:

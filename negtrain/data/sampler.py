@@ -25,6 +25,7 @@ continues with the very next batch.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterator
 
 import numpy as np
@@ -103,21 +104,29 @@ class BatchSampler(Sampler[list[int]]):
         n = len(self.lengths)
         return rng.permutation(n) if self.shuffle else np.arange(n)
 
-    def global_batches(self) -> list[np.ndarray]:
+    def epoch_plan(self) -> tuple[np.ndarray, np.ndarray]:
+        """The epoch's batches as two arrays: ``order``, the examples in batch-forming order, and
+        ``batch_order``, the batches in the order they are taken (batch ``j`` is
+        ``order[j * batch_size : (j + 1) * batch_size]``). Two arrays, not a list of per-batch
+        arrays, so an epoch of millions of examples costs a few bytes per example.
+        """
         rng = np.random.default_rng([self.seed, self.epoch])
         order = self.epoch_indices(rng)
         if self.bucket:
             pool = self.batch_size * self.pool_batches
-            pieces = []
             for start in range(0, len(order), pool):
                 chunk = order[start : start + pool]
-                # Stable sort keeps the shuffled order among equal lengths.
-                pieces.append(chunk[np.argsort(-self.lengths[chunk], kind="stable")])
-            order = np.concatenate(pieces) if pieces else order
-        batches = [order[i : i + self.batch_size] for i in range(0, len(order), self.batch_size)]
-        if self.bucket and self.shuffle:
-            batches = [batches[i] for i in rng.permutation(len(batches))]
-        return batches
+                # Stable sort keeps the shuffled order among equal lengths. In place: the fancy
+                # index copies the pool first.
+                order[start : start + pool] = chunk[np.argsort(-self.lengths[chunk], kind="stable")]
+        n_batches = -(-len(order) // self.batch_size)
+        batch_order = rng.permutation(n_batches) if self.bucket and self.shuffle else np.arange(n_batches)
+        return order, batch_order
+
+    def global_batches(self) -> list[np.ndarray]:
+        """The epoch's batches, in order, before any limit (see :meth:`epoch_plan`)."""
+        order, batch_order = self.epoch_plan()
+        return [order[j * self.batch_size : (j + 1) * self.batch_size] for j in batch_order.tolist()]
 
     def num_global_batches(self) -> int:
         """How many batches :meth:`global_batches` forms, before any limit."""
@@ -148,25 +157,27 @@ class BatchSampler(Sampler[list[int]]):
 
     def __iter__(self) -> Iterator[SampledBatch]:
         skip, self._resume_at = self._resume_at, 0
-        batches = self.global_batches()
-        batches = batches[: self.kept_batches(len(batches))]
-        for batch, padding in self._dealt(batches)[skip:]:
-            yield SampledBatch(batch.tolist(), self.epoch, padding=padding)
+        order, batch_order = self.epoch_plan()
+        batch_order = batch_order[: self.kept_batches(len(batch_order))]
+        size = self.batch_size
+        for position, padding in itertools.islice(self._dealt(len(batch_order)), skip, None):
+            j = int(batch_order[position])
+            yield SampledBatch(order[j * size : (j + 1) * size].tolist(), self.epoch, padding=padding)
 
-    def _dealt(self, batches: list[np.ndarray]) -> list[tuple[np.ndarray, bool]]:
-        """This rank's batches of the epoch, in order, each with whether it is padding."""
+    def _dealt(self, n_batches: int) -> Iterator[tuple[int, bool]]:
+        """This rank's batches of the epoch, as positions among the ``n_batches`` kept global
+        batches, in order, each with whether it is padding."""
         if self.num_replicas == 1:
-            return [(batch, False) for batch in batches]
-        mine = []
-        for step in range(0, len(batches), self.num_replicas):
+            yield from ((position, False) for position in range(n_batches))
+            return
+        for step in range(0, n_batches, self.num_replicas):
             position = step + self.rank
-            if position < len(batches):
-                mine.append((batches[position], False))
+            if position < n_batches:
+                yield position, False
             else:
                 # This rank has no batch left in the last step: repeat one (cyclically, in case
                 # there are fewer batches than ranks) as zero-weight padding.
-                mine.append((batches[position % len(batches)], True))
-        return mine
+                yield position % n_batches, True
 
     def __len__(self) -> int:
         return -(-self.kept_batches(self.num_global_batches()) // self.num_replicas)

@@ -137,6 +137,20 @@ def _save(path, codes: np.ndarray, key: str) -> None:
             raise
 
 
+def label_codes(rows: Sequence[Example]) -> tuple[np.ndarray, tuple[str, ...]]:
+    """Each row's gold label as a code, an index into the labels returned with them: a training
+    source's cached int16 codes into its benchmark's labels (no Python object per row), else
+    the rows' own labels, numbered in order of appearance."""
+    if isinstance(rows, TrainSource):
+        codes = rows.codes()
+        if not (codes == NO_CODE).any():
+            return codes, tuple(rows.benchmark.labels)
+        rows = rows.examples()  # a label outside the benchmark's set: read from the rows
+    labels: dict[str, int] = {}
+    codes = np.fromiter((labels.setdefault(e.label, len(labels)) for e in rows), dtype=np.int32, count=len(rows))
+    return codes, tuple(labels)
+
+
 def gold_labels(rows: Sequence[Example]) -> list[str]:
     """The gold labels of a training source or a plain list of examples."""
     return rows.gold_labels() if isinstance(rows, TrainSource) else [e.label for e in rows]

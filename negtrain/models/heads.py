@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+import numpy as np
 import torch
 
 from negtrain import labels as nli
@@ -82,13 +83,23 @@ def choose_head_labels(
 
 def target_mask(gold: Sequence[str], head: Sequence[str]) -> torch.Tensor:
     """(N, H) bool: which head classes count as right for each gold label."""
-    table: dict[str, list[bool]] = {}
-    for label in set(gold):
+    labels: dict[str, int] = {}
+    codes = np.fromiter((labels.setdefault(g, len(labels)) for g in gold), dtype=np.int32, count=len(gold))
+    return coded_target_mask(codes, list(labels), head)
+
+
+def coded_target_mask(codes: np.ndarray, labels: Sequence[str], head: Sequence[str]) -> torch.Tensor:
+    """(N, H) bool, as :func:`target_mask`, from each gold label's code (its index in ``labels``):
+    one row per label looked up by the codes, so a source of millions of pairs makes no Python
+    object per pair."""
+    table = torch.zeros((len(labels), len(head)), dtype=torch.bool)
+    for code in np.unique(codes).tolist():  # only the labels present must fit the head
+        label = labels[code]
         row = [h == label or nli.coarsen(h) == label or nli.coarsen(label) == h for h in head]
         if not any(row):
             raise ConfigError(f"gold label '{label}' cannot be expressed by a head with labels {list(head)}")
-        table[label] = row
-    return torch.tensor([table[g] for g in gold], dtype=torch.bool)
+        table[code] = torch.tensor(row)
+    return table[torch.from_numpy(np.asarray(codes, dtype=np.int64))]
 
 
 def prediction_space(head: Sequence[str], spaces: Sequence[Sequence[str]], benchmark: str) -> tuple[str, ...]:

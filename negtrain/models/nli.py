@@ -16,7 +16,7 @@ from negtrain.config import NliModelConfig, Recipe
 from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
-from negtrain.data.sources import data_key, gold_labels
+from negtrain.data.sources import data_key, label_codes
 from negtrain.errors import ConfigError
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
@@ -28,11 +28,11 @@ from negtrain.models.heads import (
     HEAD_MODULES,
     checkpoint_labels,
     choose_head_labels,
+    coded_target_mask,
     head_to_benchmark,
     prediction_space,
     reset_loaded_head,
     set_loss,
-    target_mask,
 )
 from negtrain.models.init_from import load_into, resolve_init
 from negtrain.models.sources import attention_kwargs, resolve_model_name
@@ -164,10 +164,10 @@ def build_nli(recipe, loaded):
     if loaded.train:
         # A training source's labels come from its compact cached codes and its tokens from the
         # store, both keyed by its data files: a warm start reads no text (negtrain.data.sources).
-        gold = [label for _, _, ex in loaded.train for label in gold_labels(ex)]
+        targets = torch.cat([coded_target_mask(*label_codes(ex), head) for _, _, ex in loaded.train])
         train = TrainSet(
             encoded=EncodedSplit.concat([encode_pairs(tokenizer, ex, cfg.max_length, num_proc=recipe.data.num_proc) for _, _, ex in loaded.train]),
-            extras={"targets": target_mask(gold, head)},
+            extras={"targets": targets},
             sources=[f"{b.name}/{split}" for b, split, _ in loaded.train],
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )

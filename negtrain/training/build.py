@@ -22,6 +22,7 @@ from negtrain.data.sources import TrainSource
 from negtrain.errors import ConfigError, did_you_mean
 from negtrain.hub_access import check_hub_model
 from negtrain.io.checkpoints import read_checkpoint
+from negtrain.memory import release_freed_memory
 from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.models.adapters import load_adapter_state
 from negtrain.models.base import NegtrainModule
@@ -119,6 +120,7 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
         raise ConfigError(f"model.name '{recipe.model.name}': cannot load it ({first[:300]})") from exc
     for _, _, rows in loaded.train:
         rows.release()  # the texts are in the token store now
+    release_freed_memory()  # what reading and tokenizing the data freed (negtrain.memory)
     built.selection = resolve_selection(recipe, built.module.eval_sets)
     built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)
     return built

@@ -22,6 +22,7 @@ from negtrain.errors import ConfigError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
 from negtrain.io.run_lock import run_lock
+from negtrain.memory import release_freed_memory
 from negtrain.models.adapters import save_adapter_config
 from negtrain.paths import resume_command
 from negtrain.recipes import LoadedRecipe
@@ -115,7 +116,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         names = [s.name for s in built.data.eval_sets]
         tracker = WandbTracker(logger, run_dir, names, log_predictions=loaded.recipe.logger.log_predictions)
     # The recorder hands every record it writes to the tracker: the callbacks' order does not matter.
-    callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage, listeners=[tracker.record] if tracker else [])]
+    callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage, listeners=[tracker.record] if tracker else []), ReleaseFreedMemory()]
     if stage == "fit" and t.ema_decay is not None:
         from lightning.pytorch.callbacks import WeightAveraging
         from torch.optim.swa_utils import get_ema_multi_avg_fn
@@ -160,6 +161,24 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         # Lightning rejects a trainer setting the recipe schema let through (devices, strategy, ...).
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ConfigError(f"{loaded.path}: trainer: {first}") from exc
+
+
+class ReleaseFreedMemory(pl.Callback):
+    """Returns what the run freed to the system where it frees most: the setup's reading and
+    tokenizing (at the start of training), an evaluation's activations and a checkpoint's
+    serialisation (at the end of each; see :mod:`negtrain.memory`)."""
+
+    def on_fit_start(self, trainer, pl_module) -> None:
+        release_freed_memory()
+
+    def on_validation_end(self, trainer, pl_module) -> None:
+        release_freed_memory()
+
+    def on_test_end(self, trainer, pl_module) -> None:
+        release_freed_memory()
+
+    def on_train_epoch_end(self, trainer, pl_module) -> None:
+        release_freed_memory()
 
 
 def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io, precision: str) -> pl.Trainer:
