@@ -1,5 +1,6 @@
-"""Scoring benchmark splits through a request backend (a model behind an OpenAI-compatible
-server), into the same files as the in-process ``hf`` backend.
+"""Scoring benchmark splits through a request backend (a row of the backends table,
+:mod:`negtrain.config.backends`: a model behind an OpenAI-compatible server, or a registered
+one), into the same files as the in-process ``hf`` backend.
 
 An eval entry becomes requests (:mod:`negtrain.serving.requests`) built from the same prompts,
 shots, strategies and verbalizers as the ``causal_lm`` family builds them
@@ -40,8 +41,8 @@ from negtrain.metrics.uncertainty import estimate
 from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
 from negtrain.models.lm import PromptSettings, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text
-from negtrain.serving.openai import Counts, OpenAIBackend
-from negtrain.serving.requests import Generation, Loglikelihood
+from negtrain.serving.backend import Backend
+from negtrain.serving.requests import Counts, Generation, Loglikelihood
 from negtrain.training.recorder import eval_record
 
 #: What a decoder gives for the bytes of a character cut off by the token limit.
@@ -68,7 +69,7 @@ class ServedResult:
     counts: Counts
 
 
-def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing: bool = False) -> ServedResult:
+def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool = False) -> ServedResult:
     """Score one eval entry through ``backend``; write its predictions file into ``out`` and
     return its metrics line (with the requests it took under ``"requests"``)."""
     bench = get_benchmark(entry.benchmark)

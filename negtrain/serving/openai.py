@@ -40,7 +40,7 @@ from negtrain.secrets import redact_text, remember_secret
 from negtrain.serving import answers, http
 from negtrain.serving.answers import Malformed
 from negtrain.serving.cache import ResponseCache
-from negtrain.serving.requests import Answer, Generation, Loglikelihood, Request, cache_key
+from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood, Request, cache_key
 
 #: The longest wait between two tries, whatever Retry-After says.
 MAX_WAIT = 60.0
@@ -95,21 +95,6 @@ class ServerSettings:
         if self.extra_body and isinstance(request, Generation):
             identity["extra_body"] = self.extra_body
         return identity
-
-
-@dataclass
-class Counts:
-    """Per benchmark: requests sent to the server (retries included), answers read from the
-    cache, and tokens in and out as the server counted them (answers from the cache included)."""
-
-    requests: int = 0
-    cached: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    missing: list[str] = field(default_factory=list)  # examples whose request failed (--allow-missing)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"sent": self.requests, "cached": self.cached, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out}
 
 
 class _Transient(Exception):
@@ -331,3 +316,14 @@ class OpenAIBackend:
 
 class _Stopped(Exception):
     """Another request failed, or the card is stopping: the rest are not sent."""
+
+
+def open_openai(context) -> OpenAIBackend:
+    """The ``openai`` row of the backends table (negtrain/config/backends.py): a client for the
+    server of the recipe's ``evaluation.server`` section, serving ``model.name``."""
+    server = context.server
+    if server is None:
+        raise ConfigError("backend openai needs a server section (base_url)")
+    settings = ServerSettings(server.base_url, context.model, server.key_env, server.concurrency, server.timeout,
+                              server.retries, server.max_requests, server.extra_body)
+    return OpenAIBackend(settings, context.cache)
