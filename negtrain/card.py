@@ -63,7 +63,7 @@ from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.paths import check_output_dir
-from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
+from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides, resolved_recipe_yaml
 from negtrain.secrets import redact_text, remember_secret
 
 # Lightning, torch and the training floor are imported where a card is scored or written: an
@@ -511,10 +511,14 @@ def _staging(out: Path, name: str) -> Path:
     return folder
 
 
+def _lightning_rank() -> int:
+    from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+    return rank_zero_only.rank
+
+
 def make_card(args, extra: list[str]) -> Path:
     recipe, skipped, checkpoint, protocol = plan_card(args, extra)
-    from negtrain.training.run import resolved_recipe_yaml
-
     shown = redact_text(args.model)  # a token inside a model path never reaches a title or header
     out = args.out or default_out(shown, recipe.model.family)
     check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
@@ -529,23 +533,25 @@ def make_card(args, extra: list[str]) -> Path:
 
 
 def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: LoadedRecipe, recipe_text: str, shown: str, protocol) -> None:
-    from lightning.pytorch.utilities.rank_zero import rank_zero_only
-
-    from negtrain.training.run import evaluate_each, quiet_third_party_logs
-
+    served = recipe.evaluation.backend != IN_PROCESS
+    # A served card runs in one process and imports no Lightning; the hf one may run under DDP,
+    # where only rank zero writes the card's files.
+    rank = 0 if served else _lightning_rank()
     entries = list(recipe.data.eval)
-    if rank_zero_only.rank == 0:
+    if rank == 0:
         continuing = _open_card_dir(out, recipe_text)
     else:
         continuing = True
     todo = [e for e in entries if not part_path(out, set_name(e)).is_file()]
-    if continuing and rank_zero_only.rank == 0:
+    if continuing and rank == 0:
         print(f"continuing the card in {out}: {len(entries) - len(todo)} of {len(entries)} benchmarks already scored", flush=True)
     if todo:
-        quiet_third_party_logs()
-        if recipe.evaluation.backend != IN_PROCESS:
+        if served:  # no tokenizer, weights or Trainer here: nothing of theirs to quiet
             _score_served(recipe, todo, out, args)
         else:
+            from negtrain.training.run import evaluate_each, quiet_third_party_logs
+
+            quiet_third_party_logs()
             partial = recipe.model_copy(deep=True)
             partial.data.eval = todo
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
@@ -553,9 +559,9 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
                                  provenance_of=loaded, provenance_dir=out, checkpoint_given_as=f"--model {shown}:",
                                  fresh_head_remedy=FRESH_HEAD_REMEDY,
                                  response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
-            if note and rank_zero_only.rank == 0:  # kept, so the card of a continued run says it too
+            if note and rank == 0:  # kept, so the card of a continued run says it too
                 write_text(out / PARTS / FRESH_HEAD_NOTE, note + "\n")
-    if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
+    if rank == 0:  # under DDP every rank returns here; one writes the card
         records = [r for e in entries for r in read_records(part_path(out, set_name(e)))]
         write_records(out / "metrics.jsonl", records)
         template = chat_template_line(recipe)
@@ -577,7 +583,7 @@ def _score_served(recipe, todo, out: Path, args) -> None:
     from negtrain.served import needs_logprobs, score_served
     from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.cache import ResponseCache
-    from negtrain.training import provenance
+    from negtrain.models import provenance
 
     server = recipe.evaluation.server
     allow_missing = server.allow_missing if server is not None else bool(getattr(args, "allow_missing", False))
@@ -660,9 +666,9 @@ def scored_count(metrics: dict) -> float | None:
 
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, record: dict | None = None,
                   template: str | None = None, fresh_head: str | None = None) -> str:
-    """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end;
+    """``record``: the card's provenance (:mod:`negtrain.models.provenance`), shown at the end;
     ``template``: whether the prompts went through a chat template (:func:`chat_template_line`)."""
-    from negtrain.training import provenance
+    from negtrain.models import provenance
 
     evals = [r for r in records if isinstance(r, EvalRecord)]
     columns: list[str] = []
@@ -795,7 +801,7 @@ SAME_SPOT = 0.04
 def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped, template: str | None = None,
                fresh_head: str | None = None) -> None:
     """card.md and card.png from the card's records (what its metrics.jsonl holds, as just written)."""
-    from negtrain.training import provenance
+    from negtrain.models import provenance
 
     records = [r for r in records if r.stage == "validate"]
     if not records:

@@ -19,7 +19,7 @@ shots, strategies and verbalizers as the ``causal_lm`` family builds them
 
 Cloze probes (negated LAMA) need the whole next-token distribution, which no server returns:
 they are not scored through a server. The metric, the bootstrap intervals, the metrics line and
-the predictions file are the ``hf`` backend's own (:func:`negtrain.training.recorder.eval_record`,
+the predictions file are the ``hf`` backend's own (:func:`negtrain.data.eval_set.eval_record`,
 :meth:`negtrain.data.eval_set.EvalSet.write_predictions`).
 """
 
@@ -34,16 +34,15 @@ import torch
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.data.eval_set import EvalResult, EvalSet
+from negtrain.data.eval_set import EvalResult, EvalSet, eval_record
 from negtrain.io.records import CardRecord
 from negtrain.metrics.multiple_choice import first_argmax
 from negtrain.metrics.uncertainty import estimate
 from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
-from negtrain.models.lm import PromptSettings, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text
+from negtrain.models.prompting import PromptSettings, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text
 from negtrain.serving.backend import Backend
 from negtrain.serving.requests import Counts, Generation, Loglikelihood
-from negtrain.training.recorder import eval_record
 
 #: What a decoder gives for the bytes of a character cut off by the token limit.
 INCOMPLETE_TAIL = "\ufffd"
