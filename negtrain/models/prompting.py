@@ -2,7 +2,7 @@
 read: the prompts (the benchmark's or the recipe's template, a strategy, shots), the verbalizers,
 the default answering of a causal LM. Text only (no tokenizer, no weights), so the in-process
 families (:mod:`negtrain.models.lm`) and a served backend (:mod:`negtrain.served`) build the same
-prompts from the same code, and a served card loads neither torch's training stack nor Lightning.
+prompts from the same code, and a served card imports no Lightning.
 """
 
 from __future__ import annotations
