@@ -23,7 +23,8 @@ split its shots come from.
 A card survives a kill: benchmarks are scored one at a time and each is kept as soon as it is
 done (``parts/<benchmark>-<split>.json``, after its predictions file), and the same command into
 the same ``DIR`` continues from there; ``metrics.jsonl`` and the card are assembled from the parts.
-``--backend openai`` scores a served model instead of loading one (:mod:`negtrain.served`).
+``--backend openai`` (or any row of the backends table, :mod:`negtrain.config.backends`) scores a
+served model instead of loading one (:mod:`negtrain.served`).
 """
 
 from __future__ import annotations
@@ -43,8 +44,10 @@ from negtrain.benchmarks.matrix import Skipped, check_supported, resolve_benchma
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import (
     FAMILY_PICK,
+    IN_PROCESS,
     FAMILY_SECTIONS,
     RUN_ONLY_SERVER_SETTINGS,
+    check_backend,
     families_where,
     family_of,
     load_yaml,
@@ -60,7 +63,7 @@ from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.paths import check_output_dir
-from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides
+from negtrain.recipes import LoadedRecipe, apply_overrides, parse_overrides, resolved_recipe_yaml
 from negtrain.secrets import redact_text, remember_secret
 
 # Lightning, torch and the training floor are imported where a card is scored or written: an
@@ -297,13 +300,16 @@ def _apply_strategy(recipe, name: str, named: bool) -> None:
 
 
 def _server_section(args) -> dict[str, Any] | None:
-    if getattr(args, "backend", "hf") != "openai":
+    backend = getattr(args, "backend", IN_PROCESS) or IN_PROCESS
+    if backend == IN_PROCESS:
         given = [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "concurrency", "timeout", "retries", "max_requests",
                                                       "extra_body") if getattr(args, n, None) is not None]
         if given:
             raise ConfigError(f"{', '.join(given)} go with --backend openai")
         return None
     if not args.base_url:
+        if backend != "openai":  # a registered backend that reads no server
+            return None
         raise ConfigError("--backend openai needs --base-url (the server's API root, e.g. http://127.0.0.1:8000/v1)")
     server: dict[str, Any] = {"base_url": args.base_url, "allow_missing": bool(args.allow_missing)}
     for name, key in (("api_key_env", "key_env"), ("concurrency", "concurrency"), ("timeout", "timeout"),
@@ -314,7 +320,7 @@ def _server_section(args) -> dict[str, Any] | None:
         try:
             extra = json.loads(args.extra_body)
         except ValueError as exc:
-            raise ConfigError(f"--extra-body: not JSON ({exc})") from None
+            raise ConfigError(f"--extra-body: not JSON ({exc})") from exc
         if not isinstance(extra, dict):
             raise ConfigError(f"--extra-body: a JSON object of request fields, e.g. '{{\"repeat_penalty\": 1.0}}', not {args.extra_body!r}")
         server["extra_body"] = extra
@@ -346,16 +352,16 @@ def plan_card(args, extra: list[str]):
     """The card's resolved recipe, the benchmarks skipped (with why), and the checkpoint: found in
     seconds, before any model is loaded or request sent."""
     overrides = parse_overrides(extra)
-    backend = getattr(args, "backend", "hf") or "hf"
+    backend = check_backend(getattr(args, "backend", IN_PROCESS) or IN_PROCESS)
     family = args.family
-    if backend == "openai":
+    if backend != IN_PROCESS:
         served = families_where("served")
         family = family or served[0]
         if family not in served:
-            raise ConfigError(f"--backend openai scores a served decoder ({', '.join(served)}), not '{family}'")
+            raise ConfigError(f"--backend {backend} scores a served decoder ({', '.join(served)}), not '{family}'")
         if _run_source(args.model) is not None or args.adapter is not None:
-            raise ConfigError("--backend openai: --model is the served model's name; a run directory or adapter is loaded by --backend hf")
-    if backend != "openai":
+            raise ConfigError(f"--backend {backend}: --model is the served model's name; a run directory or adapter is loaded by --backend hf")
+    else:
         check_model_exists(args.model)
     from negtrain.prompts.protocols import get_protocol
 
@@ -367,9 +373,11 @@ def plan_card(args, extra: list[str]):
         raw["data"]["eval"] = eval_entries(protocol, getattr(args, "chat", False))
     _llm_settings(raw, args)
     server = _server_section(args)
-    if server is not None:
+    if backend != IN_PROCESS:
         raw.setdefault("evaluation", {})
-        raw["evaluation"] = {**raw["evaluation"], "backend": "openai", "server": {**server, **(raw["evaluation"].get("server") or {})}}
+        raw["evaluation"] = {**raw["evaluation"], "backend": backend}
+        if server is not None:
+            raw["evaluation"]["server"] = {**server, **(raw["evaluation"].get("server") or {})}
         if raw["evaluation"].get("truncate", "none") != "none":
             # Nothing here cuts a served prompt: refused rather than ignored.
             raise ConfigError("--truncate left: a served model is sent every prompt whole, and the server's context decides; "
@@ -382,7 +390,7 @@ def plan_card(args, extra: list[str]):
     try:
         skipped = resolve_benchmarks(recipe)
     except ConfigError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
+        raise ConfigError(f"{where}: {exc}") from exc
     if skipped and args.strict:
         raise ConfigError(
             f"{where} --strict: cannot read " + "; ".join(f"{s.benchmark}/{s.split} ({s.reason})" for s in skipped)
@@ -394,7 +402,7 @@ def plan_card(args, extra: list[str]):
     head = [nli.normalize(h) or h for h in getattr(recipe.model, "head_labels", None) or []]
     if head:
         recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit, lambda e: head_cannot_score(head, e.benchmark), where)
-    if recipe.evaluation.backend == "openai":
+    if recipe.evaluation.backend != IN_PROCESS:
         recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit,
                                            lambda e: _through_server(e, recipe), where)
     if shots:
@@ -406,7 +414,7 @@ def plan_card(args, extra: list[str]):
         try:
             resolve_benchmarks(recipe, announce=False)  # fills each entry's shots_split, the strategy's verbalizer
         except ConfigError as exc:
-            raise ConfigError(f"{where}: {exc}") from None
+            raise ConfigError(f"{where}: {exc}") from exc
     # Drawn shots come from another split (ScoNe's and CondaQA's train): one that cannot be read
     # is skipped like unreadable data under `all`, and an error for a named benchmark.
     recipe.data.eval = _skip_or_refuse(recipe.data.eval, skipped, explicit, _unreadable_shots, where)
@@ -481,7 +489,7 @@ def _open_card_dir(out: Path, recipe_text: str) -> bool:
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise ConfigError(f"--out {out}: cannot create the card's directory ({exc.strerror or exc})") from None
+        raise ConfigError(f"--out {out}: cannot create the card's directory ({exc.strerror or exc})") from exc
     write_text(recipe_file, recipe_text)
     return False
 
@@ -503,10 +511,14 @@ def _staging(out: Path, name: str) -> Path:
     return folder
 
 
+def _lightning_rank() -> int:
+    from lightning.pytorch.utilities.rank_zero import rank_zero_only
+
+    return rank_zero_only.rank
+
+
 def make_card(args, extra: list[str]) -> Path:
     recipe, skipped, checkpoint, protocol = plan_card(args, extra)
-    from negtrain.training.run import resolved_recipe_yaml
-
     shown = redact_text(args.model)  # a token inside a model path never reaches a title or header
     out = args.out or default_out(shown, recipe.model.family)
     check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
@@ -516,28 +528,30 @@ def make_card(args, extra: list[str]) -> Path:
         try:
             _write_card_dir(args, recipe, skipped, checkpoint, out, loaded, recipe_text, shown, protocol)
         except Stopped as stopped:  # never a success; the finished benchmarks and cached answers stay
-            raise stopped.continue_with(f"the card in {out} keeps what it finished", "the same command") from None
+            raise stopped.continue_with(f"the card in {out} keeps what it finished", "the same command") from stopped
     return out
 
 
 def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: LoadedRecipe, recipe_text: str, shown: str, protocol) -> None:
-    from lightning.pytorch.utilities.rank_zero import rank_zero_only
-
-    from negtrain.training.run import evaluate_each, quiet_third_party_logs
-
+    served = recipe.evaluation.backend != IN_PROCESS
+    # A served card runs in one process and imports no Lightning; the hf one may run under DDP,
+    # where only rank zero writes the card's files.
+    rank = 0 if served else _lightning_rank()
     entries = list(recipe.data.eval)
-    if rank_zero_only.rank == 0:
+    if rank == 0:
         continuing = _open_card_dir(out, recipe_text)
     else:
         continuing = True
     todo = [e for e in entries if not part_path(out, set_name(e)).is_file()]
-    if continuing and rank_zero_only.rank == 0:
+    if continuing and rank == 0:
         print(f"continuing the card in {out}: {len(entries) - len(todo)} of {len(entries)} benchmarks already scored", flush=True)
     if todo:
-        quiet_third_party_logs()
-        if recipe.evaluation.backend == "openai":
+        if served:  # no tokenizer, weights or Trainer here: nothing of theirs to quiet
             _score_served(recipe, todo, out, args)
         else:
+            from negtrain.training.run import evaluate_each, quiet_third_party_logs
+
+            quiet_third_party_logs()
             partial = recipe.model_copy(deep=True)
             partial.data.eval = todo
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
@@ -545,9 +559,9 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
                                  provenance_of=loaded, provenance_dir=out, checkpoint_given_as=f"--model {shown}:",
                                  fresh_head_remedy=FRESH_HEAD_REMEDY,
                                  response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
-            if note and rank_zero_only.rank == 0:  # kept, so the card of a continued run says it too
+            if note and rank == 0:  # kept, so the card of a continued run says it too
                 write_text(out / PARTS / FRESH_HEAD_NOTE, note + "\n")
-    if rank_zero_only.rank == 0:  # under DDP every rank returns here; one writes the card
+    if rank == 0:  # under DDP every rank returns here; one writes the card
         records = [r for e in entries for r in read_records(part_path(out, set_name(e)))]
         write_records(out / "metrics.jsonl", records)
         template = chat_template_line(recipe)
@@ -567,31 +581,35 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
 
 def _score_served(recipe, todo, out: Path, args) -> None:
     from negtrain.served import needs_logprobs, score_served
+    from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.cache import ResponseCache
-    from negtrain.serving.openai import OpenAIBackend, ServerSettings
-    from negtrain.training import provenance
+    from negtrain.models import provenance
 
     server = recipe.evaluation.server
-    settings = ServerSettings(server.base_url, recipe.model.name, server.key_env, server.concurrency, server.timeout,
-                              server.retries, server.max_requests, server.extra_body)
+    allow_missing = server.allow_missing if server is not None else bool(getattr(args, "allow_missing", False))
     # A continued card adds this session to its provenance; a new one gets this one (write_resumed
     # writes the record whole where there is none yet).
     provenance.write_resumed(out, provenance.collect(recipe, "server", None, None))
     cache = ResponseCache(Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
-    backend = OpenAIBackend(settings, cache)
+    try:
+        backend = open_backend(recipe.evaluation.backend, BackendContext(recipe.model.name, server, cache))
+    except BaseException:
+        cache.close()
+        raise
     need = [e for e in todo if needs_logprobs(get_benchmark(e.benchmark), e)]
     if need:
         ok, answer = backend.offers_prompt_logprobs()
         if not ok:
             can = [set_name(e) for e in todo if e not in need]
+            where = f"the server at {backend.settings.api_root}" if hasattr(backend, "settings") else f"the backend {backend.name}"
             raise ConfigError(
-                f"the server at {settings.api_root} returns no prompt log-probabilities (echo + logprobs on /v1/completions: {answer}); "
+                f"{where} returns no prompt log-probabilities (echo + logprobs on /v1/completions: {answer}); "
                 f"{', '.join(set_name(e) for e in need)} need them; "
                 + (f"these can run: --benchmarks {','.join(dict.fromkeys(c.split('/')[0] for c in can))}" if can else "no benchmark asked for can run without them")
             )
     try:
         for entry in todo:
-            result = score_served(recipe, entry, backend, out, allow_missing=recipe.evaluation.server.allow_missing)
+            result = score_served(recipe, entry, backend, out, allow_missing=allow_missing)
             write_records(part_path(out, set_name(entry)), [result.record])
             c = result.counts
             print(f"{set_name(entry)}: {result.record['metrics'].get(headline(result.record['metrics']) or 'n')} "
@@ -610,6 +628,8 @@ def chat_template_line(recipe) -> str | None:
     model = recipe.model
     if not FAMILY_SECTIONS[model.family].reads_prompts:
         return None
+    if recipe.evaluation.backend not in (IN_PROCESS, "openai"):
+        return f"Chat template: whatever the {recipe.evaluation.backend} backend applies; prompts sent as written."
     if recipe.evaluation.backend == "openai":
         return ("Chat template: the server's, through /v1/chat/completions (--chat)." if model.chat
                 else "Chat template: none; prompts as written, through /v1/completions (no --chat).")
@@ -646,9 +666,9 @@ def scored_count(metrics: dict) -> float | None:
 
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, record: dict | None = None,
                   template: str | None = None, fresh_head: str | None = None) -> str:
-    """``record``: the card's provenance (:mod:`negtrain.training.provenance`), shown at the end;
+    """``record``: the card's provenance (:mod:`negtrain.models.provenance`), shown at the end;
     ``template``: whether the prompts went through a chat template (:func:`chat_template_line`)."""
-    from negtrain.training import provenance
+    from negtrain.models import provenance
 
     evals = [r for r in records if isinstance(r, EvalRecord)]
     columns: list[str] = []
@@ -781,7 +801,7 @@ SAME_SPOT = 0.04
 def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped, template: str | None = None,
                fresh_head: str | None = None) -> None:
     """card.md and card.png from the card's records (what its metrics.jsonl holds, as just written)."""
-    from negtrain.training import provenance
+    from negtrain.models import provenance
 
     records = [r for r in records if r.stage == "validate"]
     if not records:

@@ -38,7 +38,7 @@ from negtrain.metrics.base import MISSING
 from negtrain.metrics.paired_tests import ADJUSTMENTS, adjusted, mcnemar_exact
 from negtrain.metrics.uncertainty import UnitTable, paired
 from negtrain.seeds import SeedGroup, is_seed_group
-from negtrain.training import provenance
+from negtrain.models import provenance
 
 #: ``<benchmark>-<split>-<epochN|validate|test>.jsonl``; benchmark names may hold '-', splits do not.
 PREDICTIONS_FILE = re.compile(r"^(?P<benchmark>.+)-(?P<split>[^-]+)-(?P<stage>epoch(?P<epoch>\d+)|validate|test)\.jsonl$")
@@ -216,7 +216,7 @@ def _provenance_of(arg: Path) -> dict[str, Any] | None:
 
 def setup_differences(a: Path, b: Path) -> list[str]:
     """Where A and B were produced differently in a way that moves numbers: a data file with other
-    bytes, another major version of a package (:func:`negtrain.training.provenance.differences`).
+    bytes, another major version of a package (:func:`negtrain.models.provenance.differences`).
     Sides with no provenance at all (bare predictions files) are not compared."""
     return provenance.differences(_provenance_of(a), _provenance_of(b))
 

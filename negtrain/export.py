@@ -42,7 +42,7 @@ from negtrain.models.sources import hub_id, resolve_model_name
 from negtrain.paths import check_output_dir
 from negtrain.runs import RunDir, is_count
 from negtrain.secrets import redact_text
-from negtrain.training import provenance
+from negtrain.models import provenance
 from negtrain.training.build import build, reload_weights
 
 ADAPTER_CONFIG = "adapter_config.json"

@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from negtrain.config import SHORTHAND_SECTIONS, Recipe, is_text_field, load_yaml, parse_yaml, validate_recipe
+from negtrain.config import SHORTHAND_SECTIONS, Recipe, is_text_field, load_yaml, parse_yaml, to_dict, validate_recipe
 from negtrain.errors import ConfigError, unknown_name
 
 
@@ -119,6 +119,11 @@ class LoadedRecipe:
     name: str
     path: Path
     recipe: Recipe
+
+
+def resolved_recipe_yaml(loaded: LoadedRecipe) -> str:
+    """A run's ``recipe.yaml``, which ``fit --resume`` and ``evaluate --run`` read back."""
+    return f"# recipe: {loaded.name} (resolved from {loaded.path.name})\n" + yaml.safe_dump(to_dict(loaded.recipe), sort_keys=False)
 
 
 def load_recipe(name_or_path: str, overrides: dict[str, Any] | None = None) -> LoadedRecipe:

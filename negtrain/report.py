@@ -39,7 +39,7 @@ from negtrain.io.records import TRAIN
 from negtrain.runs import RunDir, is_count
 from negtrain.seeds import SeedGroup, aggregate, is_seed_group
 from negtrain.secrets import redact_text
-from negtrain.training import provenance
+from negtrain.models import provenance
 
 STYLES = ("-", "--", ":", "-.")
 
@@ -247,7 +247,7 @@ def _interval_note(run: RunDir) -> list[str]:
 
 
 def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
-    """``warnings``: how run A and run B were produced differently (:func:`negtrain.training.provenance.differences`)."""
+    """``warnings``: how run A and run B were produced differently (:func:`negtrain.models.provenance.differences`)."""
     main = runs[0]
     lines = [f"# Run report: {main.name}" + (f" vs {', '.join(r.name for r in runs[1:])}" if len(runs) > 1 else ""), ""]
     for run in runs:

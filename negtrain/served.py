@@ -1,5 +1,6 @@
-"""Scoring benchmark splits through a request backend (a model behind an OpenAI-compatible
-server), into the same files as the in-process ``hf`` backend.
+"""Scoring benchmark splits through a request backend (a row of the backends table,
+:mod:`negtrain.config.backends`: a model behind an OpenAI-compatible server, or a registered
+one), into the same files as the in-process ``hf`` backend.
 
 An eval entry becomes requests (:mod:`negtrain.serving.requests`) built from the same prompts,
 shots, strategies and verbalizers as the ``causal_lm`` family builds them
@@ -18,7 +19,7 @@ shots, strategies and verbalizers as the ``causal_lm`` family builds them
 
 Cloze probes (negated LAMA) need the whole next-token distribution, which no server returns:
 they are not scored through a server. The metric, the bootstrap intervals, the metrics line and
-the predictions file are the ``hf`` backend's own (:func:`negtrain.training.recorder.eval_record`,
+the predictions file are the ``hf`` backend's own (:func:`negtrain.data.eval_set.eval_record`,
 :meth:`negtrain.data.eval_set.EvalSet.write_predictions`).
 """
 
@@ -33,16 +34,15 @@ import torch
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.data.eval_set import EvalResult, EvalSet
+from negtrain.data.eval_set import EvalResult, EvalSet, eval_record
 from negtrain.io.records import CardRecord
 from negtrain.metrics.multiple_choice import first_argmax
 from negtrain.metrics.uncertainty import estimate
 from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
-from negtrain.models.lm import PromptSettings, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text
-from negtrain.serving.openai import Counts, OpenAIBackend
-from negtrain.serving.requests import Generation, Loglikelihood
-from negtrain.training.recorder import eval_record
+from negtrain.models.prompting import PromptSettings, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text
+from negtrain.serving.backend import Backend
+from negtrain.serving.requests import Counts, Generation, Loglikelihood
 
 #: What a decoder gives for the bytes of a character cut off by the token limit.
 INCOMPLETE_TAIL = "\ufffd"
@@ -68,7 +68,7 @@ class ServedResult:
     counts: Counts
 
 
-def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing: bool = False) -> ServedResult:
+def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool = False) -> ServedResult:
     """Score one eval entry through ``backend``; write its predictions file into ``out`` and
     return its metrics line (with the requests it took under ``"requests"``)."""
     bench = get_benchmark(entry.benchmark)
@@ -95,7 +95,7 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
         else:
             contexts = [bench.context(e) for e in examples]
         requests, shape = [], []
-        for e, context in zip(examples, contexts):
+        for e, context in zip(examples, contexts, strict=False):
             options = list(bench.choices(e))
             shape.append(len(options))
             requests += [Loglikelihood(context, bench.target_delimiter + o, example=f"{name}/{e.id} choice {j}")
@@ -125,9 +125,9 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
             metric.counts_unparsed = answering is not None
             rule = answering or causal_answering(cfg)
             requests = [Generation(p.text(), rule.max_new_tokens, tuple(rule.stop), m, example=f"{name}/{e.id}")
-                        for p, m, e in zip(prompts, chats, examples)]
+                        for p, m, e in zip(prompts, chats, examples, strict=False)]
             answers = backend.answer(requests, counts, allow_missing)
-            cut_characters = [r.example for r, a in zip(requests, answers) if a is not None and a.text.endswith(INCOMPLETE_TAIL)]
+            cut_characters = [r.example for r, a in zip(requests, answers, strict=False) if a is not None and a.text.endswith(INCOMPLETE_TAIL)]
             responses = [None if a is None else cut_at_stop(a.text, rule.stop) for a in answers]
             tokens_generated = sum(a.tokens_out for a in answers if a is not None)
             texts = [None] * len(examples) if bench.generative or completions else None
@@ -147,7 +147,7 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
             # The continuation is the verbalizer after a space, as the causal family splits it.
             conts = [" " + verbalizer_text(verbalizer[label], cfg) for label in bench.labels]
             requests = [Loglikelihood(p.text(), c, example=f"{name}/{e.id} label {label!r}")
-                        for p, e in zip(prompts, examples) for c, label in zip(conts, bench.labels)]
+                        for p, e in zip(prompts, examples, strict=False) for c, label in zip(conts, bench.labels, strict=False)]
             answers = backend.answer(requests, counts, allow_missing)
             k = len(conts)
             index, logprob, n_tokens = [], [], []
@@ -162,8 +162,8 @@ def score_served(recipe, entry, backend: OpenAIBackend, out: Path, allow_missing
             if index:
                 # Summed or per-token (model.verbalizer_score), as the hf backend normalises its own.
                 scores = ContinuationScores(torch.tensor(logprob, dtype=torch.float64), torch.tensor(n_tokens)).normalized(cfg.verbalizer_score)
-                for i, row in zip(index, scores.tolist()):
-                    responses[i] = {label: round(v, 4) for label, v in zip(bench.labels, row)}
+                for i, row in zip(index, scores.tolist(), strict=False):
+                    responses[i] = {label: round(v, 4) for label, v in zip(bench.labels, row, strict=False)}
                 metric.update(torch.tensor(index, dtype=torch.long), first_argmax(scores))
     values = {k: float(v) for k, v in metric.compute().items()}
     predictions = None if metric.last_predictions is None else metric.last_predictions.copy()

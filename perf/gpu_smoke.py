@@ -276,7 +276,7 @@ def table(results: dict[str, Outcome]) -> str:
 
 
 def machine_lines() -> list[str]:
-    from negtrain.training.provenance import environment
+    from negtrain.models.provenance import environment
 
     env = environment()
     m, t = env["machine"], env["torch"]

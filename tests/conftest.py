@@ -28,6 +28,17 @@ if os.environ.get("NEGTRAIN_DATA_DIR"):
         str(Path(p).expanduser().absolute()) for p in os.environ["NEGTRAIN_DATA_DIR"].split(os.pathsep) if p
     )
 
+# Lightning and transformers each give their logger a StreamHandler bound to the sys.stderr of the
+# moment they are first imported. The package imports them lazily (a quick answer needs neither),
+# so without this the first test to load them (often one capturing its output with capsys) would
+# leave the handler writing to that test's capture stream, closed when the test ends: every later
+# log line would then be a "--- Logging error ---" traceback on stderr. Imported here, once, the
+# handlers hold the session's stream.
+import lightning.pytorch  # noqa: E402, F401
+import transformers.utils.logging  # noqa: E402
+
+transformers.utils.logging.get_logger("transformers")
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 

@@ -168,6 +168,40 @@ def test_the_check_catches_each_kind_of_breach():
     ]
 
 
+# ---- a served model's path never reaches the training floor ---------------------------------
+
+#: What scores a served model: it needs no Trainer, so it imports nothing of training (nor, through
+#: it, Lightning; tests/test_served_imports.py checks the whole card in a process of its own).
+SERVED_PATH = ("negtrain.serving", "negtrain.served")
+
+
+def imports_from(root: Path, importers: tuple[str, ...], forbidden: str) -> list[str]:
+    """Each import of ``forbidden`` (a package) by a module under ``importers``, wherever it sits."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        me = module_name(root, path)
+        if not any(me == m or me.startswith(m + ".") for m in importers):
+            continue
+        found += [f"{path.relative_to(root.parent)}:{line}: {me} imports {target}"
+                  for line, target in imports_of(root, path) if target == forbidden or target.startswith(forbidden + ".")]
+    return found
+
+
+def test_the_served_path_imports_nothing_from_training():
+    assert imports_from(REPO / "negtrain", SERVED_PATH, "negtrain.training") == []
+
+
+def test_the_served_path_check_catches_an_import_inside_a_function(tmp_path):
+    serving = tmp_path / "negtrain" / "serving"
+    serving.mkdir(parents=True)
+    for d in (tmp_path / "negtrain", serving):
+        (d / "__init__.py").write_text("")
+    (tmp_path / "negtrain" / "training.py").write_text("")
+    (serving / "x.py").write_text("def f():\n    from negtrain.training import run\n")
+    assert imports_from(tmp_path / "negtrain", SERVED_PATH, "negtrain.training") == [
+        "negtrain/serving/x.py:2: negtrain.serving.x imports negtrain.training"]
+
+
 # ---- a model family is asked, never named --------------------------------------------------
 
 #: Where a family's name may be compared: its settings section (the declaration) and the table.

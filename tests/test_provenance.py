@@ -1,4 +1,4 @@
-"""Provenance (negtrain.training.provenance): a fit and a report card record the SHA-256 of the data
+"""Provenance (negtrain.models.provenance): a fit and a report card record the SHA-256 of the data
 files they read (checked against hashlib over the mirror's own files), the model's content hash,
 versions and machine; one changed byte in a data file changes its hash and makes `compare` warn;
 `env --constraints` gives back a run's versions; digests are cached by size and mtime."""
@@ -15,7 +15,7 @@ import pytest
 
 from negtrain.cli import main
 from negtrain.io.digests import file_sha256, folder_sha256
-from negtrain.training import provenance
+from negtrain.models import provenance
 from tiny_models import save_tiny_bert_nli, write_recipe
 
 MONLI_TEST = "atticusg/MoNLI/nmonli_test.jsonl"

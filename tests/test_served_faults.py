@@ -476,7 +476,10 @@ def test_a_signal_stops_a_served_card_at_once_and_the_rerun_continues(env, tmp_p
         assert [at for at in arrived if at > sent_at[0] + 0.05] == []
         with sqlite3.connect(out / "responses.sqlite") as db:
             cached = db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
-        assert 0 < cached <= 8  # answered before the signal (the 8th may have been read as it came)
+        # Only requests sent before the signal (the last ones may race it by a few ms, as above) are
+        # answered and kept; how many of them were answered before the stop depends on timing.
+        sent_before = len([at for at in arrived if at <= sent_at[0] + 0.05])
+        assert 0 < cached <= sent_before
         # The rerun, against the same server (its address is part of the card and the cache key).
         server.delay, server.script = 0.0, lambda n, path, body: well_formed(body)
         before = len(server.requests)

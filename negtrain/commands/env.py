@@ -23,12 +23,12 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.constraints is None:
         if args.out is not None:
             raise NegtrainError("--out goes with --constraints RUN_OR_CARD")
-        from negtrain.training.provenance import environment
+        from negtrain.models.provenance import environment
 
         print(json.dumps(environment(), indent=1))
         return 0
     from negtrain.io.atomic import write_text
-    from negtrain.training.provenance import FILE_NAME, constraints, read
+    from negtrain.models.provenance import FILE_NAME, constraints, read
 
     source = args.constraints
     if not source.exists():

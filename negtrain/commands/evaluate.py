@@ -63,8 +63,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     card.add_argument("--out", type=Path, help="the card's directory (default: cards/<model>-<family>-<time>)")
     card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
     served = p.add_argument_group("served model (--backend openai: --model is the served model's name)")
-    served.add_argument("--backend", choices=("hf", "openai"), default="hf",
-                        help="hf: load the model here (default); openai: an OpenAI-compatible server at --base-url")
+    served.add_argument("--backend", default="hf", metavar="NAME",
+                        help="hf: load the model here (default); openai: an OpenAI-compatible server at --base-url; "
+                             "or a backend a plugin registered (negtrain.config.register_backend)")
     served.add_argument("--base-url", help="the server's API root, e.g. http://127.0.0.1:8000/v1")
     served.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the API key (the key itself is never an argument)")
     served.add_argument("--cache", type=Path, help="the response cache (a folder or .sqlite file) to share between cards (default: in --out)")

@@ -7,7 +7,9 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from negtrain.config.backends import IN_PROCESS, check_backend
 from negtrain.config.section import Section
+from negtrain.errors import ConfigError
 
 
 #: The most bootstrap resamples anything draws: intervals settle long before (1,000 are the
@@ -98,16 +100,25 @@ class EvaluationConfig(Section):
         "an error before scoring, naming the row; 'left': cut from the start (BOS kept), the rows cut counted as "
         "n_truncated in the metrics and the logged prompt the text the model saw (`evaluate --truncate left`).",
     )
-    backend: Literal["hf", "openai"] = Field(
+    backend: str = Field(
         "hf", description="hf: the model in this process (Lightning, any number of GPUs). openai: a model behind an "
-        "OpenAI-compatible server (`server`), scored by report cards (evaluate --model NAME --backend openai).",
+        "OpenAI-compatible server (`server`), scored by report cards (evaluate --model NAME --backend openai). Any "
+        "other name is a row of the backends table (negtrain/config/backends.py; a plugin adds one with register_backend).",
     )
-    server: ServerConfig | None = Field(None, description="The server, for backend openai.")
+    server: ServerConfig | None = Field(None, description="The server, for backend openai (or a registered backend that reads one).")
+
+    @field_validator("backend")
+    @classmethod
+    def _known_backend(cls, v: str) -> str:
+        try:
+            return check_backend(v)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
 
     @model_validator(mode="after")
     def _server_with_openai(self) -> EvaluationConfig:
         if self.backend == "openai" and self.server is None:
             raise ValueError("backend openai needs a server section (base_url)")
-        if self.backend == "hf" and self.server is not None:
-            raise ValueError("server is for backend openai")
+        if self.backend == IN_PROCESS and self.server is not None:
+            raise ValueError("server is for a served backend (openai)")
         return self

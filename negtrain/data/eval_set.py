@@ -10,6 +10,7 @@ W&B tracker iterate over eval sets; nothing is kept in lists aligned by position
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,3 +174,33 @@ class EvalSet:
             return
         rows = [json.dumps(row) for _, _, row in self.prediction_rows()]
         write_text(run_dir / "predictions" / self.predictions_file(suffix), "".join(r + "\n" for r in rows))
+
+
+def json_number(value: float) -> float | None:
+    # NaN and ±inf have no JSON spelling (json.dumps would write the invalid NaN/Infinity).
+    return round(value, 6) if math.isfinite(value) else None
+
+
+def eval_record(eval_set: EvalSet, epoch: int, stage: str, seconds: float) -> dict:
+    """The metrics.jsonl line of an eval set's last result (any backend that scored it)."""
+    result = eval_set.result
+    record = {
+        "epoch": epoch,
+        "stage": stage,
+        "benchmark": eval_set.benchmark.name,
+        "split": eval_set.split,
+        "metrics": {k: json_number(v) for k, v in result.metrics.items()},
+        # The benchmark's declared directions, so a reader (report, a plot) needs no registry.
+        "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
+        "eval_seconds": round(seconds, 3),
+    }
+    if eval_set.variant:
+        record["variant"] = eval_set.variant
+    if result.tokens_generated is not None:
+        record["tokens_generated"] = result.tokens_generated
+    if result.uncertainty is not None:
+        record["uncertainty"] = result.uncertainty.as_json()
+        record["bootstrap"] = result.uncertainty.described()
+    if result.note:
+        record["note"] = result.note
+    return record

@@ -58,6 +58,12 @@ def choice(out: Any) -> dict[str, Any]:
     return first[0]
 
 
+def usage_counts(out: dict[str, Any]) -> tuple[int, int]:
+    """(tokens_in, tokens_out): the tokens the server counted for the prompt and the answer."""
+    counts = usage(out)
+    return counts["tokens_in"], counts["tokens_out"]
+
+
 def usage(out: dict[str, Any]) -> dict[str, int]:
     """The tokens the server counted: ``tokens_in``, ``tokens_out`` (0 where it did not say)."""
     given = out.get("usage")
@@ -118,7 +124,7 @@ def continuation_logprob(out: Any, context: str, continuation: str) -> tuple[flo
         raise Malformed("a log-probability is neither a number nor null")
     if not all(_is_int(o) and o >= 0 for o in offsets):
         raise Malformed("a text_offset is not a non-negative integer")
-    if any(b < a for a, b in zip(offsets, offsets[1:])):
+    if any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
         raise Malformed("text_offset decreases")
     picked = _continuation_tokens(tokens, offsets, context, continuation)
     total = 0.0
@@ -137,7 +143,7 @@ def continuation_logprob(out: Any, context: str, continuation: str) -> tuple[flo
         if not isinstance(top, dict) or not all(isinstance(k, str) and _is_number(v) for k, v in top.items()):
             raise Malformed("a top_logprobs entry is not an object of token: number")
         if top:
-            greedy = greedy and max(top, key=top.get) == tokens[i]
+            greedy = greedy and max(top, key=lambda token: top[token]) == tokens[i]
     return total, sum(1 for i in picked if tokens[i]), greedy
 
 

@@ -34,7 +34,7 @@ class ResponseCache:
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)")
         except (OSError, sqlite3.Error) as exc:
-            raise ConfigError(f"--cache {path}: cannot open the response cache ({exc})") from None
+            raise ConfigError(f"--cache {path}: cannot open the response cache ({exc})") from exc
         self._lock = threading.Lock()
         self._said_unreadable = False
 

@@ -153,10 +153,10 @@ def post(url: str, body: bytes, headers: dict[str, str], timeout: float, infligh
         reply = Reply(response.status, response.reason, payload, response.getheader("Retry-After"), response.getheader("Location"))
     except (http.client.HTTPException, OSError, ValueError) as exc:
         if inflight.aborted:
-            raise Aborted() from None
+            raise Aborted() from exc
         if expired.is_set() or isinstance(exc, (TimeoutError, socket.timeout)):
-            raise Transient(f"no complete answer within {timeout:g} s") from None
-        raise Transient(describe(exc)) from None
+            raise Transient(f"no complete answer within {timeout:g} s") from exc
+        raise Transient(describe(exc)) from exc
     finally:
         timer.cancel()
         inflight.discard(exchange)

@@ -40,7 +40,7 @@ from negtrain.secrets import redact_text, remember_secret
 from negtrain.serving import answers, http
 from negtrain.serving.answers import Malformed
 from negtrain.serving.cache import ResponseCache
-from negtrain.serving.requests import Answer, Generation, Loglikelihood, Request, cache_key
+from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood, Request, cache_key
 
 #: The longest wait between two tries, whatever Retry-After says.
 MAX_WAIT = 60.0
@@ -95,21 +95,6 @@ class ServerSettings:
         if self.extra_body and isinstance(request, Generation):
             identity["extra_body"] = self.extra_body
         return identity
-
-
-@dataclass
-class Counts:
-    """Per benchmark: requests sent to the server (retries included), answers read from the
-    cache, and tokens in and out as the server counted them (answers from the cache included)."""
-
-    requests: int = 0
-    cached: int = 0
-    tokens_in: int = 0
-    tokens_out: int = 0
-    missing: list[str] = field(default_factory=list)  # examples whose request failed (--allow-missing)
-
-    def as_json(self) -> dict[str, Any]:
-        return {"sent": self.requests, "cached": self.cached, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out}
 
 
 class _Transient(Exception):
@@ -170,7 +155,7 @@ class OpenAIBackend:
         try:
             reply = http.post(url, json.dumps(body).encode("utf-8"), self._headers, self.settings.timeout, self._inflight)
         except http.Transient as exc:
-            raise _Transient(f"{shown}: {exc}") from None
+            raise _Transient(f"{shown}: {exc}") from exc
         except http.Aborted:
             raise _Stopped() from None
         if reply.status == 200:
@@ -203,14 +188,14 @@ class OpenAIBackend:
             try:
                 return self._post(path, body)
             except RequestFailed as exc:
-                raise RequestFailed(f"{example}: {exc}", status=exc.status) from None
+                raise RequestFailed(f"{example}: {exc}", status=exc.status) from exc
             except _Transient as exc:
                 last = str(exc)
                 if attempt == self.settings.retries:
                     break
                 wait_s = exc.wait if exc.wait is not None else FIRST_WAIT * 2**attempt * (1 + random.random() / 4)
                 if self._stop.wait(min(wait_s, MAX_WAIT)):  # a stop ends the wait at once
-                    raise _Stopped() from None
+                    raise _Stopped() from exc
         raise RequestFailed(f"{example}: failed after {self.settings.retries} retries; the server's last answer: {last}", transient=True)
 
     # ---- requests ------------------------------------------------------------------------
@@ -228,16 +213,18 @@ class OpenAIBackend:
                 out = self._post_retrying("/completions", {**common, "prompt": request.prompt}, request.example)
                 read = answers.completion_text
             try:
-                return Answer(text=read(out), **answers.usage(out))
+                tokens_in, tokens_out = answers.usage_counts(out)
+                return Answer(text=read(out), tokens_in=tokens_in, tokens_out=tokens_out)
             except Malformed as exc:
-                raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from None
+                raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from exc
         body = {"model": model, "prompt": request.context + request.continuation, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
         out = self._post_retrying("/completions", body, request.example)
         try:
             logprob, n_tokens, greedy = answers.continuation_logprob(out, request.context, request.continuation)
-            return Answer(logprob=logprob, n_tokens=n_tokens, is_greedy=greedy, **answers.usage(out))
+            tokens_in, tokens_out = answers.usage_counts(out)
+            return Answer(logprob=logprob, n_tokens=n_tokens, is_greedy=greedy, tokens_in=tokens_in, tokens_out=tokens_out)
         except Malformed as exc:
-            raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from None
+            raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from exc
 
     def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
         """The answer to every request, from the cache or the server, in order. A request that
@@ -331,3 +318,14 @@ class OpenAIBackend:
 
 class _Stopped(Exception):
     """Another request failed, or the card is stopping: the rest are not sent."""
+
+
+def open_openai(context) -> OpenAIBackend:
+    """The ``openai`` row of the backends table (negtrain/config/backends.py): a client for the
+    server of the recipe's ``evaluation.server`` section, serving ``model.name``."""
+    server = context.server
+    if server is None:
+        raise ConfigError("backend openai needs a server section (base_url)")
+    settings = ServerSettings(server.base_url, context.model, server.key_env, server.concurrency, server.timeout,
+                              server.retries, server.max_requests, server.extra_body)
+    return OpenAIBackend(settings, context.cache)

@@ -80,3 +80,18 @@ def cache_key(backend: str, settings: dict[str, Any], request: Request | dict[st
     payload = request if isinstance(request, dict) else request.payload()
     text = json.dumps({"backend": backend, "settings": settings, "request": payload}, sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Counts:
+    """Per benchmark: requests sent to the server (retries included), answers read from the
+    cache, and tokens in and out as the server counted them (answers from the cache included)."""
+
+    requests: int = 0
+    cached: int = 0
+    tokens_in: int = 0
+    tokens_out: int = 0
+    missing: list[str] = field(default_factory=list)  # examples whose request failed (--allow-missing)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"sent": self.requests, "cached": self.cached, "tokens_in": self.tokens_in, "tokens_out": self.tokens_out}

@@ -13,6 +13,7 @@ import os
 from negtrain.config import Recipe
 from negtrain.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.models.init_from import resolve_init
+from negtrain.models.provenance import cpu_has_native_bf16  # noqa: F401 (imported from here too)
 from negtrain.models.sources import resolve_model_name
 
 
@@ -20,25 +21,6 @@ def cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
-
-
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 in hardware (x86: AVX512-BF16 or AMX; Arm: the BF16 extension).
-
-    Without it, torch emulates bf16 matmuls: measured on a 2-core AVX2-only CPU, about 45 times
-    slower than fp32, where a CPU with AVX512-BF16 runs them about 4 times faster than fp32.
-    """
-    import torch
-
-    probes = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    if any(probe is not None and probe() for probe in probes):
-        return True
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            # Arm lists "bf16" among its Features; x86 spells it avx512_bf16 / amx_bf16 (covered above).
-            return any(line.lower().startswith("features") and "bf16" in line.split() for line in f)
-    except OSError:
-        return False
 
 
 def native_bf16(gpu: bool) -> bool:

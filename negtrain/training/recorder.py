@@ -48,17 +48,13 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
 from tqdm import tqdm
 
-from negtrain.data.eval_set import EvalResult, EvalSet
+# eval_record lives beside EvalSet (the data floor), so a served card writes its line without Lightning.
+from negtrain.data.eval_set import EvalResult, EvalSet, eval_record, json_number as _json_number  # noqa: F401
 from negtrain.data.module import NegtrainData
 from negtrain.io.records import TRAIN, EvalRecord, RunRecord, TrainRecord, append_records
 from negtrain.metrics.uncertainty import estimate, format_stderr
 from negtrain.training.epochs import epoch_label
 from negtrain.training.resume import gather
-
-
-def _json_number(value: float) -> float | None:
-    # NaN and ±inf have no JSON spelling (json.dumps would write the invalid NaN/Infinity).
-    return round(value, 6) if math.isfinite(value) else None
 
 
 def table_width() -> int:
@@ -124,31 +120,6 @@ def limit_reason(limit: int | float, setting: str) -> str | None:
     if isinstance(limit, float) and limit >= 1.0:
         return None
     return f"{setting}={limit} left no example for them"
-
-
-def eval_record(eval_set: EvalSet, epoch: int, stage: str, seconds: float) -> dict:
-    """The metrics.jsonl line of an eval set's last result (any backend that scored it)."""
-    result = eval_set.result
-    record = {
-        "epoch": epoch,
-        "stage": stage,
-        "benchmark": eval_set.benchmark.name,
-        "split": eval_set.split,
-        "metrics": {k: _json_number(v) for k, v in result.metrics.items()},
-        # The benchmark's declared directions, so a reader (report, a plot) needs no registry.
-        "lower_is_better": [k for k in result.metrics if not eval_set.benchmark.is_higher_better(k)],
-        "eval_seconds": round(seconds, 3),
-    }
-    if eval_set.variant:
-        record["variant"] = eval_set.variant
-    if result.tokens_generated is not None:
-        record["tokens_generated"] = result.tokens_generated
-    if result.uncertainty is not None:
-        record["uncertainty"] = result.uncertainty.as_json()
-        record["bootstrap"] = result.uncertainty.described()
-    if result.note:
-        record["note"] = result.note
-    return record
 
 
 class RunRecorder(pl.Callback):

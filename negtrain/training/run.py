@@ -11,7 +11,6 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import torch
-import yaml
 from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
@@ -25,10 +24,11 @@ from negtrain.io.run_lock import run_lock
 from negtrain.memory import release_freed_memory
 from negtrain.models.adapters import save_adapter_config
 from negtrain.paths import resume_command
-from negtrain.recipes import LoadedRecipe
+from negtrain.recipes import LoadedRecipe, resolved_recipe_yaml  # noqa: F401 (imported from here too)
 from negtrain.secrets import redact_text
 from negtrain.serving.cache import ResponseCache
-from negtrain.training import progress_lines, provenance, tracking
+from negtrain.models import provenance
+from negtrain.training import progress_lines, tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import evaluation_precision, trainer_precision
@@ -77,7 +77,7 @@ def _prepare_run_dir(loaded: LoadedRecipe, run_dir: Path) -> Path:
 
 
 def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = None, stage: str = "fit") -> dict | None:
-    """The run's provenance (:mod:`negtrain.training.provenance`), collected by the process that
+    """The run's provenance (:mod:`negtrain.models.provenance`), collected by the process that
     writes the run's files (global rank 0) only; with the precision ``stage`` runs in."""
     if rank_zero_only.rank != 0:
         return None
@@ -94,11 +94,6 @@ def _write_provenance(run_dir: Path, record: dict | None, resuming: bool) -> Non
     # A resumed run keeps what it started with, and notes each resumption's software and machine.
     for line in provenance.write_resumed(run_dir, record):
         print(f"warning: resumed with a different setup: {line}", flush=True)
-
-
-def resolved_recipe_yaml(loaded: LoadedRecipe) -> str:
-    """A run's ``recipe.yaml``, which ``fit --resume`` and ``evaluate --run`` read back."""
-    return f"# recipe: {loaded.name} (resolved from {loaded.path.name})\n" + yaml.safe_dump(to_dict(loaded.recipe), sort_keys=False)
 
 
 def stage_precision(t, stage: str) -> tuple[str, str | None]:
