@@ -7,7 +7,9 @@ Tests run offline: the benchmark files come from the data directory named by NEG
 from __future__ import annotations
 
 import json
+import logging
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -28,19 +30,41 @@ if os.environ.get("NEGTRAIN_DATA_DIR"):
         str(Path(p).expanduser().absolute()) for p in os.environ["NEGTRAIN_DATA_DIR"].split(os.pathsep) if p
     )
 
-# Lightning and transformers each give their logger a StreamHandler bound to the sys.stderr of the
-# moment they are first imported. The package imports them lazily (a quick answer needs neither),
-# so without this the first test to load them (often one capturing its output with capsys) would
-# leave the handler writing to that test's capture stream, closed when the test ends: every later
-# log line would then be a "--- Logging error ---" traceback on stderr. Imported here, once, the
-# handlers hold the session's stream.
-import lightning.pytorch  # noqa: E402, F401
-import transformers.utils.logging  # noqa: E402
-
-transformers.utils.logging.get_logger("transformers")
-
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
+
+
+class _CurrentStderr:
+    """Writes to whatever ``sys.stderr`` is when a line is logged."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
+_CURRENT_STDERR = _CurrentStderr()
+
+
+def _log_handlers_follow_stderr() -> None:
+    # Lightning and transformers give their loggers a StreamHandler bound to the sys.stderr of the
+    # moment they are first imported. The package imports them lazily, so that moment is inside
+    # some test, often one capturing its output, whose stream is closed when it ends: every later
+    # log line would then be a "--- Logging error ---" traceback in another test's stderr.
+    for name in list(logging.Logger.manager.loggerDict):
+        if name.split(".")[0] not in ("lightning", "pytorch_lightning", "lightning_fabric", "transformers"):
+            continue
+        for handler in logging.getLogger(name).handlers:
+            if type(handler) is logging.StreamHandler:
+                handler.stream = _CURRENT_STDERR
+
+
+@pytest.fixture(autouse=True)
+def _log_handlers_on_the_current_stderr():
+    _log_handlers_follow_stderr()
+    yield
+    _log_handlers_follow_stderr()
 
 
 @pytest.fixture(autouse=True)
