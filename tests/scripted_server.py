@@ -19,7 +19,9 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
+
+from local_server import LocalServer
 
 
 def tokens_of(text: str) -> list[tuple[int, str]]:
@@ -53,7 +55,7 @@ def well_formed(body: dict, text: str = "yes") -> dict:
             "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}}
 
 
-class Scripted:
+class Scripted(LocalServer):
     def __init__(self, script=None, delay: float = 0.0) -> None:
         self.script = script or (lambda n, path, body: well_formed(body))
         self.delay = delay  # seconds before each answer (a slow server)
@@ -98,19 +100,5 @@ class Scripted:
                 self.end_headers()
                 self.wfile.write(raw)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._listen(Handler)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> "Scripted":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)

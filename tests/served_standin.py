@@ -23,13 +23,15 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import torch
 
+from local_server import LocalServer
 
-class StandIn:
+
+class StandIn(LocalServer):
     def __init__(self, model_dir: Path, fail: list[int] | None = None, always: int | None = None, echo_auth: bool = False,
                  repeat_penalty: float | None = None) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -85,21 +87,8 @@ class StandIn:
                 self.end_headers()
                 self.wfile.write(raw)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self._listen(Handler)
 
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-
-    def __enter__(self) -> "StandIn":
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
 
     @torch.no_grad()
     def logprobs(self, body: dict) -> dict:
