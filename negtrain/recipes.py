@@ -36,13 +36,19 @@ def available_recipes() -> dict[str, Path]:
 def find_recipe(name_or_path: str) -> tuple[str, Path]:
     """Resolve a recipe name (a file in recipes/) or a path to a YAML file."""
     path = Path(name_or_path)
+    known = available_recipes()
+    # A bare recipe name is the shipped recipe even where a folder of that name sits in the working
+    # directory (a run's output folder is often named after its recipe): a folder is never a recipe.
+    bare = path.suffix == "" and len(path.parts) == 1 and name_or_path in known
+    if bare and path.is_dir():
+        return name_or_path, known[name_or_path]
     if path.suffix in {".yaml", ".yml"} or path.exists():
         if path.exists() and not path.is_file():
-            raise ConfigError(f"--recipe {path}: not a regular file (a directory or a device)")
+            hint = f"; its recipe is {path / 'recipe.yaml'}" if (path / "recipe.yaml").is_file() else ""
+            raise ConfigError(f"--recipe {path}: not a regular file (a directory or a device){hint}")
         if not path.is_file():
             raise ConfigError(f"recipe file not found: {path}")
         return path.stem, path
-    known = available_recipes()
     if name_or_path not in known:
         raise unknown_name("recipe", name_or_path, known)
     return name_or_path, known[name_or_path]

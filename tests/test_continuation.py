@@ -170,3 +170,40 @@ def test_oldercache_keyword_still_served(lm_env):
         after = continuation_logprobs(new_style, contexts, [choices], encoder_decoder=False, pad_id=tok.eos_token_id)
     assert seen == [False, True]  # the prompt pass, then the choices' pass fed from the cache
     assert torch.allclose(before.logprob, after.logprob, atol=1e-6, rtol=0), (before.logprob - after.logprob).abs().max()
+
+
+def test_generation_hands_the_shared_prefix_cache_by_the_models_own_keyword(lm_env):
+    """Greedy generation feeds the shared prefix's KV cache to ``generate()`` under the keyword the
+    model's forward names, not one guessed from the transformers version: transformers 5.17 names
+    ``past_key_values`` and refuses ``cache`` ("model_kwargs are not used by the model"), which
+    stopped every few-shot protocol on a GPU machine with that version. The texts are the same."""
+    from transformers import LlamaForCausalLM
+
+    from negtrain.models.generation import Limits, greedy
+
+    class OldStyle(LlamaForCausalLM):
+        def forward(self, input_ids=None, attention_mask=None, position_ids=None, past_key_values=None, use_cache=None, **rest):
+            new = {"cache": past_key_values} if past_key_values is not None else {}
+            return super().forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                                   use_cache=use_cache, **new, **rest)
+
+    tok, new_style = _load(lm_env["llama"], True)
+    old_style = OldStyle.from_pretrained(lm_env["llama"]).eval()
+    tok.padding_side = "left"
+    tok.pad_token = tok.pad_token or tok.eos_token
+    prefix = "One long instruction that every row of the batch starts with, so its keys are computed once. " * 2
+    enc = tok([prefix + "Is a dog a cat?", prefix + "Is it not raining today?"], return_tensors="pt", padding=True)
+    keywords = []
+    for model in (old_style, new_style):
+        plain = model.generate
+
+        def spy(*args, _plain=plain, **kwargs):
+            keywords.append({"cache", "past_key_values"} & set(kwargs))
+            return _plain(*args, **kwargs)
+
+        model.generate = spy
+    limits = Limits(max_new_tokens=6)
+    old = greedy(old_style, tok, enc.input_ids, enc.attention_mask, limits, encoder_decoder=False)
+    new = greedy(new_style, tok, enc.input_ids, enc.attention_mask, limits, encoder_decoder=False)
+    assert keywords == [{"past_key_values"}, {"cache"}]
+    assert old == new

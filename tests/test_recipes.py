@@ -156,3 +156,19 @@ def test_the_pre_work_check_still_refuses_a_bad_split_beside_eval_all():
     assert loaded.recipe.data.eval == "all"
     with pytest.raises(ConfigError, match=r"data\.test: .*dev"):
         check_benchmarks(loaded)
+
+
+def test_a_bare_recipe_name_is_the_shipped_recipe_beside_a_folder_of_that_name(tmp_path, monkeypatch):
+    """A run's output folder is often named after its recipe; `--recipe scone_minilm` run from the
+    folder holding it still means the shipped recipe (a folder is never a recipe), while a folder
+    named by a path is refused, pointing at the recipe.yaml it holds."""
+    from negtrain.recipes import find_recipe
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scone_minilm").mkdir()
+    (tmp_path / "scone_minilm" / "recipe.yaml").write_text("seed: 1\n", encoding="utf-8")
+    name, path = find_recipe("scone_minilm")
+    assert (name, path) == ("scone_minilm", available_recipes()["scone_minilm"])
+    with pytest.raises(ConfigError, match=r"--recipe scone_minilm: .*its recipe is scone_minilm/recipe.yaml") as info:
+        find_recipe("scone_minilm/")
+    assert "not a regular file" in str(info.value)

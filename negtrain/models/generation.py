@@ -15,9 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
-import transformers
 
-from negtrain.models.continuation import returned_cache
+from negtrain.models.continuation import cache_keyword, returned_cache
 
 
 @dataclass(frozen=True)
@@ -41,9 +40,6 @@ def cut_at_stop(text: str, stop: Sequence[str]) -> str:
             end = min(end, i)
     return text[:end]
 
-
-#: generate()'s keyword for a ready KV cache: ``cache`` from transformers 5 on, ``past_key_values`` before.
-CACHE_ARGUMENT = "cache" if int(transformers.__version__.split(".")[0]) >= 5 else "past_key_values"
 
 #: A causal batch whose rows share at least this many leading tokens (a few-shot prompt's
 #: demonstrations, a long instruction) runs them once (see :func:`shared_prefix`).
@@ -107,7 +103,10 @@ def greedy(model, tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tens
             cache = returned_cache(model(input_ids=shared_ids[:1, :p], use_cache=True))
             cache.batch_repeat_interleave(len(shared_ids))
             input_ids, attention_mask = shared_ids, shared_mask
-            kwargs[CACHE_ARGUMENT] = cache
+            # The keyword generate() takes the cache by is the one the model's forward names
+            # (`cache` from transformers 5.2x, `past_key_values` before): read from the signature,
+            # not from a version number (5.17 still names past_key_values and refuses `cache`).
+            kwargs[cache_keyword(model)] = cache
     out = model.generate(input_ids=input_ids, attention_mask=attention_mask, **kwargs)
     new = out[:, 1:] if encoder_decoder else out[:, input_ids.shape[1]:]  # a seq2seq output starts with the decoder start token
     texts = tokenizer.batch_decode(new, skip_special_tokens=True)
