@@ -226,6 +226,16 @@ def job_list(j: Job) -> None:
 RUNNERS: dict[str, Callable[[Job], None]] = {"fit": job_fit, "card": job_card, "icl": job_icl, "served": job_served, "list": job_list}
 
 
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True).stdout.strip()
+
+
+def _describe() -> str:
+    """The commit run, and the last one that changed the package (what the numbers come from:
+    this script's own commits change nothing the jobs compute)."""
+    return f"{_git('describe', '--always', '--dirty')}, negtrain/ as of {_git('log', '-1', '--format=%h', '--', 'negtrain')}"
+
+
 def run(outdir: Path, models: Path, only: list[str]) -> int:
     mirror = Path(os.environ.get("NEGTRAIN_DATA_DIR", ""))
     if not (mirror / "selenashe/ScoNe").is_dir():
@@ -245,8 +255,7 @@ def run(outdir: Path, models: Path, only: list[str]) -> int:
             timings[name] = round(time.monotonic() - t0, 1)
         print(f"{name}: {timings[name]:.1f} s", flush=True)
         (outdir / "timings.json").write_text(json.dumps(timings, indent=1) + "\n", encoding="utf-8")
-    commit = subprocess.run(["git", "describe", "--always", "--dirty"], cwd=REPO, capture_output=True, text=True).stdout.strip()
-    (outdir / "commit.txt").write_text(commit + "\n", encoding="utf-8")
+    (outdir / "commit.txt").write_text(_describe() + "\n", encoding="utf-8")
     return 0
 
 
