@@ -282,10 +282,16 @@ def drop_timing(value):
 GIT = re.compile(rb"git [0-9a-f]{7,40}( with uncommitted changes)?")
 
 
+#: The local server's address (a served card's recipe names it): a free port, picked per run.
+LOCAL_URL = re.compile(rb"http://127\.0\.0\.1:[0-9]+/")
+
+
 def normalize(data: bytes, root: Path) -> bytes:
-    """A text file's bytes with the run's own folder (``root``, which differs between the two runs)
-    written ``<OUTDIR>`` and the commit it names written ``git <commit>``."""
-    return GIT.sub(b"git <commit>", data.replace(str(root).encode(), b"<OUTDIR>"))
+    """A text file's bytes with what differs between two runs by design written as a placeholder:
+    the run's own folder (``root``) ``<OUTDIR>``, the commit it names ``git <commit>``, the local
+    server's port ``<port>``."""
+    data = data.replace(str(root).encode(), b"<OUTDIR>")
+    return LOCAL_URL.sub(b"http://127.0.0.1:<port>/", GIT.sub(b"git <commit>", data))
 
 
 def compare_json_lines(a: bytes, b: bytes) -> str | None:

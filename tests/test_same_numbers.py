@@ -57,10 +57,12 @@ def test_a_cards_time_columns_are_dropped_and_every_other_cell_kept(same_numbers
     assert same_numbers.compare_markdown(a.encode(), c.encode()).startswith("line 5:")
 
 
-def test_the_runs_folder_and_the_commit_are_normalized(same_numbers, tmp_path):
-    text = f"python -m negtrain fit --output-dir {tmp_path}/fit/run\n- code: negtrain 0.1.0, git 4abb74bec2c6 with uncommitted changes; Python\n"
+def test_the_runs_folder_the_commit_and_the_servers_port_are_normalized(same_numbers, tmp_path):
+    text = (f"python -m negtrain fit --output-dir {tmp_path}/fit/run\n- code: negtrain 0.1.0, git 4abb74bec2c6 with uncommitted changes; Python\n"
+            "    base_url: http://127.0.0.1:35715/v1\n")
     assert same_numbers.normalize(text.encode(), tmp_path) == (
-        b"python -m negtrain fit --output-dir <OUTDIR>/fit/run\n- code: negtrain 0.1.0, git <commit>; Python\n")
+        b"python -m negtrain fit --output-dir <OUTDIR>/fit/run\n- code: negtrain 0.1.0, git <commit>; Python\n"
+        b"    base_url: http://127.0.0.1:<port>/v1\n")
 
 
 def _write(root, files: dict[str, str]) -> None:
