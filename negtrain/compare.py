@@ -204,7 +204,7 @@ def metric_row(name: str, d, declared, exact: dict[str, Any] | None) -> dict[str
     return {
         "a": _num(d.a), "b": _num(d.b), "diff": _num(d.diff), "ci95": d.ci95,
         "share_b_le_a": d.share_b_le_a, "higher_is_better": declared.is_higher_better(name),
-        "p": exact["p"] if by_mcnemar else d.p_bootstrap, "test": "mcnemar" if by_mcnemar else "bootstrap",
+        "p": exact["p"] if exact is not None and by_mcnemar else d.p_bootstrap, "test": "mcnemar" if by_mcnemar else "bootstrap",
     }
 
 

@@ -64,6 +64,8 @@ def draw(param: SweepParameter, rng: np.random.Generator) -> Any:
     if param.values is not None:
         return param.values[int(rng.integers(len(param.values)))]
     dist = param.distribution or ("int_uniform" if _as_int_range(param) else "uniform")
+    # SweepParameter's validator: exactly one of values, value or min + max, so a range has both.
+    assert param.min is not None and param.max is not None
     lo, hi = param.min, param.max
     mu = param.mu if param.mu is not None else 0.0
     sigma = param.sigma if param.sigma is not None else 1.0
@@ -159,7 +161,7 @@ def score_trial(trial: Trial, metric: SweepMetric) -> None:
     if not series:
         return
     pick = max if metric.goal == "maximize" else min
-    trial.best_epoch, trial.best = pick(series, key=lambda ev: ev[1])
+    trial.best_epoch, trial.best = pick(series, key=lambda ev: ev[1] or 0.0)
     trial.last = series[-1][1]
 
 
@@ -167,7 +169,7 @@ def rank(trials: list[Trial], metric: SweepMetric) -> list[Trial]:
     """Scored trials best first (ties: the earlier trial), then the unscored in trial order."""
     scored = [t for t in trials if t.best is not None]
     sign = -1.0 if metric.goal == "maximize" else 1.0
-    scored.sort(key=lambda t: sign * t.best)
+    scored.sort(key=lambda t: sign * (t.best or 0.0))
     return scored + [t for t in trials if t.best is None]
 
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import Recipe, SelectionConfig, TrainerConfig, load_yaml, selection_split, validate_recipe, validate_section
@@ -33,7 +33,7 @@ def is_count(eval_name: str, key: str) -> bool:
 
         if bench_name != CueCorpus.name:
             return False
-        bench = CueCorpus
+        bench = CueCorpus  # type: ignore[assignment]  # a class with the same declarations, not registered
     found = find(bench.reported_metrics, key)
     return found is not None and found.kind == "count"
 
@@ -87,11 +87,11 @@ class RunDir:
 
     @cached_property
     def trainer(self) -> TrainerConfig:
-        return validate_section(self.recipe_data, "trainer", str(self.path / "recipe.yaml"))
+        return cast(TrainerConfig, validate_section(self.recipe_data, "trainer", str(self.path / "recipe.yaml")))
 
     @cached_property
     def selection(self) -> SelectionConfig:
-        return validate_section(self.recipe_data, "selection", str(self.path / "recipe.yaml"))
+        return cast(SelectionConfig, validate_section(self.recipe_data, "selection", str(self.path / "recipe.yaml")))
 
     @cached_property
     def command(self) -> str | None:

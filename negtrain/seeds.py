@@ -247,10 +247,10 @@ def aggregate(group: SeedGroup) -> dict[str, dict[str, list[dict[str, Any]]]]:
             for epoch in sorted(epochs):
                 per_seed: dict[str, float | None] = {}
                 for seed, run in zip(group.seeds, group.runs, strict=False):
-                    ep = next((e for e in run.epochs if e.epoch == epoch), None)
-                    if ep is None:
+                    at_epoch = next((e for e in run.epochs if e.epoch == epoch), None)
+                    if at_epoch is None:
                         continue
-                    source = _metrics_of(ep, name)
+                    source = _metrics_of(at_epoch, name)
                     if key in source:
                         per_seed[str(seed)] = _finite(source[key])
                 if per_seed:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from negtrain.config import Recipe, SweepParameter, load_yaml, validate_recipe
@@ -43,7 +44,7 @@ def available_metrics(recipe: Recipe) -> dict[str, bool]:
     from negtrain.training.build import load_data, metric_names
 
     loaded = load_data(recipe, "fit")
-    spaces = [None] * len(loaded.eval)
+    spaces: Sequence[tuple[str, ...] | None] = [None] * len(loaded.eval)
     if recipe.model.has_head:  # the head's labels decide the prediction spaces
         from negtrain.models.nli import prediction_spaces
 
