@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.matrix import resolve_benchmarks
 from negtrain.benchmarks.registry import get_benchmark
@@ -23,7 +21,7 @@ from negtrain.errors import ConfigError, did_you_mean
 from negtrain.hub_access import check_hub_model
 from negtrain.io.checkpoints import read_checkpoint
 from negtrain.memory import release_freed_memory
-from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.declared import Declared, declared_key, declared_keys
 from negtrain.models.adapters import load_adapter_state
 from negtrain.models.base import NegtrainModule
 from negtrain.models.contract import Built, Loaded, Selection
@@ -46,22 +44,22 @@ def best_score(checkpoint_callback) -> float | None:
     return float(score)
 
 
-def metric_names(metric: ExampleMetric) -> list[str]:
-    """The names a metric reports, read off a scoring of no predictions."""
-    return list(metric.score(np.full(metric.num_examples, MISSING)))
+def declared_metrics(eval_set: EvalSet) -> tuple[Declared, ...]:
+    """What an eval set reports, from its benchmark's declarations (in the label space its
+    predictions are in), without scoring anything."""
+    bench = eval_set.benchmark
+    return bench.declared_in(eval_set.predicted_labels or tuple(bench.labels))
 
 
 def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet]) -> Selection | None:
     if not eval_sets:
         return None
-    available = {}
-    for s in eval_sets:
-        for key in metric_names(s.metric):
-            available[f"{s.name}/{key}"] = s.benchmark.is_higher_better(key)
-    wanted = recipe.selection.metric or f"{eval_sets[0].name}/{metric_names(eval_sets[0].metric)[0]}"
-    if wanted not in available:
-        raise ConfigError(f"selection.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, available)}")
-    return Selection(wanted, available[wanted])
+    declared = {s.name: declared_metrics(s) for s in eval_sets}
+    wanted = recipe.selection.metric or f"{eval_sets[0].name}/{declared[eval_sets[0].name][0].name}"
+    found = declared_key(declared, wanted)
+    if found is None:
+        raise ConfigError(f"selection.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, declared_keys(declared))}")
+    return Selection(wanted, found.higher_is_better)
 
 
 def _benchmark_split(name: str, split: str) -> Benchmark:
