@@ -11,7 +11,6 @@ from __future__ import annotations
 import math
 
 from negtrain.benchmarks.base import Benchmark
-from negtrain.benchmarks.matrix import resolve_benchmarks
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe
 from negtrain.data.mixing import epoch_counts
@@ -29,6 +28,7 @@ from negtrain.models.families import get_family
 from negtrain.models.folder_checks import check_adapter_folder, check_model_folder
 from negtrain.models.init_from import resolve_init
 from negtrain.models.sources import resolve_model_name
+from negtrain.plan import EvalPlan, resolve
 from negtrain.training.checks import check_run
 
 
@@ -68,10 +68,14 @@ def _benchmark_split(name: str, split: str) -> Benchmark:
     return bench
 
 
-def load_data(recipe: Recipe, stage: str) -> Loaded:
-    # Before any data file or model is read: `all` expanded, unsupported (family, benchmark)
-    # pairs rejected, prompts and verbalizers filled in, in place (so recipe.yaml records them).
-    resolve_benchmarks(recipe)
+def load_data(recipe: Recipe, stage: str, plan: EvalPlan | None = None) -> Loaded:
+    """The data of ``plan`` (resolved from ``recipe`` when not given): before any data file or model
+    is read, ``all`` expanded, unsupported (family, benchmark) pairs rejected, prompts and
+    verbalizers filled in (in the plan's recipe, which recipe.yaml records)."""
+    if plan is None:
+        plan = resolve(recipe)
+        plan.announce()
+    recipe = plan.recipe
     cue_corpus = recipe.objective is not None and recipe.objective.cue_masking is not None
     # A cue-masking corpus is built from data.train texts, so its held-out part needs them in every stage.
     train_specs = recipe.data.train if stage == "fit" or cue_corpus else []
@@ -99,13 +103,19 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
     )
 
 
-def build(recipe: Recipe, stage: str = "fit") -> Built:
+def build(recipe: Recipe, stage: str = "fit", plan: EvalPlan | None = None) -> Built:
+    """The module and data of ``plan`` (resolved from ``recipe`` when not given); ``built.plan``
+    holds the resolved recipe, which the run records."""
     builder = get_family(recipe.model.family).build
     check_run(recipe)
     if not recipe.model.init_from:  # with init_from, weights and tokenizer come from that run
         check_hub_model(recipe.model.name)
     check_model_source(recipe)
-    loaded = load_data(recipe, stage)
+    if plan is None:
+        plan = resolve(recipe)
+        plan.announce()
+    recipe = plan.recipe
+    loaded = load_data(recipe, stage, plan)
     if stage == "fit" and loaded.train:
         # The epoch the weights make (data.mix), sized now: an impossible one fails before the model
         # loads. Sizing a training source reads and validates its files, unless they are unchanged
@@ -120,6 +130,7 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
         rows.release()  # the texts are in the token store now
     release_freed_memory()  # what reading and tokenizing the data freed (negtrain.memory)
     built.selection = resolve_selection(recipe, built.module.eval_sets)
+    built.plan = plan
     built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)
     return built
 
