@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from negtrain import labels as nli
 from negtrain.benchmarks.matrix import check_supported, scorable
@@ -45,7 +45,7 @@ class CardRequest:
     family: str | None = None
     adapter: str | None = None
     benchmarks: str = "all"
-    shots: int | str = 0
+    shots: int | Literal["paper"] = 0
     strategy: str | None = None
     protocol: str | None = None
     chat: bool = False
@@ -167,7 +167,7 @@ def family_from_config(model: str) -> str | None:
     """The family of a local model folder, where its config.json says it unambiguously."""
     config = _config_of(model)
     found = _families_of(config) if config is not None else []
-    if len(found) == 1:
+    if config is not None and len(found) == 1:
         print(f"--family {found[0]}: from {model}'s config.json (architectures {', '.join(config['architectures'])})", flush=True)
         return found[0]
     return None

@@ -16,10 +16,10 @@ import yaml
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.card_plan import CardPlan, CardRequest, default_out, plan_card
 from negtrain.card_render import chat_template_line, write_card
-from negtrain.config import IN_PROCESS, RUN_ONLY_SERVER_SETTINGS
+from negtrain.config import IN_PROCESS, RUN_ONLY_SERVER_SETTINGS, EvalConfig
 from negtrain.errors import ConfigError, Stopped
 from negtrain.io.atomic import write_text
-from negtrain.io.records import RunRecord, read_records, write_records
+from negtrain.io.records import EvalRecord, RunRecord, read_records, write_records
 from negtrain.io.run_lock import run_lock
 from negtrain.metrics.declared import headline
 from negtrain.paths import check_output_dir
@@ -106,7 +106,7 @@ def _staging(out: Path, name: str) -> Path:
 def _lightning_rank() -> int:
     from lightning.pytorch.utilities.rank_zero import rank_zero_only
 
-    return rank_zero_only.rank
+    return int(rank_zero_only.rank)  # type: ignore[attr-defined]  # set by Lightning on import, not in its stubs
 
 
 
@@ -129,7 +129,7 @@ def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe) -> None:
     # A served card runs in one process and imports no Lightning; the hf one may run under DDP,
     # where only rank zero writes the card's files.
     rank = 0 if served else _lightning_rank()
-    entries = list(recipe.data.eval)
+    entries: list[EvalConfig] = list(card.plan.evals)
     if rank == 0:
         continuing = _open_card_dir(out, resolved_recipe_yaml(loaded))
     else:
@@ -168,6 +168,7 @@ def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe) -> None:
 
 def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh_note: str | None) -> None:
     """card.md, card.png and a protocol's protocol.md, from the card's records."""
+    evals = [r for r in records if isinstance(r, EvalRecord)]
     recipe, protocol = card.plan.recipe, card.protocol
     template = chat_template_line(recipe)
     if fresh_note is None:  # a continued card: the note an earlier process kept
@@ -179,7 +180,7 @@ def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh
     if protocol is not None:
         from negtrain.protocol import write_protocol
 
-        write_protocol(out, protocol, records, card.shown, resamples=recipe.evaluation.bootstrap,
+        write_protocol(out, protocol, evals, card.shown, resamples=recipe.evaluation.bootstrap,
                        seed=recipe.evaluation.bootstrap_seed, template=template)
         print(f"protocol {protocol.name}: {out / 'protocol.md'}")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 from negtrain import labels as nli
 from negtrain.benchmarks.matrix import Skipped, resolve_benchmarks, unreadable_reason
@@ -32,7 +33,7 @@ class PlanRequest:
     #: A named prompt strategy put on every eval entry whose benchmark has it (``--strategy``).
     strategy: str | None = None
     #: Few-shot examples for every entry that reads a prompt (``--shots``: K or "paper").
-    shots: int | str = 0
+    shots: int | Literal["paper"] = 0
     #: The benchmarks were named (not ``all``): a named benchmark without the strategy is an error.
     named: bool = False
     #: A benchmark that cannot be scored is an error instead of a skip (named benchmarks,
@@ -100,25 +101,28 @@ def resolve(recipe: Recipe, request: PlanRequest | None = None) -> EvalPlan:
     if skipped and request.strict:
         raise ConfigError(f"{where} --strict: cannot read " + "; ".join(f"{s.benchmark}/{s.split} ({s.reason})" for s in skipped))
     data = resolved.data
+    assert isinstance(data.eval, list)  # `all` was expanded
+    entries: list[EvalConfig] = data.eval
     if request.strategy:
-        _apply_strategy(data.eval, request.strategy, request.named)
+        _apply_strategy(entries, request.strategy, request.named)
     head = [nli.normalize(h) or h for h in getattr(resolved.model, "head_labels", None) or []]
     if head:
-        data.eval = _skip_or_refuse(data.eval, skipped, request, lambda e: head_cannot_score(head, e.benchmark))
+        entries = _skip_or_refuse(entries, skipped, request, lambda e: head_cannot_score(head, e.benchmark))
     for refusal in request.refusals:
-        data.eval = _skip_or_refuse(data.eval, skipped, request, refusal)
+        entries = _skip_or_refuse(entries, skipped, request, refusal)
     if request.shots:
-        for entry in data.eval:
+        for entry in entries:
             # Multiple choice and cloze probes build their own context: no prompt to put shots in.
             if not get_benchmark(entry.benchmark).answer_type.builds_own_context:
                 entry.shots = request.shots
+    data.eval = entries
     if request.shots or request.strategy:
         try:
             resolve_benchmarks(resolved, announce=False)  # each entry's shots_split, the strategy's verbalizer
         except ConfigError as exc:
             raise ConfigError(f"{where}: {exc}" if where else str(exc)) from exc
     if request.skip_unreadable_shots:
-        data.eval = _skip_or_refuse(data.eval, skipped, request, _unreadable_shots)
+        data.eval = _skip_or_refuse(entries, skipped, request, _unreadable_shots)
     return EvalPlan(resolved, tuple(skipped))
 
 

@@ -5,6 +5,7 @@ only when a file changed."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 
 import pytest
@@ -14,7 +15,7 @@ from negtrain.card import CardRequest, plan_card
 from negtrain.cli import parser
 from negtrain.commands.evaluate import card_request
 from negtrain.config import validate_recipe
-from negtrain.errors import ConfigError
+from negtrain.errors import ConfigError, DataError
 from negtrain.plan import PlanRequest, resolve
 
 
@@ -70,7 +71,7 @@ def test_a_card_request_is_built_once_from_the_command_line(tmp_path):
     assert isinstance(request, CardRequest)
     assert request.server == {"base_url": "http://127.0.0.1:1/v1", "key_env": "KEY", "concurrency": 2}
     assert request.overrides == ("--trainer.devices=1",) and request.protocol == "scone-icl"
-    with pytest.raises(Exception):  # frozen: the plan reads it, nothing changes it
+    with pytest.raises(dataclasses.FrozenInstanceError):  # the plan reads it, nothing changes it
         request.model = "other"  # type: ignore[misc]
 
 
@@ -114,6 +115,6 @@ def test_a_rewritten_data_file_is_read_again(data_dir, tmp_path, monkeypatch):
     path = mirror / "selenashe" / "ScoNe" / "scone_nli" / "test" / "one_scoped.csv"
     lines = path.read_text().splitlines(keepends=True)
     path.write_text("".join(lines[:-1]))  # one row fewer in one condition file
-    with pytest.raises(Exception, match="rows"):  # the six files no longer line up: read afresh, and refused
+    with pytest.raises(DataError, match="rows"):  # the six files no longer line up: read afresh, and refused
         bench.load("test")
     assert counts["reads"] == 2
