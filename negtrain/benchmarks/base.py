@@ -234,12 +234,12 @@ class Benchmark(ABC):
         """Every example of ``split``, read once per process: a later call with the data files
         unchanged (same paths, sizes and modification times) gets the rows read the first time,
         in a new list (the examples are frozen, so callers share them safely)."""
-        key = self._load_key(split)
-        if key is None:  # rows that come from no file (a test's benchmark): read every time
-            return list(self.iter_examples(split))
-        cached = _LOADED.get(key)
+        key = self._load_key(split)  # checks the split
+        cached = _LOADED.get(key) if key is not None else None
         if cached is None:
-            cached = _LOADED[key] = tuple(self.iter_examples(split))
+            cached = tuple(self._unique_ids(split, self.stream(split)))
+            if key is not None:  # rows that come from no file (a test's benchmark) are read every time
+                _LOADED[key] = cached
         return list(cached)
 
     def _load_key(self, split: str) -> tuple | None:

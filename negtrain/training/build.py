@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import math
 
-from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe
 from negtrain.data.mixing import epoch_counts
@@ -62,12 +61,6 @@ def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet]) -> Selection | N
     return Selection(wanted, found.higher_is_better)
 
 
-def _benchmark_split(name: str, split: str) -> Benchmark:
-    bench = get_benchmark(name)
-    bench.check_split(split)
-    return bench
-
-
 def load_data(recipe: Recipe, stage: str, plan: EvalPlan | None = None) -> Loaded:
     """The data of ``plan`` (resolved from ``recipe`` when not given): before any data file or model
     is read, ``all`` expanded, unsupported (family, benchmark) pairs rejected, prompts and
@@ -91,9 +84,9 @@ def load_data(recipe: Recipe, stage: str, plan: EvalPlan | None = None) -> Loade
             twice = f"{spec.benchmark}/{spec.split}" + (f" as variant '{variant}'" if variant else "")
             raise ConfigError(f"data.eval lists {twice} twice (a split evaluated several ways needs a distinct `variant` per entry)")
         seen.add((spec.benchmark, spec.split, variant))
-    # Names and splits first (instant), then the files.
-    train = [(_benchmark_split(s.benchmark, s.split), s.split) for s in train_specs]
-    evals = [(_benchmark_split(s.benchmark, s.split), s.split) for s in eval_specs]
+    # Every name and split was checked when the plan was resolved; now the files.
+    train = [(get_benchmark(s.benchmark), s.split) for s in train_specs]
+    evals = [(get_benchmark(s.benchmark), s.split) for s in eval_specs]
     return Loaded(
         # Lazily: a warm start takes sizes and labels from a cache and tokens from the store.
         train=[(b, split, TrainSource(b, split)) for b, split in train],
