@@ -118,3 +118,27 @@ def test_a_rewritten_data_file_is_read_again(data_dir, tmp_path, monkeypatch):
     with pytest.raises(DataError, match="rows"):  # the six files no longer line up: read afresh, and refused
         bench.load("test")
     assert counts["reads"] == 2
+
+
+@pytest.mark.slow
+def test_a_scone_icl_card_resolves_once_and_parses_scone_once(lm_env, monkeypatch, tmp_path):
+    """The whole command: planning, the model's 12 variants (their few-shot demonstrations
+    included), the card and protocol.md with its Ignore-Negation row."""
+    import negtrain.plan as plan_module
+    from negtrain.cli import main
+
+    counts = _count_scone_reads(monkeypatch)
+    resolved = {"n": 0}
+    real = plan_module.resolve_benchmarks
+
+    def counted(recipe, announce=True):
+        resolved["n"] += 1
+        return real(recipe, announce)
+
+    monkeypatch.setattr(plan_module, "resolve_benchmarks", counted)
+    out = tmp_path / "icl"
+    assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--protocol", "scone-icl", "--out", str(out),
+                 "--trainer.limit_val_batches=1", "--data.eval_batch_size=4", "--trainer.torch_threads=1",
+                 "--trainer.precision=32-true", "--evaluation.bootstrap=20", "--model.max_new_tokens=8"]) == 0
+    assert (out / "protocol.md").is_file() and "Ignore-Negation" in (out / "protocol.md").read_text()
+    assert counts["reads"] == 1 and resolved["n"] == 1
