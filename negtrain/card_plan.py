@@ -70,13 +70,15 @@ class CardRequest:
 @dataclass(frozen=True)
 class CardPlan:
     """A card, planned: the resolved evaluation (with what was skipped), the checkpoint to load,
-    the protocol it runs, and the name shown for the model (a token in it masked)."""
+    the protocol it runs, the name shown for the model (a token in it masked) and the card's
+    directory."""
 
     request: CardRequest
     plan: EvalPlan
     checkpoint: Path | None
     protocol: Any
     shown: str
+    out: Path
 
 
 def _run_source(name: str) -> tuple[Path, Path] | None:
@@ -359,7 +361,8 @@ def plan_card(request: CardRequest) -> CardPlan:
         skip_unreadable_shots=True,
     ))
     plan.announce()
-    return CardPlan(request, plan, checkpoint, protocol, redact_text(request.model))
+    shown = redact_text(request.model)  # a token inside a model path never reaches a title or header
+    return CardPlan(request, plan, checkpoint, protocol, shown, request.out or default_out(shown, plan.family))
 
 
 def _through_server(entry, recipe) -> str | None:

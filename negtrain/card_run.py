@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.card_plan import CardPlan, CardRequest, default_out, plan_card
+from negtrain.card_plan import CardPlan, CardRequest, plan_card
 from negtrain.card_render import chat_template_line, write_card
 from negtrain.config import IN_PROCESS, RUN_ONLY_SERVER_SETTINGS, EvalConfig
 from negtrain.errors import ConfigError, Stopped
@@ -112,7 +112,7 @@ def _lightning_rank() -> int:
 
 def make_card(request: CardRequest) -> Path:
     card = plan_card(request)
-    out = request.out or default_out(card.shown, card.plan.family)
+    out = card.out
     check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
     loaded = LoadedRecipe(name=f"card:{card.shown}", path=Path("evaluate --model"), recipe=card.plan.recipe)
     with run_lock(out):  # one writer: a second card into the same --out is refused, naming this one
