@@ -287,8 +287,12 @@ def split_summary_rows(protocol: Protocol, formats: dict[str, list[Variant]], by
     return rows
 
 
-def write_protocol(out: Path, protocol: Protocol, records: list[EvalRecord], model: str, resamples: int, seed: int) -> None:
-    write_text(out / "protocol.md", protocol_markdown(protocol, records, model, resamples, seed, out))
+def write_protocol(out: Path, protocol: Protocol, records: list[EvalRecord], model: str, *, resamples: int, seed: int,
+                   template: str | None = None) -> None:
+    """``protocol.md`` in ``out``; ``template``: the card's chat-template line, under the title, so
+    every table of the card says how its prompts were wrapped."""
+    title, _, rest = protocol_markdown(protocol, records, model, resamples, seed, out).partition("\n")
+    write_text(out / "protocol.md", f"{title}\n\n{template}\n{rest}" if template else f"{title}\n{rest}")
 
 
 

@@ -20,6 +20,7 @@ from typing import Any
 
 from negtrain.config import Recipe, SweepParameter, load_yaml, validate_recipe
 from negtrain.errors import ConfigError, did_you_mean
+from negtrain.metrics.declared import Declared, declared_key
 from negtrain.recipes import LoadedRecipe, apply_overrides, override_pairs
 
 
@@ -34,14 +35,15 @@ class SweepMetric:
     goal: str  # "maximize" | "minimize"
 
 
-def available_metrics(recipe: Recipe) -> dict[str, bool]:
-    """Every ``<benchmark>/<split>/<metric>`` a run of the recipe reports -> higher is better.
+def available_metrics(recipe: Recipe) -> dict[str, Declared]:
+    """Every ``<benchmark>/<split>/<metric>`` a run of the recipe reports -> its declaration (a
+    family of metrics as its pattern, e.g. ``.../error_rate/construction/<Construction>``).
 
-    Reads the benchmark files (to size the metrics) and, for an NLI model, its config (the head's
-    labels decide which label space a benchmark is scored in, as in training: a 2-way model gets
-    NaN-NLI's binary metrics only), but loads no weights.
+    From the benchmarks' declarations; for an NLI model the head's labels (its config) decide
+    which label space a benchmark is scored in, as in training (a 2-way model gets NaN-NLI's
+    binary metrics only), which needs the benchmark files read, but no weights loaded.
     """
-    from negtrain.training.build import load_data, metric_names
+    from negtrain.training.build import load_data
 
     loaded = load_data(recipe, "fit")
     spaces: Sequence[tuple[str, ...] | None] = [None] * len(loaded.eval)
@@ -52,11 +54,10 @@ def available_metrics(recipe: Recipe) -> dict[str, bool]:
             spaces = prediction_spaces(recipe, loaded)
         except OSError:  # the model's config cannot be read here (a Hub id, offline): every space
             pass
-    available: dict[str, bool] = {}
-    for (bench, split, examples), space in zip(loaded.eval, spaces, strict=False):
-        metric = bench.scorer(examples, space) if space is not None else bench.metric(examples)
-        for key in metric_names(metric):
-            available[f"{bench.name}/{split}/{key}"] = bench.is_higher_better(key)
+    available: dict[str, Declared] = {}
+    for (bench, split, _), space in zip(loaded.eval, spaces, strict=False):
+        for d in bench.declared_in(space if space is not None else tuple(bench.labels)):
+            available[f"{bench.name}/{split}/{d.name}"] = d
     return available
 
 
@@ -66,9 +67,13 @@ def resolve_metric(recipe: Recipe) -> SweepMetric:
     if not available:
         raise ConfigError("sweep: the recipe has no data.eval benchmarks, so there is no metric to optimise")
     wanted = recipe.sweep.metric or recipe.selection.metric or next(iter(available))
-    if wanted not in available:
+    sets: dict[str, list[Declared]] = {}
+    for key, d in available.items():
+        sets.setdefault(key[: -len(d.name) - 1], []).append(d)
+    found = declared_key(sets, wanted)
+    if found is None:
         raise ConfigError(f"sweep.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, available)}")
-    return SweepMetric(wanted, "maximize" if available[wanted] else "minimize")
+    return SweepMetric(wanted, "maximize" if found.higher_is_better else "minimize")
 
 
 def _candidates(param: SweepParameter) -> list[Any]:

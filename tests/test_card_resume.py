@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pytest
 
-import negtrain.card as card_module
+import negtrain.card_run as card_module  # where the card keeps each part
+from negtrain.card import plan_card
+from negtrain.commands.evaluate import card_request
 from negtrain.cli import main, parser
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -42,8 +44,8 @@ def test_hf_card_killed_after_its_first_benchmark_resumes_without_recomputing_it
     out = tmp_path / "card"
     keep = card_module._keep_part
 
-    def keep_then_die(out_, name, folder):
-        keep(out_, name, folder)
+    def keep_then_die(out_, name, folder, records):
+        keep(out_, name, folder, records)
         raise Killed()
 
     monkeypatch.setattr(card_module, "_keep_part", keep_then_die)
@@ -105,7 +107,8 @@ def test_all_with_shots_skips_a_benchmark_whose_shot_source_cannot_be_read(lm_en
     """CondaQA's shots come from its train split, which the mirror does not hold."""
     assert not (lm_env["data"] / "AbhilashaRavichander/CondaQA/data/condaqa_train.json").exists()
     args, extra = parser().parse_known_args(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--shots", "2"])
-    recipe, skipped, _, _ = card_module.plan_card(args, extra)
+    plan = plan_card(card_request(args, extra)).plan
+    recipe, skipped = plan.recipe, plan.skipped
     planned = [e.benchmark for e in recipe.data.eval]
     assert "condaqa" not in planned and {"scone", "nannli", "tinad"} <= set(planned)
     lost = {s.benchmark: s.reason for s in skipped}

@@ -94,7 +94,7 @@ def test_the_card_head_is_the_run_head(fake_run, tmp_path):
     """The card's recipe carries the head the run trained, read from the run's model/config.json."""
     from negtrain.card import card_recipe, head_cannot_score, run_head_labels
 
-    raw, checkpoint = card_recipe(str(fake_run), None, "all", 0, None, {})
+    raw, checkpoint = card_recipe(str(fake_run), None)
     assert raw["model"]["head_labels"] == ["entailment", "not_entailment"]
     assert checkpoint.name == "best-epoch1.ckpt"
     # Without model/config.json, the run's training data decides (ScoNe and MoNLI: 2-way).

@@ -60,6 +60,21 @@ def test_declared_names_are_what_the_metric_computes(all_data, name, space):
     assert not undeclared, f"{name}: computed but not declared: {undeclared}"
     never = [d.name for d in declared if not any(d.matches(k) for k in computed)]
     assert not never, f"{name}: declared but never computed in this label space: {never}"
+    # Training's default selection metric (the first declared) is the first one scoring computes.
+    assert declared[0].name == computed[0]
+
+
+def test_a_selection_metric_is_found_by_its_declaration_even_inside_a_family():
+    from negtrain.benchmarks.nannli import NanNli
+    from negtrain.metrics.declared import declared_key, declared_keys
+
+    sets = {"nannli/test": NanNli.reported_metrics, "scone/test": get_benchmark("scone").reported_metrics,
+            "scone/test/v1": (score("only_in_v1"),)}
+    assert declared_key(sets, "nannli/test/error_rate/construction/not + PP").name == "error_rate/construction/<Construction>"
+    assert declared_key(sets, "scone/test/v1/only_in_v1").name == "only_in_v1"
+    assert declared_key(sets, "scone/test/accuracy").higher_is_better
+    assert declared_key(sets, "scone/test/v1/accuracy") is None and declared_key(sets, "scone/test/acuracy") is None
+    assert "scone/test/accuracy" in declared_keys(sets)
 
 
 def test_the_cue_corpus_declares_what_its_metric_computes():

@@ -224,10 +224,10 @@ def test_a_fitting_adapter_loads_and_its_weights_answer(adapters, tmp_path, caps
 
 @pytest.mark.parametrize("kind", ["onto_a_file", "under_a_file", "proc", "dev_null"])
 def test_an_unwritable_out_fails_before_the_model_loads(kind, tmp_path, capsys, monkeypatch, fake_run, data_dir):
-    import negtrain.card as card
+    import negtrain.card_run as card_run
 
     # Where the card loads the model and writes its directory: never reached.
-    monkeypatch.setattr(card, "_write_card_dir", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(card_run, "_write_card_dir", lambda *a, **k: pytest.fail("the model was loaded"))
     afile = tmp_path / "afile"
     afile.write_text("x")
     out = {"onto_a_file": afile, "under_a_file": afile / "card", "proc": Path("/proc/x"), "dev_null": Path("/dev/null")}[kind]

@@ -25,6 +25,10 @@ from negtrain.errors import ConfigError, DataError, did_you_mean, unknown_name
 from negtrain.metrics.declared import Declared, count, find
 
 
+#: The rows :meth:`Benchmark.load` read in this process, by what they depend on (``_load_key``).
+_LOADED: dict[tuple, tuple[Example, ...]] = {}
+
+
 @dataclass(frozen=True, slots=True)
 class Example:
     """One benchmark item, already in the benchmark's label space."""
@@ -227,7 +231,27 @@ class Benchmark(ABC):
         return iter(self.read(split))
 
     def load(self, split: str) -> list[Example]:
-        return list(self.iter_examples(split))
+        """Every example of ``split``, read once per process: a later call with the data files
+        unchanged (same paths, sizes and modification times) gets the rows read the first time,
+        in a new list (the examples are frozen, so callers share them safely)."""
+        key = self._load_key(split)  # checks the split
+        cached = _LOADED.get(key) if key is not None else None
+        if cached is None:
+            cached = tuple(self._unique_ids(split, self.stream(split)))
+            if key is not None:  # rows that come from no file (a test's benchmark) are read every time
+                _LOADED[key] = cached
+        return list(cached)
+
+    def _load_key(self, split: str) -> tuple | None:
+        """What :meth:`load`'s rows depend on: the benchmark, the split, and each data file's
+        path (so the data directory), size and modification time; None when it reads no file."""
+        self.check_split(split)
+        stats = []
+        for file in self.files(split):
+            path = local(file)  # raises, as reading would, when the file is not there
+            stat = path.stat()
+            stats.append((str(path), stat.st_size, stat.st_mtime_ns))
+        return (type(self), self.name, split, tuple(stats)) if stats else None
 
     def iter_examples(self, split: str) -> Iterator[Example]:
         """:meth:`load`, one example at a time: what a training source reads without holding it."""

@@ -10,6 +10,7 @@ from pathlib import Path
 from negtrain.commands import check_bootstrap
 from negtrain.commands.view import command_for
 from negtrain.errors import NegtrainError
+from negtrain.server_settings import flagged
 
 
 class FamilyChoices:
@@ -66,16 +67,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     served.add_argument("--backend", default="hf", metavar="NAME",
                         help="hf: load the model here (default); openai: an OpenAI-compatible server at --base-url; "
                              "or a backend a plugin registered (negtrain.config.register_backend)")
-    served.add_argument("--base-url", help="the server's API root, e.g. http://127.0.0.1:8000/v1")
-    served.add_argument("--api-key-env", metavar="VAR", help="the environment variable holding the API key (the key itself is never an argument)")
+    # One flag per server setting, with its description as help: the settings are defined once
+    # (negtrain/server_settings.py), and the recipe's evaluation.server section is made from them too.
+    for setting in flagged():
+        served.add_argument(setting.option, dest=setting.dest, type=setting.cli_type, metavar=setting.metavar, help=setting.help())
     served.add_argument("--cache", type=Path, help="the response cache (a folder or .sqlite file) to share between cards (default: in --out)")
-    served.add_argument("--concurrency", type=int, help="requests in flight at once (default 4)")
-    served.add_argument("--timeout", type=float, help="seconds for one whole request, connecting to the last byte of the answer (default 120; retried)")
-    served.add_argument("--retries", type=int, help="retries on 429, 5xx and timeouts, with backoff (default 5)")
-    served.add_argument("--max-requests", type=int, metavar="N", help="stop once N requests were sent (answers stay cached)")
-    served.add_argument("--extra-body", metavar="JSON",
-                        help="a JSON object of the server's own settings added to every generation request, e.g. "
-                             "'{\"repeat_penalty\": 1.0}' for llama.cpp (see docs/served-models.md)")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -93,15 +89,15 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError(f"{', '.join(given)}: a report card writes card.md and metrics.jsonl, and scores every "
                                 "example it loads; --allow-missing is for --predictions or --backend openai")
         check_bootstrap(args)
-        out = make_card(args, extra)  # extra: recipe overrides such as --trainer.devices=2
+        out = make_card(card_request(args, extra))  # extra: recipe overrides such as --trainer.devices=2
         print(f"browse every example: {command_for(out)}")
         return 0
     card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system", "truncate") if getattr(args, n) is not None]
     card_only += [f for f, on in (("--chat", args.chat), ("--fewshot-as-multiturn", args.fewshot_as_multiturn), ("--no-log-samples", not args.log_samples)) if on]
     card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
     card_only += ["--benchmarks"] if args.benchmarks != "all" else []
-    card_only += [f"--{n.replace('_', '-')}" for n in ("base_url", "api_key_env", "cache", "concurrency", "timeout", "retries", "max_requests",
-                                                               "extra_body") if getattr(args, n) is not None] + (["--backend"] if args.backend != "hf" else [])
+    card_only += [s.option for s in flagged() if getattr(args, s.dest) is not None] + (["--cache"] if args.cache is not None else [])
+    card_only += ["--backend"] if args.backend != "hf" else []
     if card_only:
         raise NegtrainError(f"{', '.join(card_only)} go with --model (a report card)")
     if extra:
@@ -134,6 +130,20 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
                         bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
     print(json.dumps(scored.as_json()) if args.json else format_scored(scored))
     return 0
+
+
+def card_request(args: argparse.Namespace, extra: list[str]):
+    """The report card's typed request (negtrain.card.CardRequest), made once from the command line."""
+    from negtrain.card import CardRequest
+
+    server = {s.name: getattr(args, s.dest) for s in flagged() if getattr(args, s.dest) is not None}
+    return CardRequest(
+        model=args.model, family=args.family, adapter=args.adapter, benchmarks=args.benchmarks, shots=args.shots,
+        strategy=args.strategy, protocol=args.protocol, chat=args.chat, system=args.system,
+        fewshot_as_multiturn=args.fewshot_as_multiturn, log_samples=args.log_samples, truncate=args.truncate, out=args.out,
+        strict=args.strict, backend=args.backend or "hf", server=server, allow_missing=args.allow_missing, cache=args.cache,
+        bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed, overrides=tuple(extra),
+    )
 
 
 def shots_arg(value: str) -> int | str:

@@ -10,6 +10,7 @@ from pydantic import Field, field_validator, model_validator
 from negtrain.config.backends import IN_PROCESS, check_backend
 from negtrain.config.section import Section
 from negtrain.errors import ConfigError
+from negtrain.server_settings import SERVER_SETTINGS
 
 
 #: The most bootstrap resamples anything draws: intervals settle long before (1,000 are the
@@ -28,25 +29,16 @@ class ServerConfig(Section):
     negtrain/serving/openai.py). The API key itself is never a setting: only the name of the
     environment variable that holds it."""
 
-    base_url: str = Field(description="The server's API root, e.g. http://127.0.0.1:8000/v1 (a missing /v1 is added).")
-    key_env: str | None = Field(
-        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
-        description="The name of the environment variable holding the API key, sent as a bearer token (none: no key).",
-    )
-    concurrency: int = Field(4, ge=1, le=256, description="Requests in flight at once.")
-    timeout: float = Field(120.0, gt=0, le=3600, description="Seconds for one whole request, connecting to the last byte of the answer, before it counts as a timeout (retried).")
-    retries: int = Field(5, ge=0, le=20, description="Retries of a request answered with 429, a 5xx or nothing, with exponential backoff.")
-    max_requests: int | None = Field(
-        None, ge=1, description="Budget guard: the run stops (its answers cached) once this many requests were sent. None: no bound."
-    )
-    allow_missing: bool = Field(
-        False, description="A request that fails after its retries leaves its example unscored (listed in the card) instead of stopping the run."
-    )
-    extra_body: dict[str, Any] = Field(
-        default_factory=dict,
-        description="Fields added to every generation request: a server's own settings that decide its text, e.g. "
-        "{repeat_penalty: 1.0} for llama.cpp's servers (see docs/served-models.md). Not the fields negtrain sets itself.",
-    )
+    # Each field's default, bounds and description: the one table of server settings, which the
+    # command line's flags are made from too.
+    base_url: str = SERVER_SETTINGS["base_url"].field()
+    key_env: str | None = SERVER_SETTINGS["key_env"].field()
+    concurrency: int = SERVER_SETTINGS["concurrency"].field()
+    timeout: float = SERVER_SETTINGS["timeout"].field()
+    retries: int = SERVER_SETTINGS["retries"].field()
+    max_requests: int | None = SERVER_SETTINGS["max_requests"].field()
+    allow_missing: bool = SERVER_SETTINGS["allow_missing"].field()
+    extra_body: dict[str, Any] = SERVER_SETTINGS["extra_body"].field()
 
     @field_validator("extra_body")
     @classmethod
@@ -66,7 +58,7 @@ class ServerConfig(Section):
 
 
 #: Server settings that change how a card is run, not what it scores: a rerun may change them.
-RUN_ONLY_SERVER_SETTINGS = ("concurrency", "timeout", "retries", "max_requests")
+RUN_ONLY_SERVER_SETTINGS = tuple(name for name, s in SERVER_SETTINGS.items() if s.run_only)
 
 
 class EvaluationConfig(Section):

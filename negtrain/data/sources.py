@@ -56,7 +56,8 @@ class TrainSource(Sequence):
     def examples(self) -> list[Example]:
         """The rows, read and validated from the files (once; kept until :meth:`release`)."""
         if self._examples is None:
-            self._examples = self.benchmark.load(self.split)
+            # Not the process-wide Benchmark.load: a training split can be large, and release() must free it.
+            self._examples = list(self.benchmark.iter_examples(self.split))
         return self._examples
 
     def release(self) -> None:

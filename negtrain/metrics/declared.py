@@ -10,7 +10,7 @@ predictions may be in, that the declared names are exactly the names its metric 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -108,3 +108,21 @@ def find(declared: Sequence[Declared], key: str) -> Declared | None:
         if d.family and d.matches(key):
             return d
     return None
+
+
+def declared_key(sets: Mapping[str, Sequence[Declared]], wanted: str) -> Declared | None:
+    """The declaration of ``wanted`` (``<set name>/<metric>``) among the eval sets' declared
+    metrics (set name -> what it reports), or None when no set reports it."""
+    for name in sorted(sets, key=len, reverse=True):  # "scone/test/v1" before "scone/test"
+        declared = sets[name]
+        if wanted.startswith(name + "/"):
+            found = find(declared, wanted[len(name) + 1:])
+            if found is not None:
+                return found
+    return None
+
+
+def declared_keys(sets: Mapping[str, Sequence[Declared]]) -> list[str]:
+    """Every ``<set name>/<metric>`` the sets declare, in declaration order (a family of metrics
+    as its pattern, e.g. ``nannli/test/error_rate/construction/<Construction>``)."""
+    return [f"{name}/{d.name}" for name, declared in sets.items() for d in declared]

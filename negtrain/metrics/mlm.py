@@ -42,7 +42,7 @@ class HeldOutMLMMetric(ExampleMetric):
         return {k: torch.tensor(float(v), dtype=torch.float64) for k, v in self.score(full).items()}
 
     def unit_table(self, values: np.ndarray) -> UnitTable:
-        if values.ndim != 2:  # a scoring of "no predictions" (see training.build.metric_names)
+        if values.ndim != 2:  # a scoring of no predictions (every example MISSING)
             values = np.full((self.num_examples, FIELDS), np.nan)
         summed = np.nan_to_num(values)  # an unscored example adds nothing
         columns = {name: summed[:, k] for k, name in enumerate(("loss", "masked", "cues_right", "cues"))}

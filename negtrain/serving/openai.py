@@ -37,6 +37,7 @@ from typing import Any
 
 from negtrain.errors import ConfigError, NegtrainError
 from negtrain.secrets import redact_text, remember_secret
+from negtrain.server_settings import SERVER_SETTINGS
 from negtrain.serving import answers, http
 from negtrain.serving.answers import Malformed
 from negtrain.serving.cache import ResponseCache
@@ -72,13 +73,16 @@ class BudgetSpent(NegtrainError):
 
 @dataclass(frozen=True)
 class ServerSettings:
+    """What the client runs with: the recipe's ``evaluation.server`` and the served model's name;
+    defaults from the one table of server settings (negtrain/server_settings.py)."""
+
     base_url: str
     model: str
-    key_env: str | None = None  # the name of the environment variable holding the API key
-    concurrency: int = 4
-    timeout: float = 120.0
-    retries: int = 5
-    max_requests: int | None = None
+    key_env: str | None = SERVER_SETTINGS["key_env"].default  # the name of the environment variable holding the API key
+    concurrency: int = SERVER_SETTINGS["concurrency"].default
+    timeout: float = SERVER_SETTINGS["timeout"].default
+    retries: int = SERVER_SETTINGS["retries"].default
+    max_requests: int | None = SERVER_SETTINGS["max_requests"].default
     #: Fields merged into every generation request (a server's own sampling settings).
     extra_body: dict[str, Any] = field(default_factory=dict)
 

@@ -10,10 +10,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
-from negtrain.benchmarks.base import Benchmark
-from negtrain.benchmarks.matrix import resolve_benchmarks
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe
 from negtrain.data.mixing import epoch_counts
@@ -23,7 +19,7 @@ from negtrain.errors import ConfigError, did_you_mean
 from negtrain.hub_access import check_hub_model
 from negtrain.io.checkpoints import read_checkpoint
 from negtrain.memory import release_freed_memory
-from negtrain.metrics.base import MISSING, ExampleMetric
+from negtrain.metrics.declared import Declared, declared_key, declared_keys
 from negtrain.models.adapters import load_adapter_state
 from negtrain.models.base import NegtrainModule
 from negtrain.models.contract import Built, Loaded, Selection
@@ -31,6 +27,7 @@ from negtrain.models.families import get_family
 from negtrain.models.folder_checks import check_adapter_folder, check_model_folder
 from negtrain.models.init_from import resolve_init
 from negtrain.models.sources import resolve_model_name
+from negtrain.plan import EvalPlan, resolve
 from negtrain.training.checks import check_run
 
 
@@ -46,34 +43,32 @@ def best_score(checkpoint_callback) -> float | None:
     return float(score)
 
 
-def metric_names(metric: ExampleMetric) -> list[str]:
-    """The names a metric reports, read off a scoring of no predictions."""
-    return list(metric.score(np.full(metric.num_examples, MISSING)))
+def declared_metrics(eval_set: EvalSet) -> tuple[Declared, ...]:
+    """What an eval set reports, from its benchmark's declarations (in the label space its
+    predictions are in), without scoring anything."""
+    bench = eval_set.benchmark
+    return bench.declared_in(eval_set.predicted_labels or tuple(bench.labels))
 
 
 def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet]) -> Selection | None:
     if not eval_sets:
         return None
-    available = {}
-    for s in eval_sets:
-        for key in metric_names(s.metric):
-            available[f"{s.name}/{key}"] = s.benchmark.is_higher_better(key)
-    wanted = recipe.selection.metric or f"{eval_sets[0].name}/{metric_names(eval_sets[0].metric)[0]}"
-    if wanted not in available:
-        raise ConfigError(f"selection.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, available)}")
-    return Selection(wanted, available[wanted])
+    declared = {s.name: declared_metrics(s) for s in eval_sets}
+    wanted = recipe.selection.metric or f"{eval_sets[0].name}/{declared[eval_sets[0].name][0].name}"
+    found = declared_key(declared, wanted)
+    if found is None:
+        raise ConfigError(f"selection.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, declared_keys(declared))}")
+    return Selection(wanted, found.higher_is_better)
 
 
-def _benchmark_split(name: str, split: str) -> Benchmark:
-    bench = get_benchmark(name)
-    bench.check_split(split)
-    return bench
-
-
-def load_data(recipe: Recipe, stage: str) -> Loaded:
-    # Before any data file or model is read: `all` expanded, unsupported (family, benchmark)
-    # pairs rejected, prompts and verbalizers filled in, in place (so recipe.yaml records them).
-    resolve_benchmarks(recipe)
+def load_data(recipe: Recipe, stage: str, plan: EvalPlan | None = None) -> Loaded:
+    """The data of ``plan`` (resolved from ``recipe`` when not given): before any data file or model
+    is read, ``all`` expanded, unsupported (family, benchmark) pairs rejected, prompts and
+    verbalizers filled in (in the plan's recipe, which recipe.yaml records)."""
+    if plan is None:
+        plan = resolve(recipe)
+        plan.announce()
+    recipe = plan.recipe
     cue_corpus = recipe.objective is not None and recipe.objective.cue_masking is not None
     # A cue-masking corpus is built from data.train texts, so its held-out part needs them in every stage.
     train_specs = recipe.data.train if stage == "fit" or cue_corpus else []
@@ -89,9 +84,9 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
             twice = f"{spec.benchmark}/{spec.split}" + (f" as variant '{variant}'" if variant else "")
             raise ConfigError(f"data.eval lists {twice} twice (a split evaluated several ways needs a distinct `variant` per entry)")
         seen.add((spec.benchmark, spec.split, variant))
-    # Names and splits first (instant), then the files.
-    train = [(_benchmark_split(s.benchmark, s.split), s.split) for s in train_specs]
-    evals = [(_benchmark_split(s.benchmark, s.split), s.split) for s in eval_specs]
+    # Every name and split was checked when the plan was resolved; now the files.
+    train = [(get_benchmark(s.benchmark), s.split) for s in train_specs]
+    evals = [(get_benchmark(s.benchmark), s.split) for s in eval_specs]
     return Loaded(
         # Lazily: a warm start takes sizes and labels from a cache and tokens from the store.
         train=[(b, split, TrainSource(b, split)) for b, split in train],
@@ -101,13 +96,19 @@ def load_data(recipe: Recipe, stage: str) -> Loaded:
     )
 
 
-def build(recipe: Recipe, stage: str = "fit") -> Built:
+def build(recipe: Recipe, stage: str = "fit", plan: EvalPlan | None = None) -> Built:
+    """The module and data of ``plan`` (resolved from ``recipe`` when not given); ``built.plan``
+    holds the resolved recipe, which the run records."""
     builder = get_family(recipe.model.family).build
     check_run(recipe)
     if not recipe.model.init_from:  # with init_from, weights and tokenizer come from that run
         check_hub_model(recipe.model.name)
     check_model_source(recipe)
-    loaded = load_data(recipe, stage)
+    if plan is None:
+        plan = resolve(recipe)
+        plan.announce()
+    recipe = plan.recipe
+    loaded = load_data(recipe, stage, plan)
     if stage == "fit" and loaded.train:
         # The epoch the weights make (data.mix), sized now: an impossible one fails before the model
         # loads. Sizing a training source reads and validates its files, unless they are unchanged
@@ -122,6 +123,7 @@ def build(recipe: Recipe, stage: str = "fit") -> Built:
         rows.release()  # the texts are in the token store now
     release_freed_memory()  # what reading and tokenizing the data freed (negtrain.memory)
     built.selection = resolve_selection(recipe, built.module.eval_sets)
+    built.plan = plan
     built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)
     return built
 

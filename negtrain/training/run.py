@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import os
 import shlex
@@ -20,10 +21,12 @@ from negtrain.data.encoded import tokenizer_signature
 from negtrain.errors import ConfigError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
+from negtrain.io.records import RunRecord
 from negtrain.io.run_lock import run_lock
 from negtrain.memory import release_freed_memory
 from negtrain.models.adapters import save_adapter_config
 from negtrain.paths import resume_command
+from negtrain.plan import EvalPlan
 from negtrain.recipes import LoadedRecipe, resolved_recipe_yaml  # noqa: F401 (imported from here too)
 from negtrain.secrets import redact_text
 from negtrain.serving.cache import ResponseCache
@@ -54,8 +57,9 @@ def _check_new_run_dir(run_dir: Path) -> None:
         )
 
 
-def _build(loaded: LoadedRecipe, stage: str) -> Built:
-    """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file."""
+def _build(loaded: LoadedRecipe, stage: str, plan: EvalPlan | None = None) -> tuple[LoadedRecipe, Built]:
+    """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file;
+    with the recipe as resolved (negtrain.plan), which the run records."""
     if loaded.recipe.evaluation.backend != "hf":
         # Training and validate/test load the model here; a served model is scored by a card.
         raise ConfigError(
@@ -63,9 +67,10 @@ def _build(loaded: LoadedRecipe, stage: str) -> Built:
             "(evaluate --model NAME --backend openai --base-url URL); fit, validate and test load the model here (backend hf)"
         )
     try:
-        return build(loaded.recipe, stage=stage)
+        built = build(loaded.recipe, stage=stage, plan=plan)
     except ConfigError as exc:
         raise ConfigError(f"{loaded.path}: {exc}") from exc
+    return dataclasses.replace(loaded, recipe=built.plan.recipe), built
 
 
 def _prepare_run_dir(loaded: LoadedRecipe, run_dir: Path) -> Path:
@@ -233,7 +238,7 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
 
 def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
-    built = _build(loaded, "fit")
+    loaded, built = _build(loaded, "fit")
     if not resuming:
         _check_new_run_dir(output_dir)
     if resume_from is not None:  # before anything is written into the run
@@ -294,7 +299,7 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
-    built = _build(loaded, stage)
+    loaded, built = _build(loaded, stage)
     if not built.data.eval_sets:
         raise ConfigError(f"{loaded.path}: the recipe lists no benchmarks for `{stage}` (data.eval / data.test)")
     if checkpoint is not None:
@@ -323,14 +328,15 @@ WITH_CHECKPOINT = "score a trained checkpoint with --checkpoint, or start from a
 
 
 def evaluate_each(
-    loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path], None],
+    loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path, list[RunRecord]], None],
     provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None, response_cache: Path | None = None,
-    checkpoint_given_as: str = "--checkpoint", fresh_head_remedy: str = WITH_CHECKPOINT,
+    checkpoint_given_as: str = "--checkpoint", fresh_head_remedy: str = WITH_CHECKPOINT, plan: EvalPlan | None = None,
 ) -> str | None:
     """Score the recipe's eval sets one at a time with one loaded model, for a report card that
     survives a kill: set ``name`` is recorded into the fresh folder ``staging(name)`` (its
-    metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder)``
-    is called on rank zero as soon as that set is finished, before the next one starts.
+    metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder,
+    records)`` is called on rank zero as soon as that set is finished, before the next one starts,
+    with the records the recorder wrote for it (handed on, so nothing reads the file back).
 
     A SIGTERM stops it with :class:`Stopped` (never a success); what ``done`` kept stays.
     ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
@@ -338,12 +344,13 @@ def evaluate_each(
     answers are kept there row by row (:class:`negtrain.serving.cache.ResponseCache`), so a set
     cut short by a kill is continued without recomputing the rows it had answered.
     ``checkpoint_given_as``: how the user named the checkpoint, for errors (a card's ``--model RUN``).
+    ``plan``: the recipe as the caller resolved it (resolved here when not given).
     Returns the note printed when part of the model's head is fresh (its numbers are chance level),
     whose advice is ``fresh_head_remedy``, or None."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"{checkpoint_given_as} {checkpoint}: no such file")
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
-    built = _build(loaded, "validate")
+    loaded, built = _build(loaded, "validate", plan)
     if checkpoint is not None:
         reload_weights(built.module, str(checkpoint), checkpoint_given_as)
     cache = None
@@ -356,9 +363,12 @@ def evaluate_each(
     sets = list(built.module.eval_sets)
     trainer = _trainer(loaded, built, staging(sets[0].name), "validate")
     recorder = next(c for c in trainer.callbacks if isinstance(c, RunRecorder))
+    recorded: list[RunRecord] = []  # what the recorder wrote for the current set, handed to ``done``
+    recorder.listeners.append(recorded.append)
     for eval_set in sets:
         folder = staging(eval_set.name)
         recorder.run_dir = folder
+        recorded.clear()
         # One set per validate call: the module and the data module iterate over these lists.
         built.module.eval_sets = [eval_set]
         built.data.eval_sets = [eval_set]
@@ -367,7 +377,7 @@ def evaluate_each(
         except SIGTERMException:
             raise Stopped(signal.SIGTERM, "stopped by SIGTERM") from None
         if trainer.is_global_zero:
-            done(eval_set.name, folder)
+            done(eval_set.name, folder, list(recorded))
         if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
             raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
     if cache is not None:
