@@ -494,13 +494,14 @@ def _open_card_dir(out: Path, recipe_text: str) -> bool:
     return False
 
 
-def _keep_part(out: Path, name: str, folder: Path) -> None:
+def _keep_part(out: Path, name: str, folder: Path, records: list[RunRecord]) -> None:
     """A benchmark scored by the hf backend into ``folder``: its predictions file moves into the
-    card, then its metrics line becomes its part (the part is what marks it finished)."""
+    card, then its metrics line (``records``, as the recorder handed them on) becomes its part
+    (the part is what marks it finished)."""
     for file in (folder / "predictions").glob("*.jsonl"):
         (out / "predictions").mkdir(exist_ok=True)
         os.replace(file, out / "predictions" / file.name)
-    write_records(part_path(out, name), read_records(folder / "metrics.jsonl")[-1:])
+    write_records(part_path(out, name), records[-1:])
     shutil.rmtree(folder, ignore_errors=True)
 
 
@@ -555,7 +556,7 @@ def _write_card_dir(args, recipe, skipped, checkpoint, out: Path, loaded: Loaded
             partial = recipe.model_copy(deep=True)
             partial.data.eval = todo
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial)
-            note = evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder: _keep_part(out, name, folder),
+            note = evaluate_each(part_recipe, checkpoint, lambda name: _staging(out, name), lambda name, folder, records: _keep_part(out, name, folder, records),
                                  provenance_of=loaded, provenance_dir=out, checkpoint_given_as=f"--model {shown}:",
                                  fresh_head_remedy=FRESH_HEAD_REMEDY,
                                  response_cache=Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")

@@ -42,8 +42,8 @@ def test_hf_card_killed_after_its_first_benchmark_resumes_without_recomputing_it
     out = tmp_path / "card"
     keep = card_module._keep_part
 
-    def keep_then_die(out_, name, folder):
-        keep(out_, name, folder)
+    def keep_then_die(out_, name, folder, records):
+        keep(out_, name, folder, records)
         raise Killed()
 
     monkeypatch.setattr(card_module, "_keep_part", keep_then_die)

@@ -19,6 +19,7 @@ from negtrain.config import selection_bias_note, to_dict
 from negtrain.data.encoded import tokenizer_signature
 from negtrain.errors import ConfigError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
+from negtrain.io.records import RunRecord
 from negtrain.io.checkpoints import AtomicCheckpointIO
 from negtrain.io.run_lock import run_lock
 from negtrain.memory import release_freed_memory
@@ -323,14 +324,15 @@ WITH_CHECKPOINT = "score a trained checkpoint with --checkpoint, or start from a
 
 
 def evaluate_each(
-    loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path], None],
+    loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path, list[RunRecord]], None],
     provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None, response_cache: Path | None = None,
     checkpoint_given_as: str = "--checkpoint", fresh_head_remedy: str = WITH_CHECKPOINT,
 ) -> str | None:
     """Score the recipe's eval sets one at a time with one loaded model, for a report card that
     survives a kill: set ``name`` is recorded into the fresh folder ``staging(name)`` (its
-    metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder)``
-    is called on rank zero as soon as that set is finished, before the next one starts.
+    metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder,
+    records)`` is called on rank zero as soon as that set is finished, before the next one starts,
+    with the metrics lines the recorder wrote for it, handed on in memory (never read back).
 
     A SIGTERM stops it with :class:`Stopped` (never a success); what ``done`` kept stays.
     ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
@@ -356,9 +358,12 @@ def evaluate_each(
     sets = list(built.module.eval_sets)
     trainer = _trainer(loaded, built, staging(sets[0].name), "validate")
     recorder = next(c for c in trainer.callbacks if isinstance(c, RunRecorder))
+    recorded: list[RunRecord] = []
+    recorder.listeners.append(recorded.append)
     for eval_set in sets:
         folder = staging(eval_set.name)
         recorder.run_dir = folder
+        recorded.clear()
         # One set per validate call: the module and the data module iterate over these lists.
         built.module.eval_sets = [eval_set]
         built.data.eval_sets = [eval_set]
@@ -367,7 +372,7 @@ def evaluate_each(
         except SIGTERMException:
             raise Stopped(signal.SIGTERM, "stopped by SIGTERM") from None
         if trainer.is_global_zero:
-            done(eval_set.name, folder)
+            done(eval_set.name, folder, list(recorded))
         if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
             raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
     if cache is not None:
