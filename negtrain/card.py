@@ -593,7 +593,7 @@ def _score_served(recipe, todo, out: Path, args) -> None:
     provenance.write_resumed(out, provenance.collect(recipe, "server", None, None))
     cache = ResponseCache(Path(args.cache) if getattr(args, "cache", None) else out / "responses.sqlite")
     try:
-        backend = open_backend(recipe.evaluation.backend, BackendContext(recipe.model.name, server, cache))
+        backend = open_backend(recipe.evaluation.backend, BackendContext(recipe.model.name, server, cache, recipe))
     except BaseException:
         cache.close()
         raise
