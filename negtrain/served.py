@@ -40,7 +40,9 @@ from negtrain.io.records import CardRecord
 from negtrain.metrics.multiple_choice import first_argmax
 from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
-from negtrain.models.prompting import PromptSettings, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text
+from negtrain.models.prompting import (
+    AnswerMode, PromptSettings, answer_mode, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text,
+)
 from negtrain.serving.backend import Backend
 from negtrain.serving.requests import Counts, Generation, Loglikelihood
 
@@ -57,9 +59,9 @@ def served_unsupported(bench: Benchmark) -> str | None:
 
 def needs_logprobs(bench: Benchmark, entry=None) -> bool:
     """Whether scoring ``bench`` (as ``entry`` asks) needs prompt log-probabilities."""
-    if bench.generative:
-        return False
-    return entry is None or PromptSettings.of(entry).generating_answer(bench) is None
+    if entry is None:
+        return not bench.generative
+    return not PromptSettings.of(entry).answer_mode(bench).generates
 
 
 @dataclass
@@ -84,10 +86,11 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     tokens_generated = None
     cut_characters: list[str] = []  # generations whose last character the token limit cut in two
     answering = settings.generating_answer(bench)
+    mode = answer_mode(bench, answering)
     # A multiple-choice benchmark put through a generating strategy (ScoNe-NLG): its completions
     # are the predictions, written for people to judge.
-    completions = bench.answer_type is AnswerKind.CHOICE and answering is not None
-    if bench.answer_type is AnswerKind.CHOICE and not completions:
+    completions = mode is AnswerMode.COMPLETIONS
+    if mode is AnswerMode.CHOICES:
         if settings.strategy:  # the choices after the strategy's prompt, as the hf backend scores them
             prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
             contexts = [p.text() for p in prompts]
@@ -121,7 +124,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
             rendered = [p.text() for p in prompts]
         if completions:
             metric = bench.completions_metric(examples)
-        if bench.generative or answering is not None:
+        if mode.generates:
             metric.counts_unparsed = answering is not None
             rule = answering or causal_answering(cfg)
             requests = [Generation(p.text(), rule.max_new_tokens, tuple(rule.stop), m, example=f"{name}/{e.id}")

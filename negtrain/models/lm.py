@@ -53,7 +53,6 @@ from typing import Any
 
 import torch
 
-from negtrain.benchmarks.base import AnswerKind
 from negtrain.models.continuation import score_batch
 from negtrain.config import LanguageModelConfig, Recipe
 from negtrain.data.collate import IGNORE
@@ -75,7 +74,9 @@ from negtrain.prompts.strategies import Answering
 # lm.py uses them, and for the code that imports them from here.
 from negtrain.models.prompting import (  # noqa: F401
     STOP_STRINGS,
+    AnswerMode,
     PromptSettings,
+    answer_mode,
     answer_outcome,
     answer_text,
     causal_answering,
@@ -224,13 +225,15 @@ class LMModule(NegtrainModule):
         return [answering.read(g.text) or "" for g in self.generate(batch, answering)]
 
     def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        if eval_set.evaluator is not None:  # multiple choice, cloze probes: fp32 under precision auto
+        bench, examples = eval_set.benchmark, eval_set.examples
+        answering = eval_set.answering  # a generating strategy's, or None (see lm_eval_sets and _build_lm)
+        mode = answer_mode(bench, answering)
+        if mode in (AnswerMode.CHOICES, AnswerMode.CLOZE):  # the set's evaluator; fp32 under precision auto
+            assert eval_set.evaluator is not None, f"{eval_set.name}: a {mode.value} eval set without its evaluator"
             with self.fp32_scoring(batch["index"].device.type):
                 return eval_set.evaluator(self, batch)
-        bench, examples = eval_set.benchmark, eval_set.examples
         index = batch["index"].tolist()
-        answering = eval_set.answering
-        if not bench.generative and (answering is None or not answering.generates):
+        if mode is AnswerMode.VERBALIZERS:
             scores = self.label_scores(batch, eval_set)
             if eval_set.log_samples:
                 store = self.eval_responses.setdefault(eval_set.name, {})
@@ -337,17 +340,18 @@ def _build_lm(recipe, loaded, causal: bool):
     eval_sets = []
     eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
     for (b, split, ex), spec in zip(loaded.eval, eval_specs, strict=False):
-        if b.answer_type is AnswerKind.CHOICE and spec is not None and getattr(spec, "strategy", None):
+        settings = PromptSettings.of(spec)
+        mode = settings.answer_mode(b)
+        if mode is AnswerMode.COMPLETIONS or (mode is AnswerMode.CHOICES and settings.strategy):
             eval_sets.append(strategy_choice_eval_set(
-                tokenizer, b, split, ex, PromptSettings.of(spec), cfg, causal, recipe.seed, recipe.evaluation.log_samples, context,
+                tokenizer, b, split, ex, settings, cfg, causal, recipe.seed, recipe.evaluation.log_samples, context,
             ))
             continue
-        if b.answer_type.builds_own_context:
+        if mode in (AnswerMode.CHOICES, AnswerMode.CLOZE):
             # The benchmark builds the context itself: no prompt, verbalizer or shots.
-            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if b.answer_type is AnswerKind.CLOZE
+            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if mode is AnswerMode.CLOZE
                              else choice_eval_set(tokenizer, b, split, ex, cfg, causal, context))
             continue
-        settings = PromptSettings.of(spec)
         answering = settings.generating_answer(b)
         prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
         texts, chatted = rendered_prompts(tokenizer, prompts, cfg)

@@ -21,6 +21,7 @@ from negtrain.metrics.cloze import cloze_rows, skipped_rows
 from negtrain.models.cloze_vocab import common_vocab
 from negtrain.models.context import Context
 from negtrain.models.prompting import (
+    AnswerMode,
     PromptSettings,
     prompts_with_shots,
 )
@@ -111,7 +112,7 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
     strategy = settings.strategy_of(bench)
     prompts, shot_ids = prompts_with_shots(bench, split, examples, settings, cfg, seed)
     fitting = fitting_of(context, bench, split, examples)
-    if strategy.answer.generates:
+    if settings.answer_mode(bench) is AnswerMode.COMPLETIONS:
         texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
         if causal:
             encoded, cut = encode_causal_eval(tokenizer, bench, texts, cfg, strategy.answer.max_new_tokens, chatted, fitting)
