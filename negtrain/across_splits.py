@@ -32,7 +32,7 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import NegtrainError
 from negtrain.evaluation import Scored, format_scored, scored_metric
 from negtrain.metrics.base import MISSING
-from negtrain.metrics.uncertainty import estimate
+from negtrain.metrics.uncertainty import uncertainty_of
 
 
 @dataclass
@@ -87,8 +87,7 @@ def score_splits(benchmark: str, splits: Sequence[str], paths: Sequence[Path], a
     scored, metrics, examples = [], [], []
     for split, path in zip(splits, paths, strict=False):
         s, metric = scored_metric(benchmark, split, path, allow_missing)
-        if metric.supports_uncertainty:
-            s.uncertainty = estimate(metric, metric.last_outcomes, bootstrap, bootstrap_seed, bench.is_count)
+        s.uncertainty = uncertainty_of(metric, bootstrap, bootstrap_seed, bench.is_count)
         scored.append(s)
         metrics.append(metric)
         examples += bench.load(split)
@@ -111,8 +110,7 @@ def score_splits(benchmark: str, splits: Sequence[str], paths: Sequence[Path], a
         benchmark, "+".join(splits), ", ".join(str(p) for p in paths), len(examples), int(seen.size), tuple(space), values,
         [f"pooled: the predictions of {len(splits)} splits scored as one set"],
     )
-    if pooled_metric.supports_uncertainty:
-        pooled.uncertainty = estimate(pooled_metric, pooled_metric.last_outcomes, bootstrap, bootstrap_seed, bench.is_count)
+    pooled.uncertainty = uncertainty_of(pooled_metric, bootstrap, bootstrap_seed, bench.is_count)
     return AcrossSplits(benchmark, scored, summary, pooled, notes)
 
 

@@ -199,7 +199,7 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
     provenance.write_resumed(out, provenance.collect(recipe, "server", None, None))
     cache = ResponseCache(request.cache or out / "responses.sqlite")
     try:
-        backend = open_backend(recipe.evaluation.backend, BackendContext(recipe.model.name, server, cache))
+        backend = open_backend(recipe.evaluation.backend, BackendContext(recipe.model.name, server, cache, recipe))
     except BaseException:
         cache.close()
         raise

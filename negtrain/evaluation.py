@@ -32,7 +32,7 @@ from negtrain.benchmarks.base import AnswerKind, Benchmark, Row, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.errors import DataError
 from negtrain.metrics.base import UNPARSED
-from negtrain.metrics.uncertainty import Uncertainty, estimate, format_interval, format_stderr
+from negtrain.metrics.uncertainty import Uncertainty, format_interval, format_stderr, uncertainty_of
 
 #: At most this many ids are named in an error message.
 SHOW = 10
@@ -280,9 +280,7 @@ def score_file(benchmark: str, split: str, path: Path, allow_missing: bool = Fal
     """Score a predictions file; ``bootstrap`` resamples (0: none) with ``bootstrap_seed`` give each
     metric's ci95 (see negtrain/metrics/uncertainty.py)."""
     scored, metric = scored_metric(benchmark, split, path, allow_missing)
-    if metric.supports_uncertainty:
-        bench = get_benchmark(benchmark)
-        scored.uncertainty = estimate(metric, metric.last_outcomes, bootstrap, bootstrap_seed, bench.is_count)
+    scored.uncertainty = uncertainty_of(metric, bootstrap, bootstrap_seed, get_benchmark(benchmark).is_count)
     return scored
 
 

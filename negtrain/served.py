@@ -19,8 +19,8 @@ shots, strategies and verbalizers as the ``causal_lm`` family builds them
 
 Cloze probes (negated LAMA) need the whole next-token distribution, which no server returns:
 they are not scored through a server. The metric, the bootstrap intervals, the metrics line and
-the predictions file are the ``hf`` backend's own (:func:`negtrain.data.eval_set.eval_record`,
-:meth:`negtrain.data.eval_set.EvalSet.write_predictions`).
+the predictions file come from the one scoring path every evaluation takes
+(:mod:`negtrain.data.scoring`).
 """
 
 from __future__ import annotations
@@ -34,13 +34,15 @@ import torch
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.data.eval_set import EvalResult, EvalSet, eval_record
+from negtrain.data.eval_set import ScoredSplit
+from negtrain.data.scoring import record_scored, scored_result
 from negtrain.io.records import CardRecord
 from negtrain.metrics.multiple_choice import first_argmax
-from negtrain.metrics.uncertainty import estimate
 from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
-from negtrain.models.prompting import PromptSettings, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text
+from negtrain.models.prompting import (
+    AnswerMode, PromptSettings, answer_mode, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text,
+)
 from negtrain.serving.backend import Backend
 from negtrain.serving.requests import Counts, Generation, Loglikelihood
 
@@ -57,9 +59,9 @@ def served_unsupported(bench: Benchmark) -> str | None:
 
 def needs_logprobs(bench: Benchmark, entry=None) -> bool:
     """Whether scoring ``bench`` (as ``entry`` asks) needs prompt log-probabilities."""
-    if bench.generative:
-        return False
-    return entry is None or PromptSettings.of(entry).generating_answer(bench) is None
+    if entry is None:
+        return not bench.generative
+    return not PromptSettings.of(entry).answer_mode(bench).generates
 
 
 @dataclass
@@ -84,10 +86,11 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     tokens_generated = None
     cut_characters: list[str] = []  # generations whose last character the token limit cut in two
     answering = settings.generating_answer(bench)
+    mode = answer_mode(bench, answering)
     # A multiple-choice benchmark put through a generating strategy (ScoNe-NLG): its completions
     # are the predictions, written for people to judge.
-    completions = bench.answer_type is AnswerKind.CHOICE and answering is not None
-    if bench.answer_type is AnswerKind.CHOICE and not completions:
+    completions = mode is AnswerMode.COMPLETIONS
+    if mode is AnswerMode.CHOICES:
         if settings.strategy:  # the choices after the strategy's prompt, as the hf backend scores them
             prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
             contexts = [p.text() for p in prompts]
@@ -121,7 +124,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
             rendered = [p.text() for p in prompts]
         if completions:
             metric = bench.completions_metric(examples)
-        if bench.generative or answering is not None:
+        if mode.generates:
             metric.counts_unparsed = answering is not None
             rule = answering or causal_answering(cfg)
             requests = [Generation(p.text(), rule.max_new_tokens, tuple(rule.stop), m, example=f"{name}/{e.id}")
@@ -165,19 +168,15 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
                 for i, row in zip(index, scores.tolist(), strict=False):
                     responses[i] = {label: round(v, 4) for label, v in zip(bench.labels, row, strict=False)}
                 metric.update(torch.tensor(index, dtype=torch.long), first_argmax(scores))
-    values = {k: float(v) for k, v in metric.compute().items()}
-    predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
-    eval_set = EvalSet(bench, entry.split, examples, encoded=None, metric=metric, shot_ids=shot_ids, answering=answering,
-                       prompts=rendered if log else None, variant=settings.variant, log_samples=log, completions=completions)
-    eval_set.result = EvalResult(name, values, predictions, metric.note, texts, fields=metric.prediction_fields())
+    scored = ScoredSplit(bench, entry.split, examples, metric=metric, shot_ids=shot_ids, answering=answering,
+                         prompts=rendered if log else None, variant=settings.variant, log_samples=log, completions=completions)
+    scored.result = scored_result(metric, name, texts)
     if log and responses is not None:
-        eval_set.result.responses = responses
-    eval_set.result.tokens_generated = tokens_generated
-    if metric.last_outcomes is not None and metric.supports_uncertainty:
-        evaluation = recipe.evaluation
-        eval_set.result.uncertainty = estimate(metric, metric.last_outcomes, evaluation.bootstrap, evaluation.bootstrap_seed, bench.is_count)
-    eval_set.write_predictions(out, "validate")
-    record = eval_record(eval_set, 0, "validate", time.perf_counter() - start)
+        scored.result.responses = responses
+    scored.result.tokens_generated = tokens_generated
+    evaluation = recipe.evaluation
+    record = record_scored(scored, 0, "validate", time.perf_counter() - start, bootstrap=(evaluation.bootstrap, evaluation.bootstrap_seed),
+                           predictions_dir=out, suffix="validate")
     record["requests"] = counts.as_json()
     if counts.missing:
         note = (f"--allow-missing: {len(counts.missing)} request(s) failed, so {len(examples) - len(index)} of {len(examples)} "

@@ -43,3 +43,21 @@ def test_a_served_card_imports_no_lightning_and_nothing_of_training(scone_cut, t
     assert _imported("pytorch_lightning", result["modules"]) == []
     assert _imported("negtrain.training", result["modules"]) == []
     assert "negtrain.served" in result["modules"]  # the card did score through the served path
+
+
+def test_a_transformers_card_loads_the_model_here_yet_imports_nothing_of_training(lm_world, scone_cut, tmp_path):  # noqa: F811
+    """The in-process ``transformers`` backend answers the served path's requests: the model is
+    loaded in this process, and still neither Lightning nor the training floor is imported."""
+    env = {**os.environ, "PYTHONPATH": f"{ROOT}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = subprocess.run([sys.executable, "-c", CARD, "evaluate", "--model", str(lm_world["llama"]), "--backend", "transformers",
+                           "--benchmarks", "scone", "--out", str(tmp_path / "card"), "--data.eval_batch_size=4"],
+                          env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout.splitlines()[-1])
+    assert result["code"] == 0
+    assert (tmp_path / "card" / "predictions" / "scone-test-validate.jsonl").is_file()
+    assert "transformers" in result["modules"] and "negtrain.serving.in_process" in result["modules"]
+    assert _imported("lightning", result["modules"]) == []
+    assert _imported("pytorch_lightning", result["modules"]) == []
+    assert _imported("negtrain.training", result["modules"]) == []
+    assert "negtrain.served" in result["modules"]

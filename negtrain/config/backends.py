@@ -1,7 +1,8 @@
 """The table of evaluation backends: what answers a report card's requests.
 
 ``hf`` is the in-process backend: the model is loaded here and scored through Lightning, as
-``fit`` and ``validate`` score it. Every other backend is a row of :data:`BACKENDS`: a name and
+``fit`` and ``validate`` score it. Every other backend is a row of :data:`BACKENDS` (``openai``: a
+server; ``transformers``: the model loaded here, answering the same requests): a name and
 its factory, named as ``"module:function"`` (like a family's builder), so the command line and
 the recipe check a name without importing the backend, and nothing registers on import. The
 factory takes a :class:`negtrain.serving.backend.BackendContext` (the model's name, the
@@ -27,6 +28,8 @@ IN_PROCESS = "hf"
 #: function itself (a registered one). Read when used, never copied at import.
 BACKENDS: dict[str, str | Callable[..., Any]] = {
     "openai": "negtrain.serving.openai:open_openai",
+    # The model loaded in this process, answering the same requests as a server (the served path).
+    "transformers": "negtrain.serving.in_process:open_in_process",
 }
 #: The backends that ship; :func:`unregister_backend` removes only those added at run time.
 SHIPPED_BACKENDS = frozenset(BACKENDS)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import KW_ONLY, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,30 +67,22 @@ class EvalResult:
 
 
 @dataclass(eq=False)
-class EvalSet:
-    """One benchmark split evaluated every epoch."""
+class ScoredSplit:
+    """One benchmark split as it is scored, recorded and written, whatever answered it: a model
+    in this process (an :class:`EvalSet`) or a backend answering requests (:mod:`negtrain.served`).
+    What it needs beyond the examples (an encoding, an evaluator) belongs to :class:`EvalSet`."""
 
     benchmark: Benchmark
     split: str
     examples: list[Example]
-    encoded: EncodedSplit
+    _: KW_ONLY
     #: The label space prediction ids index (one of the benchmark's ``spaces()``); None: its labels.
     predicted_labels: tuple[str, ...] | None = None
     #: The torchmetrics metric scoring this set (an ExampleMetric). The module registers it as a
     #: child, so Lightning moves it to the device and DDP syncs it.
     metric: Any = None
-    #: How an NLI head's class ids become ids in ``predicted_labels``. None: not a classifier.
-    label_map: torch.Tensor | None = None
-    #: An LM's label benchmark: per label (in label order), its verbalizer's continuation ids,
-    #: the texts it scores. None: not scored by verbalizers.
-    choices: list[list[int]] | None = None
     #: Few-shot prompts: per example, the ids of the solved examples shown before it.
     shot_ids: list[list[str]] | None = None
-    #: ``(module, batch) -> predictions`` when this set is predicted otherwise than the family's
-    #: default (a masked LM's probes and held-out corpus sentences).
-    evaluator: Callable | None = None
-    #: ``(padded batch, epoch) -> batch``, applied after padding (the masks of held-out sentences).
-    transform: Callable | None = None
     #: The last evaluation of this set, read by the run recorder and the W&B tracker.
     result: EvalResult | None = None
     #: How a language model answers it when not by its default (a strategy's answering: greedy
@@ -110,11 +102,6 @@ class EvalSet:
     def __post_init__(self) -> None:
         if self.predicted_labels is None:
             self.predicted_labels = tuple(self.benchmark.labels)
-
-    def __deepcopy__(self, memo: dict) -> EvalSet:
-        # An eval set is the run's data, not model state: a copy of the module (EMA's averaged
-        # model) shares it instead of duplicating every encoded example.
-        return self
 
     @property
     def name(self) -> str:
@@ -160,13 +147,6 @@ class EvalSet:
         tail = self.variant.replace("/", "-") if self.variant else suffix
         return f"{self.benchmark.name}-{self.split}-{tail}.jsonl"
 
-    def label_map_on(self, device: torch.device) -> torch.Tensor:
-        """``label_map`` on ``device``, moved there once."""
-        assert self.label_map is not None, f"{self.name} has no label map"
-        if self.label_map.device != device:
-            self.label_map = self.label_map.to(device)
-        return self.label_map
-
     def write_predictions(self, run_dir: Path, suffix: str) -> None:
         """``predictions/<benchmark>-<split>-<suffix>.jsonl`` (see :meth:`predictions_file`) from the
         last result: one line per :meth:`prediction_rows` row."""
@@ -176,12 +156,42 @@ class EvalSet:
         write_text(run_dir / "predictions" / self.predictions_file(suffix), "".join(r + "\n" for r in rows))
 
 
+@dataclass(eq=False)
+class EvalSet(ScoredSplit):
+    """One benchmark split evaluated every epoch by a model in this process."""
+
+    encoded: EncodedSplit
+    _: KW_ONLY
+    #: How an NLI head's class ids become ids in ``predicted_labels``. None: not a classifier.
+    label_map: torch.Tensor | None = None
+    #: An LM's label benchmark: per label (in label order), its verbalizer's continuation ids,
+    #: the texts it scores. None: not scored by verbalizers.
+    choices: list[list[int]] | None = None
+    #: ``(module, batch) -> predictions`` when this set is predicted otherwise than the family's
+    #: default (a masked LM's probes and held-out corpus sentences).
+    evaluator: Callable | None = None
+    #: ``(padded batch, epoch) -> batch``, applied after padding (the masks of held-out sentences).
+    transform: Callable | None = None
+
+    def __deepcopy__(self, memo: dict) -> EvalSet:
+        # An eval set is the run's data, not model state: a copy of the module (EMA's averaged
+        # model) shares it instead of duplicating every encoded example.
+        return self
+
+    def label_map_on(self, device: torch.device) -> torch.Tensor:
+        """``label_map`` on ``device``, moved there once."""
+        assert self.label_map is not None, f"{self.name} has no label map"
+        if self.label_map.device != device:
+            self.label_map = self.label_map.to(device)
+        return self.label_map
+
+
 def json_number(value: float) -> float | None:
     # NaN and ±inf have no JSON spelling (json.dumps would write the invalid NaN/Infinity).
     return round(value, 6) if math.isfinite(value) else None
 
 
-def eval_record(eval_set: EvalSet, epoch: int, stage: str, seconds: float) -> dict:
+def eval_record(eval_set: ScoredSplit, epoch: int, stage: str, seconds: float) -> dict:
     """The metrics.jsonl line of an eval set's last result (any backend that scored it)."""
     result = eval_set.result
     record = {

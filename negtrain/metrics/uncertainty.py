@@ -232,6 +232,15 @@ def estimate(metric, outcomes: np.ndarray, resamples: int, seed: int, is_count: 
     return Uncertainty(table.unit, table.units, resamples, seed, out)
 
 
+def uncertainty_of(metric, resamples: int, seed: int, is_count: IsCount) -> Uncertainty | None:
+    """:func:`estimate` on the state ``metric``'s last ``compute`` scored (``last_outcomes``), or
+    None where it has none or its metrics cannot be bootstrapped. Every score that reports
+    intervals (a run, a report card, a predictions file, splits pooled) takes them from here."""
+    if metric.last_outcomes is None or not metric.supports_uncertainty:
+        return None
+    return estimate(metric, metric.last_outcomes, resamples, seed, is_count)
+
+
 @dataclass(frozen=True)
 class Difference:
     """B − A for one metric: the point difference, its paired bootstrap ci95, and the share of

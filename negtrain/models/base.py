@@ -13,7 +13,8 @@ import torch
 from torch import nn
 
 from negtrain.config import AdapterConfig, EvaluationConfig, ModelSection, Recipe, to_dict
-from negtrain.data.eval_set import EvalResult, EvalSet
+from negtrain.data.eval_set import EvalSet
+from negtrain.data.scoring import scored_result
 from negtrain.errors import ConfigError
 from negtrain.models.adapters import trainable_state
 from negtrain.models.schedules import lr_schedule
@@ -195,15 +196,13 @@ class NegtrainModule(pl.LightningModule):
         self.eval_texts, self.eval_responses, self.eval_tokens = {}, {}, {}
         for eval_set in self.eval_sets:
             metric, name = eval_set.metric, eval_set.name
-            values = {k: float(v) for k, v in metric.compute().items()}
             per_example = None
             if name in texts:
                 per_example = [None] * metric.num_examples
                 for idx, text in texts[name].items():
                     per_example[idx] = text
-            predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
-            note = "; ".join(n for n in (metric.note, precision_note(self.precision)) if n) or None
-            eval_set.result = EvalResult(name, values, predictions, note, per_example, fields=metric.prediction_fields())
+            eval_set.result = scored_result(metric, name, per_example, also_note=precision_note(self.precision))
+            values = eval_set.result.metrics
             if name in responses:
                 eval_set.result.responses = [responses[name].get(i) for i in range(metric.num_examples)]
             if name in tokens:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import Enum
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
 from negtrain.config import LanguageModelConfig
 from negtrain.errors import ConfigError
 from negtrain.metrics.base import UNPARSED
@@ -37,6 +38,40 @@ def prompt_text(bench: Benchmark, example: Example, cfg: LanguageModelConfig, te
 
 def target_text(example: Example, cfg: LanguageModelConfig) -> str:
     return normalize_unifiedqa(example.label) if cfg.normalize_input == "unifiedqa" else example.label
+
+
+class AnswerMode(str, Enum):
+    """How a language model answers one benchmark split: decided once, by :func:`answer_mode`,
+    for the in-process families (their eval sets and ``predict``) and the served path alike."""
+
+    #: Each choice's log-likelihood after the context (multiple choice: NeQA; a ScoNe-NLG
+    #: strategy that scores its choices).
+    CHOICES = "choices"
+    #: The next-token distribution after the text before a blank (negated LAMA; in process only).
+    CLOZE = "cloze"
+    #: Each label's verbalizer log-likelihood after the prompt (label benchmarks by default).
+    VERBALIZERS = "verbalizers"
+    #: Greedy text read by an answer rule (a free-text benchmark, or a generating strategy).
+    GENERATION = "generation"
+    #: A multiple-choice benchmark's greedy completions under a generating strategy, written for
+    #: people to judge (ScoNe-NLG).
+    COMPLETIONS = "completions"
+
+    @property
+    def generates(self) -> bool:
+        return self in (AnswerMode.GENERATION, AnswerMode.COMPLETIONS)
+
+
+def answer_mode(bench: Benchmark, generating: Answering | None) -> AnswerMode:
+    """How ``bench`` is answered when its strategy's answering is ``generating`` (a generating
+    strategy's :class:`Answering`, None without one: see :meth:`PromptSettings.generating_answer`)."""
+    if bench.answer_type is AnswerKind.CHOICE:
+        return AnswerMode.CHOICES if generating is None else AnswerMode.COMPLETIONS
+    if bench.answer_type is AnswerKind.CLOZE:
+        return AnswerMode.CLOZE
+    if bench.generative or generating is not None:
+        return AnswerMode.GENERATION
+    return AnswerMode.VERBALIZERS
 
 
 def verbalizer_text(text: str, cfg: LanguageModelConfig) -> str:
@@ -72,6 +107,10 @@ class PromptSettings:
         """The strategy's answering when it generates; None: the family's default (verbalizers, or greedy text)."""
         strategy = self.strategy_of(bench)
         return strategy.answer if strategy is not None and strategy.answer.generates else None
+
+    def answer_mode(self, bench: Benchmark) -> AnswerMode:
+        """How ``bench`` is answered under these settings (see :func:`answer_mode`)."""
+        return answer_mode(bench, self.generating_answer(bench))
 
 
 def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cfg: LanguageModelConfig) -> str:

@@ -44,11 +44,13 @@ class Backend(Protocol):
 @dataclass(frozen=True)
 class BackendContext:
     """What a backend's factory is given: the model's name (``model.name``), the recipe's
-    ``evaluation.server`` section (None when it has none) and the card's response cache."""
+    ``evaluation.server`` section (None when it has none), the card's response cache, and the
+    card's whole recipe (a backend that loads the model here reads its settings from it)."""
 
     model: str
     server: Any = None  # negtrain.config.ServerConfig | None
     cache: ResponseCache | None = None
+    recipe: Any = None  # negtrain.config.Recipe | None
 
 
 def backend_factory(name: str):

@@ -48,11 +48,13 @@ from lightning.pytorch.callbacks import TQDMProgressBar
 from lightning.pytorch.utilities import rank_zero_only
 from tqdm import tqdm
 
-# eval_record lives beside EvalSet (the data floor), so a served card writes its line without Lightning.
-from negtrain.data.eval_set import EvalResult, EvalSet, eval_record, json_number as _json_number  # noqa: F401
+# The one scoring path (data/scoring.py) lives on the data floor, so a served card writes its line
+# as a run does, without Lightning.
+from negtrain.data.eval_set import EvalResult, EvalSet, json_number as _json_number  # noqa: F401
+from negtrain.data.scoring import record_scored
 from negtrain.data.module import NegtrainData
 from negtrain.io.records import TRAIN, EvalRecord, RunRecord, TrainRecord, append_records
-from negtrain.metrics.uncertainty import estimate, format_stderr
+from negtrain.metrics.uncertainty import format_stderr
 from negtrain.training.epochs import epoch_label
 from negtrain.training.resume import gather
 
@@ -285,15 +287,15 @@ class RunRecorder(pl.Callback):
         epoch = trainer.current_epoch
         lines = []
         for i, eval_set in enumerate(eval_sets):  # i: the set's dataloader index
-            result, metric = eval_set.result, eval_set.metric
-            if trainer.is_global_zero and metric.last_outcomes is not None and metric.supports_uncertainty:
-                # last_outcomes: the state compute() just scored, gathered from every rank.
-                result.uncertainty = estimate(metric, metric.last_outcomes, pl_module.bootstrap_resamples,
-                                              pl_module.bootstrap_seed, eval_set.benchmark.is_count)
-            lines.append(EvalRecord(eval_record(eval_set, epoch, self.stage, self._span(i, seconds))))
-            if trainer.is_global_zero:
-                # Label benchmarks: the predicted label. Generative benchmarks: the generated answer text.
-                eval_set.write_predictions(self.run_dir, f"epoch{epoch}" if self.stage == "fit" else self.stage)
+            # Rank zero estimates the intervals (from the state compute() just scored, gathered from
+            # every rank) and writes the predictions file (label benchmarks: the predicted label;
+            # generative benchmarks: the generated answer text).
+            zero = trainer.is_global_zero
+            lines.append(EvalRecord(record_scored(
+                eval_set, epoch, self.stage, self._span(i, seconds),
+                bootstrap=(pl_module.bootstrap_resamples, pl_module.bootstrap_seed) if zero else None,
+                predictions_dir=self.run_dir if zero else None, suffix=f"epoch{epoch}" if self.stage == "fit" else self.stage,
+            )))
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
             title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"

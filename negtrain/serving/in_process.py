@@ -1,0 +1,107 @@
+"""The ``transformers`` backend: a causal language model loaded in this process, answering the
+typed requests of :mod:`negtrain.serving.requests` as a server would, so a report card scored
+through it takes the served path (:mod:`negtrain.served`: the same request building, answer
+reading, metric and records as ``--backend openai``).
+
+- :class:`~negtrain.serving.requests.Generation`: greedy, batched by length, left-padded
+  (:func:`negtrain.models.generation.respond`, the generation the ``hf`` backend's modules use);
+  the prompt text is tokenized with the tokenizer's special tokens, as the ``causal_lm`` family
+  tokenizes a prompt.
+- :class:`~negtrain.serving.requests.Loglikelihood`: the continuation's summed log-probability,
+  its ids split from the context's as lm-evaluation-harness splits them
+  (:func:`negtrain.models.choice_inputs.split_pair`), scored by
+  :func:`negtrain.models.continuation.continuation_logprobs`.
+
+The model folder is checked and loaded as the families load one (tokenizer checks, attention
+implementation); a tokenizer without a pad token pads with EOS. Chat requests are refused: the
+``hf`` backend applies the chat template itself (``--chat`` without ``--backend``). Nothing is
+cached: answers are computed, so ``counts.cached`` stays 0 and ``counts.requests`` counts the
+requests answered. Nothing here imports Lightning or the training floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch
+
+from negtrain.errors import ConfigError
+from negtrain.models.choice_inputs import split_pair
+from negtrain.models.continuation import continuation_logprobs
+from negtrain.models.folder_checks import load_tokenizer
+from negtrain.models.generation import Limits, respond
+from negtrain.models.sources import attention_kwargs, resolve_model_name
+from negtrain.serving.backend import BackendContext
+from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood, Request
+
+#: Prompts per forward pass when the recipe does not say (``data.eval_batch_size``).
+DEFAULT_BATCH = 8
+
+
+class InProcessBackend:
+    name = "transformers"
+
+    def __init__(self, model: Any, tokenizer: Any, batch_size: int) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+        self.batch_size = batch_size
+
+    def offers_prompt_logprobs(self) -> tuple[bool, str]:
+        return True, ""
+
+    def stop(self) -> None:
+        # Requests are answered in this process, one batch at a time: nothing is in flight to end.
+        pass
+
+    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
+        answers: list[Answer | None] = [None] * len(requests)
+        generations = [(i, r) for i, r in enumerate(requests) if isinstance(r, Generation)]
+        scored = [(i, r) for i, r in enumerate(requests) if isinstance(r, Loglikelihood)]
+        chats = [r.example for _, r in generations if r.chat]
+        if chats:
+            raise ConfigError(f"the transformers backend sends prompts as written; {chats[0]} is a chat "
+                              "(score chats with the hf backend, which applies the chat template itself)")
+        # Generations with the same limits are one batched call, each answer put back in its place.
+        by_limits: dict[tuple[int, tuple[str, ...]], list[tuple[int, Generation]]] = {}
+        for i, g in generations:
+            by_limits.setdefault((g.max_tokens, g.stop), []).append((i, g))
+        for (max_tokens, stop), group in by_limits.items():
+            texts = respond(self.model, self.tokenizer, [g.prompt for _, g in group], Limits(max_tokens, stop), self.batch_size)
+            for (i, _), out in zip(group, texts, strict=True):
+                answers[i] = Answer(text=out.text, tokens_out=out.tokens)
+        for start in range(0, len(scored), self.batch_size):
+            part = scored[start:start + self.batch_size]
+            pairs = [split_pair(self.tokenizer, r.context, r.continuation, causal=True) for _, r in part]
+            for (_, r), (_, continuation) in zip(part, pairs, strict=True):
+                if not continuation:
+                    raise ConfigError(f"{r.example}: the continuation {r.continuation!r} has no tokens of its own")
+            # One choice per row: every request is scored as its own context and continuation.
+            with torch.no_grad():
+                scores = continuation_logprobs(self.model, [c for c, _ in pairs], [[t] for _, t in pairs],
+                                               encoder_decoder=False, pad_id=self.tokenizer.pad_token_id)
+            for row, (i, _) in enumerate(part):
+                answers[i] = Answer(logprob=float(scores.logprob[row, 0]), n_tokens=int(scores.n_tokens[row, 0]))
+        counts.requests += len(requests)
+        counts.tokens_out += sum(a.tokens_out for a in answers if a is not None)
+        return answers
+
+
+def open_in_process(context: BackendContext) -> InProcessBackend:
+    """The ``transformers`` backend's factory: ``context.model`` loaded here (a local folder, a
+    ``pkg:`` folder or a Hub id), with the recipe's attention implementation and eval batch size."""
+    from transformers import AutoModelForCausalLM
+
+    recipe = context.recipe
+    path = resolve_model_name(context.model)
+    tokenizer = load_tokenizer(path, "model")
+    if tokenizer.eos_token_id is None:
+        raise ConfigError(f"model '{context.model}': the tokenizer has no EOS token")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    kwargs = attention_kwargs(recipe.model) if recipe is not None else {}
+    model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()
+    if torch.cuda.is_available():
+        model = model.to("cuda")
+    batch = recipe.data.eval_batch_size if recipe is not None else DEFAULT_BATCH
+    return InProcessBackend(model, tokenizer, batch)

@@ -1,0 +1,100 @@
+"""The ``transformers`` backend (negtrain/serving/in_process.py): a tiny Llama loaded in this
+process answers the served path's requests. Its card equals the ``hf`` card (Lightning) on the
+same rows: ScoNe scored by verbalizer log-likelihoods, CondaQA by greedy generation; batching
+its requests changes no answer; chat requests are refused with one error."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from negtrain.cli import main
+from negtrain.errors import ConfigError
+from negtrain.serving.backend import BackendContext, open_backend
+from negtrain.serving.requests import Counts, Generation, Loglikelihood
+
+SCONE_ROWS = 2  # per condition file: 12 examples
+CONDAQA_ROWS = 4
+#: What two cards of the same numbers may differ in: time, and the requests a served card counts.
+UNSTABLE = ("eval_seconds", "requests")
+
+
+@pytest.fixture()
+def few_rows(lm_env, tmp_path, monkeypatch):
+    """The lm_world data with ScoNe's and CondaQA's test splits cut to a few rows (read from the
+    mirror, written here), so both backends score every row of the same split."""
+    data = tmp_path / "data"
+    data.mkdir()
+    for child in lm_env["data"].iterdir():
+        if child.name not in ("selenashe", "AbhilashaRavichander"):
+            (data / child.name).symlink_to(child.resolve())
+    for split_dir in (lm_env["data"] / "selenashe/ScoNe/scone_nli").resolve().iterdir():
+        dest = data / "selenashe/ScoNe/scone_nli" / split_dir.name
+        dest.mkdir(parents=True)
+        for f in split_dir.glob("*.csv"):
+            lines = f.read_text(encoding="utf-8").splitlines(keepends=True)
+            (dest / f.name).write_text("".join(lines[: 1 + SCONE_ROWS]), encoding="utf-8")
+    condaqa = data / "AbhilashaRavichander/CondaQA/data"
+    condaqa.mkdir(parents=True)
+    for name in ("condaqa_test.json", "condaqa_dev.json"):
+        lines = (lm_env["data"] / "AbhilashaRavichander/CondaQA/data" / name).resolve().read_text(encoding="utf-8").splitlines(keepends=True)
+        (condaqa / name).write_text("".join(lines[:CONDAQA_ROWS]), encoding="utf-8")
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(data))
+    return lm_env
+
+
+def _lines(out: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if k not in UNSTABLE}
+            for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_transformers_card_equals_the_hf_card(few_rows, tmp_path):
+    model = str(few_rows["llama"])
+    common = ["--benchmarks", "scone,condaqa", "--data.eval_batch_size=4"]
+    assert main(["evaluate", "--model", model, "--family", "causal_lm", "--out", str(tmp_path / "hf"), *common,
+                 "--trainer.torch_threads=1", "--trainer.precision=32-true"]) == 0
+    assert main(["evaluate", "--model", model, "--backend", "transformers", "--out", str(tmp_path / "tr"), *common]) == 0
+    hf, tr = _lines(tmp_path / "hf"), _lines(tmp_path / "tr")
+    assert [(r["benchmark"], r["metrics"]["n"]) for r in hf] == [("scone", 6 * SCONE_ROWS), ("condaqa", CONDAQA_ROWS)]
+    assert tr == hf
+    served = [json.loads(line) for line in (tmp_path / "tr" / "metrics.jsonl").read_text().splitlines()]
+    assert [r["requests"]["sent"] for r in served] == [6 * SCONE_ROWS * 2, CONDAQA_ROWS]  # it did answer requests
+    for name in ("scone-test-validate.jsonl", "condaqa-test-validate.jsonl"):
+        assert (tmp_path / "tr" / "predictions" / name).read_bytes() == (tmp_path / "hf" / "predictions" / name).read_bytes()
+
+
+@pytest.fixture()
+def backend(lm_env):
+    from negtrain.config import validate_recipe
+
+    recipe = validate_recipe({"description": "transformers backend", "model": {"name": str(lm_env["llama"]), "family": "causal_lm"},
+                              "data": {"eval": [{"benchmark": "scone", "split": "test"}], "eval_batch_size": 3}}, "test")
+    return open_backend("transformers", BackendContext(str(lm_env["llama"]), recipe=recipe))
+
+
+def test_batching_changes_no_answer(backend):
+    requests = [
+        Loglikelihood("Is the following statement True or False?\nAnswer:", " True"),
+        Generation("True False True", 4, ("\n",)),
+        Loglikelihood("Is the following statement True or False?\nAnswer:", " False"),
+        Loglikelihood("yes no", " don't know"),
+        Generation("Is the following statement", 6),
+    ]
+    counts = Counts()
+    together = backend.answer(requests, counts)
+    alone = [backend.answer([r], Counts())[0] for r in requests]
+    assert counts.requests == len(requests)
+    for a, b, r in zip(together, alone, requests, strict=True):
+        if isinstance(r, Generation):
+            assert a.text == b.text and a.tokens_out == b.tokens_out > 0
+        else:
+            assert a.n_tokens == b.n_tokens > 0 and a.logprob == pytest.approx(b.logprob, abs=1e-4) and a.logprob < 0
+    # Different continuations of one context are scored apart, each its own log-probability.
+    assert together[0].logprob != together[2].logprob
+
+
+def test_a_chat_request_is_refused(backend):
+    with pytest.raises(ConfigError, match="sends prompts as written"):
+        backend.answer([Generation("hi", 2, (), (("user", "hi"),), example="scone/test/1")], Counts())
