@@ -12,7 +12,10 @@ Python shows it by default only in a script run as ``__main__``: scripts see it,
 quiet).
 
 The table is data: old path on the left, new on the right; an entry may name a package, which
-carries its submodules (``negtrain.old.x`` is ``negtrain.new.x``).
+carries its submodules (``negtrain.old.x`` is ``negtrain.new.x``). A module whose path a package
+took (``negtrain.runs`` became the package ``negtrain/runs/``, its code ``negtrain.runs.reading``)
+cannot be an entry: the package's ``__getattr__`` is :func:`package_getattr` instead, so
+``from negtrain.runs import read_run`` still works.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import importlib.util
 import sys
 import types
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 #: old module path -> new module path.
 MOVED: dict[str, str] = {
@@ -80,3 +83,21 @@ def install() -> None:
     nothing, so it changes no import."""
     if not any(isinstance(f, MovedFinder) for f in sys.meta_path):
         sys.meta_path.insert(0, MovedFinder())
+
+
+def package_getattr(package: str, module: str) -> Callable[[str], object]:
+    """The ``__getattr__`` of ``package``, which took the path of the module now at ``module``: a
+    name the package lacks, and that is not one of its submodules, is the module's (with a
+    DeprecationWarning). Nothing is imported until such a name is asked for."""
+
+    def __getattr__(name: str) -> object:
+        if name.startswith("__") or importlib.util.find_spec(f"{package}.{name}") is not None:
+            raise AttributeError(name)  # a dunder, or a submodule: the import system's to find
+        try:
+            value = getattr(importlib.import_module(module), name)
+        except AttributeError:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}") from None
+        warnings.warn(f"{package}.{name} moved to {module}.{name}; import it from there", DeprecationWarning, stacklevel=2)
+        return value
+
+    return __getattr__

@@ -13,7 +13,7 @@ import pytest
 
 from conftest import REPO
 from negtrain import moved_modules
-from negtrain.moved_modules import MOVED, MovedFinder, new_path
+from negtrain.moved_modules import MOVED, MovedFinder, new_path, package_getattr
 
 
 @pytest.fixture
@@ -81,3 +81,14 @@ def test_every_entry_points_from_no_file_to_a_module(old, new):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", DeprecationWarning)
         assert importlib.import_module(old) is importlib.import_module(new)
+
+
+def test_a_package_that_took_a_module_path_lends_the_module_its_names():
+    import negtrain.labels
+
+    lookup = package_getattr("negtrain.io", "negtrain.labels")  # as if labels.py had become io/
+    with pytest.warns(DeprecationWarning, match="negtrain.io.coarsen moved to negtrain.labels.coarsen"):
+        assert lookup("coarsen") is negtrain.labels.coarsen
+    for missing in ("atomic", "no_such_name", "__path__"):  # a submodule is the import system's
+        with pytest.raises(AttributeError):
+            lookup(missing)
