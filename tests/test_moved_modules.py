@@ -1,4 +1,4 @@
-"""Old module paths keep importing after a module moves (negtrain/moved_modules.py): the old path
+"""Old module paths keep importing after a module moves (negtrain/__init__.py): the old path
 is the very module at the new one, its submodules too, with a DeprecationWarning on the importing
 line; and every entry of the table points at a module that exists, from a path that names none."""
 
@@ -12,8 +12,8 @@ import warnings
 import pytest
 
 from conftest import REPO
-from negtrain import moved_modules
-from negtrain.moved_modules import MOVED, MovedFinder, new_path, package_getattr
+import negtrain
+from negtrain import MOVED, MovedFinder, new_path, package_getattr
 
 
 @pytest.fixture
@@ -30,10 +30,8 @@ def entries(monkeypatch):
 
 
 def test_importing_negtrain_installs_the_finder_once():
-    import negtrain  # noqa: F401
-
     assert sum(isinstance(f, MovedFinder) for f in sys.meta_path) == 1
-    moved_modules.install()
+    negtrain.install()
     assert sum(isinstance(f, MovedFinder) for f in sys.meta_path) == 1
 
 
