@@ -316,7 +316,7 @@ def _rewrite_meta(entry: Path, change, reseal: bool = False) -> None:
     meta = json.loads((entry / "meta.json").read_text())
     change(meta)
     if reseal:
-        meta["seal"] = store._seal(meta)
+        meta["seal"] = store.seal(meta)
     (entry / "meta.json").write_text(json.dumps(meta))
 
 

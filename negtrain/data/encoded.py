@@ -63,68 +63,43 @@ instead of receiving a copy). ``NEGTRAIN_NO_TOKEN_CACHE=1`` builds every split i
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import itertools
 import json
 import os
 import shutil
 import sys
 import tempfile
-import weakref
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
-import xxhash
-
-try:
-    import fcntl
-except ImportError:  # not POSIX: concurrent processes may each tokenize; results are identical
-    fcntl = None
 
 from negtrain.benchmarks.files import cache_dir
+from negtrain.data.encoded_columns import DTYPES, TORCH_DTYPES, Columns, column_names, checked_column, columns
+from negtrain.data.store_files import EntryWriter, descriptor, exclusive, file_hash, remove_entry, seal, stamp
+from negtrain.data.store_keys import CACHE_VERSION, fingerprint, tokenizer_signature
 from negtrain.data.tokenizing import encode_in_parallel
 from negtrain.errors import DataError
 
-CACHE_VERSION = "4"
+#: The names callers import from here (``from negtrain.data.encoded import columns``) though they
+#: now live in the modules above.
+__all__ = ["CACHE_VERSION", "DTYPES", "Columns", "EncodedSplit", "TOKENIZE_CHUNK", "build_split", "cached", "columns",
+           "file_hash", "fingerprint", "in_chunks", "split_columns", "tokenizer_signature"]
+
 #: Texts per tokenizer call. The tokenizer returns Python lists, ~30x the size of the flat arrays
 #: they become, so tokenizing MNLI (or a large corpus) in one call would peak at gigabytes.
 TOKENIZE_CHUNK = 4096
 
-#: The columns a split may have, with their dtypes. ``lengths`` (int64, one per example) is how an
-#: encoder hands over the example boundaries; the store keeps them as ``offsets``.
-DTYPES = {"input_ids": np.int32, "token_type_ids": np.int8, "cue_flags": np.bool_}
-_TORCH = {np.dtype(np.int32): torch.int32, np.dtype(np.int64): torch.int64, np.dtype(np.int8): torch.int8, np.dtype(np.bool_): torch.bool}
 
-#: One encoded chunk: ``lengths`` and ``input_ids``, and optionally the other columns of DTYPES.
-Columns = dict[str, np.ndarray]
-
-
-def in_chunks(items: Iterable, size: int = TOKENIZE_CHUNK) -> Iterator[list]:
-    """``items`` (a list or a stream) in lists of ``size``, for tokenizing a split piece by piece."""
+def in_chunks(items: Iterable, size: int | None = None) -> Iterator[list]:
+    """``items`` (a list or a stream) in lists of ``size`` (default :data:`TOKENIZE_CHUNK`, read
+    when called, so a test that lowers it is obeyed), for tokenizing a split piece by piece."""
     items = iter(items)
-    while chunk := list(itertools.islice(items, size)):
+    while chunk := list(itertools.islice(items, size or TOKENIZE_CHUNK)):
         yield chunk
-
-
-def columns(ids: Sequence[Sequence[int]], token_type_ids: Sequence[Sequence[int]] | None = None,
-            cue_flags: Sequence[Sequence[bool]] | None = None) -> Columns:
-    """The flat arrays of one chunk's tokenizer output (lists of per-example lists)."""
-    lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
-    total = int(lengths.sum())
-
-    def flat(rows, dtype) -> np.ndarray:
-        # np.fromiter over a chained iterator: no intermediate list of Python ints.
-        return np.fromiter(itertools.chain.from_iterable(rows), dtype=dtype, count=total)
-
-    out = {"lengths": lengths, "input_ids": flat(ids, np.int32)}
-    if token_type_ids is not None:
-        out["token_type_ids"] = flat(token_type_ids, np.int8)
-    if cue_flags is not None:
-        out["cue_flags"] = flat(cue_flags, np.bool_)
-    return out
 
 
 @dataclass
@@ -158,13 +133,13 @@ class EncodedSplit:
     @classmethod
     def from_columns(cls, chunks: Sequence[Columns]) -> EncodedSplit:
         """A split built in memory from encoded chunks."""
-        names = _column_names(chunks[0] if chunks else {"input_ids": None})
+        names = column_names(chunks[0] if chunks else {"input_ids": np.zeros(0, np.int32)})
         lengths = np.concatenate([c["lengths"] for c in chunks]) if chunks else np.zeros(0, np.int64)
         offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        tensors = {}
+        tensors: dict[str, Any] = {}
         for name in names:
-            parts = [_checked(c, name, names) for c in chunks]
+            parts = [checked_column(c, name, names) for c in chunks]
             tensors[name] = torch.from_numpy(np.concatenate(parts) if parts else np.zeros(0, DTYPES[name]))
         return cls(offsets=torch.from_numpy(offsets), **tensors)
 
@@ -174,10 +149,10 @@ class EncodedSplit:
         stored (mapped) result. A column that not every part has is left out."""
         if len(parts) == 1:
             return parts[0]
-        keys = [p.cache_key for p in parts]
-        key = fingerprint("concat", keys) if parts and all(keys) else None
+        keys = [p.cache_key for p in parts if p.cache_key]
+        key = fingerprint("concat", keys) if parts and len(keys) == len(parts) else None
         names = [n for n in DTYPES if all(getattr(p, n) is not None for p in parts)]
-        return build_split(key, [None], lambda _: None, num_proc=1, rows=sum(len(p) for p in parts),
+        return build_split(key, [None], lambda _: {}, num_proc=1, rows=sum(len(p) for p in parts),
                            _columns=_slices(parts, names))
 
     def span(self, name: str, start: int, n: int) -> torch.Tensor:
@@ -192,7 +167,7 @@ class EncodedSplit:
         path, stamp = file
         column = getattr(self, name)
         size = n * column.element_size()
-        buffer = bytearray(os.pread(_descriptor(path, stamp), size, start * column.element_size()))
+        buffer = bytearray(os.pread(descriptor(path, stamp), size, start * column.element_size()))
         if len(buffer) != size:
             raise DataError(f"tokenized split {self.cache_key}: {path} ends before row data at {start + n}; run again to rebuild it")
         return torch.frombuffer(buffer, dtype=column.dtype)
@@ -208,21 +183,6 @@ class EncodedSplit:
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("cache_key", "files")}
 
 
-def _column_names(chunk: Columns) -> list[str]:
-    unknown = set(chunk) - set(DTYPES) - {"lengths"}
-    if unknown:
-        raise ValueError(f"encoded chunk has unknown columns {sorted(unknown)}; a split stores {sorted(DTYPES)}")
-    return [n for n in DTYPES if n in chunk]
-
-
-def _checked(chunk: Columns, name: str, names: list[str]) -> np.ndarray:
-    """Column ``name`` of ``chunk``, in its dtype, after checking the chunk is one of its split."""
-    if _column_names(chunk) != names:
-        raise ValueError(f"encoded chunk has columns {_column_names(chunk)}, the split's first chunk had {names}")
-    values = np.ascontiguousarray(chunk[name], dtype=DTYPES[name])
-    if len(values) != int(chunk["lengths"].sum()):
-        raise ValueError(f"encoded chunk: column {name} has {len(values)} tokens, its lengths add up to {int(chunk['lengths'].sum())}")
-    return values
 
 
 #: Examples per piece when copying stored splits into a concatenation (bounded memory).
@@ -241,55 +201,6 @@ def _slices(parts: Sequence[EncodedSplit], names: list[str]) -> Iterator[Columns
             yield chunk
 
 
-def fingerprint(*parts: str | Iterable[str]) -> str:
-    """A cache key from strings and iterables of strings (read once, never stored)."""
-    h = hashlib.sha256(CACHE_VERSION.encode())
-    for part in parts:
-        if isinstance(part, str):
-            part = (part,)
-        for text in part:
-            h.update(text.encode("utf-8", "surrogatepass"))
-            h.update(b"\x00")
-        h.update(b"\x01")
-    return h.hexdigest()[:32]
-
-
-#: Signatures of tokenizers alive in this process, with what would show a change since (size and
-#: special tokens): hashing a tokenizer's content takes ~0.1 s, and a build asks once per split.
-_signatures: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def tokenizer_signature(tokenizer) -> str:
-    """What decides a tokenizer's ids: its class, vocabulary, merges, normalizer and added tokens,
-    hashed from its content, not its path, so a moved copy still hits the cache and a retrained
-    tokenizer saved over the same folder does not."""
-    # Adding a token changes the size; setting a special token (pad = eos) changes the map.
-    state = (len(tokenizer), json.dumps(tokenizer.special_tokens_map, sort_keys=True, default=str))
-    with contextlib.suppress(TypeError):  # an object that takes no weak reference: not remembered
-        known = _signatures.get(tokenizer)
-        if known is not None and known[0] == state:
-            return known[1]
-    signature = _content_signature(tokenizer)
-    with contextlib.suppress(TypeError):
-        _signatures[tokenizer] = (state, signature)
-    return signature
-
-
-def _content_signature(tokenizer) -> str:
-    h = hashlib.sha256(type(tokenizer).__name__.encode())
-    backend = getattr(tokenizer, "backend_tokenizer", None)
-    if backend is not None:
-        spec = json.loads(backend.to_str())
-        # Truncation and padding are call settings that transformers leaves on the backend.
-        spec.pop("truncation", None)
-        spec.pop("padding", None)
-        h.update(json.dumps(spec, sort_keys=True).encode())
-    else:
-        h.update(json.dumps(sorted(tokenizer.get_vocab().items())).encode())
-    h.update(json.dumps(tokenizer.special_tokens_map, sort_keys=True, default=str).encode())
-    h.update(str(len(tokenizer)).encode())
-    return h.hexdigest()[:32]
-
 
 #: Splits this process tokenized (store misses it built). Tests and perf/scaling.py read it to
 #: show that nothing is tokenized twice.
@@ -303,32 +214,6 @@ def _store() -> Path:
 #: Entries this process verified, with the (inode, size, mtime) of each file when it did: a second
 #: open of an unchanged entry (a concatenation, a forked worker) does not hash it again.
 _verified: dict[str, tuple] = {}
-#: Bytes read per step when hashing a column file (read, not mapped: hashing adds nothing to RSS).
-_HASH_BLOCK = 1 << 22
-
-
-def file_hash(path: Path) -> str:
-    """xxh3-128 of a file's bytes, read in blocks."""
-    h = xxhash.xxh3_128()
-    buffer = bytearray(_HASH_BLOCK)
-    view = memoryview(buffer)
-    with open(path, "rb", buffering=0) as f:
-        while n := f.readinto(buffer):
-            h.update(view[:n])
-    return h.hexdigest()
-
-
-def _seal(meta: dict) -> str:
-    """The hash of everything in ``meta.json`` but the seal itself: an edited meta.json (a column
-    dropped, a count changed) no longer matches it."""
-    body = {k: v for k, v in meta.items() if k != "seal"}
-    return xxhash.xxh3_128(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def _stamp(path: Path) -> tuple[int, int, int]:
-    st = path.stat()
-    return st.st_ino, st.st_size, st.st_mtime_ns
-
 
 def _open(entry: Path, key: str, rows: int | None = None) -> EncodedSplit | None:
     """The split stored in ``entry``, mapped; None if there is none, it is not whole, or it is not
@@ -338,7 +223,7 @@ def _open(entry: Path, key: str, rows: int | None = None) -> EncodedSplit | None
         meta = json.loads((entry / "meta.json").read_text())
         if not isinstance(meta, dict) or meta.get("version") != CACHE_VERSION or meta.get("key") != key:
             return None
-        if meta.get("seal") != _seal(meta):
+        if meta.get("seal") != seal(meta):
             return None
         examples, tokens, cols, hashes = meta["examples"], meta["tokens"], meta["columns"], meta["hashes"]
         if rows is not None and examples != rows:
@@ -351,7 +236,7 @@ def _open(entry: Path, key: str, rows: int | None = None) -> EncodedSplit | None
                 return None
             sizes[name] = (tokens, np.dtype(dtype))
         paths = {name: entry / f"{name}.bin" for name in sizes}
-        stamps = tuple((name, _stamp(p)) for name, p in paths.items())
+        stamps = tuple((name, stamp(p)) for name, p in paths.items())
         for (name, (_, size, _)) in stamps:
             count, dtype = sizes[name]
             if size != count * dtype.itemsize:
@@ -364,31 +249,13 @@ def _open(entry: Path, key: str, rows: int | None = None) -> EncodedSplit | None
         for name, (count, dtype) in sizes.items():
             # A private mapping: the tensor is a view of the page cache, shared by every process
             # mapping the file; a write (none is made) would copy the page, not change the file.
-            tensors[name] = torch.from_file(str(paths[name]), shared=False, size=count, dtype=_TORCH[dtype]) if count else torch.zeros(0, dtype=_TORCH[dtype])
+            tensors[name] = torch.from_file(str(paths[name]), shared=False, size=count, dtype=TORCH_DTYPES[dtype]) if count else torch.zeros(0, dtype=TORCH_DTYPES[dtype])
         files = {name: (str(paths[name]), stamp) for name, stamp in stamps}
         return EncodedSplit(**tensors, cache_key=key, files=files)
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, AttributeError, OverflowError):
         return None  # missing or damaged: rebuilt, never trusted
 
 
-#: Open read-only descriptors of column files, by path and the file's (inode, size, mtime) when
-#: it was mapped, for :meth:`EncodedSplit.span` (``pread`` needs no shared position, so forked
-#: workers use them as they are). Bounded: the oldest is closed.
-_descriptors: dict[tuple, int] = {}
-_MAX_DESCRIPTORS = 64
-
-
-def _descriptor(path: str, stamp: tuple[int, int, int]) -> int:
-    fd = _descriptors.get((path, stamp))
-    if fd is None:
-        opened = os.open(path, os.O_RDONLY)
-        if (os.fstat(opened).st_ino, os.fstat(opened).st_size, os.fstat(opened).st_mtime_ns) != stamp:
-            os.close(opened)
-            raise DataError(f"tokenized split file {path} changed while the run used it; run again to rebuild it")
-        if len(_descriptors) >= _MAX_DESCRIPTORS:
-            os.close(_descriptors.pop(next(iter(_descriptors))))
-        fd = _descriptors[(path, stamp)] = opened
-    return fd
 
 
 def _mapped(key: str) -> EncodedSplit:
@@ -400,78 +267,6 @@ def _mapped(key: str) -> EncodedSplit:
     return split
 
 
-def _remove(entry: Path) -> None:
-    """Remove whatever sits at an entry's path: a folder, a file, or a (dangling) symlink."""
-    if entry.is_symlink() or entry.is_file():
-        entry.unlink()
-    elif entry.exists():
-        shutil.rmtree(entry)
-
-
-@contextlib.contextmanager
-def _exclusive(lock: Path):
-    """Hold the lock file ``lock``: one process builds the entry while the others wait."""
-    if fcntl is None:
-        yield
-        return
-    try:
-        handle = open(lock, "a+b")
-    except OSError:  # a read-only cache: nothing to coordinate, nothing will be written
-        yield
-        return
-    with handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-class _Writer:
-    """Appends encoded chunks to the column files of a ``.part`` directory."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.names: list[str] | None = None
-        self.files: dict[str, object] = {}
-        self.examples = 0
-        self.tokens = 0
-        self.offsets = open(folder / "offsets.bin", "wb")
-        #: Each column file's hash, updated with every byte written (no second read).
-        self.hashes = {"offsets": xxhash.xxh3_128()}
-        self._write("offsets", self.offsets, np.zeros(1, np.int64).tobytes())
-
-    def _write(self, name: str, f, data: bytes) -> None:
-        f.write(data)
-        self.hashes[name].update(data)
-
-    def append(self, chunk: Columns) -> None:
-        if self.names is None:
-            self.names = _column_names(chunk)
-            self.files = {n: open(self.folder / f"{n}.bin", "wb") for n in self.names}
-            self.hashes.update({n: xxhash.xxh3_128() for n in self.names})
-        lengths = np.asarray(chunk["lengths"], dtype=np.int64)
-        for name in self.names:
-            self._write(name, self.files[name], _checked(chunk, name, self.names).tobytes())
-        self._write("offsets", self.offsets, (np.cumsum(lengths) + self.tokens).tobytes())
-        self.examples += len(lengths)
-        self.tokens += int(lengths.sum())
-
-    def finish(self, key: str) -> None:
-        if self.names is None:  # no chunks: an empty split
-            self.append({"lengths": np.zeros(0, np.int64), "input_ids": np.zeros(0, np.int32)})
-        for f in [self.offsets, *self.files.values()]:
-            f.close()
-        meta = {"version": CACHE_VERSION, "key": key, "examples": self.examples, "tokens": self.tokens,
-                "columns": {n: np.dtype(DTYPES[n]).name for n in self.names},
-                "hashes": {n: h.hexdigest() for n, h in self.hashes.items()}}
-        meta["seal"] = _seal(meta)
-        # meta.json last: a folder without it is never read, whatever else it holds.
-        (self.folder / "meta.json").write_text(json.dumps(meta) + "\n")
-
-    def abandon(self) -> None:
-        for f in [self.offsets, *self.files.values()]:
-            f.close()
 
 
 def build_split(key: str | None, chunks: Iterable, encode_chunk: Callable[[object], Columns], num_proc: int | None = None,
@@ -503,7 +298,7 @@ def build_split(key: str | None, chunks: Iterable, encode_chunk: Callable[[objec
         return split
     with contextlib.suppress(OSError):
         root.mkdir(parents=True, exist_ok=True)
-    with _exclusive(root / f"{key}.lock"):
+    with exclusive(root / f"{key}.lock"):
         # Another process (a DDP rank, a parallel sweep trial) may have built it while we waited.
         if (split := _open(entry, key, rows)) is not None:
             return split
@@ -514,7 +309,7 @@ def build_split(key: str | None, chunks: Iterable, encode_chunk: Callable[[objec
         except OSError:
             pass
         try:
-            _remove(entry)  # a damaged or older-format entry, or whatever else sits at its path
+            remove_entry(entry)  # a damaged or older-format entry, or whatever else sits at its path
         except OSError as exc:
             # Kept out of use, never read: this run tokenizes in memory.
             print(f"warning: the token store {root} holds a damaged entry {entry.name} that cannot be replaced "
@@ -526,7 +321,7 @@ def build_split(key: str | None, chunks: Iterable, encode_chunk: Callable[[objec
         except OSError:
             return in_memory()  # a read-only cache only costs speed
         builds += 1
-        writer = _Writer(part)
+        writer = EntryWriter(part)
         try:
             for chunk in encoded():
                 with _writing(root, key):
@@ -561,7 +356,7 @@ def _writing(root: Path, key: str):
 def _counted(split, rows: int | None, key: str | None):
     """``split`` (or a writer) after checking it has the ``rows`` its caller expects: the data
     changed while it was being read, or its reader disagrees with itself."""
-    got = split.examples if isinstance(split, _Writer) else len(split)
+    got = split.examples if isinstance(split, EntryWriter) else len(split)
     if rows is not None and got != rows:
         raise DataError(f"tokenized split {key or ''}: encoding gave {got} rows, the data has {rows}; "
                         "did a data file change during the run?")
