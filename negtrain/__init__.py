@@ -2,7 +2,7 @@
 
 Importing the package does one thing: it installs the finder that keeps old module paths
 importing after a module moved to another package. Users' scripts and plugins import modules by
-path (``from negtrain.card import ...``, ``monkeypatch.setattr("negtrain.export....")``). When a
+path (``from negtrain.evaluation.card import ...``, ``monkeypatch.setattr("negtrain.release.export....")``). When a
 module moves, its old path stays in :data:`MOVED`, and the finder answers an import of the old
 path with the module at the new one: the same module object (not a copy), so a patch through
 either name patches both. Nothing is imported until an old path is asked for, and with the table
@@ -14,9 +14,9 @@ default only in a script run as ``__main__``: scripts see it, commands stay quie
 
 The table is data: old path on the left, new on the right; an entry may name a package, which
 carries its submodules (``negtrain.old.x`` is ``negtrain.new.x``). A module whose path a package
-took (``negtrain.runs`` becoming the package ``negtrain/runs/``, its code ``negtrain.runs.reading``)
+took (``negtrain.runs.reading`` becoming the package ``negtrain/runs/``, its code ``negtrain.runs.reading``)
 cannot be an entry: that package's ``__getattr__`` is :func:`package_getattr` instead, so
-``from negtrain.runs import read_run`` still works.
+``from negtrain.runs.reading import read_run`` still works.
 
 It lives here, not in a module of its own, because the package's root is the one place every
 import passes through, and so that no floor of ARCHITECTURE.md has to list it.
@@ -37,6 +37,29 @@ __version__ = "0.1.0"
 
 #: old module path -> new module path.
 MOVED: dict[str, str] = {
+    "negtrain.across_splits": "negtrain.evaluation.across_splits",
+    "negtrain.card": "negtrain.evaluation.card",
+    "negtrain.card_plan": "negtrain.evaluation.card_plan",
+    "negtrain.card_render": "negtrain.evaluation.card_render",
+    "negtrain.card_run": "negtrain.evaluation.card_run",
+    "negtrain.compare": "negtrain.evaluation.compare",
+    "negtrain.errors": "negtrain.core.errors",
+    "negtrain.export": "negtrain.release.export",
+    "negtrain.hub": "negtrain.release.push",
+    "negtrain.hub_access": "negtrain.core.hub_access",
+    "negtrain.labels": "negtrain.core.labels",
+    "negtrain.local_sweep": "negtrain.runs.local_sweep",
+    "negtrain.memory": "negtrain.core.memory",
+    "negtrain.paths": "negtrain.core.paths",
+    "negtrain.plan": "negtrain.evaluation.plan",
+    "negtrain.protocol": "negtrain.evaluation.protocol",
+    "negtrain.report": "negtrain.runs.report",
+    "negtrain.secrets": "negtrain.core.secrets",
+    "negtrain.seeds": "negtrain.runs.seeds",
+    "negtrain.served": "negtrain.evaluation.served",
+    "negtrain.server_settings": "negtrain.core.server_settings",
+    "negtrain.stop_signals": "negtrain.core.stop_signals",
+    "negtrain.sweeps": "negtrain.runs.sweeps",
 }
 
 

@@ -2,7 +2,7 @@
 
 Malformed input exits with code 2 and one ``error: ...`` line; ``--debug`` shows the traceback.
 SIGTERM and SIGINT end every command with 128 + the signal number (143, 130), never 0
-(:mod:`negtrain.stop_signals`).
+(:mod:`negtrain.core.stop_signals`).
 Arguments a subcommand does not declare are passed to it as ``extra`` (recipe overrides such as
 ``--trainer.max_epochs=1``); subcommands that take none reject them.
 """
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from negtrain.benchmarks.files import pin_data_dirs
 from negtrain.commands import compare, env, evaluate, export, recipes, report, sweep, tiny_model, train, view
-from negtrain.errors import NegtrainError, Stopped
-from negtrain.stop_signals import stop_on_signals
+from negtrain.core.errors import NegtrainError, Stopped
+from negtrain.core.stop_signals import stop_on_signals
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from typing import Any
 import yaml
 
 from negtrain.config import SHORTHAND_SECTIONS, Recipe, is_text_field, load_yaml, parse_yaml, to_dict, validate_recipe
-from negtrain.errors import ConfigError, unknown_name
+from negtrain.core.errors import ConfigError, unknown_name
 
 
 def recipes_dir() -> Path:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.cli import main
-from negtrain.evaluation import score_file
+from negtrain.evaluation.predictions import score_file
 from negtrain.view.site import site_bytes
 
 

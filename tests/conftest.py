@@ -179,7 +179,7 @@ def agent_run(tmp_path_factory):
 
     from negtrain import cli
     from negtrain.recipes import load_recipe
-    from negtrain.sweeps import sweep_config
+    from negtrain.runs.sweeps import sweep_config
 
     os.environ.setdefault("NEGTRAIN_OFFLINE", "1")
     params = {"model.learning_rate": 0.0003, "data.batch_size": 4, "trainer.max_epochs": 2}

@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.adapters import merge
 from negtrain.recipes import load_recipe
 from negtrain.training.build import build, reload_weights
@@ -111,7 +111,7 @@ def test_adapter_training_checkpoint_and_merge(tiny_nli, tmp_path, monkeypatch, 
         # with the adapters merged into the base model, which the recipe names.
         from transformers import AutoModelForSequenceClassification
 
-        from negtrain.export import export
+        from negtrain.release.export import export
         from negtrain.models.adapters import save_adapter_config
 
         built.tokenizer.save_pretrained(run_dir / "model")  # what `fit` writes before training

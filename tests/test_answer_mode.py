@@ -10,7 +10,7 @@ import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.models.prompting import AnswerMode, PromptSettings
-from negtrain.served import needs_logprobs
+from negtrain.evaluation.served import needs_logprobs
 
 
 @pytest.mark.parametrize("benchmark,strategy,mode", [

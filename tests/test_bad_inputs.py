@@ -320,7 +320,7 @@ def test_a_field_over_csvs_default_limit_is_read_whole(tmp_path, monkeypatch):
 
 
 def test_multi_node_is_allowed_under_a_launcher():
-    from negtrain.errors import ConfigError
+    from negtrain.core.errors import ConfigError
     from negtrain.training.checks import check_num_nodes, multi_node_launcher
 
     assert multi_node_launcher({}) is None
@@ -368,7 +368,7 @@ def test_sweep_trials_get_each_override_once():
     """Overrides given to `negtrain sweep` reach every trial, but a key the sweep varies or sets
     itself is passed once (a trial would reject it twice): the agent's value wins."""
     from negtrain.recipes import load_recipe, override_pairs, parse_overrides
-    from negtrain.sweeps import sweep_config
+    from negtrain.runs.sweeps import sweep_config
 
     loaded = load_recipe("scone_minilm")
     swept = next(iter(loaded.recipe.sweep.parameters))

@@ -8,7 +8,7 @@ import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.benchmarks.scone import CONDITIONS
-from negtrain.errors import ConfigError, DataError
+from negtrain.core.errors import ConfigError, DataError
 
 
 def test_scone_test_split(data_dir):

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-import negtrain.card_run as card_module  # where the card keeps each part
-from negtrain.card import plan_card
+import negtrain.evaluation.card_run as card_module  # where the card keeps each part
+from negtrain.evaluation.card import plan_card
 from negtrain.commands.evaluate import card_request
 from negtrain.cli import main, parser
 

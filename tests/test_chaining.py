@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from negtrain.config import validate_recipe
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.recipes import LoadedRecipe
 
 SENTENCES = [
@@ -111,7 +111,7 @@ def test_init_from_a_checkpoint_file_and_errors(mlm_run, tmp_path):
 
 
 def test_a_damaged_init_from_checkpoint_is_one_clear_error(tmp_path):
-    from negtrain.errors import NegtrainError
+    from negtrain.core.errors import NegtrainError
     from negtrain.models.init_from import checkpoint_weights
 
     good = tmp_path / "good.ckpt"

@@ -12,7 +12,7 @@ import pytest
 
 from negtrain.cli import main
 from negtrain.config import CausalLmModelConfig
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.lm import rendered_prompts
 from negtrain.prompts.strategies import Prompt
 from negtrain.models.tiny import llama_tokenizer

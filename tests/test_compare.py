@@ -169,7 +169,7 @@ def test_mcnemar_counts_and_adjusted_p_named_in_the_header(tmp_path, capsys, sco
 def _seed_group(parent, seeds: dict[int, set[int]], recipe: str = "scone_minilm"):
     """A `fit --seeds` parent by hand: per seed, a run whose epoch-0 predictions are wrong on the
     one_scoped member of the given contrast sets."""
-    from negtrain.seeds import MANIFEST
+    from negtrain.runs.seeds import MANIFEST
 
     scone = get_benchmark("scone").load("test")
     for s, wrong in seeds.items():

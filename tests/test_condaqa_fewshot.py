@@ -122,7 +122,7 @@ def test_split_and_file_counts_must_match(fewshot_data, tmp_path, capsys):
 
 def test_a_fixed_shot_set_is_the_same_for_every_example_in_file_order():
     from negtrain.benchmarks.base import Example
-    from negtrain.errors import ConfigError
+    from negtrain.core.errors import ConfigError
     from negtrain.models.fewshot import draw_shots
 
     pool = [Example(f"t{i}", ("p", "q"), "YES", group=f"g{i}") for i in range(9)]

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from negtrain.data.corpus_stream import HELD_OUT_KEY, CorpusStream, StreamLoader, check_not_empty, held_out_fraction, index_corpus
-from negtrain.errors import ConfigError, DataError
+from negtrain.core.errors import ConfigError, DataError
 from negtrain.negation.cues import CueDetector
 
 TESTS = Path(__file__).resolve().parent

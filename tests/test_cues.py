@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.negation.cues import CueDetector, default_cues, split_sentences
 
 

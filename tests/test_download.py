@@ -11,7 +11,7 @@ import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.benchmarks.files import RemoteFile, resolve
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 
 
 class _Quiet(http.server.SimpleHTTPRequestHandler):

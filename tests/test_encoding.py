@@ -98,7 +98,7 @@ def test_optimizer_choice():
     """Fused AdamW by default; foreach when Lightning must clip gradients under mixed precision."""
     import pytest
 
-    from negtrain.errors import ConfigError
+    from negtrain.core.errors import ConfigError
     from negtrain.models.base import optimizer_kwargs
 
     params = [torch.zeros(3, requires_grad=True)]

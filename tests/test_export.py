@@ -10,7 +10,7 @@ import yaml
 from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
 from negtrain import cli
-from negtrain.export import export
+from negtrain.release.export import export
 
 PAIRS = [
     ("The cat is not asleep.", "The cat is asleep."),
@@ -96,7 +96,7 @@ def test_license_given_wins_and_an_unknown_one_stays_other(fake_run, tmp_path, m
     given = export(fake_run, tmp_path / "given", license="cc-by-4.0").path
     assert license_of(given) == "cc-by-4.0" and "`cc-by-4.0`, as given" in (given / "README.md").read_text()
     # A base model whose card is not on disk (a Hub id never downloaded): no guess.
-    from negtrain import export as export_module
+    from negtrain.release import export as export_module
 
     monkeypatch.setattr(export_module, "base_model_license", lambda name: None)
     unknown = export(fake_run, tmp_path / "unknown").path
@@ -104,7 +104,7 @@ def test_license_given_wins_and_an_unknown_one_stays_other(fake_run, tmp_path, m
 
 
 def test_base_model_license_reads_the_card_front_matter(tmp_path):
-    from negtrain.export import base_model_license
+    from negtrain.release.export import base_model_license
 
     (tmp_path / "m").mkdir()
     (tmp_path / "m" / "README.md").write_text("---\nlanguage: en\nlicense: mit\n---\n# a model\n")
@@ -141,9 +141,9 @@ def lora_run(fake_run, tmp_path):
 
     run = tmp_path / "lora-run"
     shutil.copytree(fake_run, run)
-    from negtrain.export import load_model
+    from negtrain.release.export import load_model
     from negtrain.models.adapters import save_adapter_config
-    from negtrain.runs import RunDir
+    from negtrain.runs.reading import RunDir
 
     plain, _ = load_model(RunDir(run), run / "checkpoints" / "best-epoch1.ckpt")
     config = LoraConfig(task_type="SEQ_CLS", r=4, lora_alpha=8, target_modules=["query", "value"],
@@ -216,7 +216,7 @@ def test_export_round_trip_on_a_real_run(agent_run, tmp_path):
 
 def test_model_card_dataset_ids_name_each_benchmarks_source():
     from negtrain.benchmarks.registry import get_benchmark
-    from negtrain.export import _dataset_id
+    from negtrain.release.export import _dataset_id
 
     # Hub datasets by their Hub id, GitHub-hosted ones by their repository, probes by name.
     assert _dataset_id(get_benchmark("mnli"), "train") == "nyu-mll/multi_nli"

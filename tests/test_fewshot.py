@@ -6,7 +6,7 @@ import pytest
 
 from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.fewshot import draw_shots
 
 

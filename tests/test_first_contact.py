@@ -23,7 +23,7 @@ from PIL import Image
 
 from conftest import FAST, REPO, make_fake_run
 from negtrain import cli
-from negtrain.errors import ConfigError, DataError
+from negtrain.core.errors import ConfigError, DataError
 from negtrain.data.eval_set import EvalResult
 from negtrain.training.recorder import epoch_label, format_table
 
@@ -136,7 +136,7 @@ def hub_online(monkeypatch):
     """The Hub client as on a machine where offline mode is not set (the suite sets it)."""
     from huggingface_hub import constants
 
-    from negtrain import hub_access
+    from negtrain.core import hub_access
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
@@ -164,7 +164,7 @@ def test_a_hub_recipe_without_network_fails_once_in_one_line(tmp_path, data_dir)
 
 
 def test_the_hub_check_is_bounded_when_the_network_drops_packets(hub_online, monkeypatch):
-    from negtrain import hub_access
+    from negtrain.core import hub_access
 
     # A server that accepts connections and never answers: only the probe's timeout ends the wait.
     with socket.socket() as server:
@@ -188,7 +188,7 @@ def _fake_cached_model(cache: Path, repo_id: str) -> None:
 
 
 def test_a_cached_model_is_used_offline_when_the_hub_is_unreachable(hub_online, monkeypatch, tmp_path, capsys):
-    from negtrain import hub_access
+    from negtrain.core import hub_access
 
     _fake_cached_model(tmp_path, "owner/cached-model")
     monkeypatch.setattr(hub_online, "HF_HUB_CACHE", str(tmp_path))
@@ -201,7 +201,7 @@ def test_a_cached_model_is_used_offline_when_the_hub_is_unreachable(hub_online, 
 
 
 def test_hub_offline_without_a_cached_copy_names_the_model(hub_online, monkeypatch, tmp_path):
-    from negtrain import hub_access
+    from negtrain.core import hub_access
 
     monkeypatch.setattr(hub_online, "HF_HUB_CACHE", str(tmp_path))
     monkeypatch.setattr(hub_online, "HF_HUB_OFFLINE", True)
@@ -261,7 +261,7 @@ def _card(folder: Path) -> tuple[dict, str]:
 
 
 def test_the_model_card_is_named_by_the_run_and_marks_an_unfinished_one(tmp_path):
-    from negtrain.export import export
+    from negtrain.release.export import export
 
     run = make_fake_run(tmp_path / "minilm-lr5e-5")  # 3 epochs recorded; the recipe says 5
     meta, body = _card(export(run, tmp_path / "export").path)
@@ -285,8 +285,8 @@ def test_the_model_card_is_named_by_the_run_and_marks_an_unfinished_one(tmp_path
 
 
 def test_a_named_repo_and_a_max_steps_run(tmp_path):
-    from negtrain.export import export
-    from negtrain.runs import RunDir
+    from negtrain.release.export import export
+    from negtrain.runs.reading import RunDir
 
     run = make_fake_run(tmp_path / "r")
     meta, _ = _card(export(run, tmp_path / "e", repo_id="me/scone-minilm").path)

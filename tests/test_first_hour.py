@@ -92,7 +92,7 @@ def test_the_card_of_a_two_way_run_scores_every_benchmark_or_says_why_not(redire
 
 def test_the_card_head_is_the_run_head(fake_run, tmp_path):
     """The card's recipe carries the head the run trained, read from the run's model/config.json."""
-    from negtrain.card import card_recipe, head_cannot_score, run_head_labels
+    from negtrain.evaluation.card import card_recipe, head_cannot_score, run_head_labels
 
     raw, checkpoint = card_recipe(str(fake_run), None)
     assert raw["model"]["head_labels"] == ["entailment", "not_entailment"]
@@ -122,7 +122,7 @@ def test_a_named_three_way_benchmark_is_refused_with_the_reason(fake_run, tmp_pa
 
 
 def test_the_resume_command_carries_the_data_directory(monkeypatch):
-    from negtrain.paths import resume_command
+    from negtrain.core.paths import resume_command
 
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", "/data/my mirror")
     words = shlex.split(resume_command(Path("runs/a b")))
@@ -163,7 +163,7 @@ def test_a_misspelt_benchmark_answers_without_torch_and_suggests_by_words(tmp_pa
 
 def test_did_you_mean_matches_words_however_joined():
     from negtrain.benchmarks.registry import BENCHMARKS
-    from negtrain.errors import closest
+    from negtrain.core.errors import closest
 
     assert closest("scone-nli", BENCHMARKS) == "scone"
     assert closest("ScoNe_NLG", BENCHMARKS) == "scone_nlg"
@@ -195,7 +195,7 @@ def test_a_data_directory_that_does_not_exist_is_named(tmp_path):
     ({"model_type": "bert"}, None),
 ])
 def test_the_family_comes_from_config_json_where_it_is_unambiguous(tmp_path, config, family):
-    from negtrain.card import family_from_config
+    from negtrain.evaluation.card import family_from_config
 
     (tmp_path / "config.json").write_text(json.dumps(config))
     assert family_from_config(str(tmp_path)) == family
@@ -247,7 +247,7 @@ def _eval_record(benchmark: str, split: str, metrics: dict, **more):
 
 
 def test_a_score_on_a_small_part_of_a_benchmark_shows_its_count(tmp_path):
-    from negtrain.card import write_card
+    from negtrain.evaluation.card import write_card
 
     records = [
         _eval_record("negated_lama", "test", {"affirmative_top1_accuracy": 1.0, "negated_top1_error": 0.0, "n_probes": 1.0,
@@ -288,7 +288,7 @@ def test_the_card_keeps_the_chance_level_note_and_names_no_checkpoint_flag(tmp_p
 def test_card_png_gives_points_on_one_spot_one_label_and_a_key(tmp_path):
     from PIL import Image
 
-    from negtrain.card import plot_card
+    from negtrain.evaluation.card import plot_card
 
     # A protocol card: twelve variants that all score the same, and one elsewhere.
     records = [_eval_record("scone", "test", {"accuracy": 0.5, "consistency": 0.0, "n": 8.0}, variant=f"v{i}") for i in range(12)]
@@ -303,7 +303,7 @@ def test_card_png_gives_points_on_one_spot_one_label_and_a_key(tmp_path):
     from matplotlib.figure import Figure
 
     # What was drawn: one label per spot (12 numbers in two lines at 0.5/0.0, "13" at 0.9/0.6).
-    import negtrain.card as card
+    import negtrain.evaluation.card as card
 
     labels = []
     original = Figure.savefig

@@ -27,7 +27,7 @@ from negtrain.cli import main
 from negtrain.config import FAMILY_SECTIONS, ModelSection, families, register_family, unregister_family, validate_recipe
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.base import NegtrainModule
 from negtrain.models.contract import Built
 from negtrain.models.nli import encode_pairs

@@ -6,7 +6,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.recipes import load_recipe
 from negtrain.training.build import build
 

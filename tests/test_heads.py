@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.heads import checkpoint_labels, choose_head_labels, head_to_benchmark, set_loss, target_mask
 from tiny_models import save_tiny_bert_nli, write_recipe
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from negtrain.cli import main
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.serving.backend import BackendContext, open_backend
 from negtrain.serving.requests import Counts, Generation, Loglikelihood
 

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.recipes import load_recipe
 from negtrain.training.build import build
 from negtrain.training.run import fit

@@ -11,9 +11,9 @@ import yaml
 from conftest import FAST
 from negtrain import cli
 from negtrain.config import SweepConfig
-from negtrain.local_sweep import Trial, override_args, rank, sample_trials
+from negtrain.runs.local_sweep import Trial, override_args, rank, sample_trials
 from negtrain.recipes import load_recipe
-from negtrain.sweeps import SweepMetric
+from negtrain.runs.sweeps import SweepMetric
 
 
 def _space(method: str = "random") -> SweepConfig:
@@ -57,14 +57,14 @@ def test_grid_trials_are_the_product_in_order():
         {"data.batch_size": 16, "model.learning_rate": 1e-5},
     ]
     assert len(sample_trials(space, 100, seed=0)) == 6
-    from negtrain.errors import ConfigError
+    from negtrain.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="grid sweep needs 'values'"):
         sample_trials(_space("grid"), 2, seed=0)
 
 
 def test_override_args_read_back_as_the_same_values():
-    from negtrain.local_sweep import override_args
+    from negtrain.runs.local_sweep import override_args
     from negtrain.recipes import parse_overrides
 
     values = {"model.learning_rate": 3e-05, "data.batch_size": 16, "trainer.deterministic": True,

@@ -14,7 +14,7 @@ import pytest
 from conftest import FIXTURES
 from negtrain.benchmarks.base import Benchmark
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.declared import Declared, count, find, score
 from tinad_fixture import easy_rows, write_split
@@ -115,7 +115,7 @@ def test_an_exact_name_wins_over_a_family():
 
 
 def test_run_files_print_counts_as_integers_from_the_declaration():
-    from negtrain.runs import is_count
+    from negtrain.runs.reading import is_count
 
     assert is_count("tinad/test", "groups_lacking_cell") and is_count("negated_probes/test", "n_affirmative")
     assert is_count("cue_corpus/heldout", "n_cues") and not is_count("cue_corpus/heldout", "mlm_loss")

@@ -13,7 +13,7 @@ import pytest
 from negtrain.config import MixConfig, validate_recipe
 from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
 from negtrain.data.sampler import BatchSampler
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 SIZES = [1000, 100, 10]
 
@@ -123,7 +123,7 @@ def test_an_empty_training_source_is_named():
     from negtrain.config import DataConfig, SourceConfig
     from negtrain.data.encoded import EncodedSplit
     from negtrain.data.module import NegtrainData, TrainSet
-    from negtrain.errors import DataError
+    from negtrain.core.errors import DataError
 
     enc = EncodedSplit.from_lists([[1] * 3] * 4, None)
     cfg = DataConfig(train=[SourceConfig(benchmark="a", split="s"), SourceConfig(benchmark="b", split="s")], batch_size=2)

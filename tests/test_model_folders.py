@@ -111,7 +111,7 @@ def test_ignore_mismatched_sizes_never_reaches_the_encoder(tmp_path):
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt"):
         shutil.copy(Path(minilm_dir()) / name, folder)
     _edit_config(folder, lambda c: c.update(intermediate_size=768))
-    from negtrain.errors import ConfigError
+    from negtrain.core.errors import ConfigError
     from negtrain.models.folder_checks import check_model_folder
 
     check_model_folder(str(folder), "nli", "model")  # a .bin: shapes are not read before loading
@@ -224,7 +224,7 @@ def test_a_fitting_adapter_loads_and_its_weights_answer(adapters, tmp_path, caps
 
 @pytest.mark.parametrize("kind", ["onto_a_file", "under_a_file", "proc", "dev_null"])
 def test_an_unwritable_out_fails_before_the_model_loads(kind, tmp_path, capsys, monkeypatch, fake_run, data_dir):
-    import negtrain.card_run as card_run
+    import negtrain.evaluation.card_run as card_run
 
     # Where the card loads the model and writes its directory: never reached.
     monkeypatch.setattr(card_run, "_write_card_dir", lambda *a, **k: pytest.fail("the model was loaded"))
@@ -237,7 +237,7 @@ def test_an_unwritable_out_fails_before_the_model_loads(kind, tmp_path, capsys, 
     assert code == 2 and err.startswith("error: --out "), err[-2000:]
     if kind in ("onto_a_file", "dev_null"):
         return  # compare --out writes OUT.md and OUT.json beside OUT: for these, writable files
-    import negtrain.compare as compare
+    import negtrain.evaluation.compare as compare
 
     monkeypatch.setattr(compare, "compare", lambda *a, **k: pytest.fail("compared before checking --out"))
     code = cli.main(["compare", str(fake_run), str(fake_run), "--out", str(out)])

@@ -19,7 +19,7 @@ from negtrain.config import (
     model_config,
     validate_recipe,
 )
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.recipes import available_recipes, load_recipe
 
 

@@ -19,7 +19,7 @@ from negtrain import MOVED, MovedFinder, new_path, package_getattr
 @pytest.fixture
 def entries(monkeypatch):
     """Old paths made up for the test (real modules stand in as the moved ones), forgotten after."""
-    monkeypatch.setitem(MOVED, "negtrain.old_labels", "negtrain.labels")
+    monkeypatch.setitem(MOVED, "negtrain.old_labels", "negtrain.core.labels")
     monkeypatch.setitem(MOVED, "negtrain.old_io", "negtrain.io")
     yield
     for name in [n for n in sys.modules if n.startswith(("negtrain.old_labels", "negtrain.old_io"))]:
@@ -36,16 +36,16 @@ def test_importing_negtrain_installs_the_finder_once():
 
 
 def test_an_old_path_is_the_module_at_the_new_one(entries):
-    import negtrain.labels
+    import negtrain.core.labels
 
-    with pytest.warns(DeprecationWarning, match="negtrain.old_labels moved to negtrain.labels") as caught:
+    with pytest.warns(DeprecationWarning, match="negtrain.old_labels moved to negtrain.core.labels") as caught:
         import negtrain.old_labels
-    assert negtrain.old_labels is negtrain.labels
+    assert negtrain.old_labels is negtrain.core.labels
     assert caught[0].filename == __file__  # the warning points at the importing line
     from negtrain.old_labels import coarsen  # a name imported through the old path
 
-    assert coarsen is negtrain.labels.coarsen
-    assert importlib.import_module("negtrain.old_labels") is negtrain.labels
+    assert coarsen is negtrain.core.labels.coarsen
+    assert importlib.import_module("negtrain.old_labels") is negtrain.core.labels
 
 
 def test_a_moved_package_carries_its_submodules(entries):
@@ -60,7 +60,7 @@ def test_a_moved_package_carries_its_submodules(entries):
 
 
 def test_names_not_in_the_table_are_left_alone(entries):
-    assert new_path("negtrain.labels") is None and new_path("negtrain.old_labelsx") is None
+    assert new_path("negtrain.core.labels") is None and new_path("negtrain.old_labelsx") is None
     with pytest.raises(ModuleNotFoundError):
         importlib.import_module("negtrain.not_a_module_anywhere")
 
@@ -82,11 +82,11 @@ def test_every_entry_points_from_no_file_to_a_module(old, new):
 
 
 def test_a_package_that_took_a_module_path_lends_the_module_its_names():
-    import negtrain.labels
+    import negtrain.core.labels
 
-    lookup = package_getattr("negtrain.io", "negtrain.labels")  # as if labels.py had become io/
-    with pytest.warns(DeprecationWarning, match="negtrain.io.coarsen moved to negtrain.labels.coarsen"):
-        assert lookup("coarsen") is negtrain.labels.coarsen
+    lookup = package_getattr("negtrain.io", "negtrain.core.labels")  # as if labels.py had become io/
+    with pytest.warns(DeprecationWarning, match="negtrain.io.coarsen moved to negtrain.core.labels.coarsen"):
+        assert lookup("coarsen") is negtrain.core.labels.coarsen
     for missing in ("atomic", "no_such_name", "__path__"):  # a submodule is the import system's
         with pytest.raises(AttributeError):
             lookup(missing)

@@ -11,7 +11,7 @@ from collections import Counter
 import pytest
 import torch
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.nannli import F1_ORDER, OPERATIONS, NanNli
 

@@ -260,7 +260,7 @@ def test_mlm_card_scores_negated_lama_without_an_objective(data_dir, tmp_path, c
 
 
 def test_an_mlm_recipe_that_trains_still_needs_an_objective(tmp_path):
-    from negtrain.errors import ConfigError
+    from negtrain.core.errors import ConfigError
     from negtrain.recipes import load_recipe
 
     with pytest.raises(ConfigError, match="trains with an objective section"):
@@ -315,7 +315,7 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, dat
 
 
 def test_evaluate_explains_that_negated_lama_needs_a_runs_prediction_lines(tmp_path):
-    from negtrain.evaluation import PredictionError, score_file
+    from negtrain.evaluation.predictions import PredictionError, score_file
 
     preds = tmp_path / "p.jsonl"
     preds.write_text('{"id": "negated_lama/test/TREx/P17/0", "prediction": "Germany"}\n')

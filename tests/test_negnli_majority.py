@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.metrics.base import MISSING

@@ -135,7 +135,7 @@ def _neqa_dir(tmp_path: Path, data_dir: Path, rows: int) -> Path:
 
 
 def test_evaluate_takes_an_index_or_the_choice_text(data_dir, tmp_path, monkeypatch):
-    from negtrain.evaluation import PredictionError, score_file
+    from negtrain.evaluation.predictions import PredictionError, score_file
 
     examples = Neqa().load("test")
     preds = tmp_path / "p.jsonl"
@@ -186,7 +186,7 @@ def test_validate_scores_neqa_like_the_scorer(family, data_dir, tmp_path, monkey
     rows = [json.loads(x) for x in written.read_text().splitlines()]
     assert len(rows) == 30 and {r["prediction"] for r in rows} <= {"0", "1"}
     # the written predictions (the acc choice) rescore to the same accuracy
-    from negtrain.evaluation import score_file
+    from negtrain.evaluation.predictions import score_file
 
     assert score_file("neqa", "test", written).metrics["accuracy"] == pytest.approx(got["accuracy"])
     # the lines carry every choice's log-likelihood and length, so every number re-scores, and

@@ -10,7 +10,7 @@ import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.benchmarks.files import HubSplit, resolve
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "data"
 

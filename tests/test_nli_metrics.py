@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 import torch
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliRte, NegnliSnli
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.metrics.base import MISSING
 from negtrain.models.heads import head_to_benchmark, prediction_space
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 from negtrain.io.run_lock import LOCK_NAME, RunDirLocked, run_lock
 
 TESTS = Path(__file__).resolve().parent
@@ -231,7 +231,7 @@ def test_a_failing_trial_never_ends_the_sweep(tmp_path, capsys):
 
 def test_sweep_bounds_and_a_changed_sweep_in_the_same_directory(tmp_path, capsys):
     from negtrain.cli import main
-    from negtrain.sweeps import MAX_LOCAL_TRIALS
+    from negtrain.runs.sweeps import MAX_LOCAL_TRIALS
 
     recipe = sweep_recipe(tmp_path)
     assert main(["sweep", "--recipe", str(recipe), "--local", str(MAX_LOCAL_TRIALS + 1)]) == 2
@@ -248,7 +248,7 @@ def test_sweep_bounds_and_a_changed_sweep_in_the_same_directory(tmp_path, capsys
 
 
 def test_random_trials_are_drawn_lazily(monkeypatch):
-    from negtrain import local_sweep
+    from negtrain.runs import local_sweep
     from negtrain.config import SweepConfig
 
     # Counted at the draw: a sweep that drew its trials ahead (a list of MAX_LOCAL_TRIALS) fails here,
@@ -305,7 +305,7 @@ def test_every_command_ends_non_zero_on_a_stop_signal(tmp_path, signum, code):
 
 def test_a_short_word_as_an_api_key_leaves_recipe_yaml_intact(monkeypatch, tmp_path):
     from negtrain.recipes import load_recipe
-    from negtrain.secrets import MIN_SECRET_LENGTH, redact_text
+    from negtrain.core.secrets import MIN_SECRET_LENGTH, redact_text
     from negtrain.training.run import resolved_recipe_yaml
 
     monkeypatch.setenv("MY_API_KEY", "entailment")

@@ -1,4 +1,4 @@
-"""What a command evaluates is resolved once (negtrain.plan): ``resolve`` is pure (the same plan
+"""What a command evaluates is resolved once (negtrain.evaluation.plan): ``resolve`` is pure (the same plan
 twice, the recipe it was given untouched), a card is planned from a typed request, and a
 benchmark split is read from its files once per process (``scone-icl`` parses ScoNe once), again
 only when a file changed."""
@@ -11,12 +11,12 @@ import shutil
 import pytest
 
 from negtrain.benchmarks.scone import Scone
-from negtrain.card import CardRequest, plan_card
+from negtrain.evaluation.card import CardRequest, plan_card
 from negtrain.cli import parser
 from negtrain.commands.evaluate import card_request
 from negtrain.config import validate_recipe
-from negtrain.errors import ConfigError, DataError
-from negtrain.plan import PlanRequest, resolve
+from negtrain.core.errors import ConfigError, DataError
+from negtrain.evaluation.plan import PlanRequest, resolve
 
 
 def _recipe(eval_entries, family="causal_lm", name="m"):
@@ -95,7 +95,7 @@ def _count_scone_reads(monkeypatch) -> dict[str, int]:
 def test_scone_icl_parses_scone_once(lm_env, monkeypatch, capsys):
     """Planning the protocol's 12 variants, loading their data and computing its Ignore-Negation
     baseline: one parse of ScoNe's test split (all 12 variants score it)."""
-    from negtrain.protocol import ignore_negation
+    from negtrain.evaluation.protocol import ignore_negation
     from negtrain.training.build import load_data
 
     counts = _count_scone_reads(monkeypatch)
@@ -129,7 +129,7 @@ def test_a_rewritten_data_file_is_read_again(data_dir, tmp_path, monkeypatch):
 def test_a_scone_icl_card_resolves_once_and_parses_scone_once(lm_env, monkeypatch, tmp_path):
     """The whole command: planning, the model's 12 variants (their few-shot demonstrations
     included), the card and protocol.md with its Ignore-Negation row."""
-    import negtrain.plan as plan_module
+    import negtrain.evaluation.plan as plan_module
     from negtrain.cli import main
 
     counts = _count_scone_reads(monkeypatch)

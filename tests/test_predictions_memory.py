@@ -1,5 +1,5 @@
 """``evaluate --predictions`` reads its file line by line and keeps, per line, only what scoring
-reads (negtrain/evaluation.py): memory follows the number of predictions, not the file's size."""
+reads (negtrain/evaluation/predictions.py): memory follows the number of predictions, not the file's size."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.evaluation import KEPT_FIELDS, read_lines, read_predictions
+from negtrain.evaluation.predictions import KEPT_FIELDS, read_lines, read_predictions
 
 REPO = Path(__file__).resolve().parent.parent
 

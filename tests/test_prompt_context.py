@@ -16,7 +16,7 @@ import negtrain.models.lm as lm
 from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.cli import main
 from negtrain.models.context import Context, model_context, rows_over
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from tiny_models import save_tiny_llama
 
 SPLIT = "fewshot_test_1"
@@ -135,7 +135,7 @@ def test_a_cut_keeps_the_prompts_end_and_a_causal_prompts_bos():
 
 def test_protocol_md_lists_the_rows_cut_per_variant(data_dir):
     from negtrain.prompts.protocols import get_protocol
-    from negtrain.protocol import protocol_markdown
+    from negtrain.evaluation.protocol import protocol_markdown
 
     protocol = get_protocol("scone-icl")
     records = [{"benchmark": "scone", "split": "test", "variant": v.name, "metrics": {"accuracy": 0.5, "n": 4.0, "n_truncated": float(i)}}

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.recipes import load_recipe
 from test_lm_families import _module, _recipe
 from tiny_models import write_recipe

@@ -14,8 +14,8 @@ import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.cli import main
-from negtrain.errors import ConfigError
-from negtrain.evaluation import score_file
+from negtrain.core.errors import ConfigError
+from negtrain.evaluation.predictions import score_file
 from negtrain.prompts.answers import contains_yes, first_label_word, so_the_answer_is, answer_rule
 from negtrain.prompts.protocols import get_protocol, parse_protocols
 from negtrain.prompts.strategies import get_strategy, parse_strategies

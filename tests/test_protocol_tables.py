@@ -14,11 +14,11 @@ import pytest
 
 from negtrain.benchmarks.condaqa import FEWSHOT_TEST, normalize_answer
 from negtrain.cli import main
-from negtrain.errors import ConfigError
-from negtrain.evaluation import score_file
+from negtrain.core.errors import ConfigError
+from negtrain.evaluation.predictions import score_file
 from negtrain.prompts.protocols import get_protocol, parse_protocols
 from negtrain.prompts.strategies import get_strategy
-from negtrain.protocol import protocol_markdown
+from negtrain.evaluation.protocol import protocol_markdown
 from test_condaqa_fewshot import write_fewshot
 from tinad_fixture import row, write_split
 
@@ -220,7 +220,7 @@ def test_tinad_protocol_pools_every_split_and_counts_table_5_by_hand(tmp_path, m
 
 
 def test_the_random_row_is_a_seeded_draw_scored_like_a_model(tmp_path, monkeypatch):
-    from negtrain.protocol import random_answers
+    from negtrain.evaluation.protocol import random_answers
 
     data = tmp_path / "data"
     for split, offset in (("train", 0), ("validation", 50), ("test", 100)):

@@ -12,7 +12,7 @@ import pytest
 
 from negtrain.benchmarks.condaqa import FEWSHOT_TEST, FEWSHOT_TRAIN
 from negtrain.cli import main
-from negtrain.evaluation import score_file
+from negtrain.evaluation.predictions import score_file
 from negtrain.prompts.protocols import get_protocol
 from negtrain.prompts.strategies import get_strategy
 from test_condaqa_fewshot import write_fewshot

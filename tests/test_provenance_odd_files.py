@@ -20,7 +20,7 @@ import socket
 import pytest
 
 from negtrain.cli import main
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 from negtrain.io.digests import file_sha256, folder_content, folder_sha256
 from tiny_models import save_tiny_bert_nli
 

@@ -44,7 +44,7 @@ class RecordingHfApi:
 @pytest.fixture
 def hub(monkeypatch):
     RecordingHfApi.instances = []
-    monkeypatch.setattr("negtrain.hub.HfApi", RecordingHfApi)
+    monkeypatch.setattr("negtrain.release.push.HfApi", RecordingHfApi)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.setenv("HF_TOKEN", SECRET)
     return RecordingHfApi
@@ -75,15 +75,15 @@ def test_push_creates_repo_and_uploads_the_export(fake_run, hub, capsys):
 
 def test_missing_token_fails_before_any_work(fake_run, monkeypatch, tmp_path, capsys):
     RecordingHfApi.instances = []
-    monkeypatch.setattr("negtrain.hub.HfApi", RecordingHfApi)
+    monkeypatch.setattr("negtrain.release.push.HfApi", RecordingHfApi)
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("HF_TOKEN", raising=False)
     monkeypatch.delenv("HUGGING_FACE_HUB_TOKEN", raising=False)
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf-home"))  # no stored token either
     monkeypatch.setenv("HF_TOKEN_PATH", str(tmp_path / "hf-home" / "token"))
-    import negtrain.export
+    import negtrain.release.export
 
-    monkeypatch.setattr(negtrain.export, "export", lambda *a, **k: pytest.fail("exported without a token"))
+    monkeypatch.setattr(negtrain.release.export, "export", lambda *a, **k: pytest.fail("exported without a token"))
     code = cli.main(["push", "--run", str(fake_run), "--repo-id", "someone/x"])
     err = capsys.readouterr().err
     assert code == 2

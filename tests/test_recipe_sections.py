@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from negtrain.config import to_dict
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.recipes import load_recipe, parse_overrides
-from negtrain.secrets import redact
+from negtrain.core.secrets import redact
 
 
 def test_logger_shorthand_and_override():
@@ -70,7 +70,7 @@ def test_every_recipe_reads_back_unmasked(monkeypatch):
         assert to_dict(recipe) == recipe.model_dump(mode="json"), name
 
 
-# Recipe fields whose names look like secrets to negtrain.secrets, each checked to hold none.
+# Recipe fields whose names look like secrets to negtrain.core.secrets, each checked to hold none.
 NOT_SECRETS = {
     "first_token_only": "a flag",
     "cue_token": "the word a cue is masked with",
@@ -84,7 +84,7 @@ def test_no_recipe_field_is_a_secret():
     from pydantic import BaseModel
 
     from negtrain.config import Recipe
-    from negtrain.secrets import is_secret_name
+    from negtrain.core.secrets import is_secret_name
 
     def fields(model: type[BaseModel], prefix: str = ""):
         for name, info in model.model_fields.items():

@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from negtrain.config import Recipe
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.recipes import available_recipes, first_comment_line, load_recipe, parse_overrides
 
 RECIPES = sorted(available_recipes())

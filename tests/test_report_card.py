@@ -13,7 +13,7 @@ import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.cli import main
-from negtrain.evaluation import score_file
+from negtrain.evaluation.predictions import score_file
 
 #: Two batches of 8 per benchmark keep a card to seconds (batches are length-sorted, so these are
 #: each split's shortest rows).

@@ -286,7 +286,7 @@ def test_every_checkpoint_follows_its_epochs_records(runs):
 def test_resume_refuses_an_edited_seed_and_touches_nothing(runs, tmp_path):
     import shutil
 
-    from negtrain.errors import NegtrainError
+    from negtrain.core.errors import NegtrainError
     from negtrain.training.run import resume
 
     _, reference, _ = runs

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from negtrain.errors import NegtrainError
-from negtrain.paths import contained, is_inside
-from negtrain.runs import RunDir
+from negtrain.core.errors import NegtrainError
+from negtrain.core.paths import contained, is_inside
+from negtrain.runs.reading import RunDir
 from negtrain.io.atomic import atomic_dir, write_text, write_with
 from negtrain.io.checkpoints import AtomicCheckpointIO, read_checkpoint
 from negtrain.training.resume import RESUME_KEY, find_checkpoint, is_complete, rewind
@@ -188,7 +188,7 @@ def test_the_checkpoint_callback_follows_a_moved_run(tmp_path):
 def test_metrics_records_read_typed_and_write_back_byte_for_byte(tmp_path):
     """The one reader gives each line its record type, and the one writer gives back the same
     bytes (key order, float spelling, an older run's line without ``stage``, an unknown field)."""
-    from negtrain.errors import NegtrainError
+    from negtrain.core.errors import NegtrainError
     from negtrain.io.records import CardRecord, EvalRecord, TrainRecord, read_records, write_records
 
     lines = [

@@ -134,7 +134,7 @@ def test_a_fraction_that_keeps_no_batch_is_an_error():
     from negtrain.config import DataConfig
     from negtrain.data.encoded import EncodedSplit
     from negtrain.data.module import NegtrainData, TrainSet
-    from negtrain.errors import DataError
+    from negtrain.core.errors import DataError
 
     encoded = EncodedSplit.from_lists([[1, 2, 3]] * 40, None)
     train = TrainSet(encoded, extras={}, sources=["monli/train"], source_sizes=[40])

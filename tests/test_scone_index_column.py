@@ -11,7 +11,7 @@ import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.cli import main
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from test_malformed import valid_files
 from test_scone_nlg import write_nlg
 

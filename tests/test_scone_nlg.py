@@ -14,7 +14,7 @@ import pytest
 
 from negtrain.benchmarks.scone_nlg import SconeNlg
 from negtrain.cli import main
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from tiny_models import choice_loglikelihoods_one_at_a_time, save_tiny_llama, validate_tiny
 
 HEADER = ["", "sentence", "hyper", "hypo", "gold_outcome", "prompt_type", "frame_num"]
@@ -147,7 +147,7 @@ def test_two_annotators_count_only_agreed_items_with_fleiss_kappa(fixture_data, 
 
 
 def test_kappa_is_one_when_annotators_agree_on_both_kinds(fixture_data, tmp_path):
-    from negtrain.evaluation import score_file
+    from negtrain.evaluation.predictions import score_file
 
     agree = [(v, v) for v in (True, False, True, True, True, False, True, True, True)]
     m = score_file("scone_nlg", "test", _judgements(tmp_path, [list(v) for v in agree]), bootstrap=0).metrics
@@ -157,7 +157,7 @@ def test_kappa_is_one_when_annotators_agree_on_both_kinds(fixture_data, tmp_path
 
 
 def test_one_annotator_counts_every_item(fixture_data, tmp_path):
-    from negtrain.evaluation import score_file
+    from negtrain.evaluation.predictions import score_file
 
     s = score_file("scone_nlg", "test", _judgements(tmp_path, [a for a, _ in TWO]), bootstrap=0)
     m = s.metrics
@@ -179,7 +179,7 @@ def test_one_annotator_counts_every_item(fixture_data, tmp_path):
     ],
 )
 def test_malformed_judgements_are_named(fixture_data, tmp_path, lines, message):
-    from negtrain.evaluation import PredictionError, score_file
+    from negtrain.evaluation.predictions import PredictionError, score_file
 
     path = tmp_path / "judged.jsonl"
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
@@ -189,7 +189,7 @@ def test_malformed_judgements_are_named(fixture_data, tmp_path, lines, message):
 
 
 def test_completions_without_judgements_say_how_to_judge_them(fixture_data, tmp_path):
-    from negtrain.evaluation import PredictionError, score_file
+    from negtrain.evaluation.predictions import PredictionError, score_file
 
     path = tmp_path / "completions.jsonl"
     path.write_text("".join(json.dumps({"id": f"scone_nlg/test/{i}", "prediction": "he was fine."}) + "\n" for i in range(9)))
@@ -202,7 +202,7 @@ def test_completions_without_judgements_say_how_to_judge_them(fixture_data, tmp_
 
 
 def test_outcome_choice_from_a_file_is_never_the_papers_metric(fixture_data, tmp_path):
-    from negtrain.evaluation import score_file
+    from negtrain.evaluation.predictions import score_file
 
     examples = SconeNlg().load("test")
     picks = []
@@ -220,7 +220,7 @@ def test_outcome_choice_from_a_file_is_never_the_papers_metric(fixture_data, tmp
 
 
 def test_a_causal_lm_scores_the_proxy_like_a_direct_loop(fixture_data, tmp_path, one_thread):
-    from negtrain.evaluation import score_file
+    from negtrain.evaluation.predictions import score_file
 
     path = save_tiny_llama(tmp_path / "m", None)
     run = validate_tiny(path, "causal_lm", [{"benchmark": "scone_nlg", "split": "test"}], tmp_path / "run", eval_batch_size=4)

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.prompts.strategies import get_strategy, parse_strategies, strategies
 from test_prompts_paper_text import E11_INSTRUCTIONS, E11_QUERY, E12, FEW_SHOT, ZERO_SHOT, paper
 

@@ -14,7 +14,7 @@ from negtrain.benchmarks.matrix import check_verbalizer, resolve_benchmarks, sco
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.cli import main
 from negtrain.config import families, validate_recipe
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.recipes import load_recipe
 from tiny_models import write_recipe
 

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from negtrain import cli
-from negtrain.seeds import parse_seeds, seed_command
+from negtrain.runs.seeds import parse_seeds, seed_command
 
 from conftest import FAST
 

@@ -42,7 +42,7 @@ def test_a_served_card_imports_no_lightning_and_nothing_of_training(scone_cut, t
     assert _imported("lightning", result["modules"]) == []
     assert _imported("pytorch_lightning", result["modules"]) == []
     assert _imported("negtrain.training", result["modules"]) == []
-    assert "negtrain.served" in result["modules"]  # the card did score through the served path
+    assert "negtrain.evaluation.served" in result["modules"]  # the card did score through the served path
 
 
 def test_a_transformers_card_loads_the_model_here_yet_imports_nothing_of_training(lm_world, scone_cut, tmp_path):  # noqa: F811
@@ -60,4 +60,4 @@ def test_a_transformers_card_loads_the_model_here_yet_imports_nothing_of_trainin
     assert _imported("lightning", result["modules"]) == []
     assert _imported("pytorch_lightning", result["modules"]) == []
     assert _imported("negtrain.training", result["modules"]) == []
-    assert "negtrain.served" in result["modules"]
+    assert "negtrain.evaluation.served" in result["modules"]

@@ -12,7 +12,7 @@ import yaml
 from negtrain import cli
 from negtrain.benchmarks.scone import Scone
 from negtrain.recipes import load_recipe
-from negtrain.sweeps import sweep_config
+from negtrain.runs.sweeps import sweep_config
 
 
 

@@ -18,7 +18,7 @@ import pytest
 
 from negtrain.cli import main
 from negtrain.config import backend_names, register_backend, unregister_backend
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.serving.requests import Answer, Loglikelihood
 
 ROWS = 3  # per condition file: 18 examples, 3 contrast sets

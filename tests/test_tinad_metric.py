@@ -9,7 +9,7 @@ import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.benchmarks.tinad import LABELS
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.metrics.base import MISSING
 from tinad_fixture import row, write_split
 

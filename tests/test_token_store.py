@@ -17,7 +17,7 @@ from torch.utils.data import DataLoader
 from negtrain.benchmarks.base import Example
 from negtrain.data import encoded as store
 from negtrain.data.collate import BatchIndices
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.models.nli import encode_pairs
 from negtrain.models.sources import resolve_model_name
 

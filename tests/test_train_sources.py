@@ -17,7 +17,7 @@ from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.data import encoded as store
 from negtrain.data.sources import NO_CODE, TrainSource, gold_labels
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 
 ROWS = [
     {"pairID": "1e", "premise": "A man is not sleeping.", "hypothesis": "A man is awake.", "label": 0, "genre": "fiction"},

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from sklearn.metrics import f1_score
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.benchmarks.base import Example
 from negtrain.metrics.monli import MonliMetric
 from negtrain.benchmarks.nannli import NanNli

@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.objectives import losses
 
 
@@ -151,7 +151,7 @@ def test_multi_token_objects_are_rejected_unless_a_policy_is_set(minilm_path):
 
 
 def test_probes_read_and_score_with_evaluate(tmp_path, monkeypatch):
-    from negtrain.evaluation import score_file
+    from negtrain.evaluation.predictions import score_file
 
     data = tmp_path / "data" / "negated-probes"
     data.mkdir(parents=True)
@@ -186,7 +186,7 @@ def test_unlikelihood_run_end_to_end_and_evaluate_agrees(tiny_mlm, tmp_path, mon
     from conftest import FIXTURES
 
     from negtrain.config import validate_recipe
-    from negtrain.evaluation import score_file
+    from negtrain.evaluation.predictions import score_file
     from negtrain.recipes import LoadedRecipe
     from negtrain.training.run import fit
 
@@ -226,7 +226,7 @@ def test_unlikelihood_run_end_to_end_and_evaluate_agrees(tiny_mlm, tmp_path, mon
 )
 def test_objective_config_is_validated(objective, message):
     from negtrain.config import validate_recipe
-    from negtrain.errors import ConfigError
+    from negtrain.core.errors import ConfigError
 
     raw = {"description": "x", "model": {"name": "m", "family": "mlm"}, "data": {"eval": [{"benchmark": "negated_probes", "split": "test"}]}}
     if objective is not None:
@@ -240,7 +240,7 @@ def test_objective_config_is_validated(objective, message):
 def test_probes_must_hold_exactly_one_mask_token_when_encoded():
     from negtrain.benchmarks.base import Example
     from negtrain.data.encoded import EncodedSplit
-    from negtrain.errors import DataError
+    from negtrain.core.errors import DataError
     from negtrain.models.mlm_inputs import check_one_mask
 
     MASK = 9

@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from negtrain.evaluation import PredictionError, score_file
+from negtrain.evaluation.predictions import PredictionError, score_file
 from negtrain.metrics.base import MISSING, UNPARSED
 from negtrain.metrics.grouped import GroupedAccuracy
 

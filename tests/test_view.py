@@ -21,7 +21,7 @@ import pytest
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.cli import main
-from negtrain.evaluation import score_file
+from negtrain.evaluation.predictions import score_file
 
 PAYLOAD = '<img src=x onerror="window.__pwned = 1"><script>window.__pwned = 2</script>'
 

@@ -14,7 +14,7 @@ and ``fewshot_train_1`` ... ``fewshot_train_5``
 entry on ``fewshot_test_<k>`` takes its shots from ``fewshot_train_<k>`` by default, and those are a
 fixed set: every question gets the same shots, in file order (``Benchmark.fixed_shot_splits``).
 Scoring several splits at once (``evaluate --split fewshot_test_1,...``) reports each, the mean
-and standard deviation over them, and the pooled score (:mod:`negtrain.across_splits`).
+and standard deviation over them, and the pooled score (:mod:`negtrain.evaluation.across_splits`).
 """
 
 from __future__ import annotations

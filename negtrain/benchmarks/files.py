@@ -29,8 +29,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from negtrain.errors import DataError
-from negtrain.hub_access import check_hub_dataset
+from negtrain.core.errors import DataError
+from negtrain.core.hub_access import check_hub_dataset
 
 DEFAULT_DOWNLOAD_URL = "https://raw.githubusercontent.com"
 

@@ -20,7 +20,7 @@ from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families, families_where
-from negtrain.errors import ConfigError, NegtrainError, did_you_mean
+from negtrain.core.errors import ConfigError, NegtrainError, did_you_mean
 from negtrain.prompts.strategies import Strategy, get_strategy, strategies
 
 

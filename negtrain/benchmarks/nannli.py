@@ -41,7 +41,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, score, scores

@@ -51,7 +51,7 @@ from typing import ClassVar
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.benchmarks.files import RemoteFile
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.metrics.declared import count, score
 
 #: The negated-LAMA scores where lower is better (NegatedLamaMetric reports them; the declaration

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.metrics.declared import count, score
 
 if TYPE_CHECKING:

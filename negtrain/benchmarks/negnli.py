@@ -31,10 +31,10 @@ import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.metrics.declared import count, scores
 
 if TYPE_CHECKING:

@@ -14,7 +14,7 @@ from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
 from negtrain.benchmarks.scone_nlg import SconeNlg
 from negtrain.benchmarks.tinad import Tinad
-from negtrain.errors import unknown_name
+from negtrain.core.errors import unknown_name
 
 BENCHMARKS: dict[str, type[Benchmark]] = {
     "scone": Scone,

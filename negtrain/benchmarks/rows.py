@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from negtrain.benchmarks.files import HubSplit, RemoteFile, resolve
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 
 
 @dataclass(frozen=True)

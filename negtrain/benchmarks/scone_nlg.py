@@ -47,7 +47,7 @@ from typing import Any
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, choice_named, choice_syntax, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.benchmarks.scone import check_row_number
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.metrics.declared import count, score, scores
 
 REPO = "selenashe/ScoNe"

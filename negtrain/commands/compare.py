@@ -29,17 +29,17 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.errors import NegtrainError
+    from negtrain.core.errors import NegtrainError
 
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
     check_bootstrap(args)
     if args.out is not None:  # before the work: an unwritable --out fails in a second, not after it
-        from negtrain.paths import check_output_file
+        from negtrain.core.paths import check_output_file
 
         for suffix in (".md", ".json"):
             check_output_file(args.out.with_suffix(suffix), "--out")
-    from negtrain.compare import compare, comparison_markdown
+    from negtrain.evaluation.compare import compare, comparison_markdown
     from negtrain.io.atomic import write_text
 
     result = compare(args.a, args.b, args.benchmark, args.split, args.epoch, args.bootstrap, args.bootstrap_seed,

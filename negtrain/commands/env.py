@@ -16,7 +16,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.errors import NegtrainError
+    from negtrain.core.errors import NegtrainError
 
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")

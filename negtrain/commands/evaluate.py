@@ -1,5 +1,5 @@
 """``evaluate``: score a predictions file from any system on a benchmark split, list the benchmarks
-and the scoring matrix, or (``--model``) write a model's negation report card (negtrain.card)."""
+and the scoring matrix, or (``--model``) write a model's negation report card (negtrain.evaluation.card)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 
 from negtrain.commands import check_bootstrap
 from negtrain.commands.view import command_for
-from negtrain.errors import NegtrainError
-from negtrain.server_settings import flagged
+from negtrain.core.errors import NegtrainError
+from negtrain.core.server_settings import flagged
 
 
 class FamilyChoices:
@@ -70,7 +70,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                              "served path's requests (docs: served models); or a backend a plugin registered "
                              "(negtrain.config.register_backend)")
     # One flag per server setting, with its description as help: the settings are defined once
-    # (negtrain/server_settings.py), and the recipe's evaluation.server section is made from them too.
+    # (negtrain/core/server_settings.py), and the recipe's evaluation.server section is made from them too.
     for setting in flagged():
         served.add_argument(setting.option, dest=setting.dest, type=setting.cli_type, metavar=setting.metavar, help=setting.help())
     served.add_argument("--cache", type=Path, help="the response cache (a folder or .sqlite file) to share between cards (default: in --out)")
@@ -78,7 +78,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.model is not None:
-        from negtrain.card import make_card
+        from negtrain.evaluation.card import make_card
 
         if args.predictions is not None or args.list:
             raise NegtrainError("--model makes a report card; it does not combine with --predictions or --list")
@@ -111,7 +111,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if absent:
         raise NegtrainError(f"evaluate needs {', '.join(absent)} (or --list)")
     from negtrain.config import EvaluationConfig
-    from negtrain.evaluation import format_scored, score_file
+    from negtrain.evaluation.predictions import format_scored, score_file
 
     # Unset: a recipe's defaults, so a predictions file and a run are scored with the same draws.
     defaults = EvaluationConfig()
@@ -120,7 +120,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     check_bootstrap(args)
     splits = [s.strip() for s in args.split.split(",")]
     if len(splits) > 1:
-        from negtrain.across_splits import format_across, score_splits
+        from negtrain.evaluation.across_splits import format_across, score_splits
 
         result = score_splits(args.benchmark, splits, args.predictions, allow_missing=args.allow_missing,
                               bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed)
@@ -135,8 +135,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def card_request(args: argparse.Namespace, extra: list[str]):
-    """The report card's typed request (negtrain.card.CardRequest), made once from the command line."""
-    from negtrain.card import CardRequest
+    """The report card's typed request (negtrain.evaluation.card.CardRequest), made once from the command line."""
+    from negtrain.evaluation.card import CardRequest
 
     server = {s.name: getattr(args, s.dest) for s in flagged() if getattr(args, s.dest) is not None}
     return CardRequest(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -37,7 +37,7 @@ def _no_extra(extra: list[str]) -> None:
 
 
 def run_export(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.export import export
+    from negtrain.release.export import export
 
     _no_extra(extra)
     done = export(args.run, args.out, checkpoint=args.checkpoint, merge_adapter=args.merge_adapter, overwrite=args.overwrite, license=args.license)
@@ -47,7 +47,7 @@ def run_export(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def run_push(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.hub import push
+    from negtrain.release.push import push
 
     _no_extra(extra)
     url = push(args.run, args.repo_id, private=args.private, revision=args.revision,

@@ -6,7 +6,7 @@ import argparse
 import shutil
 import textwrap
 
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:

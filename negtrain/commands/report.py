@@ -15,8 +15,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.errors import NegtrainError
-    from negtrain.report import report
+    from negtrain.core.errors import NegtrainError
+    from negtrain.runs.report import report
 
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
@@ -24,7 +24,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError("report compares at most two runs (--run DIR [--run DIR2])")
     out = report(args.run[0], args.run[1] if len(args.run) > 1 else None)
     print(f"report written to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
-    from negtrain.seeds import is_seed_group
+    from negtrain.runs.seeds import is_seed_group
 
     if not is_seed_group(args.run[0]):  # a seed group's parent holds runs, not one evaluation
         print(f"browse every example: {command_for(*args.run)}")

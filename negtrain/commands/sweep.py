@@ -21,11 +21,11 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     import yaml
 
     from negtrain.config import load_yaml
-    from negtrain.errors import NegtrainError
+    from negtrain.core.errors import NegtrainError
     from negtrain.io.atomic import write_text
-    from negtrain.paths import check_output_dir
+    from negtrain.core.paths import check_output_dir
     from negtrain.recipes import apply_overrides, load_recipe, parse_overrides
-    from negtrain.sweeps import agent_command, sweep_config
+    from negtrain.runs.sweeps import agent_command, sweep_config
     from negtrain.training.tracking import wandb_mode
 
     if args.local is None and (args.seed is not None or args.output_dir is not None):
@@ -33,7 +33,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.local is not None and args.local < 1:
         raise NegtrainError(f"--local {args.local}: give the number of trials, at least 1")
     if args.local is not None:
-        from negtrain.sweeps import MAX_LOCAL_TRIALS
+        from negtrain.runs.sweeps import MAX_LOCAL_TRIALS
 
         if args.local > MAX_LOCAL_TRIALS:
             raise NegtrainError(f"--local {args.local}: at most {MAX_LOCAL_TRIALS} trials here (for more, use W&B agents on several machines)")
@@ -46,14 +46,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     raw = apply_overrides(load_yaml(loaded.path), overrides)
     config = sweep_config(loaded, args.recipe, extra, raw=raw)  # validates every swept value and the metric
     if args.local is not None:
-        from negtrain.local_sweep import run_local_sweep
+        from negtrain.runs.local_sweep import run_local_sweep
         from negtrain.training.checks import check_cpu_devices
 
         try:
             check_cpu_devices(loaded.recipe.trainer)  # every trial would fail on it: say so once, now
         except NegtrainError as exc:
             raise NegtrainError(f"{loaded.path}: {exc}") from exc
-        from negtrain.sweeps import SweepMetric
+        from negtrain.runs.sweeps import SweepMetric
         from negtrain.training.run import quiet_third_party_logs
 
         quiet_third_party_logs()

@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 
 #: --kind: what it builds (in words, with the family that scores it), the builder in
 #: negtrain.models.tiny, and whether its tokenizer can have a chat template.
@@ -32,7 +32,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     out: Path = args.out
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise NegtrainError(f"{out}: exists and is not an empty folder; choose a new one")
-    from negtrain.paths import check_output_dir
+    from negtrain.core.paths import check_output_dir
 
     check_output_dir(out, "OUT")
     from transformers.utils import logging as hf_logging

@@ -32,7 +32,7 @@ def add_eval_arguments(p: argparse.ArgumentParser) -> None:
 def _loaded(args: argparse.Namespace, extra: list[str]):
     """The validated recipe. It is read before torch, Lightning and transformers are imported (by
     ``negtrain.training``), so a mistake in it is reported in a fraction of a second."""
-    from negtrain.paths import check_output_dir
+    from negtrain.core.paths import check_output_dir
     from negtrain.recipes import load_recipe, parse_overrides
 
     loaded = load_recipe(args.recipe, parse_overrides(extra))
@@ -48,7 +48,7 @@ def _loaded(args: argparse.Namespace, extra: list[str]):
 def check_benchmarks(loaded) -> None:
     """Every benchmark and split the recipe names exists (the registry imports no torch)."""
     from negtrain.benchmarks.registry import get_benchmark
-    from negtrain.errors import ConfigError
+    from negtrain.core.errors import ConfigError
 
     data = loaded.recipe.data
     for section, specs in (("data.train", data.train), ("data.eval", data.eval), ("data.test", data.test or [])):
@@ -62,7 +62,7 @@ def check_benchmarks(loaded) -> None:
 
 
 def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.errors import NegtrainError
+    from negtrain.core.errors import NegtrainError
 
     if args.resume is not None:
         if args.seeds is not None:
@@ -85,7 +85,7 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     # The recipe's own seeds (a paper's average over seeds) unless one seed or others are asked for.
     default_seeds = loaded.recipe.seeds if "seed" not in overrides else None
     if args.seeds is not None or default_seeds:
-        from negtrain.seeds import fit_seeds, parse_seeds
+        from negtrain.runs.seeds import fit_seeds, parse_seeds
 
         seeds = parse_seeds(args.seeds) if args.seeds is not None else list(default_seeds)
         fit_seeds(args.recipe, overrides, seeds, args.output_dir, argv)

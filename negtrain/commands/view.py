@@ -27,7 +27,7 @@ def command_for(*paths: Path) -> str:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.errors import NegtrainError, Stopped
+    from negtrain.core.errors import NegtrainError, Stopped
 
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from negtrain.errors import ConfigError, unknown_name
+from negtrain.core.errors import ConfigError, unknown_name
 
 #: The in-process backend (not a row: it loads the model here rather than answering requests).
 IN_PROCESS = "hf"

@@ -9,8 +9,8 @@ from pydantic import Field, field_validator, model_validator
 
 from negtrain.config.backends import IN_PROCESS, check_backend
 from negtrain.config.section import Section
-from negtrain.errors import ConfigError
-from negtrain.server_settings import SERVER_SETTINGS
+from negtrain.core.errors import ConfigError
+from negtrain.core.server_settings import SERVER_SETTINGS
 
 
 #: The most bootstrap resamples anything draws: intervals settle long before (1,000 are the

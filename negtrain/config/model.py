@@ -20,7 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, SerializeAsAny, TypeAdapter, model_validator
 
 from negtrain.config.section import MAX_LENGTH, PickedSection, Section
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 
 #: The family a model section without ``family:`` has.

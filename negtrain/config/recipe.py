@@ -16,8 +16,8 @@ from negtrain.config.selection import SelectionConfig
 from negtrain.config.suggestions import check_keys, field_sections
 from negtrain.config.tracking import LoggerConfig, SweepConfig
 from negtrain.config.trainer import TrainerConfig
-from negtrain.errors import ConfigError, did_you_mean
-from negtrain.secrets import redact
+from negtrain.core.errors import ConfigError, did_you_mean
+from negtrain.core.secrets import redact
 
 #: Sections a recipe may give as a single word: ``logger: wandb`` means ``logger: {backend: wandb}``.
 SHORTHAND_SECTIONS = {"logger": "backend"}

@@ -13,7 +13,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from negtrain.config.section import PickedSection
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 
 def model_class(annotation: Any) -> type[BaseModel] | None:

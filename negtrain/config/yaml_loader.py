@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 
 #: Limits on a YAML document's shape. A recipe is a few levels deep and a few hundred values;

@@ -67,7 +67,7 @@ from torch.utils.data import DataLoader, IterableDataset, Sampler, get_worker_in
 
 from negtrain.benchmarks.files import cache_dir
 from negtrain.data.sampler import kept_batches
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.negation.cues import CueDetector
 
 INDEX_VERSION = "2"

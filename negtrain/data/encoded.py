@@ -82,7 +82,7 @@ from negtrain.data.encoded_columns import DTYPES, TORCH_DTYPES, Columns, column_
 from negtrain.data.store_files import EntryWriter, descriptor, exclusive, file_hash, remove_entry, seal, stamp
 from negtrain.data.store_keys import CACHE_VERSION, fingerprint, tokenizer_signature
 from negtrain.data.tokenizing import encode_in_parallel
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 
 #: The names callers import from here (``from negtrain.data.encoded import columns``) though they
 #: now live in the modules above.

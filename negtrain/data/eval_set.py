@@ -69,7 +69,7 @@ class EvalResult:
 @dataclass(eq=False)
 class ScoredSplit:
     """One benchmark split as it is scored, recorded and written, whatever answered it: a model
-    in this process (an :class:`EvalSet`) or a backend answering requests (:mod:`negtrain.served`).
+    in this process (an :class:`EvalSet`) or a backend answering requests (:mod:`negtrain.evaluation.served`).
     What it needs beyond the examples (an encoding, an evaluator) belongs to :class:`EvalSet`."""
 
     benchmark: Benchmark

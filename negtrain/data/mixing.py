@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from negtrain.config import MAX_EPOCH_EXAMPLES, MixConfig
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.data.sampler import BatchSampler
 
 

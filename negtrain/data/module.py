@@ -18,7 +18,7 @@ from negtrain.data.eval_set import EvalSet
 from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
 from negtrain.data.resumable import ResumableLoader
 from negtrain.data.sampler import BatchSampler
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 
 
 @dataclass

@@ -4,7 +4,7 @@ backend answering requests): the metric's values become the split's result
 predictions file (:func:`record_scored`). The line is handed on in memory to whoever writes it
 (the run recorder, the report card); nothing writes it to be read back.
 
-Re-scoring a predictions file (:mod:`negtrain.evaluation`, :mod:`negtrain.across_splits`) has
+Re-scoring a predictions file (:mod:`negtrain.evaluation.predictions`, :mod:`negtrain.evaluation.across_splits`) has
 no split object, only the metric: it takes the intervals from the same
 :func:`negtrain.metrics.uncertainty.uncertainty_of`.
 """

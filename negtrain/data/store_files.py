@@ -23,7 +23,7 @@ except ImportError:  # not POSIX: concurrent processes may each tokenize; result
 
 from negtrain.data.encoded_columns import DTYPES, Columns, checked_column, column_names
 from negtrain.data.store_keys import CACHE_VERSION
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 
 #: Bytes read per step when hashing a column file (read, not mapped: hashing adds nothing to RSS).
 _HASH_BLOCK = 1 << 22

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import write_with
 
 

@@ -26,7 +26,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 
 #: Folders never part of a model folder's content (version control, caches).
 SKIPPED_DIRS = frozenset({".git", ".cache", "__pycache__", ".ipynb_checkpoints"})

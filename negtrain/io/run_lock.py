@@ -31,8 +31,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from negtrain.errors import NegtrainError
-from negtrain.secrets import redact_text
+from negtrain.core.errors import NegtrainError
+from negtrain.core.secrets import redact_text
 
 LOCK_NAME = ".negtrain.lock"
 

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.metrics.f1 import class_f1, confusion_columns, confusion_from_totals, macro_prf, weighted_f1
 from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table

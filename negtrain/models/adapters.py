@@ -9,7 +9,7 @@
   (:func:`trainable_state`), not the base model, which the recipe names.
 
 - ``fit`` saves the peft config next to the run's HF config (:func:`save_adapter_config`), so that
-  ``export`` can rebuild the adapter from a checkpoint (see :mod:`negtrain.export`).
+  ``export`` can rebuild the adapter from a checkpoint (see :mod:`negtrain.release.export`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 import torch
 
 from negtrain.config import AdapterConfig
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.folder_checks import load_adapter
 
 

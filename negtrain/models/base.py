@@ -15,7 +15,7 @@ from torch import nn
 from negtrain.config import AdapterConfig, EvaluationConfig, ModelSection, Recipe, to_dict
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.scoring import scored_result
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.adapters import trainable_state
 from negtrain.models.schedules import lr_schedule
 

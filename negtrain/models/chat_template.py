@@ -13,7 +13,7 @@ from __future__ import annotations
 from jinja2.exceptions import TemplateError  # jinja2: a dependency of torch, and what templates run on
 
 from negtrain.config import LanguageModelConfig
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.prompts.strategies import Prompt
 
 

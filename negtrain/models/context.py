@@ -9,7 +9,7 @@ neither (T5's relative positions have no fixed length) is given its prompts whol
 
 A prompt plus the room its answer needs (``max_new_tokens`` for generation, the longest
 continuation for log-likelihood scoring; none for a seq2seq encoder) that does not fit is an
-error before anything is scored (:class:`negtrain.errors.ConfigError`), naming the benchmark, the
+error before anything is scored (:class:`negtrain.core.errors.ConfigError`), naming the benchmark, the
 row, the prompt's length and the limit. ``evaluation.truncate: left`` (``--truncate left``) cuts
 such prompts from the start instead (keeping BOS), as lm-evaluation-harness does; the rows cut
 are then counted (``n_truncated``) and each logged prompt is the text the model saw.
@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from negtrain.data.encoded import EncodedSplit
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 #: A tokenizer's ``model_max_length`` at or above this is transformers' "no limit" stand-in.
 NO_LIMIT = 10**9

@@ -48,6 +48,6 @@ class Built:
     #: The head's modules that the starting weights did not provide (randomly initialised):
     #: scoring the starting model then measures chance, which ``validate`` says.
     fresh_head: list[str] = field(default_factory=list)
-    #: What was built: the resolved recipe and the benchmarks left out (a ``negtrain.plan.EvalPlan``,
+    #: What was built: the resolved recipe and the benchmarks left out (a ``negtrain.evaluation.plan.EvalPlan``,
     #: set by ``training.build``, which sits above this floor).
     plan: Any = None

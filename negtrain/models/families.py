@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from negtrain.config import FAMILY_SECTIONS, ModelSection
-from negtrain.errors import ConfigError, unknown_name
+from negtrain.core.errors import ConfigError, unknown_name
 from negtrain.models.contract import Built
 
 

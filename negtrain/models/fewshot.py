@@ -16,7 +16,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from negtrain.benchmarks.base import Example
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 #: Between two solved examples, and between the last one and the question.
 SHOT_SEPARATOR = "\n\n"

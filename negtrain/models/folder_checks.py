@@ -26,7 +26,7 @@ import json
 from pathlib import Path
 
 from negtrain.config import FAMILY_SECTIONS
-from negtrain.errors import ConfigError, did_you_mean
+from negtrain.core.errors import ConfigError, did_you_mean
 from negtrain.models.heads import HEAD_MODULES
 
 #: Weight files from_pretrained reads, in its order of preference.

@@ -12,7 +12,7 @@ from fnmatch import fnmatchcase
 import torch
 
 from negtrain.config import ModelSection
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 
 def freeze(model: torch.nn.Module, cfg: ModelSection) -> None:

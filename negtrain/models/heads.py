@@ -3,7 +3,7 @@
 Training targets are *sets* of head classes: a two-way "not_entailment" gold label on a
 three-way head is satisfied by neutral or contradiction, so the loss is the negative log of the
 probability mass on {neutral, contradiction}. Predictions are the head's argmax, coarsened into the
-benchmark's label set. Both directions use only :func:`negtrain.labels.coarsen`.
+benchmark's label set. Both directions use only :func:`negtrain.core.labels.coarsen`.
 
 A benchmark may accept predictions in more than one label space (``Benchmark.prediction_spaces``,
 finest first): NaN-NLI is 3-way, but its paper also scores a binary view. A head is scored in the
@@ -18,8 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 import numpy as np
 import torch
 
-from negtrain import labels as nli
-from negtrain.errors import ConfigError
+from negtrain.core import labels as nli
+from negtrain.core.errors import ConfigError
 
 
 def checkpoint_labels(id2label: Mapping[int, str] | None) -> list[str] | None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.io.checkpoints import read_checkpoint
 
 MODULE_PREFIX = "model."

@@ -59,7 +59,7 @@ from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.context import model_context

@@ -21,7 +21,7 @@ from negtrain.models.chat_template import chat_text
 from negtrain.config import LanguageModelConfig
 from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_signature
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric
 from negtrain.models.cloze_vocab import CommonVocab, gold_or_skip
 from negtrain.models.choice_inputs import encode_choices, split_pair

@@ -29,7 +29,7 @@ from negtrain.benchmarks.negated_lama import NegatedLama, common_vocabulary
 from negtrain.benchmarks.negated_probes import NEGATED, NegatedProbes
 from negtrain.config import MlmModelConfig, Recipe
 from negtrain.data.eval_set import EvalSet
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric, cloze_rows
 from negtrain.metrics.probes import ProbeMetric
 from negtrain.models.folder_checks import load_tokenizer

@@ -17,7 +17,7 @@ from negtrain.data.collate import PadCollator
 from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.module import NegtrainData
 from negtrain.data.sampler import SampledBatch
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.negation.cues import CueDetector
 
 # ---------------------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, f
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.data.sources import data_key, label_codes
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.contract import Built

@@ -1,7 +1,7 @@
 """How a benchmark example is put to a language model as text, and how a generated answer is
 read: the prompts (the benchmark's or the recipe's template, a strategy, shots), the verbalizers,
 the default answering of a causal LM. Text only (no tokenizer, no weights), so the in-process
-families (:mod:`negtrain.models.lm`) and a served backend (:mod:`negtrain.served`) build the same
+families (:mod:`negtrain.models.lm`) and a served backend (:mod:`negtrain.evaluation.served`) build the same
 prompts from the same code, and a served card imports no Lightning.
 """
 
@@ -13,7 +13,7 @@ from enum import Enum
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
 from negtrain.config import LanguageModelConfig
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.metrics.base import UNPARSED
 from negtrain.models.fewshot import SHOT_SEPARATOR, draw_shots
 from negtrain.prompts.strategies import Answering, Prompt, Strategy, get_strategy, normalize_unifiedqa

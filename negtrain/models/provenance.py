@@ -35,10 +35,10 @@ import negtrain
 from negtrain.benchmarks.files import cache_dir, resolve
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import Recipe
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import write_text
 from negtrain.io.digests import file_sha256, folder_content, folder_sha256
-from negtrain.secrets import redact
+from negtrain.core.secrets import redact
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 
 FILE_NAME = "provenance.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 PKG_PREFIX = "pkg:"
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 _APOSTROPHES = "'’"
 _CONTRACTION = "n't"

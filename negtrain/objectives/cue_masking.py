@@ -20,7 +20,7 @@ from negtrain.config import SourceConfig
 from negtrain.data.corpus_stream import CorpusStream, check_not_empty, index_corpus
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import TrainSet
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.metrics.declared import count, score
 from negtrain.metrics.mlm import HeldOutMLMMetric
 from negtrain.models.mlm_inputs import encode_cue_texts, read_text_lines

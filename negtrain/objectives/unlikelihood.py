@@ -17,7 +17,7 @@ from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.data.collate import PadCollator
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.module import TrainSet
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.mlm_inputs import (
     check_one_mask,
     encode_texts,

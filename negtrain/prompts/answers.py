@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
-from negtrain.errors import ConfigError, did_you_mean
+from negtrain.core.errors import ConfigError, did_you_mean
 
 Rule = Callable[[str, Sequence[str]], "str | None"]
 

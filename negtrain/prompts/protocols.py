@@ -10,7 +10,7 @@ from typing import Any
 
 import yaml
 
-from negtrain.errors import ConfigError, unknown_name
+from negtrain.core.errors import ConfigError, unknown_name
 from negtrain.prompts.strategies import _check_keys, get_strategy
 
 PATH = Path(__file__).parent / "protocols.yaml"
@@ -40,7 +40,7 @@ class Column:
 @dataclass(frozen=True)
 class ExtraTable:
     """A further table of protocol.md: metric columns over the same rows, or a ``breakdown`` (a
-    function of ``negtrain/protocol.py``'s ``BREAKDOWNS`` table) with its own rows."""
+    function of ``negtrain/evaluation/protocol.py``'s ``BREAKDOWNS`` table) with its own rows."""
 
     title: str
     columns: tuple[Column, ...] = ()
@@ -74,7 +74,7 @@ class Protocol:
     note: str = ""
     #: The variants are one format on several disjoint splits, named ``<format>/<split number>``:
     #: protocol.md adds, per format, the mean ± std over the splits and the pooled score
-    #: (:mod:`negtrain.across_splits`); ``"pooled"``: the pooled score only.
+    #: (:mod:`negtrain.evaluation.across_splits`); ``"pooled"``: the pooled score only.
     across_splits: bool | str = False
     #: The paper's units and decimals: "fraction" or "percent" (values times 100).
     units: str = "fraction"

@@ -40,7 +40,7 @@ from typing import Any
 
 import yaml
 
-from negtrain.errors import ConfigError, did_you_mean, unknown_name
+from negtrain.core.errors import ConfigError, did_you_mean, unknown_name
 from negtrain.prompts.answers import answer_rule, first_label_word
 
 HERE = Path(__file__).parent

@@ -7,7 +7,7 @@ continuation :class:`~negtrain.serving.requests.Loglikelihood`\\ s, in any mix) 
 :class:`~negtrain.serving.requests.Answer` per request, in order, counting what it sent, read from
 a cache and the tokens in :class:`~negtrain.serving.requests.Counts`; with ``allow_missing`` a
 request it could not answer is None and named in ``counts.missing``, else it raises. The scoring of
-benchmarks from those answers is the backend's concern nowhere: :mod:`negtrain.served` builds the
+benchmarks from those answers is the backend's concern nowhere: :mod:`negtrain.evaluation.served` builds the
 requests and reads the answers, whatever backend gave them.
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from negtrain.config.backends import BACKENDS, check_backend
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.serving.cache import ResponseCache
 from negtrain.serving.requests import Answer, Counts, Request
 

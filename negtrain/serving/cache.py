@@ -15,7 +15,7 @@ import sqlite3
 import threading
 from pathlib import Path
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.serving.requests import Answer
 
 FILE_NAME = "responses.sqlite"

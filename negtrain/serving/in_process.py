@@ -1,6 +1,6 @@
 """The ``transformers`` backend: a causal language model loaded in this process, answering the
 typed requests of :mod:`negtrain.serving.requests` as a server would, so a report card scored
-through it takes the served path (:mod:`negtrain.served`: the same request building, answer
+through it takes the served path (:mod:`negtrain.evaluation.served`: the same request building, answer
 reading, metric and records as ``--backend openai``).
 
 - :class:`~negtrain.serving.requests.Generation`: greedy, batched by length, left-padded
@@ -26,7 +26,7 @@ from typing import Any
 
 import torch
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 from negtrain.models.choice_inputs import split_pair
 from negtrain.models.continuation import continuation_logprobs
 from negtrain.models.folder_checks import load_tokenizer

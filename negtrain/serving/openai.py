@@ -35,9 +35,9 @@ from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from negtrain.errors import ConfigError, NegtrainError
-from negtrain.secrets import redact_text, remember_secret
-from negtrain.server_settings import SERVER_SETTINGS
+from negtrain.core.errors import ConfigError, NegtrainError
+from negtrain.core.secrets import redact_text, remember_secret
+from negtrain.core.server_settings import SERVER_SETTINGS
 from negtrain.serving import answers, http
 from negtrain.serving.answers import Malformed
 from negtrain.serving.cache import ResponseCache
@@ -74,7 +74,7 @@ class BudgetSpent(NegtrainError):
 @dataclass(frozen=True)
 class ServerSettings:
     """What the client runs with: the recipe's ``evaluation.server`` and the served model's name;
-    defaults from the one table of server settings (negtrain/server_settings.py)."""
+    defaults from the one table of server settings (negtrain/core/server_settings.py)."""
 
     base_url: str
     model: str

@@ -15,10 +15,10 @@ from negtrain.config import EvalConfig, Recipe
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.sources import TrainSource
-from negtrain.errors import ConfigError, did_you_mean
-from negtrain.hub_access import check_hub_model
+from negtrain.core.errors import ConfigError, did_you_mean
+from negtrain.core.hub_access import check_hub_model
 from negtrain.io.checkpoints import read_checkpoint
-from negtrain.memory import release_freed_memory
+from negtrain.core.memory import release_freed_memory
 from negtrain.metrics.declared import Declared, declared_key, declared_keys
 from negtrain.models.adapters import load_adapter_state
 from negtrain.models.base import NegtrainModule
@@ -27,7 +27,7 @@ from negtrain.models.families import get_family
 from negtrain.models.folder_checks import check_adapter_folder, check_model_folder
 from negtrain.models.init_from import resolve_init
 from negtrain.models.sources import resolve_model_name
-from negtrain.plan import EvalPlan, resolve
+from negtrain.evaluation.plan import EvalPlan, resolve
 from negtrain.training.checks import check_run
 
 
@@ -121,7 +121,7 @@ def build(recipe: Recipe, stage: str = "fit", plan: EvalPlan | None = None) -> B
         raise ConfigError(f"model.name '{recipe.model.name}': cannot load it ({first[:300]})") from exc
     for _, _, rows in loaded.train:
         rows.release()  # the texts are in the token store now
-    release_freed_memory()  # what reading and tokenizing the data freed (negtrain.memory)
+    release_freed_memory()  # what reading and tokenizing the data freed (negtrain.core.memory)
     built.selection = resolve_selection(recipe, built.module.eval_sets)
     built.plan = plan
     built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)

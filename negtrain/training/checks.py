@@ -11,7 +11,7 @@ import importlib.util
 import os
 
 from negtrain.config import Recipe
-from negtrain.errors import ConfigError, NegtrainError, unknown_name
+from negtrain.core.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.models.init_from import resolve_init
 from negtrain.models.provenance import cpu_has_native_bf16  # noqa: F401 (imported from here too)
 from negtrain.models.sources import resolve_model_name

@@ -30,8 +30,8 @@ from pathlib import Path
 import lightning.pytorch as pl
 import torch
 
-from negtrain.errors import Preempted, Stopped
-from negtrain.paths import resume_command
+from negtrain.core.errors import Preempted, Stopped
+from negtrain.core.paths import resume_command
 
 #: The signals that stop training with a checkpoint (where the platform has them). SIGINT (Ctrl+C)
 #: too; a second SIGINT stops at once, from the last checkpoint written.

@@ -63,9 +63,9 @@ import lightning.pytorch as pl
 import numpy as np
 import torch
 
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import PART_SUFFIX, write_text
-from negtrain.paths import is_inside
+from negtrain.core.paths import is_inside
 from negtrain.recipes import LoadedRecipe, load_recipe
 from negtrain.training.epochs import epoch_label
 

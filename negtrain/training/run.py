@@ -18,17 +18,17 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import selection_bias_note, to_dict
 from negtrain.data.encoded import tokenizer_signature
-from negtrain.errors import ConfigError, Stopped
+from negtrain.core.errors import ConfigError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
 from negtrain.io.records import RunRecord
 from negtrain.io.run_lock import run_lock
-from negtrain.memory import release_freed_memory
+from negtrain.core.memory import release_freed_memory
 from negtrain.models.adapters import save_adapter_config
-from negtrain.paths import resume_command
-from negtrain.plan import EvalPlan
+from negtrain.core.paths import resume_command
+from negtrain.evaluation.plan import EvalPlan
 from negtrain.recipes import LoadedRecipe, resolved_recipe_yaml  # noqa: F401 (imported from here too)
-from negtrain.secrets import redact_text
+from negtrain.core.secrets import redact_text
 from negtrain.serving.cache import ResponseCache
 from negtrain.models import provenance
 from negtrain.training import progress_lines, tracking
@@ -59,7 +59,7 @@ def _check_new_run_dir(run_dir: Path) -> None:
 
 def _build(loaded: LoadedRecipe, stage: str, plan: EvalPlan | None = None) -> tuple[LoadedRecipe, Built]:
     """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file;
-    with the recipe as resolved (negtrain.plan), which the run records."""
+    with the recipe as resolved (negtrain.evaluation.plan), which the run records."""
     if loaded.recipe.evaluation.backend != "hf":
         # Training and validate/test load the model here; a served model is scored by a card.
         raise ConfigError(
@@ -166,7 +166,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
 class ReleaseFreedMemory(pl.Callback):
     """Returns what the run freed to the system where it frees most: the setup's reading and
     tokenizing (at the start of training), an evaluation's activations and a checkpoint's
-    serialisation (at the end of each; see :mod:`negtrain.memory`)."""
+    serialisation (at the end of each; see :mod:`negtrain.core.memory`)."""
 
     def on_fit_start(self, trainer, pl_module) -> None:
         release_freed_memory()

@@ -41,7 +41,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from negtrain.config import Recipe, to_dict
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord, TrainRecord
-from negtrain.secrets import redact, redact_text
+from negtrain.core.secrets import redact, redact_text
 from negtrain.training.build import best_score
 
 DEFAULT_BASE_URL = "https://api.wandb.ai"
@@ -87,7 +87,7 @@ def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False, provenanc
 
     if mode == "offline" and not os.environ.get("WANDB_MODE"):
         print("W&B: no API key found (WANDB_API_KEY or `wandb login`); writing the run offline", flush=True)
-    # Everything sent comes from the masked recipe (negtrain.secrets), never from raw values.
+    # Everything sent comes from the masked recipe (negtrain.core.secrets), never from raw values.
     config = to_dict(recipe)
     masked = config["logger"]
     if provenance is not None:  # masked as provenance.json is (a token in a model path, say)

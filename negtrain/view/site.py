@@ -18,9 +18,9 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import atomic_dir
-from negtrain.paths import check_output_dir
+from negtrain.core.paths import check_output_dir
 from negtrain.view.site_data import Scoring, mismatches, pair_data, pairs_of, record_summary, set_data
 from negtrain.view.sources import Source, read_sources
 

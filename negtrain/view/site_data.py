@@ -1,6 +1,6 @@
 """The data of a ``negtrain view`` site, as JSON-ready dicts.
 
-Every eval set is scored by :func:`negtrain.evaluation.scored_metric`, the code behind
+Every eval set is scored by :func:`negtrain.evaluation.predictions.scored_metric`, the code behind
 ``evaluate --predictions`` and the card, and each example's right/wrong and its contrast group's
 "scored" and "all right" come from the metric's own unit table: the counts the page shows are the
 card's numbers, not a second implementation of them. A vs B uses ``compare``'s paired bootstrap,
@@ -18,8 +18,8 @@ from typing import Any
 import numpy as np
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.compare import add_adjusted, mcnemar_of, metric_row
-from negtrain.evaluation import read_lines, scored_metric
+from negtrain.evaluation.compare import add_adjusted, mcnemar_of, metric_row
+from negtrain.evaluation.predictions import read_lines, scored_metric
 from negtrain.metrics.declared import role_of
 from negtrain.metrics.uncertainty import UnitTable, paired
 from negtrain.view.sources import EvalSet, Source

@@ -34,14 +34,14 @@ import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import families_where, family_names, selection_bias_note
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import atomic_dir
 from negtrain.io.checkpoints import read_checkpoint
 from negtrain.models.sources import hub_id, resolve_model_name
-from negtrain.paths import check_output_dir
-from negtrain.runs import RunDir, is_count
-from negtrain.secrets import redact_text
+from negtrain.core.paths import check_output_dir
+from negtrain.runs.reading import RunDir, is_count
+from negtrain.core.secrets import redact_text
 from negtrain.models import provenance
 from negtrain.training.build import build, reload_weights
 

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.errors import ConfigError, unknown_name
+from negtrain.core.errors import ConfigError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord
 from negtrain.metrics.base import MISSING
@@ -88,7 +88,7 @@ def tinad_patterns(protocol: Protocol, table: ExtraTable, formats: dict[str, lis
     """TINAD's Table 5 (García-Ferrero et al. 2023): accuracy per pattern, by cell (the table's
     columns name cells: input_affirmation, ...), over every split the format ran on (pooled: each
     sentence counted once). Counted from the predictions files."""
-    from negtrain.evaluation import scored_metric
+    from negtrain.evaluation.predictions import scored_metric
 
     bench = get_benchmark("tinad")
     columns = table.columns or (Column("input_affirmation", "W/o Distractor: Affirmation"),
@@ -259,8 +259,8 @@ def split_summary_rows(protocol: Protocol, formats: dict[str, list[Variant]], by
                        resamples: int, seed: int) -> list[_Row]:
     """Per format (variants named ``<format>/<split>``), a row of the mean ± std over its splits
     (unless ``across_splits`` is ``pooled``) and, with the run directory ``out``, a row of the
-    pooled score (the splits' predictions files scored as one set, :mod:`negtrain.across_splits`)."""
-    from negtrain.across_splits import score_splits, summarize
+    pooled score (the splits' predictions files scored as one set, :mod:`negtrain.evaluation.across_splits`)."""
+    from negtrain.evaluation.across_splits import score_splits, summarize
 
     rows = []
     pad = "- | - | - | -"

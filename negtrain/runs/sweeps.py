@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from negtrain.config import Recipe, SweepParameter, load_yaml, validate_recipe
-from negtrain.errors import ConfigError, did_you_mean
+from negtrain.core.errors import ConfigError, did_you_mean
 from negtrain.metrics.declared import Declared, declared_key
 from negtrain.recipes import LoadedRecipe, apply_overrides, override_pairs
 

@@ -32,12 +32,12 @@ from pathlib import Path
 from typing import Any
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.errors import NegtrainError
-from negtrain.evaluation import scored_metric
+from negtrain.core.errors import NegtrainError
+from negtrain.evaluation.predictions import scored_metric
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.paired_tests import ADJUSTMENTS, adjusted, mcnemar_exact
 from negtrain.metrics.uncertainty import UnitTable, paired
-from negtrain.seeds import SeedGroup, is_seed_group
+from negtrain.runs.seeds import SeedGroup, is_seed_group
 from negtrain.models import provenance
 
 #: ``<benchmark>-<split>-<epochN|validate|test>.jsonl``; benchmark names may hold '-', splits do not.

@@ -13,7 +13,7 @@ import os
 import tempfile
 from pathlib import Path
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 
 def is_inside(path: Path, folder: Path) -> bool:

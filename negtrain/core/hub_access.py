@@ -21,7 +21,7 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 #: Seconds to wait for the Hub's answer. A refused connection or a failed DNS lookup answers at
 #: once; this bounds a network that drops packets silently.

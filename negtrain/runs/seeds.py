@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any
 
 from negtrain.config import to_dict
-from negtrain.errors import ConfigError, NegtrainError, Stopped
+from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
 from negtrain.io.records import TRAIN
 from negtrain.io.run_lock import run_lock
 from negtrain.recipes import load_recipe
-from negtrain.runs import RunDir, is_count
-from negtrain.secrets import redact_text
+from negtrain.runs.reading import RunDir, is_count
+from negtrain.core.secrets import redact_text
 from negtrain.training.run import default_run_dir, fit, resume
 
 MANIFEST = "seeds.json"

@@ -2,7 +2,7 @@
 
 Without this, SIGTERM kills Python by the signal (no message, no state written) and Lightning
 turns it, or Ctrl+C, into exit code 0 or 1 in the middle of a ``validate``. :func:`stop_on_signals` (around
-every command the CLI runs) makes both signals raise :class:`negtrain.errors.Stopped` in
+every command the CLI runs) makes both signals raise :class:`negtrain.core.errors.Stopped` in
 the main thread, wherever the command is; the code that knows how to continue (a ``fit``, a
 sweep, a seed group) catches it, leaves its state readable and says how to continue; the CLI
 exits with 128 + the signal number (143 for SIGTERM, 130 for SIGINT).
@@ -23,7 +23,7 @@ import signal
 import threading
 from collections.abc import Iterator
 
-from negtrain.errors import Stopped
+from negtrain.core.errors import Stopped
 
 #: The signals turned into :class:`Stopped`.
 SIGNALS = (signal.SIGTERM, signal.SIGINT)

@@ -15,11 +15,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.benchmarks.matrix import Skipped, resolve_benchmarks, unreadable_reason
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import EvalConfig, Recipe
-from negtrain.errors import ConfigError
+from negtrain.core.errors import ConfigError
 
 #: A further reason an eval entry cannot be scored by this command (None: it can).
 Refusal = Callable[[EvalConfig], "str | None"]

@@ -27,10 +27,10 @@ from typing import Any
 
 import torch
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Row, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.errors import DataError
+from negtrain.core.errors import DataError
 from negtrain.metrics.base import UNPARSED
 from negtrain.metrics.uncertainty import Uncertainty, format_interval, format_stderr, uncertainty_of
 

@@ -5,7 +5,7 @@ five.
 
 For the splits given (each with its own predictions file) this reports:
 
-- each split scored on its own (:func:`negtrain.evaluation.score_file`: values, stderr, intervals);
+- each split scored on its own (:func:`negtrain.evaluation.predictions.score_file`: values, stderr, intervals);
 - per metric, over the splits: ``mean``, ``std`` (the *sample* standard deviation, n - 1 in the
   denominator) and ``std_population`` (n). The paper says only "standard deviation ... computed
   over five splits" (Appendix D, Table 11), not which; numpy's default would be the population one,
@@ -29,8 +29,8 @@ import numpy as np
 import torch
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.errors import NegtrainError
-from negtrain.evaluation import Scored, format_scored, scored_metric
+from negtrain.core.errors import NegtrainError
+from negtrain.evaluation.predictions import Scored, format_scored, scored_metric
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import uncertainty_of
 

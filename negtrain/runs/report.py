@@ -31,14 +31,14 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import selection_bias_note
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 from negtrain.metrics.declared import headline, role_of
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import write_text
 from negtrain.io.records import TRAIN
-from negtrain.runs import RunDir, is_count
-from negtrain.seeds import SeedGroup, aggregate, is_seed_group
-from negtrain.secrets import redact_text
+from negtrain.runs.reading import RunDir, is_count
+from negtrain.runs.seeds import SeedGroup, aggregate, is_seed_group
+from negtrain.core.secrets import redact_text
 from negtrain.models import provenance
 
 STYLES = ("-", "--", ":", "-.")

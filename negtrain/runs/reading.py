@@ -13,10 +13,10 @@ from typing import Any, cast
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import Recipe, SelectionConfig, TrainerConfig, load_yaml, selection_split, validate_recipe, validate_section
-from negtrain.errors import ConfigError, NegtrainError
+from negtrain.core.errors import ConfigError, NegtrainError
 from negtrain.io.records import EvalRecord, RunRecord, TrainRecord, read_records
 from negtrain.metrics.declared import find
-from negtrain.paths import contained
+from negtrain.core.paths import contained
 
 
 

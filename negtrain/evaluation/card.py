@@ -24,14 +24,14 @@ A card survives a kill: benchmarks are scored one at a time and each is kept as 
 done (``parts/<benchmark>-<split>.json``, after its predictions file), and the same command into
 the same ``DIR`` continues from there; ``metrics.jsonl`` and the card are assembled from the parts.
 ``--backend openai`` (or any row of the backends table, :mod:`negtrain.config.backends`) scores a
-served model instead of loading one (:mod:`negtrain.served`).
+served model instead of loading one (:mod:`negtrain.evaluation.served`).
 
-The card is three modules: :mod:`negtrain.card_plan` (the typed request and the plan, resolved
-once before any model is loaded), :mod:`negtrain.card_run` (scoring and the card's directory) and
-:mod:`negtrain.card_render` (card.md and card.png); this module names what they offer.
+The card is three modules: :mod:`negtrain.evaluation.card_plan` (the typed request and the plan, resolved
+once before any model is loaded), :mod:`negtrain.evaluation.card_run` (scoring and the card's directory) and
+:mod:`negtrain.evaluation.card_render` (card.md and card.png); this module names what they offer.
 """
 
-from negtrain.card_plan import (
+from negtrain.evaluation.card_plan import (
     CardPlan,
     CardRequest,
     card_recipe,
@@ -42,8 +42,8 @@ from negtrain.card_plan import (
     plan_card,
     run_head_labels,
 )
-from negtrain.card_render import SAME_SPOT, SMALL_PART, card_markdown, chat_template_line, plot_card, scored_count, write_card
-from negtrain.card_run import FRESH_HEAD_NOTE, FRESH_HEAD_REMEDY, PARTS, make_card, part_path, set_name
+from negtrain.evaluation.card_render import SAME_SPOT, SMALL_PART, card_markdown, chat_template_line, plot_card, scored_count, write_card
+from negtrain.evaluation.card_run import FRESH_HEAD_NOTE, FRESH_HEAD_REMEDY, PARTS, make_card, part_path, set_name
 
 __all__ = [
     "FRESH_HEAD_NOTE", "FRESH_HEAD_REMEDY", "PARTS", "SAME_SPOT", "SMALL_PART", "CardPlan", "CardRequest", "card_markdown",

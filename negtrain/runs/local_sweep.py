@@ -1,6 +1,6 @@
 """``negtrain sweep --local N``: a recipe's sweep run here, trial after trial, without W&B.
 
-The search space is the recipe's ``sweep:`` section, the same one :func:`negtrain.sweeps.sweep_config`
+The search space is the recipe's ``sweep:`` section, the same one :func:`negtrain.runs.sweeps.sweep_config`
 turns into a W&B sweep (and validated the same way before any trial starts). Trials are drawn
 deterministically from a seed (the recipe's, unless given):
 
@@ -42,13 +42,13 @@ from typing import Any
 import numpy as np
 
 from negtrain.config import SweepConfig, SweepParameter
-from negtrain.errors import ConfigError, NegtrainError, Stopped
+from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
 from negtrain.io.run_lock import run_lock
 from negtrain.recipes import LoadedRecipe, load_recipe
-from negtrain.runs import RunDir
-from negtrain.secrets import redact_text
-from negtrain.sweeps import MAX_LOCAL_TRIALS, SweepMetric
+from negtrain.runs.reading import RunDir
+from negtrain.core.secrets import redact_text
+from negtrain.runs.sweeps import MAX_LOCAL_TRIALS, SweepMetric
 from negtrain.training.run import fit, resume
 
 

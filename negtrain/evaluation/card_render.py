@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from negtrain.config import FAMILY_SECTIONS, IN_PROCESS
-from negtrain.errors import NegtrainError
+from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord
 from negtrain.metrics.declared import headline, with_role

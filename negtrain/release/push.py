@@ -2,9 +2,9 @@
 
 Before any work (no checkpoint is read), the token and the Hub are checked: a missing token
 (``HF_TOKEN`` or ``hf auth login``), ``HF_HUB_OFFLINE=1`` or an unreachable Hub each give one
-clear error. Then the run is exported into a temporary folder (:func:`negtrain.export.export`),
+clear error. Then the run is exported into a temporary folder (:func:`negtrain.release.export.export`),
 the repository is created if needed (and the branch, with ``revision``), and the folder uploaded
-in one commit. The token is never written anywhere: :mod:`negtrain.secrets` masks it in the card.
+in one commit. The token is never written anywhere: :mod:`negtrain.core.secrets` masks it in the card.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from huggingface_hub import HfApi
 
-from negtrain.errors import ConfigError, NegtrainError
+from negtrain.core.errors import ConfigError, NegtrainError
 
 
 def hub_token() -> str | None:
@@ -63,8 +63,8 @@ def push(
     license: str | None = None,
 ) -> str:
     """Export ``run_dir`` and upload it to ``repo_id``; returns the URL of the uploaded tree."""
-    from negtrain.export import export
-    from negtrain.runs import RunDir
+    from negtrain.release.export import export
+    from negtrain.runs.reading import RunDir
 
     RunDir(run_dir).checkpoint(checkpoint)  # a wrong --run fails before the network is touched
     api, _user = _check_ready(repo_id)

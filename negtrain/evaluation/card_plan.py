@@ -1,6 +1,6 @@
 """A report card's plan: the typed request (:class:`CardRequest`, built once from the command
 line), the evaluation-only recipe it makes, and its :class:`CardPlan`, resolved once
-(:func:`negtrain.plan.resolve`) before any model is loaded or request sent, so an argument
+(:func:`negtrain.evaluation.plan.resolve`) before any model is loaded or request sent, so an argument
 mistake answers in a second."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from negtrain import labels as nli
+from negtrain.core import labels as nli
 from negtrain.benchmarks.matrix import check_supported, scorable
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import (
@@ -27,12 +27,12 @@ from negtrain.config import (
     validate_recipe,
     without_other_families,
 )
-from negtrain.errors import ConfigError, unknown_name
+from negtrain.core.errors import ConfigError, unknown_name
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
-from negtrain.plan import EvalPlan, PlanRequest, head_cannot_score, resolve
+from negtrain.evaluation.plan import EvalPlan, PlanRequest, head_cannot_score, resolve
 from negtrain.recipes import apply_overrides, parse_overrides
-from negtrain.secrets import redact_text, remember_secret
-from negtrain.server_settings import flagged
+from negtrain.core.secrets import redact_text, remember_secret
+from negtrain.core.server_settings import flagged
 
 __all__ = ["CardPlan", "CardRequest", "card_recipe", "check_model_exists", "default_out", "family_from_config",
            "head_cannot_score", "plan_card", "run_head_labels"]
@@ -332,7 +332,7 @@ def plan_card(request: CardRequest) -> CardPlan:
     raw, checkpoint = card_recipe(request.model, family, benchmarks=request.benchmarks, shots=0 if protocol else request.shots,
                                   adapter=request.adapter, overrides=overrides)
     if protocol is not None:
-        from negtrain.protocol import eval_entries
+        from negtrain.evaluation.protocol import eval_entries
 
         raw["data"]["eval"] = eval_entries(protocol, request.chat)
     _llm_settings(raw, request)
@@ -366,7 +366,7 @@ def plan_card(request: CardRequest) -> CardPlan:
 
 
 def _through_server(entry, recipe) -> str | None:
-    from negtrain.served import needs_logprobs, served_unsupported
+    from negtrain.evaluation.served import needs_logprobs, served_unsupported
 
     bench = get_benchmark(entry.benchmark)
     reason = served_unsupported(bench)

@@ -14,15 +14,15 @@ from typing import Any
 import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.card_plan import CardPlan, CardRequest, plan_card
-from negtrain.card_render import chat_template_line, write_card
+from negtrain.evaluation.card_plan import CardPlan, CardRequest, plan_card
+from negtrain.evaluation.card_render import chat_template_line, write_card
 from negtrain.config import IN_PROCESS, RUN_ONLY_SERVER_SETTINGS, EvalConfig
-from negtrain.errors import ConfigError, Stopped
+from negtrain.core.errors import ConfigError, Stopped
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord, read_records, write_records
 from negtrain.io.run_lock import run_lock
 from negtrain.metrics.declared import headline
-from negtrain.paths import check_output_dir
+from negtrain.core.paths import check_output_dir
 from negtrain.recipes import LoadedRecipe, resolved_recipe_yaml
 
 # Lightning, torch and the training floor are imported where a card is scored: an argument
@@ -178,7 +178,7 @@ def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh
     write_card(out, records, card.shown, recipe.model.family, list(card.plan.skipped), template=template, fresh_head=fresh_note)
     print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
     if protocol is not None:
-        from negtrain.protocol import write_protocol
+        from negtrain.evaluation.protocol import write_protocol
 
         write_protocol(out, protocol, evals, card.shown, resamples=recipe.evaluation.bootstrap,
                        seed=recipe.evaluation.bootstrap_seed, template=template)
@@ -186,7 +186,7 @@ def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh
 
 
 def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[RunRecord]]) -> None:
-    from negtrain.served import needs_logprobs, score_served
+    from negtrain.evaluation.served import needs_logprobs, score_served
     from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.cache import ResponseCache
     from negtrain.models import provenance

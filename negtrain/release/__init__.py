@@ -1,0 +1,1 @@
+"""A trained model out of its run directory: export with its model card, and pushing to the Hub."""
