@@ -76,6 +76,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     served.add_argument("--cache", type=Path, help="the response cache (a folder or .sqlite file) to share between cards (default: in --out)")
 
 
+def _score_in_process(*args, **settings):
+    """The training floor's in-process card scoring, imported only when an hf card scores (a
+    served card imports no Lightning)."""
+    from negtrain.training.run import score_in_process
+
+    return score_in_process(*args, **settings)
+
+
 def run(args: argparse.Namespace, extra: list[str]) -> int:
     if args.model is not None:
         from negtrain.evaluation.card import make_card
@@ -91,7 +99,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError(f"{', '.join(given)}: a report card writes card.md and metrics.jsonl, and scores every "
                                 "example it loads; --allow-missing is for --predictions or --backend openai")
         check_bootstrap(args)
-        out = make_card(card_request(args, extra))  # extra: recipe overrides such as --trainer.devices=2
+        # extra: recipe overrides such as --trainer.devices=2. The hf backend scores through the
+        # training floor, which the card (evaluation/) never imports: handed in from here.
+        out = make_card(card_request(args, extra), in_process=_score_in_process)
         print(f"browse every example: {command_for(out)}")
         return 0
     card_only = [f"--{n}" for n in ("family", "adapter", "out", "strategy", "protocol", "system", "truncate") if getattr(args, n) is not None]

@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shutil
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -17,7 +18,7 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.evaluation.card_plan import CardPlan, CardRequest, plan_card
 from negtrain.evaluation.card_render import chat_template_line, write_card
 from negtrain.config import IN_PROCESS, RUN_ONLY_SERVER_SETTINGS, EvalConfig
-from negtrain.core.errors import ConfigError, Stopped
+from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord, read_records, write_records
 from negtrain.io.run_lock import run_lock
@@ -110,20 +111,28 @@ def _lightning_rank() -> int:
 
 
 
-def make_card(request: CardRequest) -> Path:
+#: Scores a card's benchmarks with the model loaded in this process (the ``hf`` backend): the
+#: training floor's ``score_in_process`` (Lightning's validate loop, one set at a time), with
+#: ``evaluate_each``'s arguments. evaluation/ never imports training, so the command hands it in.
+InProcessScorer = Callable[..., "str | None"]
+
+
+def make_card(request: CardRequest, in_process: InProcessScorer | None = None) -> Path:
+    """Plan, score and write a report card. ``in_process`` scores what the ``hf`` backend scores
+    (the ``evaluate`` command passes the training floor's); a served card needs none."""
     card = plan_card(request)
     out = card.out
     check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
     loaded = LoadedRecipe(name=f"card:{card.shown}", path=Path("evaluate --model"), recipe=card.plan.recipe)
     with run_lock(out):  # one writer: a second card into the same --out is refused, naming this one
         try:
-            _write_card_dir(card, out, loaded)
+            _write_card_dir(card, out, loaded, in_process)
         except Stopped as stopped:  # never a success; the finished benchmarks and cached answers stay
             raise stopped.continue_with(f"the card in {out} keeps what it finished", "the same command") from stopped
     return out
 
 
-def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe) -> None:
+def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe, in_process: InProcessScorer | None = None) -> None:
     recipe, request = card.plan.recipe, card.request
     served = recipe.evaluation.backend != IN_PROCESS
     # A served card runs in one process and imports no Lightning; the hf one may run under DDP,
@@ -144,9 +153,9 @@ def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe) -> None:
         if served:  # no tokenizer, weights or Trainer here: nothing of theirs to quiet
             _score_served(card, todo, out, scored)
         else:
-            from negtrain.training.run import evaluate_each, quiet_third_party_logs
-
-            quiet_third_party_logs()
+            if in_process is None:
+                raise NegtrainError(f"backend {IN_PROCESS} scores the model in this process: make_card needs in_process= "
+                                    "(negtrain.training.run.score_in_process, which the evaluate command hands in)")
             partial = card.plan.with_evals(todo)
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial.recipe)
 
@@ -154,7 +163,7 @@ def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe) -> None:
                 _keep_part(out, name, folder, records)
                 scored[name] = records[-1:]
 
-            fresh_note = evaluate_each(part_recipe, card.checkpoint, lambda name: _staging(out, name), keep,
+            fresh_note = in_process(part_recipe, card.checkpoint, lambda name: _staging(out, name), keep,
                                        provenance_of=loaded, provenance_dir=out, checkpoint_given_as=f"--model {card.shown}:",
                                        fresh_head_remedy=FRESH_HEAD_REMEDY, plan=partial,
                                        response_cache=request.cache or out / "responses.sqlite")

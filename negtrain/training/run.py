@@ -9,6 +9,7 @@ import shlex
 import signal
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
 import torch
@@ -417,6 +418,14 @@ def zero_shot_note(fresh: list[str], remedy: str = WITH_CHECKPOINT) -> str:
         f"note: the starting model's {shown} {'is' if len(fresh) == 1 else 'are'} freshly initialised (random), so these "
         f"numbers are chance level, not what the model can do zero-shot; {remedy}"
     )
+
+
+def score_in_process(loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path],
+                     done: Callable[[str, Path, list[RunRecord]], None], **settings: Any) -> str | None:
+    """A report card's ``hf`` backend: :func:`evaluate_each` with third-party logs quieted. The card
+    (evaluation/, which never imports training) gets it from the ``evaluate`` command."""
+    quiet_third_party_logs()
+    return evaluate_each(loaded, checkpoint, staging, done, **settings)
 
 
 def quiet_third_party_logs() -> None:
