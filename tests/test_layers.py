@@ -263,3 +263,13 @@ def test_evaluation_and_serving_import_nothing_from_training():
     is the training floor's, handed to the card by the evaluate command (commands/ is above both)."""
     found = sorted(imports_from(REPO / "negtrain", NO_TRAINING, "negtrain.training"))
     assert found == [], "evaluation and serving import nothing from training"
+
+
+#: A module a reader can hold in mind: past this, split it by what its parts do (ARCHITECTURE.md).
+MAX_MODULE_LINES = 500
+
+
+def test_no_module_is_over_500_lines():
+    long = {str(p.relative_to(REPO)): n for p in sorted((REPO / "negtrain").rglob("*.py"))
+            if (n := len(p.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert long == {}, f"split these by purpose: {long}"
