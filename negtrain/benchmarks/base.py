@@ -14,7 +14,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from negtrain.core import labels as nli
 from negtrain.benchmarks import rows
@@ -72,6 +72,32 @@ class AnswerKind(str, Enum):
 
     def __str__(self) -> str:
         return self.value
+
+
+# What only some benchmarks provide, as protocols rather than base-class members: a benchmark of
+# another answer kind has none of them, and a caller that needs them says which it expects.
+
+
+@runtime_checkable
+class ChoiceQuestions(Protocol):
+    """What a multiple-choice benchmark (``AnswerKind.CHOICE``: NeQA, ScoNe-NLG) provides."""
+
+    #: What separates the context from a choice when it is scored (lm-eval's target_delimiter).
+    target_delimiter: str
+
+    def context(self, example: Example) -> str: ...
+
+    def choices(self, example: Example) -> Sequence[str]: ...
+
+    def choice_label(self, value: str, example: Example) -> str | None: ...
+
+
+@runtime_checkable
+class WrittenCompletions(Protocol):
+    """What a multiple-choice benchmark whose generated completions people judge (ScoNe-NLG)
+    provides: the metric its completions report before they are judged."""
+
+    def completions_metric(self, examples: Sequence[Example]) -> Any: ...
 
 
 class Benchmark(ABC):

@@ -13,8 +13,10 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import sys
+from typing import Literal
 
-_libc = None
+#: glibc, once loaded; False: this C library cannot trim (tried once); None: not tried yet.
+_libc: ctypes.CDLL | Literal[False] | None = None
 
 
 def release_freed_memory() -> bool:

@@ -21,16 +21,22 @@ import contextlib
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import FrameType
+from typing import Any, Union
 
 from negtrain.core.errors import Stopped
 
 #: The signals turned into :class:`Stopped`.
 SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
+#: What :func:`signal.getsignal` gives and :func:`signal.signal` takes: a Python handler,
+#: SIG_DFL or SIG_IGN, or None (a handler not installed from Python).
+Handler = Union[Callable[[int, FrameType | None], Any], int, signal.Handlers, None]
+
 _installed_by: int | None = None
 #: The handlers :func:`stop_on_signals` replaced (what a forked child gets back).
-_before: dict[int, object] = {}
+_before: dict[int, Handler] = {}
 
 
 def _raise_stopped(signum: int, frame) -> None:

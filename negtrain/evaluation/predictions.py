@@ -20,7 +20,7 @@ from __future__ import annotations
 import itertools
 import math
 import stat
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,7 +100,7 @@ class PredictionLine(tuple):
     fields: dict
 
 
-def _line(lineno: int, id_: str, pred, label: str, fields: dict) -> PredictionLine:
+def _line(lineno: int, id_: str, pred, label: str | None, fields: dict) -> PredictionLine:
     row = PredictionLine((lineno, id_, pred, label))
     row.fields = fields
     return row
@@ -112,7 +112,7 @@ def _line(lineno: int, id_: str, pred, label: str, fields: dict) -> PredictionLi
 KEPT_FIELDS = ("id", "prediction", "unparsed", "loglikelihoods", "choice_chars")
 
 
-def _kept(obj: dict) -> dict:
+def _kept(obj: Mapping[str, Any]) -> dict[str, Any]:
     return {k: obj[k] for k in KEPT_FIELDS if k in obj}
 
 
@@ -141,7 +141,7 @@ def read_predictions(path: Path, bench: Benchmark) -> PredictionRows:
     return rows
 
 
-def _check_line(obj: dict, value_key: str, where: str, hint: str = "") -> None:
+def _check_line(obj: Mapping[str, Any], value_key: str, where: str, hint: str = "") -> None:
     """A line of a predictions or judgements file has a string ``id`` and its ``value_key``."""
     for key in ("id", value_key):
         if key not in obj:
@@ -354,6 +354,7 @@ def _text_predictions(bench, rows, examples, position, path, notes) -> _Predicti
 def _label_predictions(bench, rows, examples, position, path, notes) -> _Predictions:
     """Labels: each row's label id in the label space the predictions are in (an open-vocabulary
     benchmark's space is every predicted and gold string)."""
+    as_label: Callable[[str], str]
     if bench.open_vocabulary:
         space = tuple(sorted({label for *_, label in rows if label is not None} | {e.label for e in examples}))
         metric = bench.scorer(examples, space)
@@ -368,7 +369,10 @@ def _label_predictions(bench, rows, examples, position, path, notes) -> _Predict
             notes.append(f"{coarsened} prediction(s) coarsened into {list(space)} (neutral/contradiction -> not_entailment)")
 
         def as_label(label: str) -> str:
-            return nli.into(label, space)
+            into = nli.into(label, space)
+            # _space chose a space that every predicted label is in or coarsens into.
+            assert into is not None
+            return into
 
     label_id = {label: i for i, label in enumerate(space)}
     metric.counts_unparsed = rows.generated

@@ -96,7 +96,7 @@ def tinad_patterns(protocol: Protocol, table: ExtraTable, formats: dict[str, lis
     lines = ["| variant | pattern | " + " | ".join(_header(c) for c in columns) + " |",
              "|---|---|" + "---|" * len(columns)]
     for fmt, variants in formats.items():
-        counts: dict[tuple[int, str], dict[str, list[int]]] = {}
+        counts: dict[tuple[int, str], dict[str | None, list[int]]] = {}  # by subset (None: a row without one)
         for v in variants:
             path = out / "predictions" / f"{v.file_stem}.jsonl" if out is not None else None
             if path is None or not path.is_file():

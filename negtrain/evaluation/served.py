@@ -29,10 +29,11 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from negtrain.benchmarks.base import AnswerKind, Benchmark
+from negtrain.benchmarks.base import AnswerKind, Benchmark, ChoiceQuestions, WrittenCompletions
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.data.eval_set import ScoredSplit
 from negtrain.data.scoring import record_scored, scored_result
@@ -44,7 +45,7 @@ from negtrain.models.prompting import (
     AnswerMode, PromptSettings, answer_mode, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text,
 )
 from negtrain.serving.backend import Backend
-from negtrain.serving.requests import Counts, Generation, Loglikelihood
+from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood, Request
 
 #: What a decoder gives for the bytes of a character cut off by the token limit.
 INCOMPLETE_TAIL = "\ufffd"
@@ -55,6 +56,14 @@ def served_unsupported(bench: Benchmark) -> str | None:
     if bench.answer_type is AnswerKind.CLOZE:
         return "its metrics need the whole next-token distribution, which a server does not return"
     return None
+
+
+def _generated_text(answer: Answer) -> str:
+    """A :class:`Generation`'s answer text. Every backend answers a Generation with its text (a
+    server's is checked to be a string, :mod:`negtrain.serving.answers`; the cache keeps what
+    was answered), so it is never None here."""
+    assert answer.text is not None, "a generation was answered without text"
+    return answer.text
 
 
 def needs_logprobs(bench: Benchmark, entry=None) -> bool:
@@ -82,7 +91,11 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     name = f"{bench.name}/{entry.split}" + (f"/{settings.variant}" if settings.variant else "")
     metric = bench.metric(examples)
     log = recipe.evaluation.log_samples
-    texts = responses = shot_ids = rendered = None
+    texts: list[str | None] | None = None
+    responses: list[Any] | None = None
+    shot_ids: list[list[str]] | None = None
+    rendered: list[str] | None = None
+    requests: list[Request]  # log-likelihoods or generations, by the answer mode
     tokens_generated = None
     cut_characters: list[str] = []  # generations whose last character the token limit cut in two
     answering = settings.generating_answer(bench)
@@ -91,6 +104,8 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     # are the predictions, written for people to judge.
     completions = mode is AnswerMode.COMPLETIONS
     if mode is AnswerMode.CHOICES:
+        # answer_mode gives CHOICES only for an AnswerKind.CHOICE benchmark, which provides these.
+        assert isinstance(bench, ChoiceQuestions)
         if settings.strategy:  # the choices after the strategy's prompt, as the hf backend scores them
             prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
             contexts = [p.text() for p in prompts]
@@ -108,9 +123,10 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
         for i, k in enumerate(shape):
             got = answers[at : at + k]
             at += k
-            if all(a is not None for a in got):
+            answered = [a for a in got if a is not None]
+            if len(answered) == len(got):  # every choice answered
                 index.append(i)
-                logprob.append([a.logprob for a in got])
+                logprob.append([a.logprob for a in answered])
         if index:
             metric.update(torch.tensor(index, dtype=torch.long), torch.tensor(logprob, dtype=torch.float64))
     else:
@@ -123,6 +139,9 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
             chats = [()] * len(prompts)
             rendered = [p.text() for p in prompts]
         if completions:
+            # COMPLETIONS: a multiple-choice benchmark under a generating strategy, which only a
+            # benchmark whose completions people judge has.
+            assert isinstance(bench, WrittenCompletions)
             metric = bench.completions_metric(examples)
         if mode.generates:
             metric.counts_unparsed = answering is not None
@@ -130,8 +149,9 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
             requests = [Generation(p.text(), rule.max_new_tokens, tuple(rule.stop), m, example=f"{name}/{e.id}")
                         for p, m, e in zip(prompts, chats, examples, strict=False)]
             answers = backend.answer(requests, counts, allow_missing)
-            cut_characters = [r.example for r, a in zip(requests, answers, strict=False) if a is not None and a.text.endswith(INCOMPLETE_TAIL)]
-            responses = [None if a is None else cut_at_stop(a.text, rule.stop) for a in answers]
+            cut_characters = [r.example for r, a in zip(requests, answers, strict=False)
+                              if a is not None and _generated_text(a).endswith(INCOMPLETE_TAIL)]
+            responses = [None if a is None else cut_at_stop(_generated_text(a), rule.stop) for a in answers]
             tokens_generated = sum(a.tokens_out for a in answers if a is not None)
             texts = [None] * len(examples) if bench.generative or completions else None
             index, outcome = [], []
@@ -141,12 +161,18 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
                 index.append(i)
                 value, text = answer_outcome(bench, examples[i], rule.read(response), completions, bench.labels)
                 if text is not None:
+                    # answer_outcome keeps a text only for a free-text benchmark or completions,
+                    # for which texts is a list.
+                    assert texts is not None
                     texts[i] = text
                 outcome.append(value)
             if index:
                 metric.update(torch.tensor(index, dtype=torch.long), torch.tensor(outcome, dtype=torch.long))
         else:
             verbalizer = settings.verbalizer or bench.verbalizer()
+            # Resolving the recipe filled the entry's verbalizer, or refused a label benchmark
+            # without one (negtrain.benchmarks.matrix).
+            assert verbalizer is not None
             # The continuation is the verbalizer after a space, as the causal family splits it.
             conts = [" " + verbalizer_text(verbalizer[label], cfg) for label in bench.labels]
             requests = [Loglikelihood(p.text(), c, example=f"{name}/{e.id} label {label!r}")
@@ -157,11 +183,12 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
             responses = [None] * len(examples)
             for i in range(len(examples)):
                 got = answers[i * k : (i + 1) * k]
-                if any(a is None for a in got):
+                answered = [a for a in got if a is not None]
+                if len(answered) < len(got):  # a label's request failed (--allow-missing)
                     continue
                 index.append(i)
-                logprob.append([a.logprob for a in got])
-                n_tokens.append([a.n_tokens for a in got])
+                logprob.append([a.logprob for a in answered])
+                n_tokens.append([a.n_tokens for a in answered])
             if index:
                 # Summed or per-token (model.verbalizer_score), as the hf backend normalises its own.
                 scores = ContinuationScores(torch.tensor(logprob, dtype=torch.float64), torch.tensor(n_tokens)).normalized(cfg.verbalizer_score)

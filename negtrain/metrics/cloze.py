@@ -318,7 +318,7 @@ class NegatedLamaMetric(ExampleMetric):
         return out
 
     @classmethod
-    def from_lines(cls, examples, lines: Sequence[tuple[int, dict]], describe) -> tuple[NegatedLamaMetric, torch.Tensor, torch.Tensor]:
+    def from_lines(cls, examples, lines: Sequence[tuple[int, Mapping]], describe) -> tuple[NegatedLamaMetric, torch.Tensor, torch.Tensor]:
         """The metric and its (indices, rows) for prediction lines ``(position, fields)``, as the
         run that wrote them computed them. ``describe(position, message)`` raises the error for a
         malformed line."""
