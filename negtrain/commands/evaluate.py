@@ -9,6 +9,7 @@ from pathlib import Path
 
 from negtrain.commands import check_bootstrap
 from negtrain.commands.view import command_for
+from negtrain.core.card_settings import CARD_SETTINGS
 from negtrain.core.errors import NegtrainError
 from negtrain.core.server_settings import flagged
 
@@ -38,9 +39,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--allow-missing", action="store_true", help="score only the predicted examples (the output says so)")
     # Unset (None) rather than 1000: a report card takes them into its recipe's `evaluation:`
     # section only when given, so an --evaluation.bootstrap override is not silently replaced.
-    p.add_argument("--bootstrap", type=int, metavar="N",
-                   help="bootstrap resamples for each metric's 95%% CI (0: none; default 1000; at most 100000)")
-    p.add_argument("--bootstrap-seed", type=int, metavar="SEED", help="seed of the bootstrap draws (default 0)")
+    # Here, not in the card's group: a predictions file is scored with them too.
+    for name in ("bootstrap", "bootstrap_seed"):
+        p.add_argument(CARD_SETTINGS[name].option, **CARD_SETTINGS[name].argument())
     p.add_argument("--list", action="store_true", help="list the scoring matrix and the benchmarks, their splits, labels and metric names")
     card = p.add_argument_group("report card (any model, no recipe): --model NAME --family F")
     card.add_argument("--model", help="a Hub id, local folder, pkg:<package>/<dir>, or a negtrain run directory / .ckpt")
@@ -53,14 +54,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                       help="few-shot examples per prompt (seq2seq / causal_lm): K drawn, or 'paper': the strategy's fixed demonstrations")
     card.add_argument("--strategy", help="a named prompt strategy of the benchmarks (see --list), e.g. conditional_q")
     card.add_argument("--protocol", help="run a paper's table: a named list of (benchmark, split, strategy, shots) variants, e.g. scone-icl")
-    card.add_argument("--chat", action="store_true", help="apply the tokenizer's chat template to every prompt (error if it has none)")
-    card.add_argument("--system", metavar="TEXT", help="with --chat: a system message before every prompt")
-    card.add_argument("--fewshot-as-multiturn", action="store_true", help="with --chat: demonstrations as alternating user/assistant turns")
-    card.add_argument("--no-log-samples", dest="log_samples", action="store_false",
-                      help="leave the prompt and response out of the prediction lines (very large runs)")
-    card.add_argument("--truncate", choices=("none", "left"),
-                      help="a prompt too long for the model's context: 'none' (default) an error naming the row; 'left' cut "
-                           "from the start, the rows cut counted as n_truncated (evaluation.truncate)")
+    # One flag per recipe setting a card takes, with its description as help: the settings are
+    # defined once (negtrain/core/card_settings.py), and the recipe's fields are made from them too.
+    for name in ("chat", "system", "fewshot_as_multiturn", "log_samples", "truncate"):
+        card.add_argument(CARD_SETTINGS[name].option, **CARD_SETTINGS[name].argument())
     card.add_argument("--out", type=Path, help="the card's directory (default: cards/<model>-<family>-<time>)")
     card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
     served = p.add_argument_group("served model (--backend openai: --model is the served model's name)")

@@ -12,7 +12,7 @@ Every public name is re-exported here: code imports from ``negtrain.config``, no
 
 from negtrain.config.backends import BACKENDS, IN_PROCESS, SHIPPED_BACKENDS, backend_names, check_backend, register_backend, unregister_backend
 from negtrain.config.data import DataConfig, EvalConfig, MixConfig, SourceConfig
-from negtrain.config.evaluation import MAX_BOOTSTRAP, RUN_ONLY_SERVER_SETTINGS, EvaluationConfig, ServerConfig
+from negtrain.config.evaluation import RUN_ONLY_SERVER_SETTINGS, EvaluationConfig, ServerConfig
 from negtrain.config.model import (
     DEFAULT_FAMILY,
     FAMILY_PICK,
@@ -64,6 +64,7 @@ from negtrain.config.suggestions import check_keys
 from negtrain.config.tracking import LoggerConfig, SweepConfig, SweepParameter
 from negtrain.config.trainer import TrainerConfig
 from negtrain.config.yaml_loader import MAX_YAML_DEPTH, MAX_YAML_VALUES, load_yaml, parse_yaml
+from negtrain.core.card_settings import MAX_BOOTSTRAP  # the bound the card's --bootstrap flag and evaluation.bootstrap share
 
 __all__ = [
     "MAX_EPOCH_EXAMPLES", "MAX_SOURCE_WEIGHT", "MAX_TEMPERATURE", "MAX_TORCH_THREADS", "MAX_YAML_DEPTH",

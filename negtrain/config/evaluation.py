@@ -9,13 +9,9 @@ from pydantic import Field, field_validator, model_validator
 
 from negtrain.config.backends import IN_PROCESS, check_backend
 from negtrain.config.section import Section
+from negtrain.core.card_settings import CARD_SETTINGS
 from negtrain.core.errors import ConfigError
 from negtrain.core.server_settings import SERVER_SETTINGS
-
-
-#: The most bootstrap resamples anything draws: intervals settle long before (1,000 are the
-#: default); 100,000 take seconds per benchmark split, a billion would take hours.
-MAX_BOOTSTRAP = 100_000
 
 
 #: The request fields negtrain sets itself: an ``extra_body`` may not change them (decoding stays
@@ -65,33 +61,12 @@ class EvaluationConfig(Section):
     """How the numbers of every evaluation are qualified (see negtrain/metrics/uncertainty.py),
     and what runs the model."""
 
-    bootstrap: int = Field(
-        1000,
-        ge=0,
-        le=MAX_BOOTSTRAP,
-        description="Resamples of the percentile bootstrap that gives every metric its ci95, drawing the "
-        "benchmark's independent units (ScoNe contrast sets, NaN-NLI premises, CondaQA question groups, "
-        "...) with replacement. 0 turns it off: no ci95, and stderr only for per-item means. 1,000 "
-        "resamples cost under 0.1 s on CondaQA test on 2 CPU cores; at most 100,000.",
-    )
-    bootstrap_seed: int = Field(
-        0, ge=0, le=2**32 - 1,
-        description="Seed of the bootstrap draws; the same seed and outcomes give the same intervals. "
-        "Independent of the recipe's `seed`, so runs with different training seeds are scored on the same resamples.",
-    )
-    log_samples: bool = Field(
-        True,
-        description="Write next to every prediction the exact prompt the model saw (after the chat "
-        "template) and its response (the generated text, or each label's score). `evaluate --no-log-samples` "
-        "turns it off for very large runs.",
-    )
-    truncate: Literal["none", "left"] = Field(
-        "none",
-        description="What a language model's evaluation does with a prompt that, with the room its answer needs, does "
-        "not fit the model's context (its max_position_embeddings, or its tokenizer's model_max_length): 'none': "
-        "an error before scoring, naming the row; 'left': cut from the start (BOS kept), the rows cut counted as "
-        "n_truncated in the metrics and the logged prompt the text the model saw (`evaluate --truncate left`).",
-    )
+    # Each field's default, bounds and description: the one table of the card's settings, which the
+    # command line's flags (evaluate --bootstrap, --no-log-samples, ...) are made from too.
+    bootstrap: int = CARD_SETTINGS["bootstrap"].field()
+    bootstrap_seed: int = CARD_SETTINGS["bootstrap_seed"].field()
+    log_samples: bool = CARD_SETTINGS["log_samples"].field()
+    truncate: Literal["none", "left"] = CARD_SETTINGS["truncate"].field()
     backend: str = Field(
         "hf", description="hf: the model in this process (Lightning, any number of GPUs). openai: a model behind an "
         "OpenAI-compatible server (`server`), scored by report cards (evaluate --model NAME --backend openai). Any "

@@ -20,6 +20,7 @@ from typing import Annotated, Any, ClassVar, Literal
 from pydantic import BeforeValidator, Field, SerializeAsAny, TypeAdapter, model_validator
 
 from negtrain.config.section import MAX_LENGTH, PickedSection, Section
+from negtrain.core.card_settings import CARD_SETTINGS
 from negtrain.core.errors import ConfigError
 
 
@@ -179,17 +180,11 @@ class LanguageModelConfig(_Rechecked):
     )
     max_target_length: int = Field(32, gt=0, description="Truncate target answers to this many tokens.")
     max_new_tokens: int = Field(16, gt=0, description="Generation length limit for free-text answers (greedy, deterministic).")
-    chat: bool = Field(
-        False,
-        description="seq2seq / causal_lm: apply the tokenizer's chat template to every prompt of every "
-        "benchmark (`evaluate --chat`); a tokenizer without one is an error before the weights load.",
-    )
-    system: str | None = Field(None, description="With `chat`: the system message put before every prompt (`evaluate --system`).")
-    fewshot_as_multiturn: bool = Field(
-        False,
-        description="With `chat`: few-shot demonstrations as alternating user/assistant turns; off: the "
-        "whole few-shot prompt is one user turn (`evaluate --fewshot-as-multiturn`).",
-    )
+    # The card's flags (evaluate --chat, --system, --fewshot-as-multiturn) are made from the same
+    # table as these fields.
+    chat: bool = CARD_SETTINGS["chat"].field()
+    system: str | None = CARD_SETTINGS["system"].field()
+    fewshot_as_multiturn: bool = CARD_SETTINGS["fewshot_as_multiturn"].field()
 
     def wraps_in_chat_template(self) -> bool:
         """Whether prompts go through the tokenizer's chat template when it has one: with ``chat``;
