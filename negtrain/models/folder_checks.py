@@ -172,6 +172,18 @@ def check_model_folder(name: str, family: str, where: str, *, weights: bool = Tr
         check_weights(config, family, folder, where)
 
 
+def load_lm_tokenizer(path: str, model: str):
+    """A language model's tokenizer, as generation and scoring need it: :func:`load_tokenizer`,
+    refused without an EOS token (a response could never end), its EOS token padding where it has
+    no pad token. The Lightning LM families and the in-process backend both load through it."""
+    tokenizer = load_tokenizer(path, "model")
+    if tokenizer.eos_token_id is None:
+        raise ConfigError(f"model '{model}': the tokenizer has no EOS token")
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
 def load_tokenizer(name: str, where: str, vocab_size: int | None = None):
     """``AutoTokenizer.from_pretrained(name)``, or one error naming the folder's tokenizer files:
     never the near-empty tokenizer transformers falls back to when they are missing."""

@@ -59,12 +59,11 @@ from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
-from negtrain.core.errors import ConfigError
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.context import model_context
 from negtrain.models.contract import Built
-from negtrain.models.folder_checks import load_tokenizer
+from negtrain.models.folder_checks import load_lm_tokenizer
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.models.generation import Generated, Limits, greedy
@@ -327,11 +326,7 @@ def _build_lm(recipe, loaded, causal: bool):
 
     cfg = recipe.model
     path = resolve_model_name(cfg.name)
-    tokenizer = load_tokenizer(path, "model")
-    if tokenizer.eos_token_id is None:
-        raise ConfigError(f"model '{cfg.name}': the tokenizer has no EOS token")
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = load_lm_tokenizer(path, cfg.name)
     check_chat(tokenizer, cfg)  # before any weights are loaded
     # Evaluation prompts are held to the model's own context, not to the training max_length.
     context = model_context(AutoConfig.from_pretrained(path), tokenizer, recipe.evaluation.truncate)

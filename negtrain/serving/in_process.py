@@ -29,7 +29,7 @@ import torch
 from negtrain.core.errors import ConfigError
 from negtrain.models.choice_inputs import split_pair
 from negtrain.models.continuation import continuation_logprobs
-from negtrain.models.folder_checks import load_tokenizer
+from negtrain.models.folder_checks import load_lm_tokenizer
 from negtrain.models.generation import Limits, respond
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.serving.backend import BackendContext
@@ -94,11 +94,7 @@ def open_in_process(context: BackendContext) -> InProcessBackend:
 
     recipe = context.recipe
     path = resolve_model_name(context.model)
-    tokenizer = load_tokenizer(path, "model")
-    if tokenizer.eos_token_id is None:
-        raise ConfigError(f"model '{context.model}': the tokenizer has no EOS token")
-    if tokenizer.pad_token_id is None:
-        tokenizer.pad_token = tokenizer.eos_token
+    tokenizer = load_lm_tokenizer(path, context.model)
     kwargs = attention_kwargs(recipe.model) if recipe is not None else {}
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()
     if torch.cuda.is_available():
