@@ -134,6 +134,17 @@ def all_epochs(runs: list[RunDir]) -> list[int]:
     return sorted({ep.epoch for r in runs for ep in r.epochs})
 
 
+def _save_figure(fig, path: Path, with_axis: bool) -> list[str]:
+    """Lay out, save and close ``fig``; its panel titles, which the PNG carries as text (with the
+    first panel's epoch axis too where ``with_axis``: :func:`_png_metadata`)."""
+    fig.tight_layout()
+    panels = [ax.get_title() for ax in fig.axes]
+    metadata = _png_metadata(fig, panels) if with_axis else {"negtrain:panels": ",".join(panels)}
+    fig.savefig(path, dpi=110, metadata=metadata)
+    plt.close(fig)
+    return panels
+
+
 def _png_metadata(fig, panels: list[str]) -> dict[str, str]:
     """What was drawn, as PNG text chunks: the panel titles and the first panel's epoch axis
     (its limits and ticks, after drawing), so tools and tests need not read pixels."""
@@ -178,11 +189,7 @@ def plot_metrics(runs: list[RunDir], path: Path):
     title = runs[0].name if len(runs) == 1 else " vs ".join(r.name for r in runs) + "  (" + ", ".join(
         f"{STYLES[i % len(STYLES)]} {r.name}" for i, r in enumerate(runs)) + ")"
     fig.suptitle(title)
-    fig.tight_layout()
-    panels = [ax.get_title() for ax in fig.axes]
-    fig.savefig(path, dpi=110, metadata=_png_metadata(fig, panels))
-    plt.close(fig)
-    return panels
+    return _save_figure(fig, path, with_axis=True)
 
 
 def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
@@ -199,11 +206,7 @@ def plot_loss(runs: list[RunDir], path: Path) -> list[str]:
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    panels = [a.get_title() for a in fig.axes]
-    fig.savefig(path, dpi=110, metadata=_png_metadata(fig, panels))
-    plt.close(fig)
-    return panels
+    return _save_figure(fig, path, with_axis=True)
 
 
 def _fmt(value: float | None, key: str, eval_name: str) -> str:
@@ -351,11 +354,7 @@ def plot_seed_metrics(group, summary: dict, path: Path) -> list[str]:
         ax.grid(alpha=0.3)
         ax.legend(fontsize=6, loc="lower right")
     fig.suptitle(f"{group.name}: mean ± std over seeds {', '.join(map(str, group.seeds))}")
-    fig.tight_layout()
-    panels = [ax.get_title() for ax in fig.axes]
-    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
-    plt.close(fig)
-    return panels
+    return _save_figure(fig, path, with_axis=False)
 
 
 def plot_seed_loss(group, summary: dict, path: Path) -> list[str]:
@@ -370,11 +369,7 @@ def plot_seed_loss(group, summary: dict, path: Path) -> list[str]:
     ax.grid(alpha=0.3)
     if ax.lines:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    panels = [a.get_title() for a in fig.axes]
-    fig.savefig(path, dpi=110, metadata={"negtrain:panels": ",".join(panels)})
-    plt.close(fig)
-    return panels
+    return _save_figure(fig, path, with_axis=False)
 
 
 def _cell(value, key: str = "") -> str:
