@@ -4,8 +4,23 @@ scripted_server.py) differ only in their request handler."""
 
 from __future__ import annotations
 
+import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class JsonReplies(BaseHTTPRequestHandler):
+    """A request handler's one way to answer: a JSON body (or raw bytes) with its status and headers."""
+
+    def send(self, status: int, data, headers: dict | None = None) -> None:
+        raw = data if isinstance(data, bytes) else json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        for k, v in (headers or {}).items():
+            self.send_header(k, v)
+        self.end_headers()
+        self.wfile.write(raw)
 
 
 class LocalServer:

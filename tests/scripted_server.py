@@ -19,9 +19,8 @@ import json
 import re
 import threading
 import time
-from http.server import BaseHTTPRequestHandler
 
-from local_server import LocalServer
+from local_server import JsonReplies, LocalServer
 
 
 def tokens_of(text: str) -> list[tuple[int, str]]:
@@ -63,7 +62,7 @@ class Scripted(LocalServer):
         self._lock = threading.Lock()
         scripted = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonReplies):
             def log_message(self, *args) -> None:  # quiet
                 pass
 
@@ -89,16 +88,6 @@ class Scripted(LocalServer):
                         self.send(200, answer)
                 except OSError:  # the client went away (a stopped card, a timeout)
                     pass
-
-            def send(self, status: int, data, headers: dict | None = None) -> None:
-                raw = data if isinstance(data, bytes) else json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
 
         self._listen(Handler)
 

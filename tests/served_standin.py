@@ -23,12 +23,11 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import torch
 
-from local_server import LocalServer
+from local_server import JsonReplies, LocalServer
 
 
 class StandIn(LocalServer):
@@ -51,7 +50,7 @@ class StandIn(LocalServer):
         self._lock = threading.Lock()
         standin = self
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(JsonReplies):
             def log_message(self, *args) -> None:  # quiet
                 pass
 
@@ -64,28 +63,18 @@ class StandIn(LocalServer):
                     if status != 200:
                         standin.refused += 1
                         said = f"stand-in says {status}" + (f" to {self.headers.get('Authorization')}" if standin.echo_auth else "")
-                        self._send(status, {"error": {"message": said}}, {"Retry-After": "0"})
+                        self.send(status, {"error": {"message": said}}, {"Retry-After": "0"})
                         return
                     if not self.path.endswith("/v1/completions"):
-                        self._send(404, {"error": {"message": f"no route {self.path}"}})
+                        self.send(404, {"error": {"message": f"no route {self.path}"}})
                         return
                     answer = standin.logprobs(body) if body.get("echo") else standin.generate(body)
                     standin.answered += 1
                     standin.prompt_tokens.append(answer["usage"]["prompt_tokens"])
                     count = standin.answered
-                self._send(200, answer)
+                self.send(200, answer)
                 if standin.on_request is not None:
                     standin.on_request(count)
-
-            def _send(self, status: int, data: dict, headers: dict | None = None) -> None:
-                raw = json.dumps(data).encode()
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(raw)))
-                for k, v in (headers or {}).items():
-                    self.send_header(k, v)
-                self.end_headers()
-                self.wfile.write(raw)
 
         self._listen(Handler)
 

@@ -14,6 +14,7 @@ from negtrain.cli import main
 from negtrain.core.errors import ConfigError
 from negtrain.serving.backend import BackendContext, open_backend
 from negtrain.serving.requests import Counts, Generation, Loglikelihood
+from tiny_models import cut_world
 
 SCONE_ROWS = 2  # per condition file: 12 examples
 CONDAQA_ROWS = 4
@@ -25,22 +26,7 @@ UNSTABLE = ("eval_seconds", "requests")
 def few_rows(lm_env, tmp_path, monkeypatch):
     """The lm_world data with ScoNe's and CondaQA's test splits cut to a few rows (read from the
     mirror, written here), so both backends score every row of the same split."""
-    data = tmp_path / "data"
-    data.mkdir()
-    for child in lm_env["data"].iterdir():
-        if child.name not in ("selenashe", "AbhilashaRavichander"):
-            (data / child.name).symlink_to(child.resolve())
-    for split_dir in (lm_env["data"] / "selenashe/ScoNe/scone_nli").resolve().iterdir():
-        dest = data / "selenashe/ScoNe/scone_nli" / split_dir.name
-        dest.mkdir(parents=True)
-        for f in split_dir.glob("*.csv"):
-            lines = f.read_text(encoding="utf-8").splitlines(keepends=True)
-            (dest / f.name).write_text("".join(lines[: 1 + SCONE_ROWS]), encoding="utf-8")
-    condaqa = data / "AbhilashaRavichander/CondaQA/data"
-    condaqa.mkdir(parents=True)
-    for name in ("condaqa_test.json", "condaqa_dev.json"):
-        lines = (lm_env["data"] / "AbhilashaRavichander/CondaQA/data" / name).resolve().read_text(encoding="utf-8").splitlines(keepends=True)
-        (condaqa / name).write_text("".join(lines[:CONDAQA_ROWS]), encoding="utf-8")
+    data = cut_world(lm_env["data"], tmp_path / "data", SCONE_ROWS, CONDAQA_ROWS)
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(data))
     return lm_env
 

@@ -20,6 +20,7 @@ import pytest
 
 from negtrain.cli import main
 from served_standin import StandIn
+from tiny_models import cut_world
 
 ROOT = Path(__file__).resolve().parent.parent
 HF = ["--trainer.torch_threads=1", "--trainer.precision=32-true", "--data.eval_batch_size=8"]
@@ -32,24 +33,7 @@ CONDAQA_ROWS = 6
 def small(lm_env, tmp_path, monkeypatch):
     """The lm_world data with ScoNe's and CondaQA's test splits cut to a few rows (read from the
     mirror, written here), so a served card and an hf card score every row of the same split."""
-    data = tmp_path / "data"
-    data.mkdir()
-    for child in lm_env["data"].iterdir():
-        if child.name not in ("selenashe", "AbhilashaRavichander"):
-            (data / child.name).symlink_to(child.resolve())
-    scone_src = (lm_env["data"] / "selenashe/ScoNe/scone_nli").resolve()
-    for split_dir in scone_src.iterdir():
-        dest = data / "selenashe/ScoNe/scone_nli" / split_dir.name
-        dest.mkdir(parents=True)
-        for f in split_dir.glob("*.csv"):
-            lines = f.read_text(encoding="utf-8").splitlines(keepends=True)
-            (dest / f.name).write_text("".join(lines[: 1 + SCONE_ROWS]), encoding="utf-8")
-    condaqa = data / "AbhilashaRavichander/CondaQA/data"
-    condaqa.mkdir(parents=True)
-    src = (lm_env["data"] / "AbhilashaRavichander/CondaQA/data").resolve()
-    for name in ("condaqa_test.json", "condaqa_dev.json"):
-        lines = (src / name).read_text(encoding="utf-8").splitlines(keepends=True)
-        (condaqa / name).write_text("".join(lines[:CONDAQA_ROWS]), encoding="utf-8")
+    data = cut_world(lm_env["data"], tmp_path / "data", SCONE_ROWS, CONDAQA_ROWS)
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(data))
     return lm_env
 

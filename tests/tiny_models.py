@@ -182,3 +182,26 @@ def write_mnli_fixture(data: Path) -> None:
 def write_recipe(path: Path, recipe: dict) -> Path:
     path.write_text(yaml.safe_dump(recipe), encoding="utf-8")
     return path
+
+
+def cut_world(world_data: Path, data: Path, scone_rows: int, condaqa_rows: int) -> Path:
+    """``data``: the lm_world data with ScoNe's test and train files cut to ``scone_rows`` rows per
+    condition file and CondaQA's test and dev splits to ``condaqa_rows`` (read from the mirror,
+    written here; every other benchmark linked), so two ways of scoring score every row of the same
+    split in seconds."""
+    data.mkdir()
+    for child in world_data.iterdir():
+        if child.name not in ("selenashe", "AbhilashaRavichander"):
+            (data / child.name).symlink_to(child.resolve())
+    for split_dir in (world_data / "selenashe/ScoNe/scone_nli").resolve().iterdir():
+        dest = data / "selenashe/ScoNe/scone_nli" / split_dir.name
+        dest.mkdir(parents=True)
+        for f in split_dir.glob("*.csv"):
+            lines = f.read_text(encoding="utf-8").splitlines(keepends=True)
+            (dest / f.name).write_text("".join(lines[: 1 + scone_rows]), encoding="utf-8")
+    condaqa = data / "AbhilashaRavichander/CondaQA/data"
+    condaqa.mkdir(parents=True)
+    for name in ("condaqa_test.json", "condaqa_dev.json"):
+        lines = (world_data / "AbhilashaRavichander/CondaQA/data" / name).resolve().read_text(encoding="utf-8").splitlines(keepends=True)
+        (condaqa / name).write_text("".join(lines[:condaqa_rows]), encoding="utf-8")
+    return data
