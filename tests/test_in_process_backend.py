@@ -84,3 +84,23 @@ def test_batching_changes_no_answer(backend):
 def test_a_chat_request_is_refused(backend):
     with pytest.raises(ConfigError, match="sends prompts as written"):
         backend.answer([Generation("hi", 2, (), (("user", "hi"),), example="scone/test/1")], Counts())
+
+
+def test_a_prompt_over_the_models_context_is_an_error_naming_its_row(backend):
+    """As the hf card and a server do: a prompt that, with its answer's room, does not fit the
+    model's own context is refused before anything runs, naming the row, never run past the
+    positions the model has (nor cut)."""
+    from negtrain.serving.in_process import InProcessBackend
+
+    backend.model.config.max_position_embeddings = 24
+    short = InProcessBackend(backend.model, backend.tokenizer, 3)
+    assert short.context.limit == 24
+    long_prompt = "Is the following statement True or False? " * 6
+    n = len(short.tokenizer(long_prompt)["input_ids"])
+    assert n > 24
+    with pytest.raises(ConfigError, match=rf"1 of 2 prompts do not fit the model's context of 24 tokens .*row scone/test/7, is {n} tokens and its answer needs 4 more"):
+        short.answer([Generation("yes", 4, example="scone/test/1"), Generation(long_prompt, 4, example="scone/test/7")], Counts())
+    with pytest.raises(ConfigError, match=r"row condaqa/test/3"):
+        short.answer([Loglikelihood(long_prompt, " True", example="condaqa/test/3")], Counts())
+    # What fits is answered as before.
+    assert short.answer([Generation("yes", 4, example="scone/test/1")], Counts())[0].tokens_out > 0

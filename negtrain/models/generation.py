@@ -121,6 +121,12 @@ def respond(model, tokenizer, prompts: Sequence[str], limits: Limits, batch_size
     """The string-level request: each prompt's greedy response, batched by length (longest first,
     so a batch pads little), left-padded for a causal LM, and returned in the prompts' order."""
     ids = tokenizer(list(prompts), add_special_tokens=add_special_tokens)["input_ids"]
+    return respond_ids(model, tokenizer, ids, limits, batch_size, encoder_decoder)
+
+
+def respond_ids(model, tokenizer, ids: Sequence[Sequence[int]], limits: Limits, batch_size: int = 32,
+                encoder_decoder: bool = False) -> list[Generated]:
+    """:func:`respond` for prompts already tokenized (a caller that measured them first tokenizes once)."""
     order = sorted(range(len(ids)), key=lambda i: -len(ids[i]))
     device = next(model.parameters()).device
     out: list[Generated | None] = [None] * len(ids)

@@ -30,7 +30,8 @@ from negtrain.core.errors import ConfigError
 from negtrain.models.choice_inputs import split_pair
 from negtrain.models.continuation import continuation_logprobs
 from negtrain.models.folder_checks import load_lm_tokenizer
-from negtrain.models.generation import Limits, respond
+from negtrain.models.context import model_context, rows_over
+from negtrain.models.generation import Limits, respond_ids
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.serving.backend import BackendContext
 from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood, Request
@@ -46,6 +47,13 @@ class InProcessBackend:
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
+        self.context = model_context(model.config, tokenizer)
+
+    def _check_fit(self, lengths: list[int], room: int, examples: list[str]) -> None:
+        """A prompt (with its answer's room) longer than the model's context is an error naming the
+        row, before anything is computed, as for the hf backend and a server: never run past the
+        positions the model was trained on, and never cut (a served backend sends prompts whole)."""
+        rows_over(lengths, room, self.context, "the transformers backend", examples)
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return True, ""
@@ -67,7 +75,9 @@ class InProcessBackend:
         for i, g in generations:
             by_limits.setdefault((g.max_tokens, g.stop), []).append((i, g))
         for (max_tokens, stop), group in by_limits.items():
-            texts = respond(self.model, self.tokenizer, [g.prompt for _, g in group], Limits(max_tokens, stop), self.batch_size)
+            ids = self.tokenizer([g.prompt for _, g in group])["input_ids"]
+            self._check_fit([len(x) for x in ids], max_tokens, [g.example for _, g in group])
+            texts = respond_ids(self.model, self.tokenizer, ids, Limits(max_tokens, stop), self.batch_size)
             for (i, _), out in zip(group, texts, strict=True):
                 answers[i] = Answer(text=out.text, tokens_out=out.tokens)
         for start in range(0, len(scored), self.batch_size):
@@ -76,6 +86,7 @@ class InProcessBackend:
             for (_, r), (_, continuation) in zip(part, pairs, strict=True):
                 if not continuation:
                     raise ConfigError(f"{r.example}: the continuation {r.continuation!r} has no tokens of its own")
+            self._check_fit([len(c) + len(t) for c, t in pairs], 0, [r.example for _, r in part])
             # One choice per row: every request is scored as its own context and continuation.
             with torch.no_grad():
                 scores = continuation_logprobs(self.model, [c for c, _ in pairs], [[t] for _, t in pairs],
