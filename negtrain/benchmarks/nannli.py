@@ -21,7 +21,11 @@ Metrics (:class:`NanNliMetric`), following the paper:
   The file's "not + auxillary" (9 rows) and "verbal vs affixal negation" (2) are none of the
   paper's nine (§3.2.1): they keep their own names, after the nine.
 - Table 9: ``error_rate/operation/<operation>`` over the ten operations, named and ordered as
-  Table 9 (the column ``Syntactical changes`` is its "Syntactic change"). The column
+  Table 9 (the column ``Syntactical changes`` is its "Syntactic change"). An operation's rows
+  are those whose cell is exactly 1, the hypotheses that apply that edit once: the six rows with
+  two negator additions or deletions are left out of that operation, so its denominator is 118,
+  not 124, as the paper's counts must be (its 0.364 is 43/118; no k/124 or k/130 rounds to it;
+  every other operation's cells are 0 or 1, so the rule changes nothing else). The column
   ``Quantification`` is not an operation: it marks the pairs where negation interplays with
   quantification (§5.2, 133 pairs), the NaN-Quant subset.
 - Table 10: ``quant/f1/<class>`` and ``quant/f1`` (the support-weighted mean), the Standard F1 on
@@ -133,7 +137,7 @@ class NanNli(NliBenchmark):
                 raise row.error("premise", "the hypotheses of one premise must be consecutive rows")
             last = premise
             premises.setdefault(premise, len(premises))
-            ops, quantification = [], False
+            ops, quantification, repeated = [], False, []
             for op in (*OPERATIONS, QUANTIFICATION):
                 try:
                     count = float(row.get(op))
@@ -141,8 +145,12 @@ class NanNli(NliBenchmark):
                     raise row.error(op, f"expected a count, got {row.fields[op]!r}") from None
                 if count > 0 and op == QUANTIFICATION:
                     quantification = True
-                elif count > 0:
+                elif count == 1:
                     ops.append(OPERATIONS[op])
+                elif count > 1:
+                    # Table 9's rule (module docstring): an edit applied twice is not in that
+                    # operation's denominator (Negator addition or deletion: 118 rows, not 124).
+                    repeated.append(OPERATIONS[op])
             hyp_types = [t for t in NEGATION_TYPES if _flag(row.fields.get(f"H-{t}"))]
             no_hyp_negation = all(not (row.fields.get(f"H-{t}") or "").strip() for t in NEGATION_TYPES)
             types = ([f"premise/{t}" for t in NEGATION_TYPES if _flag(row.fields.get(f"P-{t}"))]
@@ -154,7 +162,7 @@ class NanNli(NliBenchmark):
                     label=label,
                     subset=row.get("Construction").strip(),
                     group=f"nannli/{split}/premise/{premises[premise]}",
-                    meta={"operations": tuple(ops), "quantification": quantification, "negation_types": tuple(types),
+                    meta={"operations": tuple(ops), "operations_repeated": tuple(repeated), "quantification": quantification, "negation_types": tuple(types),
                           "construction_subtype": row.fields.get("Construction Subtype")},
                 )
             )

@@ -25,6 +25,7 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.core.errors import ConfigError, unknown_name
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord
+from negtrain.evaluation.nli_protocols import NLI_BREAKDOWNS, skipped_optional
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import estimate
 from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
@@ -32,7 +33,10 @@ from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
 
 def eval_entries(protocol: Protocol, chat: bool) -> list[dict[str, Any]]:
     """The recipe's ``data.eval`` for a protocol run (the variants that apply with/without --chat)."""
-    selected = protocol.selected(chat)
+    skipped = skipped_optional(protocol, chat)
+    for v, why in skipped:  # an optional variant runs only where its files are on disk
+        print(f"--protocol {protocol.name}: {v.name} skipped: {why}", flush=True)
+    selected = [v for v in protocol.selected(chat) if v not in {s for s, _ in skipped}]
     if not selected:
         raise ConfigError(f"--protocol {protocol.name}: no variant applies {'with' if chat else 'without'} --chat")
     return [
@@ -84,7 +88,7 @@ BASELINES: dict[str, tuple[str, str, Callable]] = {
 
 
 def tinad_patterns(protocol: Protocol, table: ExtraTable, formats: dict[str, list[Variant]], out: Path | None,
-                   scale: float, decimals: int) -> list[str]:
+                   scale: float, decimals: int, by_variant: dict | None = None) -> list[str]:
     """TINAD's Table 5 (García-Ferrero et al. 2023): accuracy per pattern, by cell (the table's
     columns name cells: input_affirmation, ...), over every split the format ran on (pooled: each
     sentence counted once). Counted from the predictions files."""
@@ -119,7 +123,7 @@ def tinad_patterns(protocol: Protocol, table: ExtraTable, formats: dict[str, lis
 
 
 #: name -> a further table with its own rows (``tables: [{title, breakdown: NAME}]`` in protocols.yaml)
-BREAKDOWNS: dict[str, Callable] = {"tinad_patterns": tinad_patterns}
+BREAKDOWNS: dict[str, Callable] = {"tinad_patterns": tinad_patterns, **NLI_BREAKDOWNS}
 
 
 def _cell(value: float | None, spread: dict | None, scale: float = 1.0, decimals: int = 2) -> str:
@@ -201,7 +205,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
         if table.breakdown:
             if table.breakdown not in BREAKDOWNS:
                 raise unknown_name("protocol table breakdown", table.breakdown, BREAKDOWNS)
-            lines += BREAKDOWNS[table.breakdown](protocol, table, formats, out, scale, decimals)
+            lines += BREAKDOWNS[table.breakdown](protocol, table, formats, out, scale, decimals, by_variant)
             continue
         lines.append("| variant | " + " | ".join(_header(c) for c in table.columns) + " |")
         lines.append("|---|" + "---|" * len(table.columns))

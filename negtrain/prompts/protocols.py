@@ -15,7 +15,7 @@ from negtrain.prompts.strategies import _check_keys, get_strategy
 
 PATH = Path(__file__).parent / "protocols.yaml"
 PROTOCOL_KEYS = ("paper", "table", "variants", "note")
-VARIANT_KEYS = ("name", "benchmark", "split", "strategy", "shots", "chat")
+VARIANT_KEYS = ("name", "benchmark", "split", "strategy", "shots", "chat", "optional")
 TABLE_KEYS = ("columns", "baseline", "across_splits", "units", "decimals", "tables")
 EXTRA_TABLE_KEYS = ("title", "columns", "decimals", "breakdown")
 #: How a table prints its values: as the metric's fraction, or times 100 (the paper's percent).
@@ -56,6 +56,10 @@ class Variant:
     strategy: str | None
     shots: int | str = 0  # a number, or "paper"
     chat: bool | None = None  # run only with (True) / without (False) --chat; None: always
+    #: Run only where its benchmark's files are already on disk (a data dir or the cache), e.g. the
+    #: original dev sets of NegNLI's Table 7, which are not mirrored; skipped otherwise, and
+    #: protocol.md says why.
+    optional: bool = False
 
     @property
     def file_stem(self) -> str:
@@ -100,7 +104,9 @@ def parse_protocols(raw: Any, where: str) -> dict[str, Protocol]:
             shots = v.get("shots", 0)
             if not (shots == "paper" or (isinstance(shots, int) and shots >= 0)):
                 raise ConfigError(f"{w}.variants[{i}].shots: 0, 'paper' or a number of drawn shots, not {shots!r}")
-            variant = Variant(v["name"], v["benchmark"], v["split"], v.get("strategy"), shots, v.get("chat"))
+            if v.get("optional", False) not in (True, False):
+                raise ConfigError(f"{w}.variants[{i}].optional: true or false, not {v['optional']!r}")
+            variant = Variant(v["name"], v["benchmark"], v["split"], v.get("strategy"), shots, v.get("chat"), bool(v.get("optional")))
             if variant.strategy is not None:
                 get_strategy(variant.benchmark, variant.strategy)  # a misspelt strategy fails here
             variants.append(variant)
