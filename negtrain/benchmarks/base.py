@@ -169,6 +169,12 @@ class Benchmark(ABC):
 
     #: The splits ``data.eval: all`` and the report card score.
     eval_splits: ClassVar[tuple[str, ...]] = ("test",)
+    #: A training split -> the split held out from it: what ``data.eval: all`` and a report card
+    #: score instead of ``eval_splits`` for a run that trained on that split (NegNLI: its paper
+    #: scores every pair, ``all``, except for a model trained on its 70%, ``train`` -> ``test``).
+    held_out_splits: ClassVar[Mapping[str, str]] = {}
+    #: What a split is, said in the report card's notes (which set was scored, and why).
+    split_descriptions: ClassVar[Mapping[str, str]] = {}
 
     def prompt_for(self, family: str) -> str | None:
         return self.family_prompts.get(family, self.default_prompt)

@@ -13,8 +13,9 @@ run's ``recipe.yaml`` records exactly what was scored.
 from __future__ import annotations
 
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.benchmarks.files import resolve
@@ -83,14 +84,27 @@ class Skipped:
     reason: str
 
 
-def scorable(family: str, names: Sequence[str] | None = None) -> list[tuple[str, str]]:
+def scorable(family: str, names: Sequence[str] | None = None, trained: Mapping[str, Sequence[str]] | None = None) -> list[tuple[str, str]]:
     """(benchmark, split) for every benchmark ``family`` can score (or those of ``names``), on
-    the benchmark's evaluation splits (its test split, MNLI's two validation splits)."""
+    the benchmark's evaluation splits (its test split, MNLI's two validation splits; NegNLI's
+    ``all``), or, for a benchmark the run trained on (``trained``: benchmark -> its training
+    splits), the split held out from that training split (NegNLI ``train`` -> ``test``)."""
     out = []
     for name in names if names is not None else BENCHMARKS:
         bench = get_benchmark(name)
         if unsupported_reason(bench, family) is None:
-            out.extend((name, split) for split in bench.eval_splits)
+            held = [bench.held_out_splits[s] for s in (trained or {}).get(name, ()) if s in bench.held_out_splits]
+            out.extend((name, split) for split in (held[:1] or bench.eval_splits))
+    return out
+
+
+def trained_splits(sources: Sequence[Any]) -> dict[str, list[str]]:
+    """benchmark -> the splits a run's ``data.train`` sources (typed entries or their mappings) train on."""
+    out: dict[str, list[str]] = {}
+    for s in sources:
+        name, split = (s.get("benchmark"), s.get("split")) if isinstance(s, Mapping) else (getattr(s, "benchmark", None), getattr(s, "split", None))
+        if isinstance(name, str) and isinstance(split, str):
+            out.setdefault(name, []).append(split)
     return out
 
 
@@ -215,9 +229,9 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         entry.shots_split = shots_split
 
 
-def _expand_all(family: str, field: str) -> tuple[list, list[Skipped]]:
+def _expand_all(family: str, field: str, trained: Mapping[str, Sequence[str]]) -> tuple[list, list[Skipped]]:
     entries, skipped = [], []
-    for name, split in scorable(family):
+    for name, split in scorable(family, trained=trained):
         reason = unreadable_reason(get_benchmark(name), split)
         if reason is None:
             entries.append(EvalConfig(benchmark=name, split=split))
@@ -229,9 +243,11 @@ def _expand_all(family: str, field: str) -> tuple[list, list[Skipped]]:
     return entries, skipped
 
 
-def resolve_benchmarks(recipe, announce: bool = True) -> list[Skipped]:
+def resolve_benchmarks(recipe, announce: bool = True, trained: Mapping[str, Sequence[str]] | None = None) -> list[Skipped]:
     """Expand ``all``, check every (family, benchmark) pair and fill prompts and verbalizers, in
-    place on ``recipe``. Returns the benchmarks ``all`` skipped (printed when ``announce``)."""
+    place on ``recipe``. Returns the benchmarks ``all`` skipped (printed when ``announce``).
+    ``all`` scores a benchmark the recipe trains on (or ``trained`` names: a report card's run) on
+    the split held out from its training split (:func:`scorable`)."""
     family = recipe.model.family
     lm = recipe.model if isinstance(recipe.model, LanguageModelConfig) else None
     model_prompt, chat = (lm.prompt, lm.chat) if lm is not None else (None, False)
@@ -240,7 +256,7 @@ def resolve_benchmarks(recipe, announce: bool = True) -> list[Skipped]:
     for field in ("eval", "test"):
         value = getattr(data, field)
         if value == "all":
-            entries, lost = _expand_all(family, f"data.{field}")
+            entries, lost = _expand_all(family, f"data.{field}", {**trained_splits(data.train), **(trained or {})})
             skipped += lost
             setattr(data, field, entries)
     for i, source in enumerate(data.train):

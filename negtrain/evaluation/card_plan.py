@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from negtrain.core import labels as nli
-from negtrain.benchmarks.matrix import check_supported, scorable
+from negtrain.benchmarks.matrix import check_supported, scorable, trained_splits
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import (
     FAMILY_PICK,
@@ -186,6 +186,13 @@ def _why_no_family(model: str) -> str:
     return f"; its config.json's architectures ({archs}) name no family's head"
 
 
+def run_trained(model: str) -> dict[str, list[str]]:
+    """benchmark -> the splits the run at ``model`` trained on (none for a model that is not a run
+    directory): the card scores such a benchmark on the split held out from them (NegNLI)."""
+    source = _run_source(model)
+    return trained_splits((load_yaml(source[0]).get("data") or {}).get("train") or []) if source is not None else {}
+
+
 def card_recipe(
     model: str,
     family: str | None,
@@ -237,7 +244,7 @@ def card_recipe(
 
         for name in names:
             check_supported(get_benchmark(name), family, f"--benchmarks {name}")
-        data_eval = [{"benchmark": b, "split": s} for b, s in scorable(family, names)]
+        data_eval = [{"benchmark": b, "split": s} for b, s in scorable(family, names, run_trained(model))]
     raw: dict[str, Any] = {
         "description": f"negation report card of {model} ({family})",
         "model": model_section,
@@ -359,6 +366,7 @@ def plan_card(request: CardRequest) -> CardPlan:
         # Drawn shots come from another split (ScoNe's and CondaQA's train): one that cannot be read
         # is skipped like unreadable data under `all`, and an error for a named benchmark.
         skip_unreadable_shots=True,
+        trained=run_trained(request.model),
     ))
     plan.announce()
     shown = redact_text(request.model)  # a token inside a model path never reaches a title or header

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from negtrain.benchmarks.registry import BENCHMARKS
 from negtrain.config import FAMILY_SECTIONS, IN_PROCESS
 from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import write_text
@@ -32,6 +33,10 @@ def chat_template_line(recipe) -> str | None:
     if model.wraps_in_chat_template():
         return "Chat template: the tokenizer's where it has one (the run's model.chat_template: true)."
     return "Chat template: none; prompts as written (no --chat)."
+
+
+#: A data baseline's column header in card.md (the papers' name for it).
+BASELINE_HEADERS = {"majority_baseline": "MB (majority baseline)"}
 
 
 def _fmt(value: float | None) -> str:
@@ -66,13 +71,15 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
 
     evals = [r for r in records if isinstance(r, EvalRecord)]
     columns: list[str] = []
+    for r in evals:  # a data baseline (NegNLI's MB) first, beside accuracy; then the consistencies
+        columns += [k for k in with_role(r["metrics"], "baseline") if "/" not in k and k not in columns]
     for r in evals:
         columns += [k for k in with_role(r["metrics"], "consistency") if k not in columns]
     lines = [f"# Negation report card: `{model}` ({family})", ""] + ([template, ""] if template else [])
     if fresh_head:  # before the numbers it qualifies
         said = fresh_head.removeprefix("note: ")
         lines += [f"**Chance level.** {said[0].upper() + said[1:]}.", ""]
-    lines.append("| benchmark | split | accuracy | " + " | ".join(columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
+    lines.append("| benchmark | split | accuracy | " + " | ".join(BASELINE_HEADERS.get(c, c) for c in columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
     lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     notes = []
     units: list[str] = []
@@ -100,11 +107,16 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
         )
         if r.get("note"):
             notes.append(f"- {r['benchmark']}/{r['split']}: {r['note']}")
+        if (bench := BENCHMARKS.get(r["benchmark"])) is not None and r["split"] in bench.split_descriptions:
+            notes.append(f"- {r['benchmark']}/{r['split']}: {bench.split_descriptions[r['split']]}")
         if m.get("n_truncated") is not None:
             notes.append(f"- {name}/{r['split']}: n_truncated {int(m['n_truncated'])} of {int(n) if n is not None else '-'} "
                          "(prompts cut from the start to fit the model's context, --truncate left)")
     lines.append("")
     lines.append("`-`: undefined on what was scored (e.g. no complete contrast group); empty: the benchmark has no such metric.")
+    if any(c in BASELINE_HEADERS for c in columns):
+        lines.append("MB: the majority baseline, the share of the most frequent gold label among the scored examples "
+                     "(from the data, not the model), beside the model's accuracy on them.")
     if units:
         lines += [
             "",

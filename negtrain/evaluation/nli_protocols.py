@@ -109,15 +109,30 @@ def negnli_table7(protocol: Protocol, table: ExtraTable, formats, out: Path | No
             lines.append(f"| {label} | " + " | ".join(x for k in keys for x in cells(k, "")) + " |")
     for label, metric in [*((t, f"/{t}") for t in PAIR_TYPES), ("All", "")]:
         lines.append(f"| {label} | " + " | ".join(x for c in columns for x in cells((c[1], "all"), metric)) + " |")
+    lines += _partial_notes(protocol, by_variant)
     for v in protocol.variants:
         if v.optional and v.name not in by_variant:
             lines += ["", f"{v.name} ({v.benchmark} {v.split}): not run: " + (files_present(v)[1] or "not scored in this run")]
-    lines += ["", "MB: the share of the most frequent gold label (each row its own majority), from the data, "
-              "not the model. model: the model's accuracy on the same pairs. New pairs with negation: every "
+    lines += ["", "MB: the share of the most frequent gold label (each row its own majority) among the pairs "
+              "the model was scored on, from the data, not the model (for a variant that did not run: every pair "
+              "of its split). model: the model's accuracy on those pairs. New pairs with negation: every "
               "pair of NegNLI (the `all` split, 500 per benchmark and pair type), as the paper evaluates "
               "models trained on the original benchmarks; a model trained on NegNLI's 70% is Table 8's, "
               "scored on the `test` split."]
     return lines
+
+
+def _partial_notes(protocol: Protocol, by_variant: dict) -> list[str]:
+    """A line per variant that scored fewer pairs than its split has (a run limited with
+    ``--trainer.limit_val_batches``): its cells are over those pairs, not the paper's set."""
+    notes = []
+    for v in protocol.variants:
+        n = ((by_variant.get(v.name) or {}).get("metrics") or {}).get("n")
+        if n is not None:
+            total = len(get_benchmark(v.benchmark).load(v.split))
+            if int(n) < total:
+                notes.append(f"{v.name}: scored {int(n)} of the split's {total} pairs; its cells are over those pairs only.")
+    return ["", *notes] if notes else []
 
 
 def _nannli_counts() -> list:
@@ -125,12 +140,12 @@ def _nannli_counts() -> list:
 
 
 def _rows_table(title: str, rows: list[tuple[str, str, int]], value_header: str, values: dict, scale: float,
-                decimals: int) -> list[str]:
+                decimals: int, partial: list[str]) -> list[str]:
     lines = [f"| {title} | {value_header} | n |", "|---|---|---|"]
     lines += [f"| {label} | {_fmt(values.get(metric), scale, decimals)} | {n} |" for label, metric, n in rows]
     lines += ["", "n: the pairs of the data in that row (negtrain's count: the error rate's denominator when "
               "every pair is scored)."]
-    return lines
+    return lines + partial
 
 
 def _nannli_values(protocol: Protocol, by_variant: dict) -> dict:
@@ -145,7 +160,8 @@ def nannli_table8(protocol, table, formats, out, scale, decimals, by_variant) ->
     counts = Counter(TABLE_8.get(e.subset, e.subset) for e in _nannli_counts())
     order = list(dict.fromkeys(TABLE_8.values())) + sorted(set(counts) - set(TABLE_8.values()))
     rows = [(c, f"error_rate/construction/{c}", counts[c]) for c in order]
-    return _rows_table("Construction type", rows, "ER", _nannli_values(protocol, by_variant), scale, decimals)
+    return _rows_table("Construction type", rows, "ER", _nannli_values(protocol, by_variant), scale, decimals,
+                       _partial_notes(protocol, by_variant))
 
 
 def nannli_table9(protocol, table, formats, out, scale, decimals, by_variant) -> list[str]:
@@ -153,7 +169,8 @@ def nannli_table9(protocol, table, formats, out, scale, decimals, by_variant) ->
     (the paper's denominators: 118 for Negator addition or deletion, :mod:`negtrain.benchmarks.nannli`)."""
     examples = _nannli_counts()
     rows = [(op, f"error_rate/operation/{op}", sum(op in e.meta["operations"] for e in examples)) for op in OPERATIONS.values()]
-    lines = _rows_table("Operation type", rows, "ER", _nannli_values(protocol, by_variant), scale, decimals)
+    lines = _rows_table("Operation type", rows, "ER", _nannli_values(protocol, by_variant), scale, decimals,
+                        _partial_notes(protocol, by_variant))
     repeated = Counter(op for e in examples for op in e.meta.get("operations_repeated", ()))
     if repeated:
         lines.append("Pairs applying an operation twice are left out of its row, as the paper's numbers require "

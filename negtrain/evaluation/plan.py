@@ -11,7 +11,7 @@ and hand the plan on.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -48,6 +48,9 @@ class PlanRequest:
     #: Drawn shots whose source split cannot be read leave their entry out (a card's ``all``)
     #: instead of failing when the data is loaded.
     skip_unreadable_shots: bool = False
+    #: benchmark -> the splits the model was trained on, beyond the recipe's ``data.train`` (a
+    #: report card of a run directory): ``all`` scores such a benchmark on its held-out split.
+    trained: Mapping[str, Sequence[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -95,7 +98,7 @@ def resolve(recipe: Recipe, request: PlanRequest | None = None) -> EvalPlan:
     where = request.where
     skipped: list[Skipped] = []
     try:
-        skipped += resolve_benchmarks(resolved, announce=False)
+        skipped += resolve_benchmarks(resolved, announce=False, trained=request.trained)
     except ConfigError as exc:
         raise ConfigError(f"{where}: {exc}" if where else str(exc)) from exc
     if skipped and request.strict:

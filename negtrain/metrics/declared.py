@@ -17,8 +17,10 @@ from typing import Literal
 
 #: What a metric is for, beyond its direction: "headline" (a benchmark's accuracy-like number,
 #: the first column of a report card), "consistency" (all of a contrast set or group right),
-#: "count" (how many examples or groups were scored), "score" (any other number).
-Role = Literal["headline", "consistency", "count", "score"]
+#: "baseline" (a number computed from the data, not the model, printed beside the headline:
+#: NegNLI's majority baseline), "count" (how many examples or groups were scored), "score" (any
+#: other number).
+Role = Literal["headline", "consistency", "baseline", "count", "score"]
 
 #: Metric names that are a benchmark's headline, in order of preference when a record has several
 #: (NaN-NLI reports F1; the cloze probes their negated top-1 error; ScoNe-NLG scored by a model its
@@ -27,6 +29,9 @@ HEADLINE_NAMES = ("accuracy", "f1", "negated_top1_error", "outcome_choice_accura
 #: Metrics that measure consistency over a contrast set or group, by the part of their name before
 #: the first '/' (``consistency/scope`` is one of CondaQA's).
 CONSISTENCY_BASES = ("consistency", "coherence", "strict", "outcome_choice_consistency")
+#: Metrics that are a baseline from the data (the gold labels), by the part of their name before
+#: the first '/'; a report card shows the one without a '/' beside the headline, as the paper's MB.
+BASELINE_BASES = ("majority_baseline",)
 
 
 def role_of(name: str) -> Role:
@@ -35,6 +40,8 @@ def role_of(name: str) -> Role:
         return "headline"
     if name.split("/")[0] in CONSISTENCY_BASES:
         return "consistency"
+    if name.split("/")[0] in BASELINE_BASES:
+        return "baseline"
     return "score"
 
 

@@ -153,11 +153,13 @@ def build_nli(recipe, loaded):
     init, path, hf_config, ckpt_labels, head = _head(recipe, loaded)
     tokenizer = load_tokenizer(path, "model", getattr(hf_config, "vocab_size", None))
     eval_sets = []
-    for b, split, ex in loaded.eval:
+    specs = loaded.eval_specs or [None] * len(loaded.eval)
+    for (b, split, ex), spec in zip(loaded.eval, specs, strict=False):
         space = prediction_space(head, b.spaces(), b.name)
         eval_sets.append(EvalSet(
             b, split, ex, encode_pairs(tokenizer, ex, cfg.max_length, num_proc=recipe.data.num_proc), predicted_labels=space,
             metric=b.scorer(ex, space), label_map=head_to_benchmark(head, space, b.name),
+            variant=getattr(spec, "variant", None),  # a protocol's variant names its record and predictions file
         ))
 
     train = None
