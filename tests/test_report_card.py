@@ -51,7 +51,7 @@ def _assert_card_equals_rescoring(out):
 
 @pytest.mark.parametrize("key,family", [("t5", "seq2seq"), ("llama", "causal_lm")])
 def test_tiny_lms_score_scone_negnli_nannli_end_to_end(lm_env, tmp_path, capsys, key, family):
-    sets = [("scone", "test"), ("negnli-rte", "test"), ("negnli-snli", "test"), ("nannli", "test")]
+    sets = [("scone", "test"), ("negnli-rte", "all"), ("negnli-snli", "all"), ("nannli", "test")]
     out = _card(tmp_path, lm_env[key], family, "scone,negnli-rte,negnli-snli,nannli")
     records = _records(out)
     assert [(r["benchmark"], r["split"]) for r in records] == sets
@@ -82,18 +82,18 @@ def test_tiny_lms_score_scone_negnli_nannli_end_to_end(lm_env, tmp_path, capsys,
 def test_card_equals_evaluate_predictions_through_the_cli(lm_env, tmp_path, capsys):
     out = _card(tmp_path, lm_env["t5"], "seq2seq", "negnli-rte")
     capsys.readouterr()
-    path = out / "predictions" / "negnli-rte-test-validate.jsonl"
-    assert main(["evaluate", "--benchmark", "negnli-rte", "--split", "test", "--predictions", str(path), "--allow-missing", "--json"]) == 0
+    path = out / "predictions" / "negnli-rte-all-validate.jsonl"
+    assert main(["evaluate", "--benchmark", "negnli-rte", "--split", "all", "--predictions", str(path), "--allow-missing", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
     (record,) = _records(out)
     assert set(cli["metrics"]) == set(record["metrics"])
     for key, value in record["metrics"].items():  # metrics.jsonl keeps 6 decimals
         assert _same(value, cli["metrics"][key] if cli["metrics"][key] is not None else float("nan")), key
     # A changed prediction changes the rescoring: the comparison can fail.
-    rows = _predictions(out, "negnli-rte", "test")
+    rows = _predictions(out, "negnli-rte", "all")
     rows[0]["prediction"] = "entailment" if rows[0]["prediction"] != "entailment" else "not_entailment"
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert score_file("negnli-rte", "test", path, allow_missing=True).metrics["accuracy"] != record["metrics"]["accuracy"]
+    assert score_file("negnli-rte", "all", path, allow_missing=True).metrics["accuracy"] != record["metrics"]["accuracy"]
 
 
 def test_few_shot_card_records_shot_ids(lm_env, tmp_path):
@@ -127,8 +127,8 @@ def test_stop_rule_cuts_at_the_first_newline():
     assert first_line("\nyes") is None  # an empty first line is unparsed, not the answer ""
 
 
-NLI = ["scone/test", "monli/test", "mnli/validation_matched", "mnli/validation_mismatched", "negnli-rte/test",
-       "negnli-snli/test", "negnli-mnli/test", "nannli/test"]
+NLI = ["scone/test", "monli/test", "mnli/validation_matched", "mnli/validation_mismatched", "negnli-rte/all",
+       "negnli-snli/all", "negnli-mnli/all", "nannli/test"]
 
 
 def test_minilm_nli_card_covers_every_nli_benchmark(lm_env, tmp_path, capsys):
@@ -145,7 +145,7 @@ def test_minilm_nli_card_covers_every_nli_benchmark(lm_env, tmp_path, capsys):
     points = Image.open(out / "card.png").text["negtrain:points"].split(",")
     # Every benchmark with a consistency value is a point (MoNLI and MNLI have no consistency
     # metric; ScoNe's 16 shortest rows hold no complete contrast set, so its value is undefined).
-    assert points == ["negnli-rte/test", "negnli-snli/test", "negnli-mnli/test", "nannli/test"]
+    assert points == ["negnli-rte/all", "negnli-snli/all", "negnli-mnli/all", "nannli/test"]
     assert next(r for r in _records(out) if r["benchmark"] == "scone")["metrics"]["consistency"] is None
     _assert_card_equals_rescoring(out)
     # report compares two cards like two runs.
@@ -209,7 +209,7 @@ def test_card_with_a_trained_adapter_folder(lm_env, tmp_path, capsys):
                  "--benchmarks", "negnli-snli", "--out", str(with_adapter), *LIMIT]) == 0
     plain = _card(tmp_path, lm_env["llama"], "causal_lm", "negnli-snli")
     assert yaml.safe_load((with_adapter / "recipe.yaml").read_text())["adapter"]["path"] == str(tmp_path / "adapter")
-    assert _predictions(with_adapter, "negnli-snli", "test") != _predictions(plain, "negnli-snli", "test")
+    assert _predictions(with_adapter, "negnli-snli", "all") != _predictions(plain, "negnli-snli", "all")
     assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--adapter", str(tmp_path),
                  "--out", str(tmp_path / "bad")]) == 2
     assert "holds no adapter_config.json" in capsys.readouterr().err

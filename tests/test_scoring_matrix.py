@@ -10,7 +10,7 @@ import re
 import pytest
 import yaml
 
-from negtrain.benchmarks.matrix import check_verbalizer, resolve_benchmarks, scorable, unsupported_reason
+from negtrain.benchmarks.matrix import check_verbalizer, resolve_benchmarks, scorable, trained_splits, unsupported_reason
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.cli import main
 from negtrain.config import families, validate_recipe
@@ -72,8 +72,11 @@ def test_nli_benchmarks_have_lm_defaults(name):
 def test_scorable_lists_the_eval_splits():
     assert scorable("nli") == [
         ("scone", "test"), ("monli", "test"), ("mnli", "validation_matched"), ("mnli", "validation_mismatched"),
-        ("negnli-rte", "test"), ("negnli-snli", "test"), ("negnli-mnli", "test"), ("nannli", "test"),
+        ("negnli-rte", "all"), ("negnli-snli", "all"), ("negnli-mnli", "all"), ("nannli", "test"),
     ]
+    # NegNLI: all of it (Table 7), except the split held out from a split the run trained on (Table 8).
+    assert ("negnli-rte", "test") in scorable("nli", trained={"negnli-rte": ["train"]})
+    assert ("negnli-mnli", "val15") in scorable("nli", trained={"negnli-mnli": ["train85"]})
     assert {"condaqa", "tinad", "scone", "nannli"} <= {b for b, _ in scorable("causal_lm")}
     assert "condaqa" not in {b for b, _ in scorable("nli")}
     assert scorable("mlm") == [
@@ -175,7 +178,7 @@ def test_all_skips_unreadable_benchmarks_and_records_the_list(tmp_path, monkeypa
     assert [(s.benchmark, s.split) for s in skipped] == [("mnli", "validation_matched"), ("mnli", "validation_mismatched")]
     assert "all: skipping mnli/validation_matched: data file not found" in capsys.readouterr().out
     assert [(e.benchmark, e.split) for e in recipe.data.eval] == [
-        ("scone", "test"), ("monli", "test"), ("negnli-rte", "test"), ("negnli-snli", "test"), ("negnli-mnli", "test"), ("nannli", "test"),
+        ("scone", "test"), ("monli", "test"), ("negnli-rte", "all"), ("negnli-snli", "all"), ("negnli-mnli", "all"), ("nannli", "test"),
     ]
     from negtrain.config import to_dict
 
@@ -198,7 +201,7 @@ def test_every_recipe_resolves_to_supported_pairs(name, data_dir, capsys):
         if family in ("seq2seq", "causal_lm"):
             assert entry.prompt, (name, entry.benchmark)
     covered = {(e.benchmark, e.split) for e in entries}
-    if raw_eval != "all" and not set(scorable(family)) <= covered:
+    if raw_eval != "all" and not set(scorable(family, trained=trained_splits(loaded.recipe.data.train))) <= covered:
         # A recipe that evaluates a subset says which and why in its header.
         header = [line for line in loaded.path.read_text().splitlines() if line.startswith("#")]
         assert any(line.startswith("# Evaluated subset:") for line in header), f"{name}: header lacks '# Evaluated subset:'"
