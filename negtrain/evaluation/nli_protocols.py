@@ -32,7 +32,8 @@ from negtrain.prompts.protocols import ExtraTable, Protocol, Variant
 
 #: Table 7's benchmarks, in its column order: (header, NegNLI benchmark, the original dev set's
 #: (benchmark, split) and its negation subset's; None where negtrain has no such benchmark).
-TABLE_7_BENCHMARKS = (
+_Split = tuple[str, str]
+TABLE_7_BENCHMARKS: tuple[tuple[str, str, _Split | None, _Split | None], ...] = (
     ("RTE", "negnli-rte", None, None),
     ("SNLI", "negnli-snli", None, None),
     ("MNLI", "negnli-mnli", ("mnli", "validation_matched"), ("mnli", "validation_matched_neg")),
@@ -47,7 +48,9 @@ def files_present(variant: Variant) -> tuple[bool, str]:
         places = [d / file.relpath for d in data_dirs()] + [cache_dir() / file.relpath]
         if not any(p.is_file() for p in places):
             return False, (f"{file.origin} is not on disk (looked in {', '.join(map(str, places))}); put it at "
-                           f"{cache_dir() / file.relpath}, or set NEGTRAIN_DATA_DIR to a folder holding {file.relpath}")
+                           f"{cache_dir() / file.relpath} (a command that reads that split online downloads it there, e.g. "
+                           f"`negtrain evaluate --model M --family nli --benchmarks {variant.benchmark}`), or set NEGTRAIN_DATA_DIR "
+                           f"to a folder holding {file.relpath}")
     return True, ""
 
 
@@ -103,8 +106,8 @@ def negnli_table7(protocol: Protocol, table: ExtraTable, formats, out: Path | No
                 mb = None
         return [_fmt(mb, scale, decimals), _fmt(values.get(f"accuracy{metric}"), scale, decimals)]
 
-    for label, index in (("dev", 2), ("dev-neg", 3)):
-        keys = [c[index] for c in columns]
+    for label, dev_neg in (("dev", False), ("dev-neg", True)):
+        keys = [c[3] if dev_neg else c[2] for c in columns]
         if any(k is not None and _variant_for(protocol, *k) is not None for k in keys):
             lines.append(f"| {label} | " + " | ".join(x for k in keys for x in cells(k, "")) + " |")
     for label, metric in [*((t, f"/{t}") for t in PAIR_TYPES), ("All", "")]:
