@@ -208,3 +208,20 @@ def test_negnli_card_shows_the_mb_column_and_names_its_set():
     assert row.split("|")[4].strip() == "0.5650"
     assert "MB (majority baseline)" in head and "majority_baseline/Tneg-H" not in head
     assert "- negnli-snli/all: every pair of NegNLI" in text and "(Table 7)" in text
+
+
+@pytest.mark.slow
+def test_full_negnli_protocol_run_prints_table_7s_mb_from_its_own_records(data_dir, tmp_path, capsys):
+    """Every pair scored (no batch limit): the MB column comes from the run's records, over the
+    pairs the model was scored on, and is still the paper's."""
+    out = tmp_path / "card"
+    code = main(["evaluate", "--model", MINILM, "--family", "nli", "--protocol", "negnli-table7", "--out", str(out),
+                 "--data.eval_batch_size=64", "--model.max_length=64", "--trainer.precision=32-true"])
+    assert code == 0, capsys.readouterr().err
+    records = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [(r["variant"], r["metrics"]["n"]) for r in records] == [("rte", 1500), ("snli", 1500), ("mnli", 1500)]
+    table = _section((out / "protocol.md").read_text(), "Table 7")
+    for row, mb in TABLE_7_MB.items():
+        assert tuple(table[row][0::2]) == mb, row
+        assert all(cell != "-" for cell in table[row][1::2])
+    assert "scored" not in (out / "protocol.md").read_text().split("## Table 7", 1)[1].split("MB:", 1)[0]

@@ -6,7 +6,7 @@ import fnmatch
 
 import pytest
 
-from negtrain.benchmarks.matrix import scorable
+from negtrain.benchmarks.matrix import scorable, trained_splits
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.recipes import available_recipes, first_comment_line, load_recipe
 
@@ -16,7 +16,7 @@ def test_recipe_is_consistent(name):
     recipe = load_recipe(name).recipe
     assert first_comment_line(available_recipes()[name])
     evals = (
-        scorable(recipe.model.family) if recipe.data.eval == "all" else [(e.benchmark, e.split) for e in recipe.data.eval]
+        scorable(recipe.model.family, trained=trained_splits(recipe.data.train)) if recipe.data.eval == "all" else [(e.benchmark, e.split) for e in recipe.data.eval]
     )
     for bench, split in [*((s.benchmark, s.split) for s in recipe.data.train), *evals, *((s.benchmark, s.split) for s in recipe.data.test or [])]:
         get_benchmark(bench).check_split(split)
