@@ -144,10 +144,10 @@ def _nannli_counts() -> list:
 
 def _rows_table(title: str, rows: list[tuple[str, str, int]], value_header: str, values: dict, scale: float,
                 decimals: int, partial: list[str]) -> list[str]:
-    lines = [f"| {title} | {value_header} | n |", "|---|---|---|"]
+    lines = [f"| {title} | {value_header} | n † |", "|---|---|---|"]
     lines += [f"| {label} | {_fmt(values.get(metric), scale, decimals)} | {n} |" for label, metric, n in rows]
-    lines += ["", "n: the pairs of the data in that row (negtrain's count: the error rate's denominator when "
-              "every pair is scored)."]
+    lines += ["", "n †: the pairs of the data in that row (negtrain's column, not the paper's: the error rate's "
+              "denominator when every pair is scored)."]
     return lines + partial
 
 
@@ -187,12 +187,12 @@ def nannli_table10(protocol, table, formats, out, scale, decimals, by_variant) -
     examples = _nannli_counts()
     quant = [e for e in examples if e.meta["quantification"]]
     values = _nannli_values(protocol, by_variant)
-    lines = ["| Class | NaN-NLI | NaN-Quant | n NaN-NLI | n NaN-Quant |", "|---|---|---|---|---|"]
+    lines = ["| Class | NaN-NLI | NaN-Quant | n NaN-NLI † | n NaN-Quant † |", "|---|---|---|---|---|"]
     for label, suffix, n, nq in [*((c.capitalize(), f"/{c}", sum(e.label == c for e in examples), sum(e.label == c for e in quant))
                                    for c in F1_ORDER), ("All", "", len(examples), len(quant))]:
         lines.append(f"| {label} | {_fmt(values.get('f1' + suffix), scale, decimals)} | "
                      f"{_fmt(values.get('quant/f1' + suffix), scale, decimals)} | {n} | {nq} |")
-    lines += ["", "n: gold pairs of that class (negtrain's count). NaN-Quant: the pairs whose `Quantification` is set (§5.2)."]
+    lines += ["", "n †: gold pairs of that class (negtrain's column, not the paper's). NaN-Quant: the pairs whose `Quantification` is set (§5.2)."]
     return lines
 
 
@@ -201,14 +201,14 @@ def nannli_table13(protocol, table, formats, out, scale, decimals, by_variant) -
     hypothesis's negation type."""
     examples = _nannli_counts()
     values = _nannli_values(protocol, by_variant)
-    lines = ["| Negation type | Precision | Recall | F1 | n |", "|---|---|---|---|---|"]
+    lines = ["| Negation type | Precision | Recall | F1 | n † |", "|---|---|---|---|---|"]
     for side, types in (("premise", NEGATION_TYPES), ("hypothesis", (*NEGATION_TYPES, "None"))):
         for t in types:
             key = f"{side}/{t}"
             n = sum(key in e.meta["negation_types"] for e in examples)
             cells = [_fmt(values.get(f"{m}/{key}"), scale, decimals) for m in ("macro_precision", "macro_recall", "macro_f1")]
             lines.append(f"| {side.capitalize()}: {t} | " + " | ".join(cells) + f" | {n} |")
-    lines += ["", "n: the pairs whose premise or hypothesis has that negation type (negtrain's count)."]
+    lines += ["", "n †: the pairs whose premise or hypothesis has that negation type (negtrain's column, not the paper's)."]
     return lines
 
 
