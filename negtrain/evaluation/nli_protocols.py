@@ -91,6 +91,7 @@ def negnli_table7(protocol: Protocol, table: ExtraTable, formats, out: Path | No
                if _variant_for(protocol, negnli, "all") is not None]
     header = "| Test pairs | " + " | ".join(f"{name}: MB | {name}: model" for name, *_ in columns) + " |"
     lines = [header, "|---|" + "---|---|" * len(columns)]
+    gold: dict[tuple[str, str], dict[str, float]] = {}  # each split's data-only MB, read once
 
     def cells(key: tuple[str, str] | None, metric: str) -> list[str]:
         if key is None:
@@ -101,7 +102,7 @@ def negnli_table7(protocol: Protocol, table: ExtraTable, formats, out: Path | No
         mb = values.get(f"majority_baseline{metric}")
         if mb is None and (variant is None or not variant.optional or files_present(variant)[0]):
             try:
-                mb = _gold_majority(*key).get(f"majority_baseline{metric}")
+                mb = (gold[key] if key in gold else gold.setdefault(key, _gold_majority(*key))).get(f"majority_baseline{metric}")
             except DataError:
                 mb = None
         return [_fmt(mb, scale, decimals), _fmt(values.get(f"accuracy{metric}"), scale, decimals)]
