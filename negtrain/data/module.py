@@ -91,9 +91,9 @@ class NegtrainData(pl.LightningDataModule):
         # For training, bucketing changes the trajectory, so there it is the recipe's choice.
         bucket = self.config.bucket_by_length if shuffle else True
         limit = self.limit_train if shuffle else self.limit_eval
-        common = dict(shuffle=shuffle, bucket=bucket, seed=self.seed, num_replicas=world, rank=rank, limit=limit)
-        if mixed and not is_plain(self.train.source_sizes, self.train_counts):
-            sampler = MixingBatchSampler(
+        common: dict[str, Any] = dict(shuffle=shuffle, bucket=bucket, seed=self.seed, num_replicas=world, rank=rank, limit=limit)
+        if mixed and self.train is not None and not is_plain(self.train.source_sizes, self.train_counts):  # mixed: the training loader
+            sampler: BatchSampler = MixingBatchSampler(
                 encoded.lengths, batch_size, source_sizes=self.train.source_sizes, counts=self.train_counts, **common
             )
         else:
