@@ -13,7 +13,7 @@ run's ``recipe.yaml`` records exactly what was scored.
 from __future__ import annotations
 
 import string
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark
@@ -86,7 +86,7 @@ class Skipped:
 def scorable(family: str, names: Sequence[str] | None = None) -> list[tuple[str, str]]:
     """(benchmark, split) for every benchmark ``family`` can score (or those of ``names``), on
     the benchmark's evaluation splits (its test split, MNLI's two validation splits)."""
-    out = []
+    out: list[tuple[str, str]] = []
     for name in names if names is not None else BENCHMARKS:
         bench = get_benchmark(name)
         if unsupported_reason(bench, family) is None:
@@ -115,7 +115,7 @@ def check_prompt(bench: Benchmark, template: str, where: str) -> None:
         )
 
 
-def check_verbalizer(bench: Benchmark, verbalizer: dict[str, str], where: str) -> None:
+def check_verbalizer(bench: Benchmark, verbalizer: Mapping[str, str], where: str) -> None:
     """Every label has a non-empty text, no other key is given, and no two labels share a text
     (two identical continuations always score the same, so the tie would decide)."""
     for key in verbalizer:
@@ -170,6 +170,7 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         if given:
             raise ConfigError(f"{where}: {', '.join(given)} apply to the {' and '.join(lm_families())} families, not '{family}'")
         return
+    strategy: Strategy | None  # the entry's, resolved below (None: it names none)
     if bench.answer_type is AnswerKind.CHOICE and eval_entry and entry.strategy is not None and strategies(bench.name):
         # A multiple-choice benchmark with strategies of its own (ScoNe-NLG): the strategy's prompt
         # is the context, its demonstrations the shots (paper), and it is answered by its choices'
