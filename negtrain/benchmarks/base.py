@@ -18,7 +18,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from negtrain.core import labels as nli
 from negtrain.benchmarks import rows
-from negtrain.benchmarks.files import RemoteFile
+from negtrain.benchmarks.files import DataFile
 # The readers live in rows.py; benchmark modules and callers import them from here as before.
 from negtrain.benchmarks.rows import MAX_CSV_FIELD, Row, jsonl_rows, local, parse_json_line, read_csv, read_jsonl  # noqa: F401
 from negtrain.core.errors import ConfigError, DataError, did_you_mean, unknown_name
@@ -234,7 +234,7 @@ class Benchmark(ABC):
             raise unknown_name(f"split of benchmark '{self.name}'", split, self.splits)
 
     @abstractmethod
-    def files(self, split: str) -> list[RemoteFile]:
+    def files(self, split: str) -> Sequence[DataFile]:
         """The upstream files this split is read from."""
 
     @abstractmethod
@@ -317,7 +317,7 @@ class Benchmark(ABC):
                 f"benchmark '{self.name}' scores predictions in {[list(s) for s in self.spaces()]}, "
                 f"not in {list(space)}"
             )
-        return self.metric(examples, predicted_labels=space)
+        return self.metric(examples, predicted_labels=space)  # type: ignore[call-arg]  # a benchmark with several spaces takes it (see metric)
 
     def label_id(self, label: str, where: str) -> int:
         try:

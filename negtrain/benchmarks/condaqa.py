@@ -20,7 +20,7 @@ and standard deviation over them, and the pooled score (:mod:`negtrain.evaluatio
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
@@ -130,4 +130,5 @@ class Condaqa(Benchmark):
     def metric(self, examples: Sequence[Example]) -> CondaqaMetric:
         from negtrain.metrics.condaqa import CondaqaMetric  # torch: imported when scoring, not when listing
 
-        return CondaqaMetric(edits=[e.meta["passage_edit"] for e in examples], groups=[e.group for e in examples], edit_names=EDITS)
+        # The loader gives every example its question group.
+        return CondaqaMetric(edits=[e.meta["passage_edit"] for e in examples], groups=cast(list[str], [e.group for e in examples]), edit_names=EDITS)

@@ -28,11 +28,25 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from negtrain.core.errors import DataError
 from negtrain.core.hub_access import check_hub_dataset
 
 DEFAULT_DOWNLOAD_URL = "https://raw.githubusercontent.com"
+
+
+class DataFile(Protocol):
+    """What a benchmark reads a split from (:class:`RemoteFile`, :class:`HubSplit`, or a file only
+    a data directory holds): its path in a data directory, where it comes from, how it is fetched."""
+
+    @property
+    def relpath(self) -> Path: ...
+
+    @property
+    def origin(self) -> str: ...
+
+    def download(self, target: Path) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -151,7 +165,7 @@ def _download(url: str, target: Path) -> None:
         raise
 
 
-def resolve(file: RemoteFile | HubSplit) -> Path:
+def resolve(file: DataFile) -> Path:
     """Return a local path for ``file``, downloading it into the cache if needed."""
     looked: list[Path] = []
     for mirror in data_dirs():

@@ -89,7 +89,7 @@ def scorable(family: str, names: Sequence[str] | None = None, trained: Mapping[s
     the benchmark's evaluation splits (its test split, MNLI's two validation splits; NegNLI's
     ``all``), or, for a benchmark the run trained on (``trained``: benchmark -> its training
     splits), the split held out from that training split (NegNLI ``train`` -> ``test``)."""
-    out = []
+    out: list[tuple[str, str]] = []
     for name in names if names is not None else BENCHMARKS:
         bench = get_benchmark(name)
         if unsupported_reason(bench, family) is None:
@@ -129,7 +129,7 @@ def check_prompt(bench: Benchmark, template: str, where: str) -> None:
         )
 
 
-def check_verbalizer(bench: Benchmark, verbalizer: dict[str, str], where: str) -> None:
+def check_verbalizer(bench: Benchmark, verbalizer: Mapping[str, str], where: str) -> None:
     """Every label has a non-empty text, no other key is given, and no two labels share a text
     (two identical continuations always score the same, so the tie would decide)."""
     for key in verbalizer:
@@ -184,6 +184,7 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
         if given:
             raise ConfigError(f"{where}: {', '.join(given)} apply to the {' and '.join(lm_families())} families, not '{family}'")
         return
+    strategy: Strategy | None  # the entry's, resolved below (None: it names none)
     if bench.answer_type is AnswerKind.CHOICE and eval_entry and entry.strategy is not None and strategies(bench.name):
         # A multiple-choice benchmark with strategies of its own (ScoNe-NLG): the strategy's prompt
         # is the context, its demonstrations the shots (paper), and it is answered by its choices'

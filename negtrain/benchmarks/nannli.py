@@ -43,7 +43,7 @@ not_entailment head) get the binary view only, and the metric's note says so.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from negtrain.core import labels as nli
 from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
@@ -175,7 +175,8 @@ class NanNli(NliBenchmark):
         return NanNliMetric(
             labels=[self.labels.index(e.label) for e in examples],
             premises=[groups[e.group] for e in examples],
-            constructions=[TABLE_8.get(e.subset, e.subset) for e in examples],
+            # The loader gives every example its construction (subset).
+            constructions=[TABLE_8.get(c, c) for c in cast(list[str], [e.subset for e in examples])],
             operations=[e.meta["operations"] for e in examples],
             predicted_labels=predicted_labels,
             operation_names=tuple(OPERATIONS.values()),

@@ -46,7 +46,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Sequence
-from typing import ClassVar
+from typing import ClassVar, cast
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_jsonl
 from negtrain.benchmarks.negated_probes import MASK
@@ -197,8 +197,9 @@ class NegatedLama(Benchmark):
 
         # Without a model the gold objects have no token ids: what a run scores is built by the
         # family (see negtrain.models.mlm / lm); this one names the metrics.
-        return NegatedLamaMetric([SKIPPED] * len(examples), [[] for _ in examples], [e.subset for e in examples],
-                                 [e.group for e in examples], files=[e.meta["relation_file"] for e in examples])
+        # Every probe names its source (subset) and relation (group): see read.
+        return NegatedLamaMetric([SKIPPED] * len(examples), [[] for _ in examples], cast(list[str], [e.subset for e in examples]),
+                                 cast(list[str], [e.group for e in examples]), files=[e.meta["relation_file"] for e in examples])
 
     def scorer(self, examples: Sequence[Example], predicted_labels: Sequence[str] | None = None):
         return self.metric(examples, predicted_labels)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from negtrain.benchmarks.files import HubSplit, RemoteFile, resolve
+from negtrain.benchmarks.files import DataFile, resolve
 from negtrain.core.errors import DataError
 
 
@@ -195,5 +195,5 @@ def jsonl_rows(path: Path, text: str | Iterable[str], error: type[DataError] = D
         index += 1
 
 
-def local(file: RemoteFile | HubSplit) -> Path:
+def local(file: DataFile) -> Path:
     return resolve(file)

@@ -10,7 +10,7 @@ copied into this repository, and tests use small fixtures in its schema.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from negtrain.benchmarks.base import Benchmark, Example, Row, local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
@@ -108,7 +108,7 @@ class Tinad(Benchmark):
 
         return TinadMetric(
             gold=[e.label == "True" for e in examples],
-            cells=[e.subset for e in examples],
+            cells=cast(list[str], [e.subset for e in examples]),  # the loader gives every sentence its cell
             patterns=[e.meta["pattern_id"] for e in examples],
             groups=[e.group for e in examples],
             types=[(e.meta["negation_type"], e.meta["semantic_type"], e.meta["syntactic_scope"]) for e in examples],

@@ -87,7 +87,7 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
     if args.seeds is not None or default_seeds:
         from negtrain.runs.seeds import fit_seeds, parse_seeds
 
-        seeds = parse_seeds(args.seeds) if args.seeds is not None else list(default_seeds)
+        seeds = parse_seeds(args.seeds) if args.seeds is not None else list(default_seeds or ())  # set when there is no --seeds
         fit_seeds(args.recipe, overrides, seeds, args.output_dir, argv)
         return 0
     from negtrain.training.run import fit

@@ -454,7 +454,7 @@ class StreamLoader(DataLoader):
         self.batches_done = 0
         self._resume_at = 0
 
-    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:
+    def __iter__(self) -> Iterator[dict[str, torch.Tensor]]:  # type: ignore[override]  # batches from a generator, not a worker iterator
         # A generator: nothing (no worker) starts before the first batch is asked for, which is
         # after Lightning set the epoch and after a resumed position was loaded.
         stream = self.stream

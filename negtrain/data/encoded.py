@@ -269,7 +269,7 @@ def _mapped(key: str) -> EncodedSplit:
 
 
 
-def build_split(key: str | None, chunks: Iterable, encode_chunk: Callable[[object], Columns], num_proc: int | None = None,
+def build_split(key: str | None, chunks: Iterable, encode_chunk: Callable[[Any], Columns], num_proc: int | None = None,
                 rows: int | None = None, _columns: Iterable[Columns] | None = None) -> EncodedSplit:
     """The split stored under ``key``, mapped; built first, from ``encode_chunk(c)`` for each chunk
     ``c`` of ``chunks`` (on ``num_proc`` processes, default all cores), if the store lacks it.

@@ -44,7 +44,7 @@ class EvalResult:
     #: for re-scoring: the metric's ``prediction_fields``), or None.
     fields: list[dict | None] | None = None
 
-    def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str, bool]]:
+    def predicted(self, examples: Sequence, labels: Sequence[str]) -> list[tuple[Any, str | None, bool]]:
         """(example, prediction, correct) for every example with a prediction.
 
         ``labels`` is the space the prediction ids index (the eval set's ``predicted_labels``, not
@@ -53,7 +53,7 @@ class EvalResult:
         """
         if self.predictions is None:
             return []
-        rows = []
+        rows: list[tuple[Any, str | None, bool]] = []
         for i, (ex, p) in enumerate(zip(examples, self.predictions.tolist(), strict=False)):
             if p == MISSING:
                 continue
@@ -120,6 +120,7 @@ class ScoredSplit:
         fields = dict(zip((e.id for e in self.examples), self.result.fields, strict=False)) if self.result.fields else {}
         position = {e.id: i for i, e in enumerate(self.examples)}
         responses = self.result.responses if self.log_samples else None
+        assert self.predicted_labels is not None  # __post_init__ fills it
         predicted = {ex.id: (prediction, correct) for ex, prediction, correct in self.result.predicted(self.examples, self.predicted_labels)}
         rows = []
         # An example with fields but no prediction (a probe the model could not score, with the
@@ -128,7 +129,7 @@ class ScoredSplit:
             if ex.id not in predicted and not fields.get(ex.id):
                 continue
             prediction, correct = predicted.get(ex.id, (None, False))
-            row = {"id": ex.id, "prediction": prediction, "label": ex.label}
+            row: dict[str, Any] = {"id": ex.id, "prediction": prediction, "label": ex.label}
             if shots:
                 row["shots"] = shots[ex.id]
             row.update(fields.get(ex.id) or {})
@@ -194,7 +195,8 @@ def json_number(value: float) -> float | None:
 def eval_record(eval_set: ScoredSplit, epoch: int, stage: str, seconds: float) -> dict:
     """The metrics.jsonl line of an eval set's last result (any backend that scored it)."""
     result = eval_set.result
-    record = {
+    assert result is not None, f"{eval_set.name}: recorded before it was scored"
+    record: dict[str, Any] = {
         "epoch": epoch,
         "stage": stage,
         "benchmark": eval_set.benchmark.name,

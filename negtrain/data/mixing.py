@@ -19,7 +19,8 @@ def shares(sizes: Sequence[int], weights: Sequence[float], mix: MixConfig) -> np
     """p_i: each source's configured share of an epoch."""
     n = np.asarray(sizes, dtype=np.float64)
     w = np.asarray(weights, dtype=np.float64)
-    power = 1.0 / mix.temperature if mix.sampling == "temperature" else 1.0
+    # MixConfig requires a temperature with sampling: temperature.
+    power = 1.0 / mix.temperature if mix.sampling == "temperature" and mix.temperature is not None else 1.0
     # In logs: at T = 0.01, n**(1/T) overflows float64 for any source over 1,200 examples.
     with np.errstate(divide="ignore"):
         log_mass = np.log(w) + power * np.log(n)
@@ -59,7 +60,7 @@ def epoch_counts(sizes: Sequence[int], weights: Sequence[float], mix: MixConfig)
     return apportion(int(mix.epoch), p)
 
 
-def is_plain(sizes: Sequence[int], counts: np.ndarray) -> bool:
+def is_plain(sizes: Sequence[int], counts: Sequence[int] | np.ndarray) -> bool:
     """Whether every example is seen exactly once per epoch (then no mixing sampler is needed)."""
     return bool(np.array_equal(np.asarray(sizes), counts))
 

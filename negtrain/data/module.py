@@ -23,7 +23,7 @@ from negtrain.core.errors import DataError
 
 @dataclass
 class TrainSet:
-    encoded: EncodedSplit
+    encoded: EncodedSplit | None  # None: a stream (below)
     extras: dict[str, torch.Tensor]  # per-example training tensors, e.g. target masks
     sources: list[str]  # "<benchmark>/<split>" per source, in recipe order
     source_sizes: list[int]
@@ -91,9 +91,9 @@ class NegtrainData(pl.LightningDataModule):
         # For training, bucketing changes the trajectory, so there it is the recipe's choice.
         bucket = self.config.bucket_by_length if shuffle else True
         limit = self.limit_train if shuffle else self.limit_eval
-        common = dict(shuffle=shuffle, bucket=bucket, seed=self.seed, num_replicas=world, rank=rank, limit=limit)
-        if mixed and not is_plain(self.train.source_sizes, self.train_counts):
-            sampler = MixingBatchSampler(
+        common: dict[str, Any] = dict(shuffle=shuffle, bucket=bucket, seed=self.seed, num_replicas=world, rank=rank, limit=limit)
+        if mixed and self.train is not None and not is_plain(self.train.source_sizes, self.train_counts):  # mixed: the training loader
+            sampler: BatchSampler = MixingBatchSampler(
                 encoded.lengths, batch_size, source_sizes=self.train.source_sizes, counts=self.train_counts, **common
             )
         else:
@@ -128,6 +128,7 @@ class NegtrainData(pl.LightningDataModule):
             if self.limit_train and stream.global_batches() == 0:
                 raise DataError(f"trainer.limit_train_batches={self.limit_train} keeps none of the corpus's batches; give a larger fraction or a number of batches")
             return StreamLoader(stream, num_workers=self.config.num_workers)
+        assert self.train.encoded is not None  # a training set without a stream is encoded
         return self._loader(self.train.encoded, self.train.extras, self.config.batch_size, shuffle=True, mixed=True, name="the training set")
 
     def val_dataloader(self) -> list[DataLoader]:

@@ -25,12 +25,14 @@ from negtrain.data.sampler import BatchSampler
 class ResumableLoader(DataLoader):
     """A DataLoader over a :class:`BatchSampler` that saves and restores the sampler's position."""
 
+    batch_sampler: BatchSampler  # checked in __init__
+
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         if not isinstance(self.batch_sampler, BatchSampler):
             raise TypeError(f"ResumableLoader needs a negtrain BatchSampler, got {type(self.batch_sampler).__name__}")
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Iterator[Any]:  # type: ignore[override]  # the base iterator's batches, counted by a generator
         sampler: BatchSampler = self.batch_sampler
         # The count starts where the sampler's first pass after a resume starts.
         sampler.batches_done = sampler.resume_at

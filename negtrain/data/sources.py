@@ -26,7 +26,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 import numpy as np
 import xxhash
@@ -157,7 +157,7 @@ def gold_labels(rows: Sequence[Example]) -> list[str]:
     return rows.gold_labels() if isinstance(rows, TrainSource) else [e.label for e in rows]
 
 
-def data_key(rows: Sequence[Example]) -> str | None:
+def data_key(rows: Iterable[Example]) -> str | None:
     """What keys the rows' tokenized text without reading it: a source's data fingerprint (None for
     a plain list, whose texts are the key)."""
     return rows.fingerprint if isinstance(rows, TrainSource) else None

@@ -45,7 +45,7 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_with(path: Path, write: Callable[[BinaryIO], None]) -> None:
+def write_with(path: Path, write: Callable[[BinaryIO], object]) -> None:
     """Atomically replace ``path`` with what ``write`` writes to a binary file object."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -30,10 +30,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         write_with(Path(path), lambda out: torch.save(checkpoint, out))
 
     def load_checkpoint(self, path, map_location: Any | None = None, weights_only: bool | None = None) -> dict[str, Any]:
-        return super().load_checkpoint(path, map_location=map_location or "cpu", weights_only=True if weights_only is None else weights_only)
+        # torch.load takes a device name; Lightning annotates map_location as a callable only.
+        return super().load_checkpoint(path, map_location=map_location or "cpu", weights_only=True if weights_only is None else weights_only)  # type: ignore[arg-type]
 
 
-def read_checkpoint(path: Path, what: str = "--checkpoint", require_recipe: bool = True) -> dict[str, Any]:
+def read_checkpoint(path: str | Path, what: str = "--checkpoint", require_recipe: bool = True) -> dict[str, Any]:
     """A negtrain checkpoint, loaded with ``weights_only``; anything else is one clear error."""
     path = Path(path)
     if not path.is_file():

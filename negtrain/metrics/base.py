@@ -15,7 +15,6 @@ metrics from those sums. ``score`` is the two applied to every unit once; the bo
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import ClassVar
 
 import numpy as np
 import torch
@@ -38,7 +37,7 @@ class ExampleMetric(Metric):
     """Scores a whole split from per-example predictions; subclasses define ``unit_table`` and
     ``from_totals`` (or, without uncertainty, ``score`` alone)."""
 
-    full_state_update: ClassVar[bool] = False
+    full_state_update: bool = False
     # Which way each reported name is better, and which names are counts, is declared by the
     # benchmark (Benchmark.reported_metrics), not here.
     #: A remark on how the predictions are scored (e.g. only a binary view of a 3-way benchmark),
@@ -46,7 +45,11 @@ class ExampleMetric(Metric):
     note: str | None = None
     #: What one independent unit of the benchmark is (the bootstrap resamples these): "example"
     #: unless examples come in groups that are scored together (contrast sets).
-    resampling_unit: ClassVar[str] = "example"
+    resampling_unit: str = "example"
+    #: States registered by ``add_state``: per update one tensor (torchmetrics concatenates each
+    #: list into one tensor when it syncs ranks).
+    indices: list[torch.Tensor]
+    predictions: list[torch.Tensor]
 
     def __init__(self, num_examples: int, **kwargs) -> None:
         super().__init__(**kwargs)

@@ -148,6 +148,7 @@ class NegatedLamaMetric(ExampleMetric):
     macro P@1); ``space``: the token strings the ids index (for the prediction lines)."""
 
     resampling_unit = "probe"
+    rows: list[torch.Tensor]  # a state (see ExampleMetric.indices)
 
     def __init__(
         self,

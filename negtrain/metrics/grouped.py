@@ -33,10 +33,13 @@ class GroupedAccuracy(ExampleMetric):
     """
 
     resampling_unit = "group"
+    #: Per example, the index of its subset / group in sorted order (-1: none); None: no subsets / groups.
+    subset_codes: np.ndarray | None
+    group_codes: np.ndarray | None
 
     def __init__(
         self,
-        labels: Sequence[int],
+        labels: Sequence[int] | np.ndarray,
         subsets: Sequence[str | None] | None = None,
         groups: Sequence[str | None] | None = None,
         group_size: int | None = None,

@@ -20,7 +20,7 @@ import torch
 from torchmetrics.utilities import dim_zero_cat
 
 from negtrain.metrics.base import ExampleMetric
-from negtrain.metrics.uncertainty import UnitTable, ratios, unit_table
+from negtrain.metrics.uncertainty import Mean, UnitTable, ratios, unit_table
 
 FIELDS = 4  # loss sum, masked tokens, cues right, cues masked
 
@@ -48,7 +48,7 @@ class HeldOutMLMMetric(ExampleMetric):
         columns = {name: summed[:, k] for k, name in enumerate(("loss", "masked", "cues_right", "cues"))}
         return unit_table(self.resampling_unit, np.arange(self.num_examples), self.num_examples, columns)
 
-    def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+    def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
         # Pooled ratios, not means of independent 0/1 items (tokens and cues of one line are not
         # independent), so their stderr comes from the bootstrap over lines.
         return {

@@ -64,6 +64,10 @@ class MultipleChoiceMetric(ExampleMetric):
     """
 
     resampling_unit = "question"
+    # States (see ExampleMetric.indices).
+    norm_predictions: list[torch.Tensor]
+    loglikelihoods: list[torch.Tensor]
+    ll_indices: list[torch.Tensor]
 
     def __init__(self, gold: Sequence[int], tags: Sequence[Sequence[str]] = (),
                  choice_chars: Sequence[Sequence[int]] | None = None, **kwargs) -> None:
@@ -71,7 +75,7 @@ class MultipleChoiceMetric(ExampleMetric):
         self.gold = np.asarray(gold, dtype=np.int64)
         self.tags = [tuple(t) for t in tags] if tags else [() for _ in gold]
         self.tag_names = sorted({t for ts in self.tags for t in ts})
-        self.chars = None
+        self.chars: np.ndarray | None = None
         if choice_chars is not None:
             width = max((len(c) for c in choice_chars), default=1)
             self.chars = np.full((len(gold), width), np.nan)
@@ -87,6 +91,7 @@ class MultipleChoiceMetric(ExampleMetric):
         indices = indices.detach().to(torch.long).flatten()
         predictions = predictions.detach()
         if predictions.is_floating_point():
+            assert self.chars is not None, "log-likelihoods are scored with the choices' lengths (choice_chars)"
             ll = predictions.to(torch.float64)
             chars = torch.as_tensor(self.chars[indices.cpu().numpy(), : ll.shape[1]], device=ll.device)
             chosen = choose(ll, chars)
@@ -150,7 +155,7 @@ class MultipleChoiceMetric(ExampleMetric):
         out["n"] = seen
         return out
 
-    def prediction_fields(self) -> list[dict] | None:
+    def prediction_fields(self) -> list[dict | None] | None:
         """Per question, what a predictions file needs to be re-scored exactly: each choice's
         log-likelihood and length in characters (None for a question without them)."""
         ll = self.last_loglikelihoods

@@ -82,7 +82,7 @@ def adjusted(pvalues: Sequence[float | None], method: str) -> list[float | None]
         raise ValueError(f"unknown adjustment {method!r}; choose from {', '.join(ADJUSTMENTS)}")
     present = [i for i, p in enumerate(pvalues) if p is not None and not math.isnan(p)]
     adjust = holm if method == "holm" else benjamini_hochberg
-    values = adjust([pvalues[i] for i in present])
+    values = adjust([p for p in pvalues if p is not None and not math.isnan(p)])  # the p of each of present
     out: list[float | None] = [None] * len(pvalues)
     for i, v in zip(present, values, strict=False):
         out[i] = v

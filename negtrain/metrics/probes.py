@@ -18,7 +18,7 @@ class ProbeMetric(ExampleMetric):
     """
 
     def __init__(self, gold: Sequence[int], negated: Sequence[bool], note: str | None = None,
-                 groups: Sequence[str] | None = None, **kwargs) -> None:
+                 groups: Sequence[str | None] | None = None, **kwargs) -> None:
         super().__init__(num_examples=len(gold), **kwargs)
         self.gold = np.asarray(gold, dtype=np.int64)
         self.negated = np.asarray(negated, dtype=bool)  # per example: the negated form of its probe
@@ -26,7 +26,7 @@ class ProbeMetric(ExampleMetric):
         # The affirmative and negated sentence of a probe are one unit; without groups, examples.
         names = list(dict.fromkeys(groups)) if groups is not None else None
         lookup = {g: i for i, g in enumerate(names)} if names is not None else None
-        self.unit_codes = np.array([lookup[g] for g in groups], dtype=np.int64) if groups is not None else np.arange(len(gold))
+        self.unit_codes = np.array([lookup[g] for g in groups], dtype=np.int64) if groups is not None and lookup is not None else np.arange(len(gold))
         self.n_units = len(names) if names is not None else len(gold)
         self.resampling_unit = "probe" if groups is not None else "example"
 

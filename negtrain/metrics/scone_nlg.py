@@ -57,7 +57,7 @@ class JudgedCompletions(GroupedAccuracy):
 
     resampling_unit = "triplet"
 
-    def __init__(self, subsets: Sequence[str], groups: Sequence[str], subset_order: Sequence[str], annotators: int, **kwargs) -> None:
+    def __init__(self, subsets: Sequence[str | None], groups: Sequence[str | None], subset_order: Sequence[str], annotators: int, **kwargs) -> None:
         # Every item's "gold" is coherent (1): a counted item is right when judged coherent.
         super().__init__(np.ones(len(subsets), dtype=np.int64), subsets, groups, group_size=3, subset_order=subset_order, **kwargs)
         if annotators not in (1, 2):
@@ -103,7 +103,7 @@ class OutcomeChoice(GroupedAccuracy):
 
     resampling_unit = "triplet"
 
-    def __init__(self, gold: Sequence[int], subsets: Sequence[str], groups: Sequence[str], subset_order: Sequence[str], **kwargs) -> None:
+    def __init__(self, gold: Sequence[int], subsets: Sequence[str | None], groups: Sequence[str | None], subset_order: Sequence[str], **kwargs) -> None:
         super().__init__(gold, subsets, groups, group_size=3, subset_order=subset_order, **kwargs)
 
     def update(self, indices: torch.Tensor, predictions: torch.Tensor) -> None:

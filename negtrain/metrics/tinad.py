@@ -68,8 +68,8 @@ class TinadMetric(ExampleMetric):
         self,
         gold: Sequence[bool],
         cells: Sequence[str],
-        patterns: Sequence[int],
-        groups: Sequence[str],
+        patterns: Sequence[int] | np.ndarray,
+        groups: Sequence[str | None],
         types: Sequence[Sequence[str]],
         *,
         cell_names: Sequence[str],
@@ -83,13 +83,13 @@ class TinadMetric(ExampleMetric):
         self.gold = np.asarray(gold, dtype=bool)
         self.cells = np.array([self.cell_names.index(c) for c in cells], dtype=np.int64)
         patterns = np.asarray(patterns, dtype=np.int64)
-        order = {}
+        order: dict[str | None, list[int]] = {}
         for i, g in enumerate(groups):
             order.setdefault(g, []).append(i)
         self.groups = [np.array(m, dtype=np.int64) for m in order.values()]
         self.unit_codes = np.empty(len(gold), dtype=np.int64)
-        for g, m in enumerate(self.groups):
-            self.unit_codes[m] = g
+        for u, m in enumerate(self.groups):
+            self.unit_codes[m] = u
         # The authors' scorer takes a group's pattern from its first sentence, for all its sentences.
         group_pattern = np.empty(len(gold), dtype=np.int64)
         for m in self.groups:

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -92,7 +93,8 @@ def unit_table(unit: str, codes: np.ndarray, n_units: int, per_example: Mapping[
     """A :class:`UnitTable` from per-example columns (summed within each unit; ``codes[i]`` is
     example i's unit) and columns that are already per unit (e.g. "this group was all right")."""
     codes = np.asarray(codes, dtype=np.int64)
-    columns, values = [], []
+    columns: list[str] = []
+    values: list[np.ndarray] = []
     for name, col in per_example.items():
         columns.append(name)
         values.append(np.bincount(codes, weights=np.asarray(col, dtype=np.float64), minlength=n_units))
@@ -104,7 +106,7 @@ def unit_table(unit: str, codes: np.ndarray, n_units: int, per_example: Mapping[
     return UnitTable(unit, tuple(columns), table, codes, seen, right)
 
 
-def point_values(values: Mapping[str, object]) -> dict[str, float]:
+def point_values(values: Mapping[str, np.ndarray | Mean | float]) -> dict[str, float]:
     """The floats of a ``from_totals`` result computed on the full totals."""
     return {k: float(v.value if isinstance(v, Mean) else v) for k, v in values.items()}
 
@@ -195,7 +197,7 @@ class Uncertainty:
         return {"unit": self.unit, "units": self.units, "resamples": self.resamples, "seed": self.seed}
 
 
-def format_interval(entry: Mapping[str, object] | None) -> str:
+def format_interval(entry: Mapping[str, Any] | None) -> str:
     """``[lo, hi]`` of an uncertainty entry with 4 decimals, or "" when it has no ci95."""
     ci = (entry or {}).get("ci95")
     if not ci or ci[0] is None:

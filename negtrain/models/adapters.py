@@ -78,7 +78,7 @@ def add_adapter(model, adapter: AdapterConfig, task_type: str):
         return load_adapter(model, adapter.path)
     config = LoraConfig(
         r=adapter.r,
-        lora_alpha=adapter.alpha,
+        lora_alpha=adapter.alpha,  # type: ignore[arg-type]  # peft annotates int; it scales by alpha / r, a float
         lora_dropout=adapter.dropout,
         target_modules=adapter.target_modules,
         task_type=task_type,  # SEQ_CLS keeps the classification head fully trainable (modules_to_save)

@@ -74,8 +74,9 @@ class NegtrainModule(pl.LightningModule):
         self.config = config
         #: The transformers model the family wraps, set by the family's module: its config is
         #: recorded in provenance.json and saved beside the weights (model/config.json). None: a
-        #: family with no transformers model (a rule), which has no config to record.
-        self.model: nn.Module | None = None
+        #: family with no transformers model (a rule), which has no config to record. Any: a
+        #: transformers model or its peft wrapper, whose parts are named per architecture.
+        self.model: Any = None
         #: The eval sets, in the order of the DataModule's eval dataloaders (``dataloader_idx``).
         self.eval_sets = list(eval_sets)
         names = [s.name for s in self.eval_sets]
@@ -196,7 +197,7 @@ class NegtrainModule(pl.LightningModule):
         self.eval_texts, self.eval_responses, self.eval_tokens = {}, {}, {}
         for eval_set in self.eval_sets:
             metric, name = eval_set.metric, eval_set.name
-            per_example = None
+            per_example: list[str | None] | None = None
             if name in texts:
                 per_example = [None] * metric.num_examples
                 for idx, text in texts[name].items():

@@ -39,7 +39,8 @@ def common_vocab(tokenizer, words: Sequence[str], causal: bool) -> CommonVocab:
 
 def gold_or_skip(vocab: CommonVocab, objects: Sequence[str]) -> tuple[list[int], list[str | None]]:
     """Per probe object: its vocabulary id (-1 when skipped) and why it is skipped (None: scored)."""
-    ids, reasons = [], []
+    ids: list[int] = []
+    reasons: list[str | None] = []
     for obj in objects:
         if obj in vocab.word_id:
             ids.append(vocab.word_id[obj])

@@ -13,6 +13,7 @@ from typing import Any
 
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.data.module import NegtrainData
+from negtrain.data.sources import TrainSource
 from negtrain.models.base import NegtrainModule
 
 
@@ -32,7 +33,7 @@ class Selection:
 class Loaded:
     """Benchmark data a recipe asks for, read and validated, before any model is loaded."""
 
-    train: list[tuple[Benchmark, str, list[Example]]]
+    train: list[tuple[Benchmark, str, TrainSource]]
     eval: list[tuple[Benchmark, str, list[Example]]]
     #: The recipe entries they came from (prompt, verbalizer, shots), in the same order.
     train_specs: list[Any] = field(default_factory=list)

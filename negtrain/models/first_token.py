@@ -16,6 +16,7 @@ import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from types import MethodType
+from typing import Any
 
 import torch
 from torch import nn
@@ -29,7 +30,9 @@ MASKS_AS_TENSORS = frozenset({"eager", "sdpa"})
 
 def last_layer(model: nn.Module) -> nn.Module | None:
     """The last encoder layer of a supported classifier (through a peft wrapper), else None."""
-    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    # A transformers model or its peft wrapper: its parts (config, encoder, layers) are named per architecture.
+    wrapped: Any = model
+    base = wrapped.get_base_model() if hasattr(wrapped, "get_base_model") else wrapped
     if type(base).__name__ not in SUPPORTED:
         return None
     if getattr(base.config, "_attn_implementation", "eager") not in MASKS_AS_TENSORS:
@@ -45,8 +48,9 @@ def last_layer(model: nn.Module) -> nn.Module | None:
     return layer
 
 
-def _first_position_forward(layer: nn.Module, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args, **kwargs) -> torch.Tensor:
-    """The layer's output at position 0 only, shaped (batch, 1, hidden)."""
+def _first_position_forward(layer: Any, hidden_states: torch.Tensor, attention_mask: torch.Tensor | None = None, *args, **kwargs) -> torch.Tensor:
+    """The layer's output at position 0 only, shaped (batch, 1, hidden). ``layer``: a BERT-layout
+    encoder layer, whose parts :func:`last_layer` checked."""
     from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 
     attn = layer.attention.self

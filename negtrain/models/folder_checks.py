@@ -241,7 +241,7 @@ def load_adapter(model, path: str, where: str = "adapter.path"):
     except Exception as exc:  # noqa: BLE001 - peft: no target module found, size mismatch, bad config
         raise ConfigError(f"{where}: the adapter in {path} does not fit the model ({type(exc).__name__}: "
                           f"{_first_line(exc)}); was it trained on another architecture or width?") from exc
-    unused = list(result.unexpected_keys)
+    unused = list(result.unexpected_keys)  # type: ignore[attr-defined]  # peft annotates torch's load_state_dict result as a bare namedtuple
     if unused:
         raise ConfigError(f"{where}: {len(unused)} adapter weights in {path} fit no module of the model (e.g. {unused[0]}); "
                           "its target_modules do not match the weights, or it was trained on another architecture")

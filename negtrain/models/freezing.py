@@ -7,7 +7,9 @@ regulariser.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from fnmatch import fnmatchcase
+from typing import Protocol
 
 import torch
 
@@ -15,7 +17,17 @@ from negtrain.config import ModelSection
 from negtrain.core.errors import ConfigError
 
 
-def freeze(model: torch.nn.Module, cfg: ModelSection) -> None:
+class EmbeddedModel(Protocol):
+    """What freezing reads of a model: a transformers model, or its peft wrapper."""
+
+    def get_input_embeddings(self) -> torch.nn.Module: ...
+
+    def named_parameters(self) -> Iterator[tuple[str, torch.nn.Parameter]]: ...
+
+    def parameters(self) -> Iterator[torch.nn.Parameter]: ...
+
+
+def freeze(model: EmbeddedModel, cfg: ModelSection) -> None:
     """Apply the recipe's freezing to ``model``."""
     if cfg.freeze_embeddings:
         model.get_input_embeddings().weight.requires_grad_(False)

@@ -27,7 +27,8 @@ def checkpoint_labels(id2label: Mapping[int, str] | None) -> list[str] | None:
     if not id2label:
         return None
     names = [nli.normalize(id2label[i]) for i in sorted(id2label)]
-    return names if all(names) and len(set(names)) == len(names) else None
+    known = [n for n in names if n]
+    return known if len(known) == len(names) and len(set(known)) == len(known) else None
 
 
 #: Where a sequence classifier keeps its head (BERT/DeBERTa/RoBERTa: classifier; decoder-style: score).

@@ -54,7 +54,7 @@ from typing import Any
 import torch
 
 from negtrain.models.continuation import score_batch
-from negtrain.config import LanguageModelConfig, Recipe
+from negtrain.config import CausalLmModelConfig, LanguageModelConfig, Recipe
 from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.eval_set import EvalSet
@@ -67,6 +67,7 @@ from negtrain.models.folder_checks import load_lm_tokenizer
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.models.generation import Generated, Limits, greedy
+from negtrain.serving.cache import ResponseCache
 from negtrain.serving.requests import Answer, cache_key
 from negtrain.prompts.strategies import Answering
 # Moved to prompting.py (text only, so a served card needs no Lightning); imported here where
@@ -133,6 +134,7 @@ class LMModule(NegtrainModule):
     """What both LM families share: per eval set, generate text or score each label's verbalizer."""
 
     encoder_decoder: bool
+    config: LanguageModelConfig
 
     def __init__(
         self,
@@ -151,7 +153,7 @@ class LMModule(NegtrainModule):
     #: killed inside a benchmark recomputes only the rows it had not answered; and what decides an
     #: answer besides the input: the weights by content, tokenizer, dtype and precision
     #: (:func:`negtrain.training.run.response_cache_settings`). None: every row is computed.
-    response_cache = None
+    response_cache: ResponseCache | None = None
     cache_settings: dict[str, Any] = {}
 
     def use_response_cache(self, cache, settings: dict[str, Any]) -> None:
@@ -160,6 +162,7 @@ class LMModule(NegtrainModule):
     def _cached(self, kind: str, batch: dict[str, torch.Tensor], extra: dict[str, Any], compute):
         """Per row of ``batch``: its cached answer, or ``compute`` run on the rows without one
         (as a smaller batch of the same padding) and stored. ``compute(sub_batch) -> list[Answer]``."""
+        assert self.response_cache is not None  # label_scores and generate come here only with a cache
         ids, mask = batch["input_ids"], batch["attention_mask"]
         keys = [
             cache_key("hf", self.cache_settings, {"kind": kind, "ids": ids[i][mask[i].bool()].tolist(), **extra})
@@ -249,6 +252,7 @@ class LMModule(NegtrainModule):
             if eval_set.log_samples:
                 responses[idx] = g.text
             tokens[idx] = g.tokens
+            assert eval_set.predicted_labels is not None  # EvalSet.__post_init__ fills it
             outcome, text = answer_outcome(bench, examples[idx], answering.read(g.text), eval_set.completions, eval_set.predicted_labels)
             if text is not None:
                 texts[idx] = text
@@ -281,6 +285,7 @@ def _positions(mask: torch.Tensor) -> torch.Tensor:
 
 class CausalLMModule(LMModule):
     encoder_decoder = False
+    config: CausalLmModelConfig
 
     def training_loss(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         ids, mask = batch["input_ids"], batch["attention_mask"]
@@ -356,7 +361,7 @@ def _build_lm(recipe, loaded, causal: bool):
             if answering is not None:
                 room = answering.max_new_tokens
             else:
-                room = cfg.max_new_tokens if b.generative else max(len(c) for c in conts)
+                room = cfg.max_new_tokens if conts is None else max(len(c) for c in conts)  # None: b.generative
             encoded, cut = encode_causal_eval(tokenizer, b, texts, cfg, room, chatted, fitting)
         else:
             encoded, cut = encode_seq2seq_prompts(tokenizer, texts, cfg, chatted, fitting)
@@ -371,7 +376,8 @@ def _build_lm(recipe, loaded, causal: bool):
 
     train = None
     if loaded.train:
-        parts, extras = [], []
+        parts: list[EncodedSplit] = []
+        extras: list[Any] = []  # causal: answer_len tensors; seq2seq: target id lists
         train_specs = loaded.train_specs or [None] * len(loaded.train)
         for (b, _, ex), spec in zip(loaded.train, train_specs, strict=False):
             ex = list(ex)  # a training source is read once here: prompts and targets each walk its rows
@@ -395,7 +401,7 @@ def _build_lm(recipe, loaded, causal: bool):
     model = add_adapter(model, recipe.adapter, recipe.model.peft_task_type)
     freeze(model, cfg)
     if causal:
-        module = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe)
+        module: LMModule = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe)
     else:
         start = AutoConfig.from_pretrained(path).decoder_start_token_id
         if start is None:

@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import torch
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.models.chat_template import chat_text
 from negtrain.config import LanguageModelConfig
@@ -122,7 +123,9 @@ def _fit(prompt: list[int], limit: int, bos: int | None) -> list[int]:
 def causal_answer_ids(tokenizer, bench: Benchmark, examples: Sequence[Example], cfg: LanguageModelConfig, settings: PromptSettings | None = None) -> list[list[int]]:
     settings = settings or PromptSettings()
     if not bench.generative:
-        conts = label_continuations(tokenizer, bench, settings.verbalizer or bench.verbalizer(), cfg, causal=True)
+        verbalizer = settings.verbalizer or bench.verbalizer()
+        assert verbalizer is not None  # resolving the recipe filled it, or refused the benchmark (benchmarks.matrix)
+        conts = label_continuations(tokenizer, bench, verbalizer, cfg, causal=True)
         return [conts[bench.labels.index(e.label)] for e in examples]
     ids = tokenizer([" " + target_text(e, cfg) for e in examples], add_special_tokens=False)["input_ids"]
     return [x[: cfg.max_target_length - 1] + [tokenizer.eos_token_id] for x in ids]
@@ -232,6 +235,8 @@ def fitted_choice_inputs(tokenizer, bench: Benchmark, examples: Sequence[Example
                          contexts: Sequence[str] | None, fitting: Fitting | None):
     """:func:`choice_inputs`, and the rows whose context was cut to fit (``truncate: left``; a
     row that does not fit is an error under ``truncate: none``)."""
+    # Choice inputs are built only for an AnswerKind.CHOICE benchmark, which provides these.
+    assert isinstance(bench, ChoiceQuestions)
     contexts = [bench.context(e) for e in examples] if contexts is None else contexts
     options = [bench.choices(e) for e in examples]
     limit = cfg.max_length if fitting is None else UNLIMITED  # checked and cut below
@@ -270,7 +275,7 @@ def cloze_metric(tokenizer, examples: Sequence[Example], common: CommonVocab) ->
     skipped where its blank does not end the sentence or its object is not a one-token word of
     LAMA's common vocabulary."""
     gold_ids, reasons = gold_or_skip(common, [e.label for e in examples])
-    primes = []
+    primes: list[list[int]] = []
     for i, e in enumerate(examples):
         aff, mis = cloze_prefix(e.inputs[0]), cloze_prefix(e.inputs[2])
         if aff is None or mis is None:
@@ -283,8 +288,9 @@ def cloze_metric(tokenizer, examples: Sequence[Example], common: CommonVocab) ->
         primes.append(sorted({c[0] for c in conts if len(c) == 1}))
     note = "causal LM: only probes whose blank ends the sentence are scored (next token)"
     space = tuple(tokenizer.convert_ids_to_tokens(list(range(len(tokenizer)))))
+    # Every negated-LAMA probe names its source (subset) and relation (group).
     metric = NegatedLamaMetric(
-        [g if g >= 0 else SKIPPED for g in gold_ids], primes, [e.subset for e in examples], [e.group for e in examples],
+        [g if g >= 0 else SKIPPED for g in gold_ids], primes, cast(list[str], [e.subset for e in examples]), cast(list[str], [e.group for e in examples]),
         files=[e.meta["relation_file"] for e in examples], note=note, space=[t if t is not None else "" for t in space],
         common_vocab_left_out=common.left_out, skip_reasons=reasons,
     )

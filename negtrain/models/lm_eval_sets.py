@@ -11,7 +11,7 @@ from functools import partial
 
 import torch
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import Benchmark, Example, WrittenCompletions
 from negtrain.models.continuation import continuation_logprobs
 from negtrain.config import LanguageModelConfig
 from negtrain.data.encoded import EncodedSplit
@@ -113,6 +113,9 @@ def strategy_choice_eval_set(tokenizer, bench: Benchmark, split: str, examples: 
     prompts, shot_ids = prompts_with_shots(bench, split, examples, settings, cfg, seed)
     fitting = fitting_of(context, bench, split, examples)
     if settings.answer_mode(bench) is AnswerMode.COMPLETIONS:
+        # COMPLETIONS: a generating strategy on a multiple-choice benchmark, which only a benchmark
+        # whose completions people judge has.
+        assert strategy is not None and isinstance(bench, WrittenCompletions)
         texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
         if causal:
             encoded, cut = encode_causal_eval(tokenizer, bench, texts, cfg, strategy.answer.max_new_tokens, chatted, fitting)

@@ -76,6 +76,8 @@ def lm_head(model):
 
 
 class MaskedLMModule(NegtrainModule):
+    config: MlmModelConfig
+
     def __init__(
         self,
         model,
@@ -145,6 +147,7 @@ class MaskedLMModule(NegtrainModule):
         return self.objective.units(batch)
 
     def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
+        assert eval_set.evaluator is not None, f"{eval_set.name}: an eval set of the MLM family without its evaluator"
         with self.fp32_scoring(batch["input_ids"].device.type):
             return eval_set.evaluator(self, batch)
 

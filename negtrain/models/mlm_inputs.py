@@ -132,7 +132,7 @@ def token_space(tokenizer) -> tuple[tuple[str, ...], torch.Tensor]:
 
 
 def probe_pairs(examples: Sequence[Example]) -> list[tuple[Example, Example]]:
-    by_group: dict[str, dict[str, Example]] = {}
+    by_group: dict[str | None, dict[str | None, Example]] = {}
     for e in examples:
         by_group.setdefault(e.group, {})[e.subset] = e
     return [(g[AFFIRMATIVE], g[NEGATED]) for g in by_group.values()]

@@ -79,6 +79,8 @@ def encode_pairs(tokenizer, examples: Iterable[Example], max_length: int, *, key
 
 
 class NLIModule(NegtrainModule):
+    config: NliModelConfig
+
     def __init__(
         self,
         model,

@@ -118,6 +118,9 @@ def answer_text(bench: Benchmark, example: Example, settings: PromptSettings, cf
     if bench.generative:
         return target_text(example, cfg)
     verbalizer = settings.verbalizer or bench.verbalizer()
+    # Resolving the recipe filled the entry's verbalizer, or refused a label benchmark without one
+    # (negtrain.benchmarks.matrix).
+    assert verbalizer is not None
     return verbalizer_text(verbalizer[example.label], cfg)
 
 
@@ -161,6 +164,7 @@ def _demo_names(strategy: Strategy, subset: str | None) -> list[str]:
     f = strategy.fewshot
     assert f is not None
     if f.demonstrations_for:
+        assert subset is not None  # demonstrations chosen per subset: the benchmark's examples each name one
         chosen = f.demonstrations_for[subset]
         return [f"{chosen}/{i + 1}" for i in range(len(f.demonstration_sets[chosen]))]
     return [str(i + 1) for i in range(len(f.demonstrations))]

@@ -282,7 +282,7 @@ def _text_files(node: Any) -> list[str]:
 def data_files(recipe: Recipe) -> list[dict[str, Any]]:
     """Per benchmark split read: each of its files by upstream name, with size and SHA-256."""
     cache = cache_dir()
-    read = []
+    read: list[dict[str, Any]] = []
     for role, bench_name, split in _splits_read(recipe):
         bench = get_benchmark(bench_name)
         files = []

@@ -11,6 +11,7 @@ loads from those written when transformers made it.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from functools import partial
 
 from torch.optim import Optimizer
@@ -41,7 +42,7 @@ def _cosine(step: int, *, num_warmup_steps: int, num_training_steps: int) -> flo
 
 
 #: ``model.scheduler`` -> the factor of the learning rate at each optimizer step.
-SCHEDULES = {"linear": _linear, "constant": _constant, "cosine": _cosine}
+SCHEDULES: dict[str, Callable[..., float]] = {"linear": _linear, "constant": _constant, "cosine": _cosine}
 
 
 def lr_schedule(name: str, optimizer: Optimizer, warmup_steps: int, total_steps: int) -> LambdaLR:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib.util
 from pathlib import Path
+from typing import Any
 
 from negtrain.core.errors import ConfigError
 
@@ -45,6 +46,6 @@ def hub_id(name: str) -> str | None:
     return name
 
 
-def attention_kwargs(cfg) -> dict[str, str]:
+def attention_kwargs(cfg) -> dict[str, Any]:
     """``from_config``/``from_pretrained`` keyword for ``model.attn_implementation`` (none when unset)."""
     return {} if cfg.attn_implementation is None else {"attn_implementation": cfg.attn_implementation}

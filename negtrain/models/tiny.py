@@ -73,7 +73,7 @@ def save_tiny_t5(out: Path, texts: Sequence[str] = DEFAULT_TEXTS, seed: int = 0)
     config = T5Config(
         vocab_size=len(tok), d_model=32, d_ff=64, d_kv=8, num_layers=2, num_decoder_layers=2, num_heads=4,
         pad_token_id=0, eos_token_id=1, decoder_start_token_id=0, dropout_rate=0.0,
-    )
+    )  # type: ignore[call-arg]  # the config dataclass takes decoder_start_token_id through **kwargs
     T5ForConditionalGeneration(config).save_pretrained(out)
     tok.save_pretrained(out)
     return out

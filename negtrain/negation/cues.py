@@ -31,7 +31,7 @@ _CONTRACTION = "n't"
 
 
 def _read_list(name: str) -> list[str]:
-    text = resources.files("negtrain").joinpath("resources", name).read_text(encoding="utf-8")
+    text = resources.files("negtrain").joinpath("resources").joinpath(name).read_text(encoding="utf-8")
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 

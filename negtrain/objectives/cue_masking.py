@@ -121,6 +121,7 @@ class StreamCueMasking:
 def heldout_eval_set(tokenizer, detector, texts: Sequence[str], max_length: int, spec: MaskingSpec, seed: int) -> EvalSet:
     """``cue_corpus/heldout``: the held-out sentences, scored every epoch with fixed masks."""
     held_enc = encode_cue_texts(tokenizer, detector, texts, max_length)
+    assert held_enc.cue_flags is not None  # encode_cue_texts stores every token's flag
     examples = [Example(f"cue_corpus/heldout/{i}", (t,), "") for i, t in enumerate(texts)]
     corpus = CueCorpus(examples)
     return EvalSet(
@@ -152,6 +153,7 @@ class CueMasking(Objective):
         train_text, held_text = build_corpus(cm_cfg.corpus, loaded, detector, recipe.seed)
         train_enc = encode_cue_texts(tokenizer, detector, train_text, max_length, num_proc=recipe.data.num_proc)
         train = TrainSet(train_enc, {}, ["cue_corpus/train"], [len(train_text)])
+        assert train_enc.cue_flags is not None  # encode_cue_texts stores every token's flag
         transform = CueMaskingTransform(train_enc, train_enc.cue_flags, spec, recipe.seed)
         eval_sets = [heldout_eval_set(tokenizer, detector, held_text, max_length, spec, recipe.seed)] if held_text else []
         print(f"cue-masking corpus: {len(train_text)} training sentences, {len(held_text)} held out", flush=True)

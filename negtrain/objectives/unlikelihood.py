@@ -99,6 +99,7 @@ class ProbeTransform:
             generator = batch_generator(self.seed, epoch, batch["index"])
             pick = torch.randint(self.retention_size, (self.retention_batch,), generator=generator)
             ret = self.retention(pick.tolist())
+            assert self.spec is not None  # given with a retention corpus (Unlikelihood.prepare)
             masked = mask_tokens(ret["input_ids"], ret["attention_mask"], torch.zeros_like(ret["input_ids"], dtype=torch.bool), self.spec, generator)
             batch["ret_input_ids"], batch["ret_attention_mask"], batch["ret_labels"] = masked["input_ids"], ret["attention_mask"], masked["labels"]
         return batch
@@ -106,7 +107,7 @@ class ProbeTransform:
 
 class Unlikelihood(Objective):
     @property
-    def multi_token_objects(self) -> str:
+    def multi_token_objects(self) -> str:  # type: ignore[override]  # the recipe's setting, read-only here; nothing assigns it
         return self.settings.multi_token_objects
 
     def check(self, loaded) -> None:

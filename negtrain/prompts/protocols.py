@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import yaml
 
@@ -144,6 +144,10 @@ def _columns(raw: Any, where: str) -> tuple[Column, ...]:
     return tuple(out)
 
 
+@overload
+def _decimals(raw: Any, where: str, default: int) -> int: ...
+@overload
+def _decimals(raw: Any, where: str, default: None) -> int | None: ...
 def _decimals(raw: Any, where: str, default: int | None) -> int | None:
     if raw is None:
         return default

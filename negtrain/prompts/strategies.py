@@ -158,6 +158,7 @@ class FewShot:
             return self.demonstrations
         if subset not in self.demonstrations_for:
             raise ConfigError(f"{where}: no demonstrations for examples of subset {subset!r} (demonstrations_for names {sorted(self.demonstrations_for)})")
+        assert subset is not None  # a key of demonstrations_for (checked above)
         return self.demonstration_sets[self.demonstrations_for[subset]]
 
     @property

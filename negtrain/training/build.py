@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import EvalConfig, Recipe
+from negtrain.config import Recipe
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.sources import TrainSource
@@ -72,9 +72,10 @@ def load_data(recipe: Recipe, stage: str, plan: EvalPlan | None = None) -> Loade
     cue_corpus = recipe.objective is not None and recipe.objective.cue_masking is not None
     # A cue-masking corpus is built from data.train texts, so its held-out part needs them in every stage.
     train_specs = recipe.data.train if stage == "fit" or cue_corpus else []
-    eval_specs: list[EvalConfig] = (
+    eval_specs = (
         recipe.data.test if stage == "test" and recipe.data.test is not None else recipe.data.eval
     )
+    assert isinstance(eval_specs, list)  # `all` was expanded when the recipe was resolved (benchmarks.matrix)
     if stage == "fit" and not train_specs and not cue_corpus:
         raise ConfigError("data.train: `fit` needs at least one training source")
     seen = set()

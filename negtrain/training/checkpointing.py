@@ -41,4 +41,5 @@ class RelocatableModelCheckpoint(ModelCheckpoint):
         super().load_state_dict(state_dict)
 
     def _here(self, path: str) -> str:
+        assert self.dirpath is not None  # load_state_dict re-bases only onto a folder
         return os.path.join(self.dirpath, os.path.basename(path))

@@ -82,6 +82,7 @@ def bnb_supports(bits: int, device: str) -> str | None:
         import torch
         import bitsandbytes as bnb
 
+        layer: torch.nn.Module
         if bits == 4:
             layer = bnb.nn.Linear4bit(64, 64, bias=False, quant_type="nf4", compute_dtype=torch.float32)
         else:

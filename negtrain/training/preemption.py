@@ -47,7 +47,7 @@ class MidEpochCheckpoint(pl.Callback):
         self.run_dir = run_dir
         self._received: int | None = None
         self._last_step = 0
-        self._launcher = None
+        self._launcher: object = None  # the strategy's launcher, once training starts
 
     @property
     def received_signal(self) -> int | None:

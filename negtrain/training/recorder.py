@@ -40,6 +40,7 @@ import textwrap
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import cast
 
 import lightning.pytorch as pl
 import numpy as np
@@ -178,7 +179,7 @@ class RunRecorder(pl.Callback):
         self._train_examples = 0
         self._loss_sum, self._loss_weight = 0.0, 0
         self._epoch = trainer.current_epoch
-        data = trainer.datamodule
+        data = getattr(trainer, "datamodule", None)  # set by Lightning's data connector
         if isinstance(data, NegtrainData) and data.train is not None:
             self._source_counts = np.zeros(len(data.train.source_sizes), dtype=np.int64)
             self._source_ends = np.cumsum(data.train.source_sizes)
@@ -264,7 +265,7 @@ class RunRecorder(pl.Callback):
             "train_examples_per_second": round(examples / seconds, 2) if seconds > 0 else None,
             "global_step": trainer.global_step,
         }
-        data = trainer.datamodule
+        data = getattr(trainer, "datamodule", None)
         if isinstance(data, NegtrainData) and data.train is not None and self._source_counts is not None:
             record["sources"] = {
                 name: {"size": size, "share": round(share, 6), "examples": int(count)}
@@ -285,7 +286,7 @@ class RunRecorder(pl.Callback):
         seconds = time.perf_counter() - self._eval_start
         eval_sets: list[EvalSet] = pl_module.eval_sets
         epoch = trainer.current_epoch
-        lines = []
+        lines: list[RunRecord] = []
         for i, eval_set in enumerate(eval_sets):  # i: the set's dataloader index
             # Rank zero estimates the intervals (from the state compute() just scored, gathered from
             # every rank) and writes the predictions file (label benchmarks: the predicted label;
@@ -301,10 +302,11 @@ class RunRecorder(pl.Callback):
             title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"
             # The recipe's limit, which our samplers apply (Lightning itself is told "all" so that a
             # limit means the same examples on any number of ranks).
-            limit = getattr(trainer.datamodule, "limit_eval", None)
+            limit = getattr(getattr(trainer, "datamodule", None), "limit_eval", None)
             setting = "trainer.limit_val_batches"  # the one recipe setting behind both Lightning limits
             reason = None if limit is None else limit_reason(limit, setting)
-            _print_above_progress_bar(trainer, format_table(title, [s.result for s in eval_sets], [s.benchmark.is_count for s in eval_sets], unscored_reason=reason))
+            # Every set's result was recorded just above (record_scored).
+            _print_above_progress_bar(trainer, format_table(title, cast(list[EvalResult], [s.result for s in eval_sets]), [s.benchmark.is_count for s in eval_sets], unscored_reason=reason))
 
     def _span(self, index: int, fallback: float) -> float:
         span = self._eval_spans.get(index)

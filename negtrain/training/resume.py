@@ -146,12 +146,12 @@ class ResumeState(pl.Callback):
             # Lightning's loop state, from the training loader): mid-epoch, or at its end.
             "position": {
                 "epoch": trainer.current_epoch,
-                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed,
+                "batches_done": trainer.fit_loop.epoch_loop.batch_progress.current.processed,  # type: ignore[attr-defined]  # Lightning annotates the base tracker; this one is a _ProcessedTracker
                 "epoch_batches": _as_int(trainer.num_training_batches),
             },
         }
         loader = trainer.train_dataloader
-        if hasattr(loader, "state_dict"):
+        if loader is not None and hasattr(loader, "state_dict"):
             # The batch sampler's position (data/resumable.py). Lightning saves it as well, but
             # restores it only when the loader is built after the checkpoint is loaded, which the
             # LR schedule's step estimate (built first) prevents; so it is put back here.
@@ -168,7 +168,7 @@ class ResumeState(pl.Callback):
         loader_state = (self._pending or {}).get("loader")
         position = (self._pending or {}).get("position") or {}
         mid_epoch = position.get("epoch") == trainer.current_epoch and position.get("batches_done", 0) < position.get("epoch_batches", 0)
-        if loader_state and mid_epoch and hasattr(trainer.train_dataloader, "load_state_dict"):
+        if loader_state and mid_epoch and trainer.train_dataloader is not None and hasattr(trainer.train_dataloader, "load_state_dict"):
             trainer.train_dataloader.load_state_dict(loader_state)
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -455,7 +455,7 @@ def plan_resume(run_dir: Path) -> ResumePlan | None:
     loaded = load_recipe(str(run_dir / "recipe.yaml"))
     candidate, _ = find_checkpoint(run_dir)
     recorded_seed = (candidate.state.get("sampler") or {}).get("seed") if candidate else None
-    if recorded_seed is not None and recorded_seed != loaded.recipe.seed:
+    if candidate is not None and recorded_seed is not None and recorded_seed != loaded.recipe.seed:
         raise NegtrainError(
             f"--resume {run_dir}: recipe.yaml has seed {loaded.recipe.seed}, but {candidate.path.name} was "
             f"trained with seed {recorded_seed}; put seed: {recorded_seed} back (or start a new run for the new seed)"

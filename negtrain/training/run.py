@@ -85,7 +85,7 @@ def _prepare_run_dir(loaded: LoadedRecipe, run_dir: Path) -> Path:
 def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = None, stage: str = "fit") -> dict | None:
     """The run's provenance (:mod:`negtrain.models.provenance`), collected by the process that
     writes the run's files (global rank 0) only; with the precision ``stage`` runs in."""
-    if rank_zero_only.rank != 0:
+    if rank_zero_only.rank != 0:  # type: ignore[attr-defined]  # Lightning sets the rank on the function
         return None
     precision, _ = stage_precision(loaded.recipe.trainer, stage)
     return provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint)
@@ -190,7 +190,7 @@ def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io, prec
         max_steps=t.max_steps,
         accumulate_grad_batches=t.accumulate_grad_batches,
         gradient_clip_val=t.gradient_clip_val,
-        precision=precision,
+        precision=precision,  # type: ignore[arg-type]  # one of Lightning's names (trainer_precision/evaluation_precision)
         accelerator=t.accelerator,
         devices=t.devices,
         strategy=t.strategy,
@@ -268,7 +268,7 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
         tracking.finish(logger, trainer, built.selection, run_dir)
     if trainer.is_global_zero:
         sel = built.selection
-        best = trainer.checkpoint_callback.best_model_path if trainer.checkpoint_callback else ""
+        best = getattr(trainer.checkpoint_callback, "best_model_path", "")  # a ModelCheckpoint's; none: ""
         if sel and best:
             score = best_score(trainer.checkpoint_callback)
             if score is not None:
@@ -357,13 +357,13 @@ def evaluate_each(
     cache = None
     if response_cache is not None and hasattr(built.module, "use_response_cache"):
         cache = ResponseCache(response_cache)
-        built.module.use_response_cache(cache, response_cache_settings(loaded, built, checkpoint))
+        built.module.use_response_cache(cache, response_cache_settings(loaded, built, checkpoint))  # type: ignore[operator]  # hasattr above: the LM families' modules
     if provenance_dir is not None:
         record = _provenance(provenance_of or loaded, built, checkpoint, "validate")
         _write_provenance(provenance_dir, record, resuming=(provenance_dir / provenance.FILE_NAME).exists())
     sets = list(built.module.eval_sets)
     trainer = _trainer(loaded, built, staging(sets[0].name), "validate")
-    recorder = next(c for c in trainer.callbacks if isinstance(c, RunRecorder))
+    recorder = next(c for c in trainer.callbacks if isinstance(c, RunRecorder))  # type: ignore[attr-defined]  # set by Lightning's callback connector
     recorded: list[RunRecord] = []  # what the recorder wrote for the current set, handed to ``done``
     recorder.listeners.append(recorded.append)
     for eval_set in sets:

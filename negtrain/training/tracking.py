@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import Recipe, to_dict
@@ -238,6 +239,7 @@ def finish(logger, trainer: pl.Trainer, selection, run_dir: Path) -> None:
     ckpt = trainer.checkpoint_callback
     best = best_score(ckpt)
     if selection is not None and best is not None:
+        assert isinstance(ckpt, ModelCheckpoint)  # a best score is a ModelCheckpoint's
         run.summary[f"best/{selection.monitor}"] = best
         # A sweep reads the summary value of its metric: make it the best epoch's, not the last's.
         run.summary[selection.monitor] = best
