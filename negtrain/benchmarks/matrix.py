@@ -164,7 +164,7 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
     check_supported(bench, family, where)
     if not eval_entry and bench.scored_kind.builds_own_context:  # choices, a blank, an open-vocabulary [MASK]
         raise ConfigError(f"{where}: {bench.name}/{entry.split} is an evaluation probe; a {family} model cannot train on it")
-    settings = ["prompt", "verbalizer"] + (["shots", "shots_split", "strategy"] if eval_entry else [])
+    settings = ["prompt", "verbalizer"] + (["shots", "min_shots", "shots_split", "strategy"] if eval_entry else [])
     if not FAMILY_SECTIONS[family].reads_prompts:
         given = [s for s in settings if getattr(entry, s) not in (None, 0)]
         if given:

@@ -112,6 +112,16 @@ class EvalConfig(Section):
         "the scored example's contrast group; their ids are written next to each prediction. 'paper': "
         "the strategy's fixed demonstrations, verbatim from its paper.",
     )
+    min_shots: int | None = Field(
+        None,
+        ge=0,
+        description="The fewest shots a prompt may drop to where `shots` do not fit the model's context "
+        "(CondaQA, Ravichander et al. 2022, Appendix C.2: nine shots, 'sometimes only 8 fit in the context': "
+        "shots 9, min_shots 8). Each row gets the most shots that fit, its last shot dropped first; the number "
+        "used is written next to each prediction (n_shots) and counted in the metrics line (shots_used). "
+        "A row that does not fit even with min_shots is an error before anything is generated. Unset: every "
+        "prompt has `shots` (one that does not fit is an error, or cut under evaluation.truncate: left).",
+    )
     shots_split: str | None = Field(
         None,
         description="The split shots are drawn from; unset: the benchmark's train split, else (a "
@@ -131,6 +141,12 @@ class EvalConfig(Section):
         if isinstance(value, int) and value < 0:
             raise ValueError("shots must be >= 0 or 'paper'")
         return value
+
+    @model_validator(mode="after")
+    def _min_shots(self) -> "EvalConfig":
+        if self.min_shots is not None and not (isinstance(self.shots, int) and self.min_shots <= self.shots):
+            raise ValueError(f"min_shots {self.min_shots} needs a number of shots at least as large (shots is {self.shots!r})")
+        return self
 
 
 class DataConfig(Section):

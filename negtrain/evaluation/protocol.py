@@ -37,6 +37,7 @@ def eval_entries(protocol: Protocol, chat: bool) -> list[dict[str, Any]]:
         raise ConfigError(f"--protocol {protocol.name}: no variant applies {'with' if chat else 'without'} --chat")
     return [
         {"benchmark": v.benchmark, "split": v.split, "strategy": v.strategy, "shots": v.shots, "variant": v.name}
+        | ({"min_shots": v.min_shots} if v.min_shots is not None else {})
         for v in selected
     ]
 
@@ -238,12 +239,22 @@ def run_notes(protocol: Protocol, by_variant: dict) -> list[str]:
         r = by_variant.get(v.name)
         if r is None:
             continue
+        if r.get("shots_used"):
+            notes.append(f"- {v.name}: {shots_used_text(r['shots_used'])}")
         cut = r["metrics"].get("n_truncated")
         if cut is not None:
             notes.append(f"- {v.name}: n_truncated {int(cut)} (prompts cut from the start to fit the model's context, --truncate left)")
         if r.get("note"):
             notes.append(f"- {v.name}: {r['note']}")
     return ["", "## Notes", "", *notes] if notes else []
+
+
+def shots_used_text(used: dict) -> str:
+    """A metrics line's ``shots_used`` in words: rows per number of shots, and the rule."""
+    rows = used.get("rows") or {}
+    counts = ", ".join(f"{k} shots for {n} row{'s' if n != 1 else ''}" for k, n in rows.items()) or "no row scored"
+    return (f"{counts} (min_shots: {used.get('asked')} shots, {used.get('fewest')} where {used.get('asked')} do not fit "
+            "the model's context, the last shot dropped first)")
 
 
 def _formats(protocol: Protocol, by_variant: dict) -> dict[str, list[Variant]]:

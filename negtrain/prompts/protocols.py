@@ -15,7 +15,7 @@ from negtrain.prompts.strategies import _check_keys, get_strategy
 
 PATH = Path(__file__).parent / "protocols.yaml"
 PROTOCOL_KEYS = ("paper", "table", "variants", "note")
-VARIANT_KEYS = ("name", "benchmark", "split", "strategy", "shots", "chat")
+VARIANT_KEYS = ("name", "benchmark", "split", "strategy", "shots", "chat", "min_shots")
 TABLE_KEYS = ("columns", "baseline", "across_splits", "units", "decimals", "tables")
 EXTRA_TABLE_KEYS = ("title", "columns", "decimals", "breakdown")
 #: How a table prints its values: as the metric's fraction, or times 100 (the paper's percent).
@@ -56,6 +56,9 @@ class Variant:
     strategy: str | None
     shots: int | str = 0  # a number, or "paper"
     chat: bool | None = None  # run only with (True) / without (False) --chat; None: always
+    #: The fewest shots a row may drop to where ``shots`` do not fit the model's context (CondaQA's
+    #: "sometimes only 8 fit in the context"); None: always ``shots``.
+    min_shots: int | None = None
 
     @property
     def file_stem(self) -> str:
@@ -100,7 +103,11 @@ def parse_protocols(raw: Any, where: str) -> dict[str, Protocol]:
             shots = v.get("shots", 0)
             if not (shots == "paper" or (isinstance(shots, int) and shots >= 0)):
                 raise ConfigError(f"{w}.variants[{i}].shots: 0, 'paper' or a number of drawn shots, not {shots!r}")
-            variant = Variant(v["name"], v["benchmark"], v["split"], v.get("strategy"), shots, v.get("chat"))
+            fewest = v.get("min_shots")
+            if fewest is not None and not (isinstance(shots, int) and isinstance(fewest, int) and not isinstance(fewest, bool)
+                                           and 0 <= fewest <= shots):
+                raise ConfigError(f"{w}.variants[{i}].min_shots: a number of shots from 0 to shots ({shots!r}), not {fewest!r}")
+            variant = Variant(v["name"], v["benchmark"], v["split"], v.get("strategy"), shots, v.get("chat"), fewest)
             if variant.strategy is not None:
                 get_strategy(variant.benchmark, variant.strategy)  # a misspelt strategy fails here
             variants.append(variant)
