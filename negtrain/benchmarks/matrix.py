@@ -21,7 +21,7 @@ from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families, families_where
 from negtrain.core.errors import ConfigError, NegtrainError, did_you_mean
-from negtrain.prompts.strategies import Strategy, get_strategy, strategies
+from negtrain.prompts.strategies import Strategy, get_strategy, not_reproducible, strategies
 
 
 def lm_families() -> list[str]:
@@ -273,6 +273,7 @@ def matrix() -> list[dict]:
                 "prompts": {f: bench.prompt_for(f) for f in lm_families() if unsupported_reason(bench, f) is None and not bench.answer_type.builds_own_context},
                 "verbalizer": bench.verbalizer() if bench.answer_type is AnswerKind.LABEL else None,
                 "strategies": {n: strategy_line(st) for n, st in strategies(name).items()},
+                "not_reproducible": {n: f"{nr.source}: {nr.why}" for n, nr in not_reproducible(name).items()},
             }
         )
     return rows

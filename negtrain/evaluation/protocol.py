@@ -225,6 +225,8 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
         lines.append("pooled: every split's predictions scored as one set (each example counted once).")
     if protocol.note:
         lines += ["", protocol.note]
+    if protocol.not_reproduced:
+        lines += ["", "## Not reproduced", "", *(f"- {what}: {why}" for what, why in protocol.not_reproduced)]
     lines += run_notes(protocol, by_variant)
     lines.append("")
     return "\n".join(lines)
