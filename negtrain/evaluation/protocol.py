@@ -28,6 +28,7 @@ from negtrain.io.records import EvalRecord
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import estimate
 from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
+from negtrain.prompts.strategies import get_strategy
 
 
 def eval_entries(protocol: Protocol, chat: bool) -> list[dict[str, Any]]:
@@ -158,6 +159,27 @@ class _Row:
         return [_cell(self.values.get(c.metric), self.spread.get(c.metric), scale, decimals) for c in columns]
 
 
+def own_demonstrations(variant: Variant) -> tuple[str, ...]:
+    """The subsets whose few-shot demonstrations in ``variant`` are negtrain's choice, not the
+    paper's (the strategy's ``chosen_by_negtrain``); empty for drawn or zero shots."""
+    if variant.shots != "paper" or variant.strategy is None:
+        return ()
+    fewshot = get_strategy(variant.benchmark, variant.strategy).fewshot
+    return fewshot.chosen_by_negtrain if fewshot is not None else ()
+
+
+def own_demonstrations_legend(variant: Variant) -> str:
+    """protocol.md's line for a variant marked † (its demonstrations partly negtrain's)."""
+    strategy = get_strategy(variant.benchmark, variant.strategy or "")
+    fewshot = strategy.fewshot
+    assert fewshot is not None
+    own = fewshot.chosen_by_negtrain
+    printed = [s for s in fewshot.demonstrations_for if s not in own]
+    sets = ", ".join(f"{s} -> {fewshot.demonstrations_for[s]}" for s in own)
+    return (f"† after {variant.name}: the demonstrations shown to {', '.join(own)} examples are negtrain's choice ({sets}); "
+            f"the paper prints demonstrations for {', '.join(printed)} only ({strategy.source}).")
+
+
 def _count(value) -> str:
     return str(int(value)) if value is not None else "-"
 
@@ -174,7 +196,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
         m, spread = r["metrics"], r.get("uncertainty") or {}
         n, seconds = m.get("n"), r.get("eval_seconds")
         rate = f"{n / seconds:.1f}" if n and seconds else "-"
-        rows.append(_Row(v.name, m, spread, f"{_count(n)} | {_count(m.get('n_unparsed'))} | {r.get('tokens_generated', '-')} | {rate}"))
+        rows.append(_Row(v.name + (" †" if own_demonstrations(v) else ""), m, spread, f"{_count(n)} | {_count(m.get('n_unparsed'))} | {r.get('tokens_generated', '-')} | {rate}"))
     baseline_note = None
     if protocol.baseline:
         if protocol.baseline not in BASELINES:
@@ -218,6 +240,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
     ]
     if any(c.added for c in protocol.columns) or any(c.added for t in protocol.tables for c in t.columns):
         lines.append("†: a column negtrain adds; the paper's table does not have it.")
+    lines += [own_demonstrations_legend(v) for v in protocol.variants if v.name in by_variant and own_demonstrations(v)]
     if protocol.across_splits is True:
         lines.append("mean ± std: over the splits, the sample standard deviation (n - 1). pooled: every split's "
                      "predictions scored as one set.")

@@ -10,7 +10,9 @@ strategy has
 - ``fewshot`` (optional): the paper's fixed demonstrations, each ``[question, answer]`` verbatim,
   joined by ``answer_join`` (default one space); ``template`` for the scored example after them,
   ``prefix`` before the first, ``separator`` between them and ``before_query`` before the scored
-  example; or ``demonstration_sets`` chosen per example by its subset (``demonstrations_for``);
+  example; or ``demonstration_sets`` chosen per example by its subset (``demonstrations_for``),
+  with ``chosen_by_negtrain`` naming the subsets whose set is negtrain's choice (the paper prints
+  sets for other subsets only; protocol.md marks such rows with †);
 - ``answer``: ``method: loglik`` (the highest verbalizer log-likelihood wins) or ``method:
   generate`` (greedy generation read by ``rule``, see :mod:`negtrain.prompts.answers`, into one
   of ``answers``: answer word -> label), with ``max_new_tokens`` and ``stop`` strings;
@@ -157,6 +159,9 @@ class FewShot:
     separator: str = "\n\n"
     before_query: str = "\n\n"
     answer_join: str = " "
+    #: The subsets whose demonstrations are negtrain's choice, not the paper's (it prints sets for
+    #: other conditions only); protocol.md marks a row that shows them with †.
+    chosen_by_negtrain: tuple[str, ...] = ()
 
     def for_subset(self, subset: str | None, where: str) -> tuple[tuple[str, str], ...]:
         if not self.demonstrations_for:
@@ -220,7 +225,8 @@ class Strategy:
 
 
 STRATEGY_KEYS = ("template", "transforms", "verbalizer", "fewshot", "answer", "chat", "source", "shot_answer")
-FEWSHOT_KEYS = ("template", "demonstrations", "demonstration_sets", "demonstrations_for", "prefix", "separator", "before_query", "answer_join")
+FEWSHOT_KEYS = ("template", "demonstrations", "demonstration_sets", "demonstrations_for", "prefix", "separator", "before_query", "answer_join",
+                "chosen_by_negtrain")
 ANSWER_KEYS = ("method", "rule", "answers", "max_new_tokens", "stop")
 FILE_KEYS = ("benchmark", "paper", "named_transforms", "defaults", "strategies", "not_reproducible")
 NOT_REPRODUCIBLE_KEYS = ("source", "why", "nearest")
@@ -344,10 +350,16 @@ def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
             for subset, set_name in chosen.items():
                 if set_name not in sets:
                     raise ConfigError(f"{where}.fewshot.demonstrations_for.{subset}: no demonstration set '{set_name}'{did_you_mean(set_name, sets)}")
+            own = f.get("chosen_by_negtrain") or []
+            for subset in own:
+                if subset not in chosen:
+                    raise ConfigError(f"{where}.fewshot.chosen_by_negtrain: '{subset}' is not a subset of demonstrations_for"
+                                      f"{did_you_mean(str(subset), chosen)}")
             fewshot = FewShot(
                 template=f["template"], demonstrations=_pairs(f.get("demonstrations"), f"{where}.fewshot.demonstrations"),
                 demonstration_sets=sets, demonstrations_for=chosen, prefix=f.get("prefix", ""),
                 separator=f.get("separator", "\n\n"), before_query=f.get("before_query", "\n\n"), answer_join=f.get("answer_join", " "),
+                chosen_by_negtrain=tuple(own),
             )
         chat = entry.get("chat", "optional")
         if chat not in ("optional", "required"):
