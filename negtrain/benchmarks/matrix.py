@@ -21,6 +21,7 @@ from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families, families_where
 from negtrain.core.errors import ConfigError, NegtrainError, did_you_mean
+from negtrain.benchmarks.row_filters import check_select
 from negtrain.prompts.strategies import Strategy, get_strategy, not_reproducible, strategies
 
 
@@ -157,6 +158,8 @@ def _resolve_strategy(entry, bench: Benchmark, where: str, chat: bool) -> Strate
 def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eval_entry: bool, chat: bool = False) -> None:
     bench = get_benchmark(entry.benchmark)
     bench.check_split(entry.split)
+    if not eval_entry and getattr(entry, "select", None) is not None:
+        check_select(bench, entry.select, where)
     if FAMILY_SECTIONS[family].trains_objective and not eval_entry:
         # The mlm family's objectives read training benchmarks as text (the cue-masking corpus,
         # negated-LAMA probes); its builder checks them. The matrix is about scoring.

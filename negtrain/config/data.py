@@ -26,6 +26,14 @@ class SourceConfig(Section):
     split: str = Field(description="One of the benchmark's splits.")
     prompt: str | None = Field(None, description=_PROMPT_HELP)
     verbalizer: dict[str, str] | None = Field(None, description=_VERBALIZER_HELP)
+    select: list[dict[str, list[str | int | bool] | str | int | bool]] | None = Field(
+        None,
+        description="Train on part of the split: a list of clauses, each {filter: value or [values]}; a row is kept "
+        "when it matches any clause (every filter of the clause). The filters are the benchmark's (tinad: polarity "
+        "affirmation/negation, negation_type verbal/non-verbal/analytic/synthetic/clausal/subclausal, pattern 1-11, "
+        "distractor true/false), e.g. [{polarity: affirmation}, {negation_type: synthetic}] for TINAD's Table 7 row "
+        "'Affirmations + synthetic'. The run's training line names the source with its selection. Unset: every row.",
+    )
     weight: float = Field(
         1.0,
         gt=0,

@@ -59,6 +59,7 @@ from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
+from negtrain.data.sources import source_name
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.context import model_context
@@ -391,7 +392,7 @@ def _build_lm(recipe, loaded, causal: bool):
         train = TrainSet(
             encoded=EncodedSplit.concat(parts),
             extras={"answer_len": torch.cat(extras)} if causal else {"labels": padded(extras)},
-            sources=[f"{b.name}/{split}" for b, split, _ in loaded.train],
+            sources=[source_name(b, split, ex) for b, split, ex in loaded.train],
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
 
