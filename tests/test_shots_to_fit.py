@@ -110,6 +110,13 @@ def test_rows_that_do_not_fit_nine_shots_get_eight_counted_per_row_and_in_the_ca
     record = json.loads((out / "metrics.jsonl").read_text().splitlines()[0])
     assert record["shots_used"] == {"asked": 9, "fewest": 8, "rows": {"9": 3, "8": 1}}
     assert "rows by the number of shots they were shown (9 shots: 3, 8 shots: 1)" in (out / "card.md").read_text()
+    # the same record, as a protocol variant, is counted in protocol.md's notes
+    from negtrain.evaluation.protocol import protocol_markdown
+    from negtrain.io.records import EvalRecord
+    from negtrain.prompts.protocols import get_protocol
+
+    text = protocol_markdown(get_protocol("condaqa-fewshot"), [EvalRecord({**record, "variant": "fewshot/1"})], "m", 0, 0)
+    assert "- fewshot/1: 9 shots for 3 rows, 8 shots for 1 row (min_shots: 9 shots, 8 where 9 do not fit" in text
 
 
 def test_without_min_shots_the_same_context_is_an_error(world):
@@ -180,3 +187,4 @@ def test_protocol_md_counts_the_rows_per_number_of_shots():
     text = protocol_markdown(protocol, [record], "m", 0, 0)
     assert ("- fewshot/4: 9 shots for 1443 rows, 8 shots for 3 rows (min_shots: 9 shots, 8 where 9 do not fit the "
             "model's context, the last shot dropped first)") in text
+
