@@ -221,7 +221,7 @@ def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm
             assert (got is None and value != value) or got == pytest.approx(value), (r["variant"], key)
         assert r["metrics"]["n_unparsed"] == 0 and r["tokens_generated"] > 0
     table = (out / "protocol.md").read_text()
-    assert "| Ignore-Negation | 1.00" in table and "| reasoning/few |" in table
+    assert "| Ignore-Negation | 1.00" in table and "| reasoning/few † |" in table
     assert table.count("\n| ") == 1 + 12 + 1  # header, the variants, the baseline
     assert "tokens generated" in (out / "card.md").read_text()
 

@@ -160,6 +160,9 @@ class Benchmark(ABC):
     #: a refusal where the family's answer kinds would allow it, or this benchmark's wording of
     #: why a family without its answer kind cannot score it.
     refuses: ClassVar[Mapping[str, str]] = {}
+    #: What a training source of this benchmark may be selected by (``data.train[].select``):
+    #: name -> :class:`negtrain.benchmarks.row_filters.RowFilter`. Empty: no filters.
+    source_filters: ClassVar[Mapping[str, Any]] = {}
     @property
     def scored_kind(self) -> AnswerKind:
         """The answer kind the scoring matrix matches against a family's ``answer_kinds``: the

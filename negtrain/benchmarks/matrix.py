@@ -22,7 +22,8 @@ from negtrain.benchmarks.files import resolve
 from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import FAMILY_SECTIONS, EvalConfig, LanguageModelConfig, families, families_where
 from negtrain.core.errors import ConfigError, NegtrainError, did_you_mean
-from negtrain.prompts.strategies import Strategy, get_strategy, strategies
+from negtrain.benchmarks.row_filters import check_select
+from negtrain.prompts.strategies import Strategy, get_strategy, not_reproducible, strategies
 
 
 def lm_families() -> list[str]:
@@ -171,6 +172,8 @@ def _resolve_strategy(entry, bench: Benchmark, where: str, chat: bool) -> Strate
 def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eval_entry: bool, chat: bool = False) -> None:
     bench = get_benchmark(entry.benchmark)
     bench.check_split(entry.split)
+    if not eval_entry and getattr(entry, "select", None) is not None:
+        check_select(bench, entry.select, where)
     if FAMILY_SECTIONS[family].trains_objective and not eval_entry:
         # The mlm family's objectives read training benchmarks as text (the cue-masking corpus,
         # negated-LAMA probes); its builder checks them. The matrix is about scoring.
@@ -178,7 +181,7 @@ def _resolve_entry(entry, family: str, model_prompt: str | None, where: str, eva
     check_supported(bench, family, where)
     if not eval_entry and bench.scored_kind.builds_own_context:  # choices, a blank, an open-vocabulary [MASK]
         raise ConfigError(f"{where}: {bench.name}/{entry.split} is an evaluation probe; a {family} model cannot train on it")
-    settings = ["prompt", "verbalizer"] + (["shots", "shots_split", "strategy"] if eval_entry else [])
+    settings = ["prompt", "verbalizer"] + (["shots", "min_shots", "shots_split", "strategy"] if eval_entry else [])
     if not FAMILY_SECTIONS[family].reads_prompts:
         given = [s for s in settings if getattr(entry, s) not in (None, 0)]
         if given:
@@ -290,6 +293,7 @@ def matrix() -> list[dict]:
                 "prompts": {f: bench.prompt_for(f) for f in lm_families() if unsupported_reason(bench, f) is None and not bench.answer_type.builds_own_context},
                 "verbalizer": bench.verbalizer() if bench.answer_type is AnswerKind.LABEL else None,
                 "strategies": {n: strategy_line(st) for n, st in strategies(name).items()},
+                "not_reproducible": {n: f"{nr.source}: {nr.why}" for n, nr in not_reproducible(name).items()},
             }
         )
     return rows

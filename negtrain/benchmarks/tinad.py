@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, cast
 
 from negtrain.benchmarks.base import Benchmark, Example, Row, local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
+from negtrain.benchmarks.row_filters import RowFilter
 from negtrain.metrics.declared import count, score, scores
 
 if TYPE_CHECKING:
@@ -35,6 +36,39 @@ def as_bool(value, row: Row, name: str) -> bool:
     raise row.error(name, f"expected a boolean, got {value!r}")
 
 
+#: The negation types of the paper's Table 1 (Pullum et al.'s axes), as the data spells them
+#: (lower-cased): each negated sentence has one of each pair.
+NEGATION_TYPES = ("verbal", "non-verbal", "analytic", "synthetic", "clausal", "subclausal")
+#: The dataset's patterns (Table 2: #01 to #11).
+PATTERNS = tuple(range(1, 12))
+
+
+def negation_types(example: Example) -> tuple[str, ...]:
+    """A sentence's negation types from its three type fields; none for an affirmation."""
+    return tuple(t.strip().lower() for t in (example.meta["negation_type"], example.meta["semantic_type"], example.meta["syntactic_scope"])
+                 if t.strip().lower() not in ("affirmation", "none", ""))
+
+
+def _subset(example: Example) -> str:
+    """A TINAD row's subset (``affirmation``, ``distractor_negation``, ...): every row read from its
+    files has one (``rows_of`` sets it)."""
+    assert example.subset is not None, "a TINAD row always has its subset"
+    return example.subset
+
+
+#: Training-source filters (``data.train[].select``), for §6's ablations: Table 7 trains on the
+#: affirmative sentences, the negated ones, or the affirmative ones plus one negation type;
+#: Figure 2 on one pattern.
+FILTERS = {
+    "polarity": RowFilter(("affirmation", "negation"), lambda e: (_subset(e).rsplit("_", 1)[1],),
+                          "affirmative or negated sentence, with or without a distractor"),
+    "negation_type": RowFilter(NEGATION_TYPES, negation_types,
+                               "a negated sentence's types: verbal or non-verbal, analytic or synthetic, clausal or subclausal"),
+    "pattern": RowFilter(PATTERNS, lambda e: (e.meta["pattern_id"],), "the pattern's number, #01 to #11 (Table 2)"),
+    "distractor": RowFilter((True, False), lambda e: (_subset(e).startswith("distractor"),), "whether the sentence is a distractor"),
+}
+
+
 class Tinad(Benchmark):
     name = "tinad"
     splits = ("train", "validation", "test")
@@ -49,6 +83,7 @@ class Tinad(Benchmark):
         count("n"),
     )
     input_names = ("sentence",)
+    source_filters = FILTERS
     default_prompt = "Is the following statement True or False? {sentence}"
     default_verbalizer = {"True": "True", "False": "False"}
     how_scored = {

@@ -191,6 +191,7 @@ def listing() -> list[dict]:
                 "prompts": scoring["prompts"],
                 "verbalizer": scoring["verbalizer"],
                 "strategies": scoring["strategies"],
+                "not_reproducible": scoring["not_reproducible"],
             }
         )
     return out
@@ -239,4 +240,7 @@ def format_listing() -> str:
         if b["strategies"]:
             lines.append("  strategies (--strategy NAME; --shots paper: the paper's demonstrations):")
             lines += [f"    {name}: {how}" for name, how in b["strategies"].items()]
+        if b.get("not_reproducible"):
+            lines.append("  not reproducible (the paper's prompt is not given as text; asking for it is an error):")
+            lines += [f"    {name}: {why}" for name, why in b["not_reproducible"].items()]
     return "\n".join(lines)

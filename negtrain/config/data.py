@@ -26,6 +26,14 @@ class SourceConfig(Section):
     split: str = Field(description="One of the benchmark's splits.")
     prompt: str | None = Field(None, description=_PROMPT_HELP)
     verbalizer: dict[str, str] | None = Field(None, description=_VERBALIZER_HELP)
+    select: list[dict[str, list[str | int | bool] | str | int | bool]] | None = Field(
+        None,
+        description="Train on part of the split: a list of clauses, each {filter: value or [values]}; a row is kept "
+        "when it matches any clause (every filter of the clause). The filters are the benchmark's (tinad: polarity "
+        "affirmation/negation, negation_type verbal/non-verbal/analytic/synthetic/clausal/subclausal, pattern 1-11, "
+        "distractor true/false), e.g. [{polarity: affirmation}, {negation_type: synthetic}] for TINAD's Table 7 row "
+        "'Affirmations + synthetic'. The run's training line names the source with its selection. Unset: every row.",
+    )
     weight: float = Field(
         1.0,
         gt=0,
@@ -112,6 +120,16 @@ class EvalConfig(Section):
         "the scored example's contrast group; their ids are written next to each prediction. 'paper': "
         "the strategy's fixed demonstrations, verbatim from its paper.",
     )
+    min_shots: int | None = Field(
+        None,
+        ge=0,
+        description="The fewest shots a prompt may drop to where `shots` do not fit the model's context "
+        "(CondaQA, Ravichander et al. 2022, Appendix C.2: nine shots, 'sometimes only 8 fit in the context': "
+        "shots 9, min_shots 8). Each row gets the most shots that fit, its last shot dropped first; the number "
+        "used is written next to each prediction (n_shots) and counted in the metrics line (shots_used). "
+        "A row that does not fit even with min_shots is an error before anything is generated. Unset: every "
+        "prompt has `shots` (one that does not fit is an error, or cut under evaluation.truncate: left).",
+    )
     shots_split: str | None = Field(
         None,
         description="The split shots are drawn from; unset: the benchmark's train split, else (a "
@@ -131,6 +149,12 @@ class EvalConfig(Section):
         if isinstance(value, int) and value < 0:
             raise ValueError("shots must be >= 0 or 'paper'")
         return value
+
+    @model_validator(mode="after")
+    def _min_shots(self) -> "EvalConfig":
+        if self.min_shots is not None and not (isinstance(self.shots, int) and self.min_shots <= self.shots):
+            raise ValueError(f"min_shots {self.min_shots} needs a number of shots at least as large (shots is {self.shots!r})")
+        return self
 
 
 class DataConfig(Section):

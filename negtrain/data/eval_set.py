@@ -83,6 +83,10 @@ class ScoredSplit:
     metric: Any = None
     #: Few-shot prompts: per example, the ids of the solved examples shown before it.
     shot_ids: list[list[str]] | None = None
+    #: (shots asked, fewest allowed) when a row may be shown fewer shots to fit the model's
+    #: context (``min_shots``): each prediction line then says how many it was shown (``n_shots``),
+    #: and the metrics line counts the rows per number (``shots_used``). None: every row has all.
+    shots_rule: tuple[int, int] | None = None
     #: The last evaluation of this set, read by the run recorder and the W&B tracker.
     result: EvalResult | None = None
     #: How a language model answers it when not by its default (a strategy's answering: greedy
@@ -132,6 +136,8 @@ class ScoredSplit:
             row: dict[str, Any] = {"id": ex.id, "prediction": prediction, "label": ex.label}
             if shots:
                 row["shots"] = shots[ex.id]
+                if self.shots_rule is not None:
+                    row["n_shots"] = len(shots[ex.id])
             row.update(fields.get(ex.id) or {})
             if self.answering is not None:  # read by an answer rule: say whether it could read it
                 row["unparsed"] = prediction is None
@@ -192,6 +198,20 @@ def json_number(value: float) -> float | None:
     return round(value, 6) if math.isfinite(value) else None
 
 
+def shots_used(eval_set: ScoredSplit) -> dict[str, Any]:
+    """How many shots the scored rows were shown, for a split whose rows may drop shots to fit the
+    model's context: ``{"asked": 9, "fewest": 8, "rows": {"9": n, "8": m}}`` (rows per number of
+    shots, most first; only rows with a prediction)."""
+    assert eval_set.shots_rule is not None and eval_set.shot_ids is not None and eval_set.result is not None
+    asked, fewest = eval_set.shots_rule
+    predicted = eval_set.result.predictions
+    counts: dict[int, int] = {}
+    for i, ids in enumerate(eval_set.shot_ids):
+        if predicted is None or predicted[i] != MISSING:
+            counts[len(ids)] = counts.get(len(ids), 0) + 1
+    return {"asked": asked, "fewest": fewest, "rows": {str(k): counts[k] for k in sorted(counts, reverse=True)}}
+
+
 def eval_record(eval_set: ScoredSplit, epoch: int, stage: str, seconds: float) -> dict:
     """The metrics.jsonl line of an eval set's last result (any backend that scored it)."""
     result = eval_set.result
@@ -208,6 +228,8 @@ def eval_record(eval_set: ScoredSplit, epoch: int, stage: str, seconds: float) -
     }
     if eval_set.variant:
         record["variant"] = eval_set.variant
+    if eval_set.shots_rule is not None and eval_set.shot_ids is not None:
+        record["shots_used"] = shots_used(eval_set)
     if result.tokens_generated is not None:
         record["tokens_generated"] = result.tokens_generated
     if result.uncertainty is not None:

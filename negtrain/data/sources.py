@@ -26,13 +26,15 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import xxhash
 
 from negtrain.benchmarks.base import Benchmark, Example
 from negtrain.benchmarks.files import cache_dir
+from negtrain.benchmarks.row_filters import clauses, keeps, select_key, select_text
 
 #: Bump when the cached array changes meaning.
 SOURCES_VERSION = "2"
@@ -41,23 +43,36 @@ NO_CODE = -1
 
 
 class TrainSource(Sequence):
-    def __init__(self, benchmark: Benchmark, split: str) -> None:
+    def __init__(self, benchmark: Benchmark, split: str, select: Sequence[Mapping[str, Any]] | None = None) -> None:
         self.benchmark = benchmark
         self.split = split
-        #: What the rows depend on; keys the label codes and the tokenized text.
+        #: The rows kept (``data.train[].select``, :mod:`negtrain.benchmarks.row_filters`); None: all.
+        self.select = list(select) if select is not None else None
+        self._clauses = clauses(self.select) if self.select is not None else None
+        #: What the rows depend on (and the selection); keys the label codes and the tokenized text.
         self.fingerprint = benchmark.data_fingerprint(split)
+        if self.select is not None:
+            self.fingerprint = xxhash.xxh3_128(f"{self.fingerprint}\0{select_key(self.select)}".encode()).hexdigest()[:32]
         self._examples: list[Example] | None = None
         self._codes: np.ndarray | None = None
 
     @property
     def name(self) -> str:
-        return f"{self.benchmark.name}/{self.split}"
+        """``<benchmark>/<split>``, with ``[<selection>]`` when part of the split is kept."""
+        return f"{self.benchmark.name}/{self.split}" + (f"[{select_text(self.select)}]" if self.select is not None else "")
+
+    def _rows(self) -> Iterator[Example]:
+        rows = self.benchmark.iter_examples(self.split)
+        if self._clauses is None:
+            return rows
+        chosen = self._clauses
+        return (e for e in rows if keeps(self.benchmark, chosen, e))
 
     def examples(self) -> list[Example]:
         """The rows, read and validated from the files (once; kept until :meth:`release`)."""
         if self._examples is None:
             # Not the process-wide Benchmark.load: a training split can be large, and release() must free it.
-            self._examples = list(self.benchmark.iter_examples(self.split))
+            self._examples = list(self._rows())
         return self._examples
 
     def release(self) -> None:
@@ -96,7 +111,7 @@ class TrainSource(Sequence):
         # source and tokenizing it are each a pass over the file, never the file in memory.
         if self._examples is not None:
             return iter(self._examples)
-        return self.benchmark.iter_examples(self.split)
+        return self._rows()
 
     def __repr__(self) -> str:
         return f"TrainSource({self.name})"
@@ -161,3 +176,9 @@ def data_key(rows: Iterable[Example]) -> str | None:
     """What keys the rows' tokenized text without reading it: a source's data fingerprint (None for
     a plain list, whose texts are the key)."""
     return rows.fingerprint if isinstance(rows, TrainSource) else None
+
+
+def source_name(benchmark: Benchmark, split: str, rows: Sequence[Example]) -> str:
+    """A training source's name in the run's records: a :class:`TrainSource`'s own (with its
+    selection), else ``<benchmark>/<split>``."""
+    return rows.name if isinstance(rows, TrainSource) else f"{benchmark.name}/{split}"

@@ -109,6 +109,10 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
             notes.append(f"- {r['benchmark']}/{r['split']}: {r['note']}")
         if (bench := BENCHMARKS.get(r["benchmark"])) is not None and r["split"] in bench.split_descriptions:
             notes.append(f"- {r['benchmark']}/{r['split']}: {bench.split_descriptions[r['split']]}")
+        if r.get("shots_used"):
+            rows = ", ".join(f"{k} shots: {v}" for k, v in (r["shots_used"].get("rows") or {}).items())
+            notes.append(f"- {name}/{r['split']}: rows by the number of shots they were shown ({rows}); min_shots "
+                         f"{r['shots_used'].get('fewest')} where {r['shots_used'].get('asked')} do not fit the model's context")
         if m.get("n_truncated") is not None:
             notes.append(f"- {name}/{r['split']}: n_truncated {int(m['n_truncated'])} of {int(n) if n is not None else '-'} "
                          "(prompts cut from the start to fit the model's context, --truncate left)")

@@ -196,6 +196,7 @@ def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh
 
 def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[RunRecord]]) -> None:
     from negtrain.evaluation.served import needs_logprobs, score_served
+    from negtrain.evaluation.served_prompts import prepare_all
     from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.cache import ResponseCache
     from negtrain.models import provenance
@@ -224,8 +225,10 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
                 + (f"these can run: --benchmarks {','.join(dict.fromkeys(c.split('/')[0] for c in can))}" if can else "no benchmark asked for can run without them")
             )
     try:
+        # Every entry's prompts built and checked first: one that does not fit fails in seconds.
+        prepared = prepare_all(recipe, todo, backend)
         for entry in todo:
-            result = score_served(recipe, entry, backend, out, allow_missing=allow_missing)
+            result = score_served(recipe, entry, backend, out, allow_missing=allow_missing, prepared=prepared[set_name(entry)])
             write_records(part_path(out, set_name(entry)), [result.record])
             scored[set_name(entry)] = [result.record]
             c = result.counts

@@ -29,6 +29,7 @@ from negtrain.evaluation.nli_protocols import NLI_BREAKDOWNS, skipped_optional
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import estimate
 from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
+from negtrain.prompts.strategies import get_strategy
 
 
 def eval_entries(protocol: Protocol, chat: bool) -> list[dict[str, Any]]:
@@ -41,6 +42,7 @@ def eval_entries(protocol: Protocol, chat: bool) -> list[dict[str, Any]]:
         raise ConfigError(f"--protocol {protocol.name}: no variant applies {'with' if chat else 'without'} --chat")
     return [
         {"benchmark": v.benchmark, "split": v.split, "strategy": v.strategy, "shots": v.shots, "variant": v.name}
+        | ({"min_shots": v.min_shots} if v.min_shots is not None else {})
         for v in selected
     ]
 
@@ -161,6 +163,27 @@ class _Row:
         return [_cell(self.values.get(c.metric), self.spread.get(c.metric), scale, decimals) for c in columns]
 
 
+def own_demonstrations(variant: Variant) -> tuple[str, ...]:
+    """The subsets whose few-shot demonstrations in ``variant`` are negtrain's choice, not the
+    paper's (the strategy's ``chosen_by_negtrain``); empty for drawn or zero shots."""
+    if variant.shots != "paper" or variant.strategy is None:
+        return ()
+    fewshot = get_strategy(variant.benchmark, variant.strategy).fewshot
+    return fewshot.chosen_by_negtrain if fewshot is not None else ()
+
+
+def own_demonstrations_legend(variant: Variant) -> str:
+    """protocol.md's line for a variant marked † (its demonstrations partly negtrain's)."""
+    strategy = get_strategy(variant.benchmark, variant.strategy or "")
+    fewshot = strategy.fewshot
+    assert fewshot is not None
+    own = fewshot.chosen_by_negtrain
+    printed = [s for s in fewshot.demonstrations_for if s not in own]
+    sets = ", ".join(f"{s} -> {fewshot.demonstrations_for[s]}" for s in own)
+    return (f"† after {variant.name}: the demonstrations shown to {', '.join(own)} examples are negtrain's choice ({sets}); "
+            f"the paper prints demonstrations for {', '.join(printed)} only ({strategy.source}).")
+
+
 def _count(value) -> str:
     return str(int(value)) if value is not None else "-"
 
@@ -177,7 +200,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
         m, spread = r["metrics"], r.get("uncertainty") or {}
         n, seconds = m.get("n"), r.get("eval_seconds")
         rate = f"{n / seconds:.1f}" if n and seconds else "-"
-        rows.append(_Row(v.name, m, spread, f"{_count(n)} | {_count(m.get('n_unparsed'))} | {r.get('tokens_generated', '-')} | {rate}"))
+        rows.append(_Row(v.name + (" †" if own_demonstrations(v) else ""), m, spread, f"{_count(n)} | {_count(m.get('n_unparsed'))} | {r.get('tokens_generated', '-')} | {rate}"))
     baseline_note = None
     if protocol.baseline:
         if protocol.baseline not in BASELINES:
@@ -221,6 +244,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
     ]
     if any(c.added for c in protocol.columns) or any(c.added for t in protocol.tables for c in t.columns):
         lines.append("†: a column negtrain adds; the paper's table does not have it.")
+    lines += [own_demonstrations_legend(v) for v in protocol.variants if v.name in by_variant and own_demonstrations(v)]
     if protocol.across_splits is True:
         lines.append("mean ± std: over the splits, the sample standard deviation (n - 1). pooled: every split's "
                      "predictions scored as one set.")
@@ -228,6 +252,8 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
         lines.append("pooled: every split's predictions scored as one set (each example counted once).")
     if protocol.note:
         lines += ["", protocol.note]
+    if protocol.not_reproduced:
+        lines += ["", "## Not reproduced", "", *(f"- {what}: {why}" for what, why in protocol.not_reproduced)]
     lines += run_notes(protocol, by_variant)
     lines.append("")
     return "\n".join(lines)
@@ -242,12 +268,22 @@ def run_notes(protocol: Protocol, by_variant: dict) -> list[str]:
         r = by_variant.get(v.name)
         if r is None:
             continue
+        if r.get("shots_used"):
+            notes.append(f"- {v.name}: {shots_used_text(r['shots_used'])}")
         cut = r["metrics"].get("n_truncated")
         if cut is not None:
             notes.append(f"- {v.name}: n_truncated {int(cut)} (prompts cut from the start to fit the model's context, --truncate left)")
         if r.get("note"):
             notes.append(f"- {v.name}: {r['note']}")
     return ["", "## Notes", "", *notes] if notes else []
+
+
+def shots_used_text(used: dict) -> str:
+    """A metrics line's ``shots_used`` in words: rows per number of shots, and the rule."""
+    rows = used.get("rows") or {}
+    counts = ", ".join(f"{k} shots for {n} row{'s' if n != 1 else ''}" for k, n in rows.items()) or "no row scored"
+    return (f"{counts} (min_shots: {used.get('asked')} shots, {used.get('fewest')} where {used.get('asked')} do not fit "
+            "the model's context, the last shot dropped first)")
 
 
 def _formats(protocol: Protocol, by_variant: dict) -> dict[str, list[Variant]]:

@@ -42,8 +42,9 @@ from negtrain.metrics.multiple_choice import first_argmax
 from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
 from negtrain.models.prompting import (
-    AnswerMode, PromptSettings, answer_mode, answer_outcome, causal_answering, prompts_with_shots, verbalizer_text,
+    AnswerMode, PromptSettings, answer_mode, answer_outcome, causal_answering, verbalizer_text,
 )
+from negtrain.evaluation.served_prompts import Prepared, prepare_entry
 from negtrain.serving.backend import Backend
 from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood, Request
 
@@ -79,9 +80,13 @@ class ServedResult:
     counts: Counts
 
 
-def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool = False) -> ServedResult:
+def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool = False, prepared: Prepared | None = None) -> ServedResult:
     """Score one eval entry through ``backend``; write its predictions file into ``out`` and
-    return its metrics line (with the requests it took under ``"requests"``)."""
+    return its metrics line (with the requests it took under ``"requests"``). ``prepared``: its
+    prompts as :func:`negtrain.evaluation.served_prompts.prepare_all` built and checked them
+    before the card's first request (built here when not given)."""
+    if prepared is None:
+        prepared = prepare_entry(recipe, entry, backend)
     bench = get_benchmark(entry.benchmark)
     cfg = recipe.model
     examples = list(bench.load(entry.split))
@@ -107,7 +112,8 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
         # answer_mode gives CHOICES only for an AnswerKind.CHOICE benchmark, which provides these.
         assert isinstance(bench, ChoiceQuestions)
         if settings.strategy:  # the choices after the strategy's prompt, as the hf backend scores them
-            prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
+            assert prepared.prompts is not None
+            prompts, shot_ids = prepared.prompts, prepared.shot_ids
             contexts = [p.text() for p in prompts]
             rendered = contexts
         else:
@@ -130,7 +136,8 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
         if index:
             metric.update(torch.tensor(index, dtype=torch.long), torch.tensor(logprob, dtype=torch.float64))
     else:
-        prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
+        assert prepared.prompts is not None
+        prompts, shot_ids = prepared.prompts, prepared.shot_ids
         if cfg.chat:
             messages = [p.messages(cfg.system, cfg.fewshot_as_multiturn) for p in prompts]
             chats = [tuple((m["role"], m["content"]) for m in ms) for ms in messages]
@@ -195,9 +202,9 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
                 for i, row in zip(index, scores.tolist(), strict=False):
                     responses[i] = {label: round(v, 4) for label, v in zip(bench.labels, row, strict=False)}
                 metric.update(torch.tensor(index, dtype=torch.long), first_argmax(scores))
-    scored = ScoredSplit(bench, entry.split, examples, metric=metric, shot_ids=shot_ids, answering=answering,
+    scored = ScoredSplit(bench, entry.split, examples, metric=metric, shot_ids=shot_ids, answering=answering, shots_rule=settings.shots_rule,
                          prompts=rendered if log else None, variant=settings.variant, log_samples=log, completions=completions)
-    scored.result = scored_result(metric, name, texts)
+    scored.result = scored_result(metric, name, texts, also_note=prepared.note)
     if log and responses is not None:
         scored.result.responses = responses
     scored.result.tokens_generated = tokens_generated

@@ -13,15 +13,22 @@ error before anything is scored (:class:`negtrain.core.errors.ConfigError`), nam
 row, the prompt's length and the limit. ``evaluation.truncate: left`` (``--truncate left``) cuts
 such prompts from the start instead (keeping BOS), as lm-evaluation-harness does; the rows cut
 are then counted (``n_truncated``) and each logged prompt is the text the model saw.
+
+A few-shot entry may name the fewest shots its prompts may drop to (``min_shots``, CondaQA's rule
+in Ravichander et al. 2022, Appendix C.2: nine shots, "sometimes only 8 fit in the context"):
+:func:`fit_shots` gives each row the most shots, from ``shots`` down to ``min_shots``, whose prompt
+fits, dropping the last shot first; a row that fits with none of them is the error above (or cut,
+under ``truncate: left``), raised while the prompts are built, before anything is generated.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from negtrain.data.encoded import EncodedSplit
 from negtrain.core.errors import ConfigError
+from negtrain.prompts.strategies import Prompt
 
 #: A tokenizer's ``model_max_length`` at or above this is transformers' "no limit" stand-in.
 NO_LIMIT = 10**9
@@ -114,3 +121,35 @@ def fit_split(split: EncodedSplit, room: int, context: Context, where: str, row_
     for i in over:
         rows[i] = cut_left(rows[i], keep, bos)
     return EncodedSplit.from_lists(rows, None), over
+
+
+def fit_shots(prompts: Sequence[Prompt], shot_ids: Sequence[Sequence[str]], lengths_of: Callable[[Sequence[Prompt]], list[int]],
+              room: Sequence[int] | int, context: Context, fewest: int, where: str, row_ids: Sequence[str],
+              ) -> tuple[list[Prompt], list[list[str]]]:
+    """Each row's prompt with the most of its shots, from all of them down to ``fewest``, that fits
+    ``context`` with its answer ``room``: the last shot is dropped first (a fixed shot set's first
+    ``k`` in file order stay). ``lengths_of``: the prompts' lengths in tokens, as the model is given
+    them. A row that does not fit even with ``fewest`` shots is an error naming it (``truncate:
+    none``; under ``left`` it keeps ``fewest`` shots and is cut later, and counted)."""
+    prompts, ids = list(prompts), [list(x) for x in shot_ids]
+    rooms = [room] * len(prompts) if isinstance(room, int) else list(room)
+    todo = list(range(len(prompts)))
+    while todo:
+        length = dict(zip(todo, lengths_of([prompts[i] for i in todo]), strict=True))
+        over = [i for i in todo if length[i] + rooms[i] > context.limit]
+        can_drop = [i for i in over if len(prompts[i].shots) > fewest]
+        stuck = [i for i in over if len(prompts[i].shots) <= fewest]
+        if stuck and context.truncate == "none":
+            first = stuck[0]
+            n = length[first]
+            answer = f" and its answer needs {rooms[first]} more" if rooms[first] else ""
+            raise ConfigError(
+                f"{where}: a prompt does not fit the model's context of {context.limit} tokens ({context.source}) even with "
+                f"{len(prompts[first].shots)} shot(s), the fewest this entry allows (min_shots); row {row_ids[first]} is {n} tokens"
+                f"{answer}. Use a model with a longer context, a lower min_shots, or --truncate left (evaluation.truncate: left)"
+            )
+        for i in can_drop:
+            prompts[i] = replace(prompts[i], shots=prompts[i].shots[:-1])
+            ids[i] = ids[i][:-1]
+        todo = can_drop
+    return prompts, ids

@@ -59,6 +59,7 @@ from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
+from negtrain.data.sources import source_name
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
 from negtrain.models.context import model_context
@@ -109,6 +110,7 @@ from negtrain.models.lm_encoding import (  # noqa: F401
     label_continuations,
     mark_cut,
     padded,
+    prompts_fitted,
     rendered_prompts,
     seen_prompts,
     seq2seq_targets,
@@ -354,14 +356,18 @@ def _build_lm(recipe, loaded, causal: bool):
             continue
         answering = settings.generating_answer(b)
         prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
-        texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
         conts = None if b.generative else label_continuations(tokenizer, b, settings.verbalizer or b.verbalizer(), cfg, causal)
         fitting = fitting_of(context, b, split, ex)
+        room = 0  # a seq2seq model's answer is its decoder's
         if causal:
             if answering is not None:
                 room = answering.max_new_tokens
             else:
                 room = cfg.max_new_tokens if conts is None else max(len(c) for c in conts)  # None: b.generative
+        # CondaQA's rule (min_shots): as many shots as fit, checked for every row before any weights load
+        prompts, shot_ids = prompts_fitted(tokenizer, prompts, shot_ids, settings, cfg, room, fitting)
+        texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
+        if causal:
             encoded, cut = encode_causal_eval(tokenizer, b, texts, cfg, room, chatted, fitting)
         else:
             encoded, cut = encode_seq2seq_prompts(tokenizer, texts, cfg, chatted, fitting)
@@ -370,7 +376,7 @@ def _build_lm(recipe, loaded, causal: bool):
         mark_cut(metric, cut, context)
         log = recipe.evaluation.log_samples
         eval_sets.append(EvalSet(
-            b, split, ex, encoded, metric=metric, choices=conts, shot_ids=shot_ids, answering=answering,
+            b, split, ex, encoded, metric=metric, choices=conts, shot_ids=shot_ids, answering=answering, shots_rule=settings.shots_rule,
             prompts=seen_prompts(tokenizer, texts, encoded, cut, chatted) if log else None, variant=settings.variant, log_samples=log,
         ))
 
@@ -392,7 +398,7 @@ def _build_lm(recipe, loaded, causal: bool):
         train = TrainSet(
             encoded=EncodedSplit.concat(parts),
             extras={"answer_len": torch.cat(extras)} if causal else {"labels": padded(extras)},
-            sources=[f"{b.name}/{split}" for b, split, _ in loaded.train],
+            sources=[source_name(b, split, ex) for b, split, ex in loaded.train],
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
 

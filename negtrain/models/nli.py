@@ -16,7 +16,7 @@ from negtrain.config import NliModelConfig, Recipe
 from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
-from negtrain.data.sources import data_key, label_codes
+from negtrain.data.sources import data_key, label_codes, source_name
 from negtrain.core.errors import ConfigError
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule, close_calls
@@ -172,7 +172,7 @@ def build_nli(recipe, loaded):
         train = TrainSet(
             encoded=EncodedSplit.concat([encode_pairs(tokenizer, ex, cfg.max_length, num_proc=recipe.data.num_proc) for _, _, ex in loaded.train]),
             extras={"targets": targets},
-            sources=[f"{b.name}/{split}" for b, split, _ in loaded.train],
+            sources=[source_name(b, split, ex) for b, split, ex in loaded.train],
             source_sizes=[len(ex) for _, _, ex in loaded.train],
         )
 

@@ -86,6 +86,8 @@ class PromptSettings:
     verbalizer: dict[str, str] | None = None
     shots: int | str = 0  # a number drawn, or "paper": the strategy's fixed demonstrations
     shots_split: str | None = None
+    #: The fewest shots a prompt may drop to where ``shots`` do not fit (None: always ``shots``).
+    min_shots: int | None = None
     strategy: str | None = None
     variant: str | None = None
 
@@ -96,9 +98,20 @@ class PromptSettings:
             verbalizer=getattr(entry, "verbalizer", None),
             shots=getattr(entry, "shots", 0),
             shots_split=getattr(entry, "shots_split", None),
+            min_shots=getattr(entry, "min_shots", None),
             strategy=getattr(entry, "strategy", None),
             variant=getattr(entry, "variant", None),
         )
+
+    @property
+    def shots_to_fit(self) -> bool:
+        """Whether prompts may drop shots to fit the model's context (``min_shots`` below ``shots``)."""
+        return self.min_shots is not None and isinstance(self.shots, int) and self.min_shots < self.shots
+
+    @property
+    def shots_rule(self) -> tuple[int, int] | None:
+        """(shots asked, fewest allowed) when prompts may drop shots to fit; None otherwise."""
+        return (int(self.shots), int(self.min_shots)) if self.shots_to_fit and self.min_shots is not None else None
 
     def strategy_of(self, bench: Benchmark) -> Strategy | None:
         return get_strategy(bench.name, self.strategy) if self.strategy else None

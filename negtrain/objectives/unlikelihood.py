@@ -17,6 +17,7 @@ from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.data.collate import PadCollator
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.module import TrainSet
+from negtrain.data.sources import source_name
 from negtrain.core.errors import ConfigError
 from negtrain.models.mlm_inputs import (
     check_one_mask,
@@ -129,7 +130,7 @@ class Unlikelihood(Objective):
         check_one_mask(aff, tokenizer.mask_token_id, where, "masked_sentences", max_length)
         check_one_mask(neg, tokenizer.mask_token_id, where, "masked_negations", max_length)
         sizes = [len(part) for part in per_source]
-        train = TrainSet(aff, {"obj": obj}, [f"{b.name}/{s}" for b, s, _ in loaded.train], sizes)
+        train = TrainSet(aff, {"obj": obj}, [source_name(b, s, ex) for b, s, ex in loaded.train], sizes)
         retention, spec = None, None
         if ul_cfg.retention is not None:
             lines = [line for path in ul_cfg.retention.text_files for line in read_text_lines(path)]

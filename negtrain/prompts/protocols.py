@@ -14,8 +14,9 @@ from negtrain.core.errors import ConfigError, unknown_name
 from negtrain.prompts.strategies import _check_keys, get_strategy
 
 PATH = Path(__file__).parent / "protocols.yaml"
-PROTOCOL_KEYS = ("paper", "table", "variants", "note")
-VARIANT_KEYS = ("name", "benchmark", "split", "strategy", "shots", "chat", "optional")
+PROTOCOL_KEYS = ("paper", "table", "variants", "note", "not_reproduced")
+NOT_REPRODUCED_KEYS = ("what", "why")
+VARIANT_KEYS = ("name", "benchmark", "split", "strategy", "shots", "chat", "optional", "min_shots")
 TABLE_KEYS = ("columns", "baseline", "across_splits", "units", "decimals", "tables")
 EXTRA_TABLE_KEYS = ("title", "columns", "decimals", "breakdown")
 #: How a table prints its values: as the metric's fraction, or times 100 (the paper's percent).
@@ -60,6 +61,9 @@ class Variant:
     #: original dev sets of NegNLI's Table 7, which are not mirrored; skipped otherwise, and
     #: protocol.md says why.
     optional: bool = False
+    #: The fewest shots a row may drop to where ``shots`` do not fit the model's context (CondaQA's
+    #: "sometimes only 8 fit in the context"); None: always ``shots``.
+    min_shots: int | None = None
 
     @property
     def file_stem(self) -> str:
@@ -85,6 +89,8 @@ class Protocol:
     decimals: int = 2
     #: Further tables, after the main one (e.g. CondaQA's per-edit accuracies, TINAD's Table 5).
     tables: tuple[ExtraTable, ...] = ()
+    #: The paper's rows or prompts this protocol does not reproduce, (what, why): listed in protocol.md.
+    not_reproduced: tuple[tuple[str, str], ...] = ()
 
     def selected(self, chat: bool) -> list[Variant]:
         return [v for v in self.variants if v.chat is None or v.chat == chat]
@@ -106,7 +112,12 @@ def parse_protocols(raw: Any, where: str) -> dict[str, Protocol]:
                 raise ConfigError(f"{w}.variants[{i}].shots: 0, 'paper' or a number of drawn shots, not {shots!r}")
             if v.get("optional", False) not in (True, False):
                 raise ConfigError(f"{w}.variants[{i}].optional: true or false, not {v['optional']!r}")
-            variant = Variant(v["name"], v["benchmark"], v["split"], v.get("strategy"), shots, v.get("chat"), bool(v.get("optional")))
+            fewest = v.get("min_shots")
+            if fewest is not None and not (isinstance(shots, int) and isinstance(fewest, int) and not isinstance(fewest, bool)
+                                           and 0 <= fewest <= shots):
+                raise ConfigError(f"{w}.variants[{i}].min_shots: a number of shots from 0 to shots ({shots!r}), not {fewest!r}")
+            variant = Variant(v["name"], v["benchmark"], v["split"], v.get("strategy"), shots, v.get("chat"), optional=bool(v.get("optional")),
+                              min_shots=fewest)
             if variant.strategy is not None:
                 get_strategy(variant.benchmark, variant.strategy)  # a misspelt strategy fails here
             variants.append(variant)
@@ -127,10 +138,17 @@ def parse_protocols(raw: Any, where: str) -> dict[str, Protocol]:
                 raise ConfigError(f"{where_t}: a title, and columns or a breakdown (whose columns are optional)")
             extra.append(ExtraTable(str(t["title"]), _columns(t.get("columns"), where_t),
                                     _decimals(t.get("decimals"), where_t, None), t.get("breakdown")))
+        missing = []
+        for i, item in enumerate(entry.get("not_reproduced") or []):
+            _check_keys(item, NOT_REPRODUCED_KEYS, f"{w}.not_reproduced[{i}]")
+            if not all(isinstance(item.get(k), str) and item[k].strip() for k in NOT_REPRODUCED_KEYS):
+                raise ConfigError(f"{w}.not_reproduced[{i}]: a 'what' (the paper's row or prompt) and a 'why', both text")
+            missing.append((item["what"].strip(), " ".join(item["why"].split())))
         out[name] = Protocol(name, str(entry.get("paper", "")), tuple(variants),
                              _columns(table.get("columns"), f"{w}.table"), table.get("baseline"),
                              note=str(entry.get("note", "")).strip(), across_splits=across, units=units,
-                             decimals=_decimals(table.get("decimals"), f"{w}.table", 2), tables=tuple(extra))
+                             decimals=_decimals(table.get("decimals"), f"{w}.table", 2), tables=tuple(extra),
+                             not_reproduced=tuple(missing))
     return out
 
 

@@ -10,7 +10,9 @@ strategy has
 - ``fewshot`` (optional): the paper's fixed demonstrations, each ``[question, answer]`` verbatim,
   joined by ``answer_join`` (default one space); ``template`` for the scored example after them,
   ``prefix`` before the first, ``separator`` between them and ``before_query`` before the scored
-  example; or ``demonstration_sets`` chosen per example by its subset (``demonstrations_for``);
+  example; or ``demonstration_sets`` chosen per example by its subset (``demonstrations_for``),
+  with ``chosen_by_negtrain`` naming the subsets whose set is negtrain's choice (the paper prints
+  sets for other subsets only; protocol.md marks such rows with †);
 - ``answer``: ``method: loglik`` (the highest verbalizer log-likelihood wins) or ``method:
   generate`` (greedy generation read by ``rule``, see :mod:`negtrain.prompts.answers`, into one
   of ``answers``: answer word -> label), with ``max_new_tokens`` and ``stop`` strings;
@@ -25,6 +27,11 @@ A file may also name transforms under ``named_transforms``: a name for a sequenc
 above (``steps``) and the ``source`` it is read from (which of the paper's demonstrations show the
 dataset's rows put in that way), so a rule the paper applies to every row is written once and its
 strategies name it.
+
+A prompt the paper shows but does not give as text (a figure printed as an image; explanations
+never released) is declared under ``not_reproducible``: its ``source``, ``why`` and the ``nearest``
+strategy of the file. Asking for it by name is an error saying so (:class:`NotReproducible`), never
+a guess at its text.
 
 Adding a strategy is one entry in one file. Loading checks every key (with "did you mean").
 """
@@ -152,6 +159,9 @@ class FewShot:
     separator: str = "\n\n"
     before_query: str = "\n\n"
     answer_join: str = " "
+    #: The subsets whose demonstrations are negtrain's choice, not the paper's (it prints sets for
+    #: other conditions only); protocol.md marks a row that shows them with †.
+    chosen_by_negtrain: tuple[str, ...] = ()
 
     def for_subset(self, subset: str | None, where: str) -> tuple[tuple[str, str], ...]:
         if not self.demonstrations_for:
@@ -216,9 +226,11 @@ class Strategy:
 
 
 STRATEGY_KEYS = ("template", "transforms", "verbalizer", "fewshot", "answer", "chat", "source", "shot_answer")
-FEWSHOT_KEYS = ("template", "demonstrations", "demonstration_sets", "demonstrations_for", "prefix", "separator", "before_query", "answer_join")
+FEWSHOT_KEYS = ("template", "demonstrations", "demonstration_sets", "demonstrations_for", "prefix", "separator", "before_query", "answer_join",
+                "chosen_by_negtrain")
 ANSWER_KEYS = ("method", "rule", "answers", "max_new_tokens", "stop")
-FILE_KEYS = ("benchmark", "paper", "named_transforms", "defaults", "strategies")
+FILE_KEYS = ("benchmark", "paper", "named_transforms", "defaults", "strategies", "not_reproducible")
+NOT_REPRODUCIBLE_KEYS = ("source", "why", "nearest")
 NAMED_TRANSFORM_KEYS = ("steps", "source")
 
 
@@ -281,6 +293,38 @@ def _named_transforms(raw: Any, path: str) -> dict[str, NamedTransform]:
     return out
 
 
+@dataclass(frozen=True)
+class NotReproducible:
+    """A prompt of the paper that cannot be rebuilt from it (a figure printed as an image, texts
+    never released): declared in the strategy file, so asking for it is a clear error, never a guess."""
+
+    name: str
+    source: str
+    why: str
+    nearest: str | None = None
+
+    def error(self, benchmark: str) -> ConfigError:
+        nearest = f"; the nearest strategy here is '{self.nearest}' (see evaluate --list)" if self.nearest else ""
+        return ConfigError(f"strategy '{self.name}' of '{benchmark}' is not reproducible: {self.source}: {self.why}{nearest}")
+
+
+def parse_not_reproducible(raw: Any, path: str, known: Mapping[str, Strategy]) -> dict[str, NotReproducible]:
+    """The file's ``not_reproducible`` prompts: each a ``source``, ``why`` and the ``nearest`` strategy of the file."""
+    out = {}
+    for name, entry in (raw or {}).items():
+        where = f"{path}: not_reproducible.{name}"
+        _check_keys(entry, NOT_REPRODUCIBLE_KEYS, where)
+        if name in known:
+            raise ConfigError(f"{where}: '{name}' is also a strategy of the file")
+        if not all(isinstance(entry.get(k), str) and entry[k].strip() for k in ("source", "why")):
+            raise ConfigError(f"{where}: a source (the paper's figure or section) and why it cannot be reproduced")
+        nearest = entry.get("nearest")
+        if nearest is not None and nearest not in known:
+            raise ConfigError(f"{where}.nearest: no strategy '{nearest}'{did_you_mean(str(nearest), known)}")
+        out[str(name)] = NotReproducible(str(name), entry["source"], entry["why"], nearest)
+    return out
+
+
 def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
     _check_keys(raw, FILE_KEYS, path)
     bench = raw.get("benchmark")
@@ -307,10 +351,16 @@ def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
             for subset, set_name in chosen.items():
                 if set_name not in sets:
                     raise ConfigError(f"{where}.fewshot.demonstrations_for.{subset}: no demonstration set '{set_name}'{did_you_mean(set_name, sets)}")
+            own = f.get("chosen_by_negtrain") or []
+            for subset in own:
+                if subset not in chosen:
+                    raise ConfigError(f"{where}.fewshot.chosen_by_negtrain: '{subset}' is not a subset of demonstrations_for"
+                                      f"{did_you_mean(str(subset), chosen)}")
             fewshot = FewShot(
                 template=f["template"], demonstrations=_pairs(f.get("demonstrations"), f"{where}.fewshot.demonstrations"),
                 demonstration_sets=sets, demonstrations_for=chosen, prefix=f.get("prefix", ""),
                 separator=f.get("separator", "\n\n"), before_query=f.get("before_query", "\n\n"), answer_join=f.get("answer_join", " "),
+                chosen_by_negtrain=tuple(own),
             )
         chat = entry.get("chat", "optional")
         if chat not in ("optional", "required"):
@@ -324,6 +374,7 @@ def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
             verbalizer=entry.get("verbalizer", defaults.get("verbalizer")), fewshot=fewshot, chat=chat, shot_answer=shot_answer,
             named_transforms=named,
         )
+    parse_not_reproducible(raw.get("not_reproducible"), path, out)  # checked with the strategies it names
     return out
 
 
@@ -345,6 +396,16 @@ def strategies(benchmark: str) -> dict[str, Strategy]:
     return found
 
 
+@functools.lru_cache(maxsize=None)
+def not_reproducible(benchmark: str) -> dict[str, NotReproducible]:
+    """The prompts of ``benchmark``'s paper that its strategy file declares cannot be reproduced."""
+    path = strategy_files().get(benchmark)
+    if path is None:
+        return {}
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return parse_not_reproducible(raw.get("not_reproducible"), f"negtrain/prompts/{path.name}", strategies(benchmark))
+
+
 #: Strategies renamed because their old name claimed what they are not: (benchmark, old) -> (new, why).
 #: The old name is refused with the new one, never silently mapped: a result under the old name
 #: would read as the paper's.
@@ -359,6 +420,8 @@ def get_strategy(benchmark: str, name: str) -> Strategy:
         new, why = RENAMED[benchmark, name]
         raise ConfigError(f"strategy '{name}' of '{benchmark}' is now called '{new}': {why}")
     known = strategies(benchmark)
+    if name in not_reproducible(benchmark):
+        raise not_reproducible(benchmark)[name].error(benchmark)
     if not known:
         have = ", ".join(strategy_files()) or "none"
         raise ConfigError(f"benchmark '{benchmark}' has no prompt strategies (strategy files exist for: {have}); give a literal prompt instead")

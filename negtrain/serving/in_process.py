@@ -55,6 +55,11 @@ class InProcessBackend:
         positions the model was trained on, and never cut (a served backend sends prompts whole)."""
         rows_over(lengths, room, self.context, "the transformers backend", examples)
 
+    def prompt_lengths(self, texts: Sequence[str]) -> list[int]:
+        """Each text's length in tokens as this backend gives it the model (special tokens added), so
+        a card checks every prompt against :attr:`context` before the first request."""
+        return [len(x) for x in self.tokenizer(list(texts))["input_ids"]] if texts else []
+
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return True, ""
 

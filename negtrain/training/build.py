@@ -86,11 +86,11 @@ def load_data(recipe: Recipe, stage: str, plan: EvalPlan | None = None) -> Loade
             raise ConfigError(f"data.eval lists {twice} twice (a split evaluated several ways needs a distinct `variant` per entry)")
         seen.add((spec.benchmark, spec.split, variant))
     # Every name and split was checked when the plan was resolved; now the files.
-    train = [(get_benchmark(s.benchmark), s.split) for s in train_specs]
+    train = [(get_benchmark(s.benchmark), s.split, getattr(s, "select", None)) for s in train_specs]
     evals = [(get_benchmark(s.benchmark), s.split) for s in eval_specs]
     return Loaded(
         # Lazily: a warm start takes sizes and labels from a cache and tokens from the store.
-        train=[(b, split, TrainSource(b, split)) for b, split in train],
+        train=[(b, split, TrainSource(b, split, select)) for b, split, select in train],
         eval=[(b, split, b.load(split)) for b, split in evals],
         train_specs=list(train_specs),
         eval_specs=list(eval_specs),
@@ -114,6 +114,9 @@ def build(recipe: Recipe, stage: str = "fit", plan: EvalPlan | None = None) -> B
         # The epoch the weights make (data.mix), sized now: an impossible one fails before the model
         # loads. Sizing a training source reads and validates its files, unless they are unchanged
         # since a run cached what it needs of them.
+        for i, (_, _, rows) in enumerate(loaded.train):
+            if len(rows) == 0:
+                raise ConfigError(f"data.train[{i}]: {getattr(rows, 'name', 'the source')} has no row (its select keeps none)")
         epoch_counts([len(ex) for _, _, ex in loaded.train], [s.weight for s in recipe.data.train], recipe.data.mix)
     try:
         built = builder(recipe, loaded)

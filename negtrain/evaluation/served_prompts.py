@@ -1,0 +1,109 @@
+"""A served card's prompts, built and checked for every entry before the first request is sent.
+
+A backend that knows its model's context offers it (``context``, a
+:class:`negtrain.models.context.Context`) with ``prompt_lengths(texts)``, each text's length in
+tokens as it is given the model (the ``transformers`` backend does). Then, before anything is
+answered:
+
+- an entry that may drop shots to fit (``min_shots``, CondaQA's rule, Appendix C.2) gets, per row,
+  the most shots that fit (:func:`negtrain.models.context.fit_shots`);
+- every prompt of every entry (with its answer's room: the generation's token limit, or the
+  longest continuation scored) is checked against the context, and the first that does not fit is
+  an error naming its row, so a card of twenty variants fails in seconds, not in its fourth split.
+
+A backend that cannot count tokens (a server: its context decides) sends every prompt whole with
+all its shots; a ``min_shots`` entry's record then says the rule was not applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from negtrain.benchmarks.base import ChoiceQuestions
+from negtrain.benchmarks.registry import get_benchmark
+from negtrain.models.context import Context, fit_shots, rows_over
+from negtrain.models.prompting import AnswerMode, PromptSettings, causal_answering, prompts_with_shots, verbalizer_text
+from negtrain.prompts.strategies import Prompt
+
+#: A min_shots entry's note where the backend could not count tokens.
+NOT_FITTED = ("min_shots not applied: the backend cannot count a prompt's tokens, so every prompt was sent with all "
+              "{shots} shots and the server's context decided")
+
+
+@dataclass
+class Prepared:
+    """One entry's prompts as they will be sent (None for a multiple-choice benchmark scored on its
+    own contexts), the shots each row shows, and what the record must say about them."""
+
+    prompts: list[Prompt] | None
+    shot_ids: list[list[str]] | None
+    note: str | None = None
+
+
+def entry_name(entry) -> str:
+    return f"{entry.benchmark}/{entry.split}" + (f"/{entry.variant}" if getattr(entry, "variant", None) else "")
+
+
+def prepare_entry(recipe, entry, backend) -> Prepared:
+    """``entry``'s prompts, fitted (``min_shots``) and checked against the backend's context when it
+    offers one (see the module's docstring)."""
+    bench = get_benchmark(entry.benchmark)
+    cfg = recipe.model
+    examples = list(bench.load(entry.split))
+    settings = PromptSettings.of(entry)
+    mode = settings.answer_mode(bench)
+    context: Context | None = getattr(backend, "context", None)
+    measure = getattr(backend, "prompt_lengths", None)
+    name = entry_name(entry)
+    row_ids = [e.id for e in examples]
+    if mode is AnswerMode.CHOICES and not settings.strategy:
+        if context is not None and measure is not None and not cfg.chat:
+            assert isinstance(bench, ChoiceQuestions)
+            texts = [[bench.context(e) + bench.target_delimiter + o for o in bench.choices(e)] for e in examples]
+            rows_over(_longest(measure, texts), 0, context, name, row_ids)
+        return Prepared(None, None)
+    prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
+    if context is None or measure is None or cfg.chat:
+        note = NOT_FITTED.format(shots=settings.shots) if settings.shots_to_fit else None
+        return Prepared(prompts, shot_ids, note)
+    if mode.generates:
+        room = (settings.generating_answer(bench) or causal_answering(cfg)).max_new_tokens
+
+        def lengths(part: Sequence[Prompt]) -> list[int]:
+            return measure([p.text() for p in part])
+    elif mode is AnswerMode.CHOICES:  # a strategy's prompt, then each choice
+        assert isinstance(bench, ChoiceQuestions)
+        room, options = 0, {e.id: list(bench.choices(e)) for e in examples}
+        by_prompt = {id(p): e for p, e in zip(prompts, examples, strict=True)}
+
+        def lengths(part: Sequence[Prompt]) -> list[int]:
+            return _longest(measure, [[p.text() + bench.target_delimiter + o for o in options[by_prompt[id(p)].id]] for p in part])
+    else:  # verbalizers, each after a space as the served scoring sends them
+        verbalizer = settings.verbalizer or bench.verbalizer() or {}
+        conts = [" " + verbalizer_text(verbalizer[label], cfg) for label in bench.labels]
+        room = 0
+
+        def lengths(part: Sequence[Prompt]) -> list[int]:
+            return _longest(measure, [[p.text() + c for c in conts] for p in part])
+    if settings.shots_to_fit and shot_ids is not None:
+        assert settings.min_shots is not None
+        prompts, shot_ids = fit_shots(prompts, shot_ids, lengths, room, context, settings.min_shots, name, row_ids)
+    else:
+        rows_over(lengths(prompts), room, context, name, row_ids)
+    return Prepared(prompts, shot_ids)
+
+
+def _longest(measure, texts: list[list[str]]) -> list[int]:
+    """Per row, the longest of its texts in tokens (one call to ``measure`` for all of them)."""
+    flat = measure([t for row in texts for t in row])
+    out, at = [], 0
+    for row in texts:
+        out.append(max(flat[at:at + len(row)]))
+        at += len(row)
+    return out
+
+
+def prepare_all(recipe, entries, backend) -> dict[str, Prepared]:
+    """Every entry's :class:`Prepared`, by name: all built and checked before any is scored."""
+    return {entry_name(e): prepare_entry(recipe, e, backend) for e in entries}
