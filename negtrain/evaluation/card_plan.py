@@ -289,6 +289,10 @@ def _server_section(request: CardRequest) -> dict[str, Any] | None:
         return None
     if not given.get("base_url"):
         if backend != "openai":  # a registered backend that reads no server
+            sent = [s.option for s in flagged() if s.name in given and s.name.startswith("extra_body")]
+            if sent:
+                raise ConfigError(f"{', '.join(sent)}: the {backend} backend sends no request body, so it would be ignored; "
+                                  "it goes with --backend openai")
             return None
         raise ConfigError("--backend openai needs --base-url (the server's API root, e.g. http://127.0.0.1:8000/v1)")
     server: dict[str, Any] = {"base_url": given["base_url"], "allow_missing": request.allow_missing}
@@ -302,8 +306,13 @@ def _server_section(request: CardRequest) -> dict[str, Any] | None:
 
 
 def _json_object(text: str) -> dict[str, Any]:
+    def not_json(constant: str) -> Any:
+        raise ConfigError(f"--extra-body: {constant} is not JSON (a NaN or an infinity); give a number")
+
     try:
-        extra = json.loads(text)
+        extra = json.loads(text, parse_constant=not_json)
+    except RecursionError:
+        raise ConfigError("--extra-body: nested too deep") from None
     except ValueError as exc:
         raise ConfigError(f"--extra-body: not JSON ({exc})") from exc
     if not isinstance(extra, dict):
@@ -344,8 +353,9 @@ def plan_card(request: CardRequest) -> CardPlan:
             raw["evaluation"]["server"] = {**server, **(raw["evaluation"].get("server") or {})}
         if raw["evaluation"].get("truncate", "none") != "none":
             # Nothing here cuts a served prompt: refused rather than ignored.
-            raise ConfigError("--truncate left: a served model is sent every prompt whole, and the server's context decides; "
-                              "drop --truncate, or score the model here (--backend hf)")
+            whole = ("a served model is sent every prompt whole, and the server's context decides" if server is not None
+                     else f"the {backend} backend answers every prompt whole and cuts none")
+            raise ConfigError(f"--truncate left: {whole}; drop --truncate, or score the model with --backend hf, which cuts them")
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)

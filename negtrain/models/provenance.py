@@ -312,6 +312,9 @@ def collect(recipe: Recipe, precision: str, model_config: Any = None, checkpoint
         "model": model_revision(recipe, model_config, checkpoint),
         "data": data_files(recipe),
     }
+    server = recipe.evaluation.server
+    if server is not None and server.extra_body:  # what a served card sent besides the prompt
+        record["extra_body"] = {"sent": server.extra_body, "allowed": list(server.extra_body_allow)}
     record["collect_seconds"] = round(time.perf_counter() - start, 4)
     return record
 
