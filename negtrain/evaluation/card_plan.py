@@ -23,6 +23,7 @@ from negtrain.config import (
     check_backend,
     families_where,
     family_of,
+    family_section,
     load_yaml,
     validate_recipe,
     without_other_families,
@@ -209,7 +210,7 @@ def card_recipe(
         if family is not None and family != family_of(model_section):
             raise ConfigError(f"--family {family}: the run at {model} trained a '{model_section.get('family')}' model")
         checkpoint = source[1]
-        if "head_labels" in FAMILY_SECTIONS[family_of(model_section)].model_fields and not model_section.get("head_labels"):
+        if "head_labels" in family_section(family_of(model_section), f"evaluate --model {model}").model_fields and not model_section.get("head_labels"):
             # The head the run trained: without it, a card's head would be sized to the card's
             # benchmarks (3-way with NaN-NLI among them) and the run's 2-way weights would not fit.
             model_section["head_labels"] = run_head_labels(source[0].parent, run_recipe)
@@ -247,7 +248,7 @@ def card_recipe(
         "logger": "none",
     }
     if shots:
-        if not FAMILY_SECTIONS[family].reads_prompts:
+        if not family_section(family, "--shots").reads_prompts:
             raise ConfigError(f"--shots: few-shot prompts are for the {' and '.join(families_where('reads_prompts'))} families, not '{family}'")
         raw["data"]["shots"] = shots  # spread over the entries once `all` is expanded, below
     if overrides:
@@ -260,7 +261,8 @@ def card_recipe(
 def default_out(model: str, family: str | None) -> Path:
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model.rstrip("/")).name or model).strip("_") or "model"
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("cards") / f"{stem}-{family or 'run'}-{stamp}"
+    kind = re.sub(r"[^A-Za-z0-9._-]+", "_", family or "run").strip("._") or "run"  # never a path of its own
+    return Path("cards") / f"{stem}-{kind}-{stamp}"
 
 
 
@@ -270,7 +272,7 @@ def _llm_settings(raw: dict[str, Any], request: CardRequest) -> None:
     if (request.system is not None or request.fewshot_as_multiturn) and not request.chat:
         raise ConfigError("--system and --fewshot-as-multiturn shape a chat prompt; add --chat")
     if request.chat:
-        if not FAMILY_SECTIONS[family_of(raw["model"])].reads_prompts:
+        if not family_section(family_of(raw["model"]), "--chat").reads_prompts:
             raise ConfigError(f"--chat: chat templates are for the {' and '.join(families_where('reads_prompts'))} families, not '{raw['model'].get('family')}'")
         raw["model"].update({"chat": True, "system": request.system, "fewshot_as_multiturn": request.fewshot_as_multiturn})
     if not request.log_samples:
