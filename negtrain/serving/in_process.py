@@ -29,7 +29,7 @@ import torch
 from negtrain.core.errors import ConfigError
 from negtrain.models.choice_inputs import split_pair
 from negtrain.models.continuation import continuation_logprobs
-from negtrain.models.folder_checks import load_lm_tokenizer
+from negtrain.models.folder_checks import check_model_folder, load_lm_tokenizer
 from negtrain.models.context import model_context, rows_over
 from negtrain.models.generation import Limits, respond_ids
 from negtrain.models.sources import attention_kwargs, resolve_model_name
@@ -110,6 +110,7 @@ def open_in_process(context: BackendContext) -> InProcessBackend:
 
     recipe = context.recipe
     path = resolve_model_name(context.model)
+    check_model_folder(path, recipe.model.family if recipe is not None else "causal_lm", f"--model {context.model}")
     tokenizer = load_lm_tokenizer(path, context.model)
     kwargs = attention_kwargs(recipe.model) if recipe is not None else {}
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()
