@@ -228,6 +228,34 @@ def _scored_cloze(bench: Benchmark, split: str, path: Path, allow_missing: bool)
     return Scored(bench.name, split, str(path), len(examples), len(rows), (), values, notes), metric
 
 
+def check_shape(path: Path, examples: int, name: str) -> None:
+    """Before a line is parsed: a predictions file (a regular file; a pipe is read once, as it
+    comes) holds at most one line per example of its split, so a file far larger (another
+    split's, lines repeated, a log) is refused in the time it takes to count its lines, never
+    parsed whole first."""
+    try:
+        info = path.stat()
+    except OSError:
+        return  # read_lines names it
+    if not stat.S_ISREG(info.st_mode):
+        return
+    too_many = f"; {name} has {examples:,} examples and a predictions file one line per example (another split's file, or lines repeated?)"
+    if info.st_size > (examples + 1) * MAX_LINE_BYTES:
+        raise PredictionError(f"{path}: {info.st_size:,} bytes, more than {examples + 1:,} lines of at most {MAX_LINE_BYTES:,} bytes{too_many}")
+    newlines = 0
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 22), b""):
+            newlines += block.count(b"\n")
+    if newlines <= examples:
+        return
+    lines = 0  # more line ends than examples: count the lines that are not blank, a line at a time
+    with path.open("rb") as f:
+        while lines <= examples and (line := f.readline(MAX_LINE_BYTES + 1)):
+            lines += bool(line.strip())
+    if lines > examples:
+        raise PredictionError(f"{path}: {newlines:,} lines{too_many}")
+
+
 def read_lines(path: Path) -> Iterator[str]:
     """The file's lines, decoded, read one at a time (a file of any size is never held whole). A
     regular file or a pipe (``<(...)``); no line over MAX_LINE_BYTES and no more than
@@ -289,6 +317,7 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     per-example state, for the bootstrap and for paired comparisons)."""
     bench = get_benchmark(benchmark)
     bench.check_split(split)
+    check_shape(path, len(bench.load(split)), f"{bench.name}/{split}")
     if bench.answer_type is AnswerKind.CLOZE:
         return _scored_cloze(bench, split, path, allow_missing)
     judgements = read_judgements(path, bench) if bench.human_judgements else None
