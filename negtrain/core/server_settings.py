@@ -129,14 +129,14 @@ def extra_body_problem(extra: dict[str, Any], allowed: list[str] | tuple[str, ..
     if ours:
         return (f"{', '.join(ours)} {'is' if len(ours) == 1 else 'are'} set by negtrain itself (greedy decoding, the prompt, "
                 "its limits); extra_body is for a server's own settings")
+    odd = sorted(k for k, v in extra.items() if not _finite(v))
+    if odd:
+        return f"{', '.join(odd)}: NaN and Infinity are not JSON; give a number"
     allow = {a.lower() for a in allowed}
     changes = sorted(k for k, v in extra.items() if str(k).lower() not in allow and _changes_scoring(str(k), v))
     if changes:
         return (f"{', '.join(changes)} would change what is scored (the prompt, the token budget, decoding or the answer's "
                 "format); to send it anyway, name it in --extra-body-allow (evaluation.server.extra_body_allow)")
-    odd = sorted(k for k, v in extra.items() if not _finite(v))
-    if odd:
-        return f"{', '.join(odd)}: NaN and Infinity are not JSON; give a number"
     return None
 
 
