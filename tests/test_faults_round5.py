@@ -26,7 +26,7 @@ import pytest
 from negtrain.cli import main
 from negtrain.core.errors import ConfigError, NegtrainError
 from scripted_server import Scripted, well_formed
-from test_served_faults import card, env, one_error, records  # noqa: F401 - env: the fixture
+from test_served_faults import card, one_error, records
 
 
 def error_line(capsys, argv: list[str]) -> str:
@@ -42,14 +42,14 @@ def error_line(capsys, argv: list[str]) -> str:
     '{"ignore_eos": true, "min_tokens": 50}', '{"MAX_TOKENS": 1}', '{"Temperature": 0.7}', '{"response_format": {"type": "json_object"}}',
     '{"repeat_penalty": 1.3}', '{"top_k": 40}',
 ])
-def test_extra_body_refuses_what_changes_the_score(env, tmp_path, capsys, body):
+def test_extra_body_refuses_what_changes_the_score(lm_env, tmp_path, capsys, body):
     line = error_line(capsys, ["evaluate", "--model", "m", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
                                "--benchmarks", "tinad", "--out", str(tmp_path / "c"), "--extra-body", body])
     assert "extra_body" in line and ("would change what is scored" in line or "set by negtrain itself" in line)
     assert not (tmp_path / "c").exists()
 
 
-def test_extra_body_nan_and_infinity_are_refused(env, tmp_path, capsys):
+def test_extra_body_nan_and_infinity_are_refused(lm_env, tmp_path, capsys):
     for body in ('{"repeat_penalty": NaN}', '{"presence_penalty": -Infinity}'):
         line = error_line(capsys, ["evaluate", "--model", "m", "--backend", "openai", "--base-url", "http://127.0.0.1:9/v1",
                                    "--benchmarks", "tinad", "--out", str(tmp_path / "c"), "--extra-body", body])
@@ -60,7 +60,7 @@ def test_extra_body_nan_and_infinity_are_refused(env, tmp_path, capsys):
         ServerConfig(base_url="http://x/v1", extra_body={"id_slot": float("nan")})
 
 
-def test_extra_body_neutral_values_and_allowed_fields(env):
+def test_extra_body_neutral_values_and_allowed_fields(lm_env):
     from negtrain.core.server_settings import extra_body_problem
 
     assert extra_body_problem({"repeat_penalty": 1.0, "repetition_penalty": 1, "top_k": 1, "presence_penalty": 0.0, "id_slot": 2}) is None
@@ -71,7 +71,7 @@ def test_extra_body_neutral_values_and_allowed_fields(env):
     assert "set by negtrain itself" in extra_body_problem({"PROMPT": "x"})
 
 
-def test_extra_body_is_on_the_card_in_provenance_and_in_the_cache_key(env, tmp_path):
+def test_extra_body_is_on_the_card_in_provenance_and_in_the_cache_key(lm_env, tmp_path):
     cache = tmp_path / "responses.sqlite"
     allowed = '{"repeat_penalty": 1.0, "min_p": 0.05}'
     with Scripted(lambda n, path, body: well_formed(body, "no")) as server:
@@ -104,8 +104,8 @@ def test_the_cards_chat_line_names_the_extra_body_for_protocol_md_too():
     assert line.endswith('Every generation request also sent (--extra-body): {"repeat_penalty": 1.0}.')
 
 
-def test_extra_body_with_the_transformers_backend_is_refused(env, tmp_path, capsys):
-    line = error_line(capsys, ["evaluate", "--model", str(env["llama"]), "--backend", "transformers", "--benchmarks", "tinad",
+def test_extra_body_with_the_transformers_backend_is_refused(lm_env, tmp_path, capsys):
+    line = error_line(capsys, ["evaluate", "--model", str(lm_env["llama"]), "--backend", "transformers", "--benchmarks", "tinad",
                                "--out", str(tmp_path / "c"), "--extra-body", '{"repeat_penalty": 1.0}'])
     assert "the transformers backend sends no request body" in line
     from negtrain.config import validate_recipe
@@ -118,7 +118,7 @@ def test_extra_body_with_the_transformers_backend_is_refused(env, tmp_path, caps
 
 # ---- the response cache --------------------------------------------------------------------------
 
-def test_a_cache_cut_short_is_set_aside_and_the_card_asks_again(env, tmp_path, capsys):
+def test_a_cache_cut_short_is_set_aside_and_the_card_asks_again(lm_env, tmp_path, capsys):
     cache = tmp_path / "responses.sqlite"
     with Scripted() as server:
         assert card(server.url, tmp_path / "first", "--cache", str(cache)) == 0
@@ -208,10 +208,10 @@ def test_a_folder_nested_thousands_deep_is_named_not_a_recursion_error(tmp_path)
 
 @pytest.mark.parametrize("target, says", [("/dev/zero", "is a device, not a weights file"),
                                           ("model.safetensors", "is unreadable (Too many levels of symbolic links)")])
-def test_weights_that_are_a_device_or_link_to_themselves(env, tmp_path, capsys, target, says):
+def test_weights_that_are_a_device_or_link_to_themselves(lm_env, tmp_path, capsys, target, says):
     model = tmp_path / "model"
     model.mkdir()
-    for f in Path(env["llama"]).iterdir():
+    for f in Path(lm_env["llama"]).iterdir():
         if f.name != "model.safetensors":
             (model / f.name).write_bytes(f.read_bytes())
     (model / "model.safetensors").symlink_to(target)
@@ -312,16 +312,16 @@ def test_compare_epoch_on_two_cards_is_refused(tmp_path, capsys):
 
 # ---- the transformers backend's context error ----------------------------------------------------
 
-def test_the_context_error_counts_every_prompt_and_names_its_row_once(env):
+def test_the_context_error_counts_every_prompt_and_names_its_row_once(lm_env):
     from negtrain.config import validate_recipe
     from negtrain.evaluation.served import _row
     from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.in_process import InProcessBackend
     from negtrain.serving.requests import Counts, Generation, Loglikelihood
 
-    recipe = validate_recipe({"description": "x", "model": {"name": str(env["llama"]), "family": "causal_lm"},
+    recipe = validate_recipe({"description": "x", "model": {"name": str(lm_env["llama"]), "family": "causal_lm"},
                               "data": {"eval": [{"benchmark": "tinad", "split": "test"}], "eval_batch_size": 3}}, "test")
-    backend = open_backend("transformers", BackendContext(str(env["llama"]), recipe=recipe))
+    backend = open_backend("transformers", BackendContext(str(lm_env["llama"]), recipe=recipe))
     backend.model.config.max_position_embeddings = 24
     short = InProcessBackend(backend.model, backend.tokenizer, 3)
     long_prompt = "Is the following statement True or False? " * 6
@@ -334,7 +334,7 @@ def test_the_context_error_counts_every_prompt_and_names_its_row_once(env):
     assert _row("monli/test", "monli/test/0") == "monli/test/0" and _row("tinad/test", "7") == "tinad/test/7"
 
 
-def test_truncate_left_with_the_transformers_backend_names_it(env, tmp_path, capsys):
-    line = error_line(capsys, ["evaluate", "--model", str(env["llama"]), "--family", "causal_lm", "--backend", "transformers",
+def test_truncate_left_with_the_transformers_backend_names_it(lm_env, tmp_path, capsys):
+    line = error_line(capsys, ["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--backend", "transformers",
                                "--benchmarks", "tinad", "--truncate", "left", "--out", str(tmp_path / "c")])
     assert "the transformers backend answers every prompt whole" in line and "a served model" not in line

@@ -229,28 +229,23 @@ def _scored_cloze(bench: Benchmark, split: str, path: Path, allow_missing: bool)
 
 
 def check_shape(path: Path, examples: int, name: str) -> None:
-    """Before a line is parsed: a predictions file (a regular file; a pipe is read once, as it
-    comes) holds at most one line per example of its split, so a file far larger (another
-    split's, lines repeated, a log) is refused in the time it takes to count its lines, never
-    parsed whole first."""
+    """Before a line is parsed: a predictions file (a regular file; a pipe is read as it comes)
+    holds at most one line per example, so a far larger one is refused in the time it takes to
+    count its lines (its size first), never parsed whole."""
     try:
-        info = path.stat()
-    except OSError:
-        return  # read_lines names it
-    if not stat.S_ISREG(info.st_mode):
+        size = path.stat().st_size if path.is_file() else None
+    except OSError:  # read_lines names what cannot be read
+        return
+    if size is None:
         return
     too_many = f"; {name} has {examples:,} examples and a predictions file one line per example (another split's file, or lines repeated?)"
-    if info.st_size > (examples + 1) * MAX_LINE_BYTES:
-        raise PredictionError(f"{path}: {info.st_size:,} bytes, more than {examples + 1:,} lines of at most {MAX_LINE_BYTES:,} bytes{too_many}")
-    newlines = 0
+    if size > (examples + 1) * MAX_LINE_BYTES:
+        raise PredictionError(f"{path}: {size:,} bytes, more than {examples + 1:,} lines of at most {MAX_LINE_BYTES:,} bytes{too_many}")
     with path.open("rb") as f:
-        for block in iter(lambda: f.read(1 << 22), b""):
-            newlines += block.count(b"\n")
-    if newlines <= examples:
-        return
-    lines = 0  # more line ends than examples: count the lines that are not blank, a line at a time
+        newlines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 22), b""))
+    lines = 0  # more line ends than examples: count the lines that are not blank, up to one too many
     with path.open("rb") as f:
-        while lines <= examples and (line := f.readline(MAX_LINE_BYTES + 1)):
+        while newlines > examples and lines <= examples and (line := f.readline(MAX_LINE_BYTES + 1)):
             lines += bool(line.strip())
     if lines > examples:
         raise PredictionError(f"{path}: {newlines:,} lines{too_many}")

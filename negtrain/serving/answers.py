@@ -71,10 +71,10 @@ def usage(out: dict[str, Any]) -> dict[str, int]:
     given = out.get("usage")
     if not isinstance(given, dict):
         return {"tokens_in": 0, "tokens_out": 0}
-    counts = {}
+    counts: dict[str, int] = {}
     for field, name in (("prompt_tokens", "tokens_in"), ("completion_tokens", "tokens_out")):
         value = given.get(field)
-        counts[name] = value if _is_int(value) and value >= 0 else 0
+        counts[name] = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
     return counts
 
 
