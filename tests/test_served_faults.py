@@ -143,10 +143,29 @@ def test_empty_tokens_do_not_inflate_the_token_count():
     assert n == 1 and lp == pytest.approx(-0.5 + logprob_of(" yes"))
 
 
-MALFORMED = {  # case 12's table, and its neighbours
+#: A usage block that is no count only feeds the card's token counts: unknown (0), not an error
+#: (issue 47; before, it failed the whole card).
+ODD_USAGE = {
     "usage: 'n/a'": lambda o: o.update(usage="n/a"),
     "usage.prompt_tokens: 'many'": lambda o: o["usage"].update(prompt_tokens="many"),
+    "usage.prompt_tokens: 2.5": lambda o: o["usage"].update(prompt_tokens=2.5),
     "negative token count": lambda o: o["usage"].update(completion_tokens=-3),
+}
+
+
+@pytest.mark.parametrize("case", sorted(ODD_USAGE))
+def test_an_odd_usage_block_is_an_unknown_count(case):
+    out = echoed("Q? A: now", " yes")
+    ODD_USAGE[case](out)
+    counts = usage(out)
+    known = usage(echoed("Q? A: now", " yes"))
+    assert known == {"tokens_in": 4, "tokens_out": 1}  # four whitespace-led words; one generated
+    for name, field in (("tokens_in", "prompt_tokens"), ("tokens_out", "completion_tokens")):
+        odd = case.startswith("usage:") or field in case or (case == "negative token count" and field == "completion_tokens")
+        assert counts[name] == (0 if odd else known[name])
+
+
+MALFORMED = {  # case 12's table, and its neighbours
     "choices as a dict": lambda o: o.update(choices={"0": o["choices"][0]}),
     "text_offset holding nulls": lambda o: o["choices"][0]["logprobs"].update(text_offset=[None] * len(o["choices"][0]["logprobs"]["text_offset"])),
     "text_offset holding strings": lambda o: o["choices"][0]["logprobs"].update(text_offset=[str(x) for x in o["choices"][0]["logprobs"]["text_offset"]]),
@@ -163,7 +182,6 @@ def test_every_malformed_answer_is_one_clean_error(case):
     MALFORMED[case](out)
     with pytest.raises(Malformed):
         continuation_logprob(out, "Q? A: now", " yes")
-        usage(out)
 
 
 def test_an_answer_that_is_no_object_is_malformed():
@@ -364,7 +382,7 @@ def test_allow_missing_lists_the_malformed_and_writes_no_key(env, tmp_path, caps
     assert_no_key(tmp_path, printed.out, printed.err)
 
 
-@pytest.mark.parametrize("case", ["usage: 'n/a'", "choices as a dict", "token_logprobs shorter than text_offset"])
+@pytest.mark.parametrize("case", ["text_offset holding strings", "choices as a dict", "token_logprobs shorter than text_offset"])
 def test_a_malformed_answer_stops_the_card_with_one_line_naming_the_example(env, tmp_path, capsys, case):
     """Case 12 through a card: not retried (the server would answer the same), one error line."""
     def script(n, path, body):

@@ -31,6 +31,10 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.models.provenance import FILE_NAME, constraints, read
 
     source = args.constraints
+    if args.out is not None:
+        from negtrain.core.paths import check_output_file
+
+        check_output_file(args.out, "--out")
     if not source.exists():
         raise NegtrainError(f"--constraints {source}: no such run, card or file")
     record = read(source)

@@ -145,6 +145,12 @@ def card_request(args: argparse.Namespace, extra: list[str]):
     """The report card's typed request (negtrain.evaluation.card.CardRequest), made once from the command line."""
     from negtrain.evaluation.card import CardRequest
 
+    from negtrain.core.errors import NegtrainError
+
+    for name in ("strategy", "protocol", "family", "benchmarks"):
+        value = getattr(args, name, None)
+        if isinstance(value, str) and not value.strip():
+            raise NegtrainError(f"--{name}: empty; give a name (evaluate --list shows them) or leave the flag out")
     server = {s.name: getattr(args, s.dest) for s in flagged() if getattr(args, s.dest) is not None}
     return CardRequest(
         model=args.model, family=args.family, adapter=args.adapter, benchmarks=args.benchmarks, shots=args.shots,

@@ -31,6 +31,9 @@ BACKENDS: dict[str, str | Callable[..., Any]] = {
     # The model loaded in this process, answering the same requests as a server (the served path).
     "transformers": "negtrain.serving.in_process:open_in_process",
 }
+#: The backends that load the model here and send no request, so a server's ``extra_body`` would
+#: be ignored: refused with them.
+SENDS_NO_REQUEST_BODY = frozenset({"transformers"})
 #: The backends that ship; :func:`unregister_backend` removes only those added at run time.
 SHIPPED_BACKENDS = frozenset(BACKENDS)
 

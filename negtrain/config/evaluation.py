@@ -7,17 +7,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from negtrain.config.backends import IN_PROCESS, check_backend
+from negtrain.config.backends import IN_PROCESS, SENDS_NO_REQUEST_BODY, check_backend
 from negtrain.config.section import Section
 from negtrain.core.card_settings import CARD_SETTINGS
 from negtrain.core.errors import ConfigError
-from negtrain.core.server_settings import SERVER_SETTINGS
-
-
-#: The request fields negtrain sets itself: an ``extra_body`` may not change them (decoding stays
-#: greedy, and the prompt, limits and stop strings are the benchmark's).
-SENT_BY_NEGTRAIN = frozenset({"model", "prompt", "messages", "max_tokens", "stop", "temperature", "top_p", "echo", "logprobs", "n",
-                              "stream", "best_of", "logit_bias", "seed"})
+from negtrain.core.server_settings import SERVER_SETTINGS, extra_body_problem
 
 
 class ServerConfig(Section):
@@ -35,15 +29,14 @@ class ServerConfig(Section):
     max_requests: int | None = SERVER_SETTINGS["max_requests"].field()
     allow_missing: bool = SERVER_SETTINGS["allow_missing"].field()
     extra_body: dict[str, Any] = SERVER_SETTINGS["extra_body"].field()
+    extra_body_allow: list[str] = SERVER_SETTINGS["extra_body_allow"].field()
 
-    @field_validator("extra_body")
-    @classmethod
-    def _not_negtrains_fields(cls, v: dict[str, Any]) -> dict[str, Any]:
-        taken = sorted(set(v) & SENT_BY_NEGTRAIN)
-        if taken:
-            raise ValueError(f"{', '.join(taken)} {'is' if len(taken) == 1 else 'are'} set by negtrain itself (greedy decoding, "
-                             "the prompt, its limits); extra_body is for a server's own settings")
-        return v
+    @model_validator(mode="after")
+    def _extra_body_decides_nothing_scored(self) -> ServerConfig:
+        problem = extra_body_problem(self.extra_body, self.extra_body_allow)
+        if problem:
+            raise ValueError(f"extra_body: {problem}")
+        return self
 
     @field_validator("base_url")
     @classmethod
@@ -88,4 +81,7 @@ class EvaluationConfig(Section):
             raise ValueError("backend openai needs a server section (base_url)")
         if self.backend == IN_PROCESS and self.server is not None:
             raise ValueError("server is for a served backend (openai)")
+        if self.backend in SENDS_NO_REQUEST_BODY and self.server is not None and self.server.extra_body:
+            raise ValueError(f"server.extra_body: the {self.backend} backend sends no request body, so it would be ignored; "
+                             "it goes with backend openai")
         return self

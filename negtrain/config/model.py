@@ -325,6 +325,9 @@ def register_family(section: type[ModelSection]) -> str:
             f"register_family: {section.__name__}.family must be declared as Literal['<name>'] = '<name>' "
             f"(got {field.annotation} = {name!r}), so that a section validates only its own family"
         )
+    if not name.isidentifier():
+        raise ConfigError(f"register_family: a family's name is a word (letters, digits, _; paths and files are named "
+                          f"after it), got {name!r}")
     if name in FAMILY_SECTIONS:
         raise ConfigError(f"register_family: the table already has a family '{name}' ({FAMILY_SECTIONS[name].__name__})")
     if not section.builder:
@@ -333,6 +336,19 @@ def register_family(section: type[ModelSection]) -> str:
         raise ConfigError(f"register_family: {section.__name__} declares no answer_kinds, so it could score no benchmark")
     FAMILY_SECTIONS[name] = section
     return name
+
+
+def family_section(name: str, where: str) -> type[ModelSection]:
+    """The settings section of family ``name``; one not in this process's table (registered by
+    another process, a plugin not loaded here) is an error naming it and how to register it."""
+    section = FAMILY_SECTIONS.get(name)
+    if section is None:
+        raise ConfigError(
+            f"{where}: family '{name}' is not in this process's table of families ({', '.join(FAMILY_SECTIONS)}); "
+            "a family registered in another process must be registered here too: call "
+            "negtrain.config.register_family(<its section>) before the command runs (docs: Extending)"
+        )
+    return section
 
 
 def unregister_family(name: str) -> None:

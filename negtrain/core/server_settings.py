@@ -48,12 +48,12 @@ class ServerSetting:
         """The pydantic field of ``ServerConfig``."""
         from pydantic import Field  # the config floor's; only when the schema is built
 
-        if isinstance(self.default, dict):
-            return Field(default_factory=dict, description=self.description, **self.bounds)
+        if isinstance(self.default, (dict, list)):
+            return Field(default_factory=type(self.default), description=self.description, **self.bounds)
         return Field(self.default, description=self.description, **self.bounds)
 
     def help(self) -> str:
-        default = "" if self.default in (REQUIRED, None) or isinstance(self.default, dict) else f" (default {self.default})"
+        default = "" if self.default in (REQUIRED, None) or isinstance(self.default, (dict, list)) else f" (default {self.default})"
         return (self.description + default).replace("%", "%%")
 
 
@@ -75,8 +75,14 @@ SERVER_SETTINGS: dict[str, ServerSetting] = {s.name: s for s in (
                   "instead of stopping the run.", False, no_flag=True),
     ServerSetting(
         "extra_body", "Fields added to every generation request: a server's own settings that decide its text, e.g. "
-        "{repeat_penalty: 1.0} for llama.cpp's servers (see docs/served-models.md). Not the fields negtrain sets itself.",
+        "{repeat_penalty: 1.0} for llama.cpp's servers (see docs/served-models.md). Not the fields negtrain sets itself, "
+        "nor (unless --extra-body-allow names them) fields that change the prompt, the token budget, decoding or the answer's format.",
         {}, metavar="JSON",
+    ),
+    ServerSetting(
+        "extra_body_allow", "Fields of --extra-body sent although they change what is scored (the prompt, the token budget, "
+        "decoding or the answer's format), comma-separated; card.md, protocol.md and provenance.json name them.",
+        [], lambda text: [f.strip() for f in text.split(",") if f.strip()], metavar="FIELD,...",
     ),
 )}
 
@@ -84,3 +90,58 @@ SERVER_SETTINGS: dict[str, ServerSetting] = {s.name: s for s in (
 def flagged() -> list[ServerSetting]:
     """The settings the command line gives as flags, in the table's order."""
     return [s for s in SERVER_SETTINGS.values() if not s.no_flag]
+
+
+#: The request fields negtrain sets itself (the model, the prompt, its limit and stop strings, greedy
+#: decoding): an ``extra_body`` never sets them, in any case of their letters.
+SENT_BY_NEGTRAIN = frozenset({"model", "prompt", "messages", "max_tokens", "stop", "temperature", "top_p", "echo", "logprobs", "n",
+                              "stream", "best_of", "logit_bias", "seed"})
+#: Parts of a field's name that mark a field which changes what is scored: the prompt
+#: (``suffix``, ``truncate_prompt_tokens``, ``chat_template``), the token budget
+#: (``max_completion_tokens``, ``min_tokens``, ``ignore_eos``, ``n_predict``), decoding (``top_k``,
+#: ``mirostat``, a penalty) or the answer's format (``guided_choice``, ``response_format``,
+#: ``grammar``). Matched in lower case, so ``MAX_TOKENS`` is ``max_tokens``.
+CHANGES_SCORING = ("token", "prompt", "suffix", "prefix", "stop", "eos", "guided", "grammar", "schema", "format", "logit",
+                   "logprob", "sampl", "temperature", "top_", "min_p", "typical", "beam", "penalty", "template", "seed",
+                   "predict", "mirostat", "dynatemp", "dry_", "xtc", "tool", "function", "length", "choice", "regex",
+                   "structured", "json", "message", "echo", "best_of", "stream", "tfs", "n_probs", "lora", "adapter")
+#: Values of those fields that leave greedy decoding as it is (llama.cpp's servers apply a
+#: repeat_penalty of 1.1 unless a request sets 1.0): sent without --extra-body-allow.
+NEUTRAL = {"repeat_penalty": (1,), "repetition_penalty": (1,), "presence_penalty": (0,), "frequency_penalty": (0,),
+           "top_k": (1, 0, -1), "min_p": (0,), "typical_p": (1,), "tfs_z": (1,)}
+
+
+def _finite(value: Any) -> bool:
+    if isinstance(value, float):
+        return value == value and value not in (float("inf"), float("-inf"))
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return all(_finite(v) for v in value)
+    return True
+
+
+def extra_body_problem(extra: dict[str, Any], allowed: list[str] | tuple[str, ...] = ()) -> str | None:
+    """Why ``extra`` may not be sent as it is, or None: a field negtrain sets itself, a field that
+    changes what is scored and that ``allowed`` (``--extra-body-allow``) does not name, a NaN or an
+    infinity (not JSON)."""
+    ours = sorted(k for k in extra if str(k).lower() in SENT_BY_NEGTRAIN)
+    if ours:
+        return (f"{', '.join(ours)} {'is' if len(ours) == 1 else 'are'} set by negtrain itself (greedy decoding, the prompt, "
+                "its limits); extra_body is for a server's own settings")
+    odd = sorted(k for k, v in extra.items() if not _finite(v))
+    if odd:
+        return f"{', '.join(odd)}: NaN and Infinity are not JSON; give a number"
+    allow = {a.lower() for a in allowed}
+    changes = sorted(k for k, v in extra.items() if str(k).lower() not in allow and _changes_scoring(str(k), v))
+    if changes:
+        return (f"{', '.join(changes)} would change what is scored (the prompt, the token budget, decoding or the answer's "
+                "format); to send it anyway, name it in --extra-body-allow (evaluation.server.extra_body_allow)")
+    return None
+
+
+def _changes_scoring(name: str, value: Any) -> bool:
+    low = name.lower()
+    if low in NEUTRAL and not isinstance(value, bool) and isinstance(value, (int, float)) and value in NEUTRAL[low]:
+        return False
+    return any(part in low for part in CHANGES_SCORING)

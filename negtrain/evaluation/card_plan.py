@@ -23,6 +23,7 @@ from negtrain.config import (
     check_backend,
     families_where,
     family_of,
+    family_section,
     load_yaml,
     validate_recipe,
     without_other_families,
@@ -216,7 +217,7 @@ def card_recipe(
         if family is not None and family != family_of(model_section):
             raise ConfigError(f"--family {family}: the run at {model} trained a '{model_section.get('family')}' model")
         checkpoint = source[1]
-        if "head_labels" in FAMILY_SECTIONS[family_of(model_section)].model_fields and not model_section.get("head_labels"):
+        if "head_labels" in family_section(family_of(model_section), f"evaluate --model {model}").model_fields and not model_section.get("head_labels"):
             # The head the run trained: without it, a card's head would be sized to the card's
             # benchmarks (3-way with NaN-NLI among them) and the run's 2-way weights would not fit.
             model_section["head_labels"] = run_head_labels(source[0].parent, run_recipe)
@@ -254,7 +255,7 @@ def card_recipe(
         "logger": "none",
     }
     if shots:
-        if not FAMILY_SECTIONS[family].reads_prompts:
+        if not family_section(family, "--shots").reads_prompts:
             raise ConfigError(f"--shots: few-shot prompts are for the {' and '.join(families_where('reads_prompts'))} families, not '{family}'")
         raw["data"]["shots"] = shots  # spread over the entries once `all` is expanded, below
     if overrides:
@@ -267,7 +268,8 @@ def card_recipe(
 def default_out(model: str, family: str | None) -> Path:
     stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(model.rstrip("/")).name or model).strip("_") or "model"
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
-    return Path("cards") / f"{stem}-{family or 'run'}-{stamp}"
+    kind = re.sub(r"[^A-Za-z0-9._-]+", "_", family or "run").strip("._") or "run"  # never a path of its own
+    return Path("cards") / f"{stem}-{kind}-{stamp}"
 
 
 
@@ -277,7 +279,7 @@ def _llm_settings(raw: dict[str, Any], request: CardRequest) -> None:
     if (request.system is not None or request.fewshot_as_multiturn) and not request.chat:
         raise ConfigError("--system and --fewshot-as-multiturn shape a chat prompt; add --chat")
     if request.chat:
-        if not FAMILY_SECTIONS[family_of(raw["model"])].reads_prompts:
+        if not family_section(family_of(raw["model"]), "--chat").reads_prompts:
             raise ConfigError(f"--chat: chat templates are for the {' and '.join(families_where('reads_prompts'))} families, not '{raw['model'].get('family')}'")
         raw["model"].update({"chat": True, "system": request.system, "fewshot_as_multiturn": request.fewshot_as_multiturn})
     if not request.log_samples:
@@ -296,6 +298,10 @@ def _server_section(request: CardRequest) -> dict[str, Any] | None:
         return None
     if not given.get("base_url"):
         if backend != "openai":  # a registered backend that reads no server
+            sent = [s.option for s in flagged() if s.name in given and s.name.startswith("extra_body")]
+            if sent:
+                raise ConfigError(f"{', '.join(sent)}: the {backend} backend sends no request body, so it would be ignored; "
+                                  "it goes with --backend openai")
             return None
         raise ConfigError("--backend openai needs --base-url (the server's API root, e.g. http://127.0.0.1:8000/v1)")
     server: dict[str, Any] = {"base_url": given["base_url"], "allow_missing": request.allow_missing}
@@ -309,8 +315,13 @@ def _server_section(request: CardRequest) -> dict[str, Any] | None:
 
 
 def _json_object(text: str) -> dict[str, Any]:
+    def not_json(constant: str) -> Any:
+        raise ConfigError(f"--extra-body: {constant} is not JSON (a NaN or an infinity); give a number")
+
     try:
-        extra = json.loads(text)
+        extra = json.loads(text, parse_constant=not_json)
+    except RecursionError:
+        raise ConfigError("--extra-body: nested too deep") from None
     except ValueError as exc:
         raise ConfigError(f"--extra-body: not JSON ({exc})") from exc
     if not isinstance(extra, dict):
@@ -351,8 +362,9 @@ def plan_card(request: CardRequest) -> CardPlan:
             raw["evaluation"]["server"] = {**server, **(raw["evaluation"].get("server") or {})}
         if raw["evaluation"].get("truncate", "none") != "none":
             # Nothing here cuts a served prompt: refused rather than ignored.
-            raise ConfigError("--truncate left: a served model is sent every prompt whole, and the server's context decides; "
-                              "drop --truncate, or score the model here (--backend hf)")
+            whole = ("a served model is sent every prompt whole, and the server's context decides" if server is not None
+                     else f"the {backend} backend answers every prompt whole and cuts none")
+            raise ConfigError(f"--truncate left: {whole}; drop --truncate, or score the model with --backend hf, which cuts them")
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)

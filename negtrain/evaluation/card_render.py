@@ -4,6 +4,7 @@ records as they were just computed."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -26,8 +27,9 @@ def chat_template_line(recipe) -> str | None:
     if recipe.evaluation.backend not in (IN_PROCESS, "openai"):
         return f"Chat template: whatever the {recipe.evaluation.backend} backend applies; prompts sent as written."
     if recipe.evaluation.backend == "openai":
-        return ("Chat template: the server's, through /v1/chat/completions (--chat)." if model.chat
+        line = ("Chat template: the server's, through /v1/chat/completions (--chat)." if model.chat
                 else "Chat template: none; prompts as written, through /v1/completions (no --chat).")
+        return line + extra_body_words(recipe.evaluation.server)
     if model.chat:
         return "Chat template: the tokenizer's, applied to every prompt (--chat)."
     if model.wraps_in_chat_template():
@@ -37,6 +39,18 @@ def chat_template_line(recipe) -> str | None:
 
 #: A data baseline's column header in card.md (the papers' name for it).
 BASELINE_HEADERS = {"majority_baseline": "MB (majority baseline)"}
+
+
+def extra_body_words(server) -> str:
+    """What ``--extra-body`` added to every generation request, as the end of the card's chat
+    template line (card.md and protocol.md), with the fields sent although they change what is
+    scored (``--extra-body-allow``); empty when nothing was added."""
+    if server is None or not server.extra_body:
+        return ""
+    sent = json.dumps(server.extra_body, sort_keys=True, ensure_ascii=False)
+    allowed = [k for k in server.extra_body if k.lower() in {a.lower() for a in server.extra_body_allow}]
+    return (f" Every generation request also sent (--extra-body): {sent}"
+            + (f"; of these, {', '.join(allowed)} change what is scored (--extra-body-allow)." if allowed else "."))
 
 
 def _fmt(value: float | None) -> str:

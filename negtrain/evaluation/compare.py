@@ -48,6 +48,7 @@ PREDICTIONS_FILE = re.compile(r"^(?P<benchmark>.+)-(?P<split>[^-]+)-(?P<stage>ep
 class Side:
     label: str  # what the user passed
     files: dict[str, Path]  # "<benchmark>/<split>" -> predictions file
+    has_epochs: bool = False  # a run directory's per-epoch predictions, which --epoch picks among
 
 
 def _epoch_of_best(run: Path) -> int:
@@ -95,7 +96,7 @@ def resolve_side(arg: Path, benchmark: str | None, split: str | None, epoch: str
     if not files:
         which = f" for epoch {wanted}" if wanted is not None else ""
         raise NegtrainError(f"{folder}: no predictions files{which}" + (f" for {benchmark}" if benchmark else ""))
-    return Side(str(arg), files)
+    return Side(str(arg), files, has_epochs)
 
 
 def discordant(table_a: UnitTable, table_b: UnitTable) -> dict[str, int] | None:
@@ -190,6 +191,9 @@ def compare(a: Path, b: Path, benchmark: str | None = None, split: str | None = 
     if is_seed_group(a) or is_seed_group(b):
         return _compare_seed_groups(a, b, benchmark, split, epoch, resamples, seed, allow_missing, adjust)
     side_a, side_b = resolve_side(a, benchmark, split, epoch), resolve_side(b, benchmark, split, epoch)
+    if epoch != "last" and not (side_a.has_epochs or side_b.has_epochs):
+        raise NegtrainError(f"--epoch {epoch}: neither {a} nor {b} has per-epoch predictions (a report card, an "
+                            "evaluation directory or a predictions file holds one evaluation); --epoch picks among a run's epochs")
     evals = _compared(side_a, side_b, resamples, seed, allow_missing)
     add_adjusted(evals, adjust)
     only = sorted(set(side_a.files) ^ set(side_b.files))

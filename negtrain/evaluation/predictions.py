@@ -228,6 +228,29 @@ def _scored_cloze(bench: Benchmark, split: str, path: Path, allow_missing: bool)
     return Scored(bench.name, split, str(path), len(examples), len(rows), (), values, notes), metric
 
 
+def check_shape(path: Path, examples: int, name: str) -> None:
+    """Before a line is parsed: a predictions file (a regular file; a pipe is read as it comes)
+    holds at most one line per example, so a far larger one is refused in the time it takes to
+    count its lines (its size first), never parsed whole."""
+    try:
+        size = path.stat().st_size if path.is_file() else None
+    except OSError:  # read_lines names what cannot be read
+        return
+    if size is None:
+        return
+    too_many = f"; {name} has {examples:,} examples and a predictions file one line per example (another split's file, or lines repeated?)"
+    if size > (examples + 1) * MAX_LINE_BYTES:
+        raise PredictionError(f"{path}: {size:,} bytes, more than {examples + 1:,} lines of at most {MAX_LINE_BYTES:,} bytes{too_many}")
+    with path.open("rb") as f:
+        newlines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 22), b""))
+    lines = 0  # more line ends than examples: count the lines that are not blank, up to one too many
+    with path.open("rb") as f:
+        while newlines > examples and lines <= examples and (line := f.readline(MAX_LINE_BYTES + 1)):
+            lines += bool(line.strip())
+    if lines > examples:
+        raise PredictionError(f"{path}: {newlines:,} lines{too_many}")
+
+
 def read_lines(path: Path) -> Iterator[str]:
     """The file's lines, decoded, read one at a time (a file of any size is never held whole). A
     regular file or a pipe (``<(...)``); no line over MAX_LINE_BYTES and no more than
@@ -289,6 +312,7 @@ def scored_metric(benchmark: str, split: str, path: Path, allow_missing: bool = 
     per-example state, for the bootstrap and for paired comparisons)."""
     bench = get_benchmark(benchmark)
     bench.check_split(split)
+    check_shape(path, len(bench.load(split)), f"{bench.name}/{split}")
     if bench.answer_type is AnswerKind.CLOZE:
         return _scored_cloze(bench, split, path, allow_missing)
     judgements = read_judgements(path, bench) if bench.human_judgements else None

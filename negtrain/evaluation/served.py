@@ -52,6 +52,12 @@ from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood,
 INCOMPLETE_TAIL = "\ufffd"
 
 
+
+def _row(name: str, example_id: str) -> str:
+    """A request's row, ``<benchmark>/<split>/<id>``, for errors and notes: an id that already
+    starts with the benchmark and split (MoNLI's) is not prefixed twice."""
+    return example_id if example_id.startswith(f"{name}/") else f"{name}/{example_id}"
+
 def served_unsupported(bench: Benchmark) -> str | None:
     """Why ``bench`` cannot be scored through a server (None: it can)."""
     if bench.answer_type is AnswerKind.CLOZE:
@@ -122,7 +128,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
         for e, context in zip(examples, contexts, strict=False):
             options = list(bench.choices(e))
             shape.append(len(options))
-            requests += [Loglikelihood(context, bench.target_delimiter + o, example=f"{name}/{e.id} choice {j}")
+            requests += [Loglikelihood(context, bench.target_delimiter + o, example=f"{_row(name, e.id)} choice {j}")
                          for j, o in enumerate(options)]
         answers = backend.answer(requests, counts, allow_missing)
         index, logprob, at = [], [], 0
@@ -153,7 +159,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
         if mode.generates:
             metric.counts_unparsed = answering is not None
             rule = answering or causal_answering(cfg)
-            requests = [Generation(p.text(), rule.max_new_tokens, tuple(rule.stop), m, example=f"{name}/{e.id}")
+            requests = [Generation(p.text(), rule.max_new_tokens, tuple(rule.stop), m, example=_row(name, e.id))
                         for p, m, e in zip(prompts, chats, examples, strict=False)]
             answers = backend.answer(requests, counts, allow_missing)
             cut_characters = [r.example for r, a in zip(requests, answers, strict=False)
@@ -182,7 +188,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
             assert verbalizer is not None
             # The continuation is the verbalizer after a space, as the causal family splits it.
             conts = [" " + verbalizer_text(verbalizer[label], cfg) for label in bench.labels]
-            requests = [Loglikelihood(p.text(), c, example=f"{name}/{e.id} label {label!r}")
+            requests = [Loglikelihood(p.text(), c, example=f"{_row(name, e.id)} label {label!r}")
                         for p, e in zip(prompts, examples, strict=False) for c, label in zip(conts, bench.labels, strict=False)]
             answers = backend.answer(requests, counts, allow_missing)
             k = len(conts)

@@ -3,10 +3,10 @@
 A run's provenance names the exact bytes it read: every benchmark data file, a local model's
 folder, the checkpoint a card scored. Hashing them on every start would cost a few seconds per GB
 (an MNLI mix, a 7B model), so a digest is cached under ``<cache>/digests/`` keyed by the file's
-absolute path, size and modification time (as the token store keys its splits): an unchanged file
-is read once, ever, and a warm start only stats it. A file changed in place without a new mtime
-(rare: a copy that preserves times onto the same path) keeps its old digest; ``NEGTRAIN_REHASH=1``
-hashes every file afresh.
+absolute path, size, modification time, inode and change time: an unchanged file
+is read once, ever, and a warm start only stats it. A file changed in place keeps neither its
+change time (which no copy can set) nor, swapped for another, its inode, so it is hashed again even
+when its size and mtime are kept; ``NEGTRAIN_REHASH=1`` hashes every file afresh.
 
 Only regular files are read. A folder can hold other things: a symlink whose target is gone (a
 pruned Hugging Face cache snapshot, which still loads when the model does not need that file) is
@@ -31,6 +31,8 @@ from negtrain.core.errors import NegtrainError
 #: Folders never part of a model folder's content (version control, caches).
 SKIPPED_DIRS = frozenset({".git", ".cache", "__pycache__", ".ipynb_checkpoints"})
 _CHUNK = 1 << 20
+#: Folders nested deeper than this in a model folder are named and not read (no model has them).
+MAX_DEPTH = 64
 
 
 def file_kind(mode: int) -> str | None:
@@ -66,23 +68,36 @@ def _sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+def _read_sha256(path: Path) -> str:
+    try:
+        return _sha256_of(path)
+    except OSError as exc:  # unreadable (permissions), a loop of links, a name too long
+        raise NegtrainError(f"{path}: cannot be read for its content hash ({exc.strerror or exc}); make it readable, "
+                            "or move it out of the folder") from None
+
+
 def file_sha256(path: Path, cache: Path | None) -> str:
     """The SHA-256 of ``path``'s bytes (hex), from ``cache`` when the file is unchanged. Anything
     but a regular file (or a symlink to one) is an error, not read."""
     path = Path(path).absolute()
-    stat = path.stat()
+    try:
+        stat = path.stat()
+    except OSError as exc:  # gone, a loop of links (a file linked to itself), a name too long
+        raise NegtrainError(f"{path}: cannot be read for its content hash ({exc.strerror or exc})") from None
     kind = file_kind(stat.st_mode)
     if kind is not None:
         raise _not_regular(path, kind)
     if cache is None or os.environ.get("NEGTRAIN_REHASH"):
-        return _sha256_of(path)
-    key = hashlib.sha256(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()[:40]
+        return _read_sha256(path)
+    # The inode and ctime as well: bytes rewritten in place or a file swapped in under the same
+    # size and mtime (which a copy can keep, ctime it cannot) are hashed again.
+    key = hashlib.sha256(f"{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0{stat.st_dev}\0{stat.st_ino}\0{stat.st_ctime_ns}".encode()).hexdigest()[:40]
     entry = Path(cache) / "digests" / f"{key}.sha256"
     with contextlib.suppress(OSError, UnicodeDecodeError):
         cached = entry.read_text(encoding="ascii").strip()
         if len(cached) == 64:
             return cached
-    digest = _sha256_of(path)
+    digest = _read_sha256(path)
     _store(entry, digest)
     return digest
 
@@ -134,16 +149,39 @@ def folder_content(folder: Path) -> FolderContent:
     cache folders; symlinked folders are named, not followed."""
     folder = Path(folder)
     found = FolderContent()
-    for root, dirs, files in os.walk(folder):
-        kept = []
-        for name in sorted(d for d in dirs if d not in SKIPPED_DIRS):
-            if os.path.islink(Path(root) / name):
-                found.skipped.append(f"{(Path(root) / name).relative_to(folder).as_posix()} (a symlink to a folder)")
+    # Walked with a stack, not recursion: a folder nested thousands deep is named, not a crash.
+    stack: list[tuple[Path, int]] = [(folder, 0)]
+    while stack:
+        here, depth = stack.pop()
+        relative = here.relative_to(folder).as_posix()
+        if depth > MAX_DEPTH:
+            found.skipped.append(f"{relative} (a folder nested deeper than {MAX_DEPTH} levels; not read)")
+            continue
+        try:
+            with os.scandir(here) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as exc:
+            found.skipped.append(f"{relative} (unreadable: {exc.strerror or exc})")
+            continue
+        # In os.walk's order (a folder's files, then each subfolder in turn), so digests stay as before.
+        dirs: list[os.DirEntry[str]] = []
+        files: list[os.DirEntry[str]] = []
+        for entry in entries:
+            try:
+                (dirs if entry.is_dir() else files).append(entry)
+            except OSError:
+                files.append(entry)
+        subfolders = []
+        for entry in dirs:
+            if entry.name in SKIPPED_DIRS:
+                continue
+            if entry.is_symlink():
+                found.skipped.append(f"{Path(entry.path).relative_to(folder).as_posix()} (a symlink to a folder)")
             else:
-                kept.append(name)
-        dirs[:] = kept
-        for name in sorted(files):
-            _entry(Path(root) / name, folder, found)
+                subfolders.append((Path(entry.path), depth + 1))
+        for entry in files:
+            _entry(Path(entry.path), folder, found)
+        stack.extend(reversed(subfolders))
     return found
 
 

@@ -20,6 +20,7 @@ also a read-only mapping of its line, so code that renders a line's fields reads
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,10 @@ from negtrain.io.atomic import append_lines, write_text
 
 #: The ``benchmark`` field of a training line.
 TRAIN = "train"
+
+
+#: A benchmark's or split's name in a record, before any path is built from it.
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 
 class RunRecord(Mapping):
@@ -159,6 +164,10 @@ def parse_record(text: str, where: str) -> RunRecord:
         raise NegtrainError(f"{where}: invalid JSON ({exc.msg})") from exc
     if not isinstance(line, dict) or "benchmark" not in line or "epoch" not in line:
         raise NegtrainError(f"{where}: not a metrics record (a JSON object with 'epoch' and 'benchmark')")
+    # Readers build file names from these (predictions/<benchmark>-<split>-...): names only.
+    for key in ("benchmark", "split"):
+        if key in line and not (isinstance(line[key], str) and NAME.fullmatch(line[key])):
+            raise NegtrainError(f"{where}: {key} {line[key]!r} is not a name (letters, digits, _ . -, not starting with . or -)")
     return record_of(line)
 
 
@@ -166,7 +175,11 @@ def read_records(path: Path) -> list[RunRecord]:
     """Every record of a ``metrics.jsonl`` (or a report card's part file), in file order; blank
     lines are skipped. A missing file is the caller's to explain (it knows what wrote it)."""
     out = []
-    for lineno, text in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), 1):
+    for lineno, raw in enumerate(Path(path).read_bytes().splitlines(), 1):
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise NegtrainError(f"{path}:{lineno}: not UTF-8 ({exc.reason} at byte {exc.start} of the line)") from None
         if text.strip():
             out.append(parse_record(text, f"{path}:{lineno}"))
     return out

@@ -60,6 +60,9 @@ def model_context(model_config, tokenizer, truncate: str = "none") -> Context:
     found: list[tuple[int, str]] = []
     for name in POSITION_ATTRIBUTES:
         value = getattr(model_config, name, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value <= 0:
+            raise ConfigError(f"the model config's {name} is {value}; a model's context is a positive number of tokens "
+                              "(fix config.json)")
         if isinstance(value, int) and value > 0:
             found.append((value, f"the model config's {name}"))
             break

@@ -23,6 +23,8 @@ A Hub id is left to the Hub loader, whose errors already say what is missing.
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 from negtrain.config import FAMILY_SECTIONS
@@ -105,6 +107,14 @@ def _weight_shapes(folder: Path, where: str) -> tuple[Path, dict[str, tuple[int,
     """(the file, {tensor name: shape}) from the safetensors headers, None for a .bin checkpoint
     (read only by loading it); an error when no weights file is there or a header does not read."""
     found = next((folder / name for name in WEIGHT_FILES if (folder / name).is_file()), None)
+    odd = next((folder / name for name in WEIGHT_FILES if found is None and (os.path.lexists(folder / name))), None)
+    if odd is not None:  # there, but no file: a symlink to a device, to itself or to nothing, a folder
+        try:
+            mode = os.stat(odd).st_mode
+            what = "a folder" if stat.S_ISDIR(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "not a regular file"
+        except OSError as exc:
+            what = f"unreadable ({exc.strerror or exc})"
+        raise ConfigError(f"{where}: {odd} is {what}, not a weights file")
     if found is None:
         raise ConfigError(f"{where}: {folder} holds no weights (looked for {', '.join(WEIGHT_FILES)})")
     if not found.name.startswith("model.safetensors"):

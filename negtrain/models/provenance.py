@@ -312,6 +312,9 @@ def collect(recipe: Recipe, precision: str, model_config: Any = None, checkpoint
         "model": model_revision(recipe, model_config, checkpoint),
         "data": data_files(recipe),
     }
+    server = recipe.evaluation.server
+    if server is not None and server.extra_body:  # what a served card sent besides the prompt
+        record["extra_body"] = {"sent": server.extra_body, "allowed": list(server.extra_body_allow)}
     record["collect_seconds"] = round(time.perf_counter() - start, 4)
     return record
 
@@ -399,6 +402,8 @@ def differences(a: dict[str, Any] | None, b: dict[str, Any] | None) -> list[str]
 _PACKAGE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]*[A-Za-z0-9])?")
 _GIT_COMMIT = re.compile(r"[0-9a-f]{7,64}")
 _CUDA_VERSION = re.compile(r"[0-9]+(?:\.[0-9]+)*")
+#: No package version is longer (the longest on PyPI are well under 100 characters).
+MAX_VERSION_CHARS = 200
 
 
 def _version(value: Any, where: str) -> str:
@@ -407,9 +412,11 @@ def _version(value: Any, where: str) -> str:
     of its own (a pip option) in the constraints file."""
     if not isinstance(value, str):
         raise NegtrainError(f"{where}: {json.dumps(value)[:80]} is not a version string")
+    if len(value) > MAX_VERSION_CHARS:
+        raise NegtrainError(f"{where}: {json.dumps(value)[:80]}... is {len(value):,} characters, too long to be a version")
     try:
         Version(value)
-    except InvalidVersion:
+    except (InvalidVersion, ValueError):  # ValueError: a number of more digits than Python converts
         raise NegtrainError(f"{where}: {json.dumps(value)[:80]} is not a PEP 440 version") from None
     if any(c.isspace() for c in value):
         raise NegtrainError(f"{where}: {json.dumps(value)[:80]} holds whitespace or a line break; a version is one word")

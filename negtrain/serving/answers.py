@@ -65,20 +65,16 @@ def usage_counts(out: dict[str, Any]) -> tuple[int, int]:
 
 
 def usage(out: dict[str, Any]) -> dict[str, int]:
-    """The tokens the server counted: ``tokens_in``, ``tokens_out`` (0 where it did not say)."""
+    """The tokens the server counted: ``tokens_in``, ``tokens_out``, 0 where it did not say or
+    said something that is no count (a string, a fraction, a negative number): usage only feeds
+    the card's token counts, never a score, so an odd one is unknown, not an error."""
     given = out.get("usage")
-    if given is None:
-        return {"tokens_in": 0, "tokens_out": 0}
     if not isinstance(given, dict):
-        raise Malformed("usage is not an object")
-    counts = {}
+        return {"tokens_in": 0, "tokens_out": 0}
+    counts: dict[str, int] = {}
     for field, name in (("prompt_tokens", "tokens_in"), ("completion_tokens", "tokens_out")):
         value = given.get(field)
-        if value is None:
-            value = 0
-        if not _is_int(value) or value < 0:
-            raise Malformed(f"usage.{field} is not a non-negative integer")
-        counts[name] = value
+        counts[name] = value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
     return counts
 
 

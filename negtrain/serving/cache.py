@@ -11,8 +11,10 @@ Only answers are stored: no request headers, so no API key ever reaches the file
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 from negtrain.core.errors import ConfigError
@@ -29,14 +31,53 @@ class ResponseCache:
             path = path / FILE_NAME
         self.path = path
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
-            self._db.execute("PRAGMA journal_mode=WAL")
-            self._db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)")
+            self._db = self._connect(path)
+        except sqlite3.DatabaseError as exc:  # a damaged file (cut short, overwritten): set aside, begin anew
+            aside = self._set_aside(path)
+            print(f"response cache {path}: damaged ({exc}); set aside as {aside.name}, and every request is asked "
+                  "of the server again", flush=True)
+            try:
+                self._db = self._connect(path)
+            except (OSError, sqlite3.Error) as again:
+                raise ConfigError(f"--cache {path}: cannot open the response cache ({again})") from again
         except (OSError, sqlite3.Error) as exc:
             raise ConfigError(f"--cache {path}: cannot open the response cache ({exc})") from exc
         self._lock = threading.Lock()
         self._said_unreadable = False
+
+    @staticmethod
+    def _connect(path: Path) -> sqlite3.Connection:
+        """The cache's connection, its file checked (``quick_check``): a file that is not a whole
+        SQLite database raises ``sqlite3.DatabaseError`` here, not mid-card."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, timeout=60, check_same_thread=False, isolation_level=None)
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)")
+            found = db.execute("PRAGMA quick_check").fetchone()
+            if found is None or found[0] != "ok":
+                said = " ".join(str(found[0]).split("\n")[:2]) if found else "no answer"
+                raise sqlite3.DatabaseError(f"its check found: {said}")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    @staticmethod
+    def _set_aside(path: Path) -> Path:
+        """Rename a damaged cache (and its journal files) beside it, never deleting it."""
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        aside = path.with_name(f"{path.name}.damaged-{stamp}")
+        n = 1
+        while aside.exists():
+            n += 1
+            aside = path.with_name(f"{path.name}.damaged-{stamp}-{n}")
+        for suffix in ("-wal", "-shm"):
+            journal = path.with_name(path.name + suffix)
+            if journal.exists():
+                os.replace(journal, aside.with_name(aside.name + suffix))
+        os.replace(path, aside)
+        return aside
 
     def get(self, key: str) -> Answer | None:
         """The cached answer, or None: not cached, or a row that cannot be read (damaged by hand

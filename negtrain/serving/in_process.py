@@ -29,7 +29,7 @@ import torch
 from negtrain.core.errors import ConfigError
 from negtrain.models.choice_inputs import split_pair
 from negtrain.models.continuation import continuation_logprobs
-from negtrain.models.folder_checks import load_lm_tokenizer
+from negtrain.models.folder_checks import check_model_folder, load_lm_tokenizer
 from negtrain.models.context import model_context, rows_over
 from negtrain.models.generation import Limits, respond_ids
 from negtrain.models.sources import attention_kwargs, resolve_model_name
@@ -49,7 +49,7 @@ class InProcessBackend:
         self.batch_size = batch_size
         self.context = model_context(model.config, tokenizer)
 
-    def _check_fit(self, lengths: list[int], room: int, examples: list[str]) -> None:
+    def _check_fit(self, lengths: list[int], room: int | list[int], examples: list[str]) -> None:
         """A prompt (with its answer's room) longer than the model's context is an error naming the
         row, before anything is computed, as for the hf backend and a server: never run past the
         positions the model was trained on, and never cut (a served backend sends prompts whole)."""
@@ -79,19 +79,24 @@ class InProcessBackend:
         by_limits: dict[tuple[int, tuple[str, ...]], list[tuple[int, Generation]]] = {}
         for i, g in generations:
             by_limits.setdefault((g.max_tokens, g.stop), []).append((i, g))
+        ids_of = {key: self.tokenizer([g.prompt for _, g in group])["input_ids"] for key, group in by_limits.items()}
+        # Every request checked before any is answered, so the error counts them all.
+        groups = [(key, ids, g) for key, group in by_limits.items() for ids, (_, g) in zip(ids_of[key], group, strict=True)]
+        self._check_fit([len(ids) for _, ids, _ in groups], [key[0] for key, _, _ in groups], [g.example for _, _, g in groups])
         for (max_tokens, stop), group in by_limits.items():
-            ids = self.tokenizer([g.prompt for _, g in group])["input_ids"]
-            self._check_fit([len(x) for x in ids], max_tokens, [g.example for _, g in group])
+            ids = ids_of[(max_tokens, stop)]
             texts = respond_ids(self.model, self.tokenizer, ids, Limits(max_tokens, stop), self.batch_size)
             for (i, _), out in zip(group, texts, strict=True):
                 answers[i] = Answer(text=out.text, tokens_out=out.tokens)
+        pairs_of = [split_pair(self.tokenizer, r.context, r.continuation, causal=True) for _, r in scored]
+        # Every request checked before any is scored, so the error counts them all.
+        self._check_fit([len(c) + len(t) for c, t in pairs_of], 0, [r.example for _, r in scored])
         for start in range(0, len(scored), self.batch_size):
             part = scored[start:start + self.batch_size]
-            pairs = [split_pair(self.tokenizer, r.context, r.continuation, causal=True) for _, r in part]
+            pairs = pairs_of[start:start + self.batch_size]
             for (_, r), (_, continuation) in zip(part, pairs, strict=True):
                 if not continuation:
                     raise ConfigError(f"{r.example}: the continuation {r.continuation!r} has no tokens of its own")
-            self._check_fit([len(c) + len(t) for c, t in pairs], 0, [r.example for _, r in part])
             # One choice per row: every request is scored as its own context and continuation.
             with torch.no_grad():
                 scores = continuation_logprobs(self.model, [c for c, _ in pairs], [[t] for _, t in pairs],
@@ -110,6 +115,7 @@ def open_in_process(context: BackendContext) -> InProcessBackend:
 
     recipe = context.recipe
     path = resolve_model_name(context.model)
+    check_model_folder(path, recipe.model.family if recipe is not None else "causal_lm", f"--model {context.model}")
     tokenizer = load_lm_tokenizer(path, context.model)
     kwargs = attention_kwargs(recipe.model) if recipe is not None else {}
     model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()

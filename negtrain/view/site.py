@@ -14,12 +14,17 @@ from __future__ import annotations
 import functools
 import http.server
 import json
+import math
+import os
+import re
+import shutil
+import tempfile
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from negtrain.core.errors import NegtrainError
-from negtrain.io.atomic import atomic_dir
+from negtrain.io.atomic import write_text
 from negtrain.core.paths import check_output_dir
 from negtrain.view.site_data import Scoring, mismatches, pair_data, pairs_of, record_summary, set_data
 from negtrain.view.sources import Source, read_sources
@@ -39,7 +44,7 @@ def default_out(paths: list[Path]) -> Path:
 def _script(global_name: str, key: str | None, value: Any) -> str:
     """A data file: one JSON value assigned to a global (keyed, for the per-set files). JSON is a
     subset of JavaScript, and json.dumps escapes every quote and control character."""
-    body = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    body = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
     if key is None:
         return f"window.{global_name}={body};\n"
     return f"window.{global_name}=window.{global_name}||{{}};window.{global_name}[{json.dumps(key)}]={body};\n"
@@ -92,28 +97,93 @@ def build(paths: list[Path], resamples: int = 1000, seed: int = 0, adjust: str =
     return index, pages
 
 
-def _is_site(out: Path) -> bool:
-    return (out / MARKER).is_file()
+def _finite(value: Any) -> Any:
+    """``value`` with every NaN and infinity made null (JSON has neither; the page shows null as
+    undefined)."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+#: What a site's manifest may name: a file of the site's own layout, never a path out of it.
+_OWNED = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)?[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+
+
+def _owned(root: Path, where: str) -> set[str]:
+    """The files an earlier ``negtrain view`` wrote into ``root``, from its manifest (``MARKER``);
+    an empty folder owns nothing; a folder without a manifest is refused (``view`` writes over
+    nothing it did not make)."""
+    marker = root / MARKER
+    if not marker.is_file():
+        if any(root.iterdir()):
+            raise NegtrainError(f"--out {where}: exists and is not a site `negtrain view` wrote (no {MARKER}); "
+                                "give a new or empty folder")
+        return set()
+    try:
+        manifest = json.loads(marker.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise NegtrainError(f"--out {where}: its {MARKER} cannot be read ({exc}); give a new or empty folder") from exc
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if files is None:  # a site of an earlier version: its fixed layout
+        data = root / "data"
+        files = [*ASSETS, *(f"data/{p.name}" for p in (data.iterdir() if data.is_dir() else [])
+                            if re.fullmatch(r"index\.js|s\d+e\d+\.js", p.name))]
+    if not isinstance(files, list) or not all(isinstance(f, str) and _OWNED.match(f) and ".." not in f for f in files):
+        raise NegtrainError(f"--out {where}: its {MARKER} names files outside the site; give a new or empty folder")
+    return {*files, MARKER}
+
+
+def _site_files(index: dict[str, Any], pages: dict[str, Any]) -> dict[str, bytes]:
+    """The site's files (relative path -> bytes), its manifest excepted."""
+    assets = resources.files("negtrain.view") / "assets"
+    files = {name: (assets / name).read_bytes() for name in ASSETS}
+    files["data/index.js"] = _script("NEGTRAIN_INDEX", None, index).encode("utf-8")
+    for key, page in pages.items():
+        files[f"data/{key}.js"] = _script("NEGTRAIN_SETS", key, page).encode("utf-8")
+    return files
 
 
 def write_site(paths: list[Path], out: Path, resamples: int = 1000, seed: int = 0, adjust: str = "holm") -> dict[str, Any]:
-    """Build and write the site into ``out`` (replacing an earlier site there, never another
-    folder); returns the overview data."""
+    """Build and write the site into ``out`` and return the overview data. The site owns only the
+    files its manifest (``MARKER``) lists: a rerun replaces those (each file renamed into place),
+    removes the ones no longer written and keeps everything else in the folder; a folder it did
+    not make (non-empty, no manifest) is refused. ``out`` may be ``.`` or a symlink to a folder
+    (the site is written where it points)."""
     out = Path(out)
     check_output_dir(out, "--out")
-    if out.exists() and any(out.iterdir()) and not _is_site(out):
-        raise NegtrainError(f"--out {out}: exists and is not a site `negtrain view` wrote; give a new or empty folder")
+    root = Path(os.path.realpath(out))
+    owned = _owned(root, str(out)) if root.is_dir() else set()
     index, pages = build(paths, resamples, seed, adjust)
-    assets = resources.files("negtrain.view") / "assets"
-    with atomic_dir(out, replace=True) as tmp:
-        for name in ASSETS:
-            (tmp / name).write_bytes((assets / name).read_bytes())
-        data = tmp / "data"
-        data.mkdir()
-        (data / "index.js").write_text(_script("NEGTRAIN_INDEX", None, index), encoding="utf-8")
-        for key, page in pages.items():
-            (data / f"{key}.js").write_text(_script("NEGTRAIN_SETS", key, page), encoding="utf-8")
-        (tmp / MARKER).write_text(json.dumps({"paths": [str(p) for p in paths]}) + "\n", encoding="utf-8")
+    files = _site_files(index, pages)
+    for rel in files:
+        target = root / rel
+        if rel not in owned and (target.exists() or target.is_symlink()):
+            raise NegtrainError(f"--out {out}: {rel} is there and not the site's own (not in its {MARKER}); "
+                                "move it, or give a new or empty folder")
+        if target.is_symlink() or target.is_dir():
+            raise NegtrainError(f"--out {out}: {rel} is {'a symlink' if target.is_symlink() else 'a folder'}, not the file the site wrote; "
+                                "move it, or give a new or empty folder")
+    root.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".negtrain-view-", dir=root))
+    try:
+        for rel, data in files.items():
+            (staging / rel).parent.mkdir(parents=True, exist_ok=True)
+            (staging / rel).write_bytes(data)
+        for rel in files:
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.replace(staging / rel, root / rel)
+        for rel in sorted(owned - set(files) - {MARKER}):  # the earlier site's files no longer written
+            stale = root / rel
+            if stale.is_file() and not stale.is_symlink():
+                stale.unlink()
+        manifest = {"paths": [str(p) for p in paths], "files": sorted(files)}
+        write_text(root / MARKER, json.dumps(manifest) + "\n")
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
     return index
 
 
@@ -121,20 +191,49 @@ def site_bytes(out: Path) -> int:
     return sum(p.stat().st_size for p in Path(out).rglob("*") if p.is_file())
 
 
-class _Quiet(http.server.SimpleHTTPRequestHandler):
+class _SiteOnly(http.server.SimpleHTTPRequestHandler):
+    """Serves the site's own files to its own address only: a request whose ``Host`` is not
+    127.0.0.1 or localhost with the server's port is refused (a web page elsewhere cannot read
+    the site by rebinding a name of its own to 127.0.0.1), and a path that leads, through a
+    symlink, out of the site's folder is not found."""
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the base class's name
         pass
 
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        hosts = getattr(self.server, "site_hosts", ())
+        if (self.headers.get("Host") or "").strip().lower() not in hosts:
+            self.send_error(403, "not this site's host (127.0.0.1 or localhost with its port)")
+            return False
+        return True
 
-def serve(out: Path, port: int) -> None:
-    """Serve the site on http://127.0.0.1:PORT until interrupted (never on other interfaces)."""
-    handler = functools.partial(_Quiet, directory=str(out))
+    def send_head(self) -> Any:
+        root = os.path.realpath(self.directory)
+        real = os.path.realpath(self.translate_path(self.path))
+        if real != root and not real.startswith(root + os.sep):
+            self.send_error(404, "File not found")
+            return None
+        return super().send_head()
+
+
+def site_server(out: Path, port: int) -> http.server.ThreadingHTTPServer:
+    """The server of the site in ``out`` on 127.0.0.1:PORT (0: any free port), not yet serving."""
+    handler = functools.partial(_SiteOnly, directory=os.path.realpath(out))
     try:
         server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
     except OSError as exc:
         raise NegtrainError(f"--serve {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})") from exc
-    print(f"serving {out} at http://127.0.0.1:{server.server_address[1]}/ (Ctrl-C stops)", flush=True)
+    bound = server.server_address[1]
+    server.site_hosts = (f"127.0.0.1:{bound}", f"localhost:{bound}")  # type: ignore[attr-defined]
+    return server
+
+
+def serve(out: Path, port: int) -> None:
+    """Serve the site on http://127.0.0.1:PORT until interrupted (never on other interfaces)."""
+    server = site_server(out, port)
+    bound = server.server_address[1]
+    print(f"serving {out} at http://127.0.0.1:{bound}/ (Ctrl-C stops)", flush=True)
     with server:
         server.serve_forever()
-
-
