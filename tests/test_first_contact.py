@@ -139,14 +139,30 @@ def hub_online(monkeypatch):
     from negtrain.core import hub_access
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for variable in OFFLINE_VARIABLES:  # the caller's environment may set either
+        monkeypatch.delenv(variable, raising=False)
     hub_access.hub_problem.cache_clear()
     yield constants
     hub_access.hub_problem.cache_clear()
 
 
-def test_a_hub_recipe_without_network_fails_once_in_one_line(tmp_path, data_dir):
-    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+#: The variables either of which switches ``huggingface_hub``'s offline mode on.
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+@pytest.mark.parametrize("caller", [
+    pytest.param({}, id="none"),
+    pytest.param({"TRANSFORMERS_OFFLINE": "1"}, id="transformers"),
+    pytest.param({"HF_HUB_OFFLINE": "1"}, id="hf_hub", marks=pytest.mark.slow),
+    pytest.param({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, id="both", marks=pytest.mark.slow),
+])
+def test_a_hub_recipe_without_network_fails_once_in_one_line(tmp_path, data_dir, monkeypatch, caller):
+    # Whatever the caller's environment sets, the command runs with the Hub's offline mode off.
+    for variable in OFFLINE_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in caller.items():
+        monkeypatch.setenv(variable, value)
+    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARIABLES}
     env.update(HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}", HF_HUB_CACHE=str(tmp_path / "hf"), PYTHONPATH=str(REPO))
     done = subprocess.run(
         # scone_minilm's data (in the mirror) with scone_deberta's Hub model.
@@ -198,6 +214,26 @@ def test_a_cached_model_is_used_offline_when_the_hub_is_unreachable(hub_online, 
     out = capsys.readouterr().out
     assert "is unreachable" in out and "using the cached copy of owner/cached-model" in out
     assert hub_online.HF_HUB_OFFLINE is True and os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize("variables, named", [
+    ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE"),
+    ({"TRANSFORMERS_OFFLINE": "1"}, "TRANSFORMERS_OFFLINE"),
+    ({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, "HF_HUB_OFFLINE"),
+])
+def test_the_offline_error_names_the_variable_that_is_set(hub_online, monkeypatch, tmp_path, variables, named):
+    from negtrain.core import hub_access
+
+    monkeypatch.setattr(hub_online, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hub_online, "HF_HUB_OFFLINE", True)  # what huggingface_hub made of them at import
+    for variable, value in variables.items():
+        monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as raised:
+        hub_access.check_hub_model("owner/absent")
+    other = next(v for v in OFFLINE_VARIABLES if v != named)
+    assert f"{named} is set" in str(raised.value) and f"unset {named} " in str(raised.value)
+    assert other not in str(raised.value)
+    assert hub_access.check_hub_dataset() == f"{named} is set"
 
 
 def test_hub_offline_without_a_cached_copy_names_the_model(hub_online, monkeypatch, tmp_path):
