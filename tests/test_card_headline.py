@@ -136,3 +136,28 @@ def test_a_card_cut_by_limit_val_batches_says_n_of_n_in_card_md_and_protocol_md(
     # A protocol card's twelve variants of one split: the unit line said once.
     write_card(tmp_path, records, "m", "causal_lm", [])
     assert (tmp_path / "card.md").read_text().count("- scone/test: ") == 1
+
+
+def test_the_viewer_shows_the_baseline_the_card_heads_and_no_markdown(data_dir, tmp_path):
+    import json
+
+    from negtrain.evaluation.card import write_card
+    from negtrain.view.site import _markdown_tables, build
+
+    record = _scored("negnli-rte", nli.NLI2, lambda e: "not_entailment")
+    (tmp_path / "predictions").mkdir()
+    rows = [{"id": e.id, "prediction": "not_entailment", "label": e.label} for e in get_benchmark("negnli-rte").read("test")]
+    (tmp_path / "predictions" / "negnli-rte-test-validate.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (tmp_path / "metrics.jsonl").write_text(json.dumps(record.line) + "\n")
+    write_card(tmp_path, [record], "m", "nli", [], fresh_head="note: the starting model's classifier is freshly initialised")
+    index, _ = build([tmp_path], resamples=0)
+    (source,) = index["sources"]
+    assert source["heads"] == ["Chance level. The starting model's classifier is freshly initialised."]
+    (summary,) = source["sets"]
+    assert summary["baseline"]["majority"] == record["baseline"]["majority"] and summary["at_or_below"] is True
+    # NegNLI's MB column is a property of the data: no direction.
+    assert summary["info"]["majority_baseline"]["role"] == "baseline"
+    viewer = (__import__("negtrain.view", fromlist=["x"]).__path__[0] + "/assets/viewer.js")
+    assert '"from the data, not the model"' in open(viewer, encoding="utf-8").read()
+    blocks = _markdown_tables("# scone-icl: `org/model`\n\n**Part of the data.** Cut.\n\n| a | `b` |\n|---|---|\n| **1** | 2 |\n")
+    assert blocks == [{"text": "scone-icl: org/model"}, {"text": "Part of the data. Cut."}, {"headers": ["a", "b"], "rows": [["1", "2"]]}]

@@ -169,7 +169,7 @@ def test_a_run_is_one_evaluation_per_epoch_and_bad_paths_are_one_line_errors(tmp
     (run / "recipe.yaml").write_text(yaml.safe_dump(to_dict(load_recipe("scone_minilm").recipe), sort_keys=False))
     assert main(["report", "--run", str(run)]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == f"browse every example: negtrain view {run}"
-    for bad, message in ((tmp_path / "nope", "not a directory"), (tmp_path, "no metrics.jsonl")):
+    for bad, message in ((tmp_path / "nope", "does not exist"), (tmp_path, "no metrics.jsonl")):
         code, _, err = _view(capsys, bad)
         assert code == 2 and message in err and err.count("\n") == 1
     (run / "predictions" / "scone-test-epoch0.jsonl").unlink()
