@@ -64,7 +64,7 @@ def test_a_narrow_width_gives_one_cell_per_row():
     assert format_table("t", [result], [lambda k: False], width=80).splitlines()[2:] == ["    accuracy     1.0000   consistency  0.2500"]
 
 
-def test_epochs_count_from_zero_like_the_progress_bar():
+def test_epochs_count_from_zero_like_the_progress_bar_and_progress_lines_say_so():
     # Lightning's bar says "Epoch 2/4" for the third of five epochs; so do we, everywhere.
     assert epoch_label(2, 5) == "epoch 2/4"
     assert epoch_label(0, 1) == "epoch 0/0"
@@ -88,7 +88,7 @@ def test_validate_and_test_print_one_table_and_say_when_the_head_is_fresh(tmp_pa
     fit_dir = tmp_path / "fit"
     assert cli.main(["fit", "--recipe", "scone_minilm", "--output-dir", str(fit_dir), *FAST, "--trainer.max_epochs=1"]) == 0
     fit_out = capsys.readouterr().out
-    assert "epoch 0/0 evaluation" in fit_out
+    assert "epoch 0/0 (0-based) evaluation" in fit_out
     # One epoch: nothing was selected among epochs, so no optimism note.
     assert "optimistic" not in fit_out
     code = cli.main(["test", "--recipe", "scone_minilm", "--checkpoint", str(fit_dir / "checkpoints" / "last.ckpt"),
