@@ -182,11 +182,11 @@ class Needs:
 
     @property
     def rate(self) -> float | None:
-        """The training speed the header states (``... (40 examples/s) ...`` in its time, the
+        """The training speed the header states (``... (about 102 training examples/s) ...`` in its time, the
         first one: the machine it was measured on), or None when it states none."""
         import re
 
-        found = re.search(r"([\d.]+) examples/s", self.time)
+        found = re.search(r"([\d.]+) (?:training )?examples/s", self.time)
         return float(found.group(1)) if found else None
 
     @property

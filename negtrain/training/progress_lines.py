@@ -10,7 +10,7 @@ evaluates), e.g.::
 Steps are optimizer steps; examples/s counts every rank's examples; the ETA is the steps left
 at the rate of this session (a resumed run counts from its resume). Epochs count from 0, as in
 ``metrics.jsonl`` and the file names, and the line says so. When the recipe's header states a
-training speed for this kind of machine (``# Needs: ... (40 examples/s) ...``) and the run is far
+training speed for this kind of machine (``# Needs: ... (about 102 training examples/s) ...``) and the run is far
 below it, the line says that too: a busy or slower machine, not a stuck program.
 """
 
