@@ -161,3 +161,29 @@ def test_the_viewer_shows_the_baseline_the_card_heads_and_no_markdown(data_dir, 
     assert '"from the data, not the model"' in open(viewer, encoding="utf-8").read()
     blocks = _markdown_tables("# scone-icl: `org/model`\n\n**Part of the data.** Cut.\n\n| a | `b` |\n|---|---|\n| **1** | 2 |\n")
     assert blocks == [{"text": "scone-icl: org/model"}, {"text": "Part of the data. Cut."}, {"headers": ["a", "b"], "rows": [["1", "2"]]}]
+
+
+def test_an_lm_card_without_a_contrast_benchmark_plots_its_scores(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    from negtrain.evaluation.card_render import plot_card
+
+    records = [EvalRecord({"epoch": 0, "stage": "validate", "benchmark": "neqa", "split": "test",
+                           "metrics": {"accuracy": 0.41, "accuracy_norm": 0.44, "n": 1718.0}})]
+    labels, original = [], Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        labels.extend(ax.get_xlabel() for ax in fig.axes)
+        labels.extend(t.get_text() for ax in fig.axes for t in ax.texts)
+        return original(fig, *args, **kwargs)
+
+    try:
+        Figure.savefig = spy
+        assert plot_card(records, tmp_path / "card.png", "m (causal_lm)") == ["neqa/test"]
+    finally:
+        Figure.savefig = original
+    assert any(t.startswith("score: accuracy ") for t in labels) and not any("NaN-NLI" in t for t in labels)
+    assert any(" 1  neqa/test: accuracy 0.410, no consistency" in t for t in labels)

@@ -42,3 +42,18 @@ def test_the_recipe_header_states_a_rate_and_the_progress_line_compares_with_it(
     assert slow_note(48.0, expected, 600) is None  # an AVX2-only machine: slower, not far below
     assert slow_note(33.0, expected, 600) is not None  # under a third
     assert slow_note(1.0, None, 600) is None  # a recipe that states no rate
+
+
+def test_tiny_model_prints_its_message_first(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    out = tmp_path / "tiny"
+    done = subprocess.run([sys.executable, "-m", "negtrain", "tiny-model", str(out), "--kind", "t5"], capture_output=True,
+                          text=True, timeout=300, env=dict(os.environ, PYTHONPATH=str(REPO)))
+    assert done.returncode == 0, done.stderr
+    # The tokenizer trainer's progress, without a terminal, was blank lines before it.
+    assert done.stdout.splitlines()[0].startswith(f"{out}: a 2-layer T5-style encoder-decoder"), repr(done.stdout[:200])
