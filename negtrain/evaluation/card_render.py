@@ -238,8 +238,8 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     ax.grid(alpha=0.3)
     key.axis("off")
     lines = []
-    for i, (name, acc, cons, x, y, baseline, below) in enumerate(points):
-        line = f"{i + 1:>2}  {name}: {acc} {x:.3f}, " + (f"{cons} {y:.3f}" if y != NO_CONSISTENCY else "no consistency")
+    for i, (name, acc, consistency, x, y, baseline, below) in enumerate(points):
+        line = f"{i + 1:>2}  {name}: {acc} {x:.3f}, " + (f"{consistency} {y:.3f}" if y != NO_CONSISTENCY else "no consistency")
         if baseline is not None:
             line += f", {baseline[0]} {baseline[1]:.3f}" + (" (at or below)" if below else "")
         lines.append(line)
