@@ -73,7 +73,7 @@ def test_tiny_lms_score_scone_negnli_nannli_end_to_end(lm_env, tmp_path, capsys,
     # Each number carries its cluster-bootstrap interval, and the card names the unit resampled.
     scone_record = records[0]
     lo, hi = scone_record["uncertainty"]["accuracy"]["ci95"]
-    assert f"| scone | test | {scone_record['metrics']['accuracy']:.4f} [{lo:.4f}, {hi:.4f}] |" in card
+    assert f"| scone | test | {scone_record['metrics']['accuracy']:.4f} [{lo:.4f}, {hi:.4f}]" in card  # then the baseline mark, if at or below
     assert f"scone/test: {scone_record['bootstrap']['units']} × contrast set" in card
     assert (out / "card.png").stat().st_size > 1000
     _assert_card_equals_rescoring(out)
