@@ -157,8 +157,10 @@ def test_the_viewer_shows_the_baseline_the_card_heads_and_no_markdown(data_dir, 
     assert summary["baseline"]["majority"] == record["baseline"]["majority"] and summary["at_or_below"] is True
     # NegNLI's MB column is a property of the data: no direction.
     assert summary["info"]["majority_baseline"]["role"] == "baseline"
-    viewer = (__import__("negtrain.view", fromlist=["x"]).__path__[0] + "/assets/viewer.js")
-    assert '"from the data, not the model"' in open(viewer, encoding="utf-8").read()
+    from importlib import resources
+
+    viewer = (resources.files("negtrain.view") / "assets" / "viewer.js").read_text(encoding="utf-8")
+    assert '"from the data, not the model"' in viewer  # the label of a baseline, not "higher is better"
     blocks = _markdown_tables("# scone-icl: `org/model`\n\n**Part of the data.** Cut.\n\n| a | `b` |\n|---|---|\n| **1** | 2 |\n")
     assert blocks == [{"text": "scone-icl: org/model"}, {"text": "Part of the data. Cut."}, {"headers": ["a", "b"], "rows": [["1", "2"]]}]
 
