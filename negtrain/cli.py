@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from negtrain.benchmarks.files import pin_data_dirs
 from negtrain.commands import compare, env, evaluate, export, recipes, report, sweep, tiny_model, train, view
 from negtrain.core.errors import NegtrainError, Stopped
+from negtrain.core.paths import check_input_path
 from negtrain.core.stop_signals import stop_on_signals
 
 
@@ -25,20 +26,33 @@ class Command:
     help: str
     add_arguments: Callable[[argparse.ArgumentParser], None]
     run: Callable[[argparse.Namespace, list[str]], int]
+    #: The arguments naming a path the command reads (its ``dest``, and the name an error shows):
+    #: each is checked to exist before the command imports anything heavy.
+    inputs: tuple[tuple[str, str], ...] = ()
 
 
 COMMANDS: dict[str, Command] = {
-    "fit": Command("train a recipe, evaluating its benchmarks every epoch", train.add_fit_arguments, train.run_fit),
-    "validate": Command("score a checkpoint (or the starting model) on the recipe's eval benchmarks", train.add_eval_arguments, train.run_eval),
-    "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval),
-    "evaluate": Command("score a predictions file from any system on a benchmark split (--list: the benchmarks)", evaluate.add_arguments, evaluate.run),
-    "compare": Command("paired bootstrap comparison of two runs, report cards or predictions files (B - A per metric)", compare.add_arguments, compare.run),
+    "fit": Command("train a recipe, evaluating its benchmarks every epoch", train.add_fit_arguments, train.run_fit,
+                   (("resume", "--resume"),)),
+    "validate": Command("score a checkpoint (or the starting model) on the recipe's eval benchmarks", train.add_eval_arguments, train.run_eval,
+                        (("checkpoint", "--checkpoint"),)),
+    "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval,
+                        (("checkpoint", "--checkpoint"),)),
+    "evaluate": Command("score a predictions file from any system on a benchmark split (--list: the benchmarks)", evaluate.add_arguments, evaluate.run,
+                        (("predictions", "--predictions"),)),
+    "compare": Command("paired bootstrap comparison of two runs, report cards or predictions files (B - A per metric)", compare.add_arguments, compare.run,
+                       (("a", "A"), ("b", "B"))),
     "recipes": Command("list the recipes with their purpose", recipes.add_arguments, recipes.run),
-    "export": Command("write a run's checkpoint as a from_pretrained folder with a model card", export.add_export_arguments, export.run_export),
-    "push": Command("export a run and upload it to the Hugging Face Hub", export.add_push_arguments, export.run_push),
-    "report": Command("plot a run's metrics per epoch and summarise it in Markdown (a second --run overlays)", report.add_arguments, report.run),
-    "env": Command("print this machine's provenance (versions, git commit, CPU/GPU), or --constraints RUN: a run's versions for pip", env.add_arguments, env.run),
-    "view": Command("write a static results browser of runs, report cards or protocol outputs: contrast sets, filters, A vs B", view.add_arguments, view.run),
+    "export": Command("write a run's checkpoint as a from_pretrained folder with a model card", export.add_export_arguments, export.run_export,
+                      (("run", "--run"),)),
+    "push": Command("export a run and upload it to the Hugging Face Hub", export.add_push_arguments, export.run_push,
+                    (("run", "--run"),)),
+    "report": Command("plot a run's metrics per epoch and summarise it in Markdown (a second --run overlays)", report.add_arguments, report.run,
+                      (("run", "--run"),)),
+    "env": Command("print this machine's provenance (versions, git commit, CPU/GPU), or --constraints RUN: a run's versions for pip", env.add_arguments, env.run,
+                   (("constraints", "--constraints"),)),
+    "view": Command("write a static results browser of runs, report cards or protocol outputs: contrast sets, filters, A vs B", view.add_arguments, view.run,
+                    (("paths", "PATH"),)),
     "sweep": Command("write a recipe's W&B sweep configuration (and create the sweep when online), or run N trials here with --local N", sweep.add_arguments, sweep.run),
     "tiny-model": Command("save a tiny random-weight causal LM (or seq2seq) with a real tokenizer, offline, to try the LLM features on", tiny_model.add_arguments, tiny_model.run),
 }
@@ -74,7 +88,9 @@ def main(argv: list[str] | None = None) -> int:
         with stop_on_signals():
             args, extra = parser().parse_known_args(argv)
             args.argv = argv  # the exact invocation, recorded with a run (command.txt)
-            return COMMANDS[args.command].run(args, extra)
+            command = COMMANDS[args.command]
+            check_inputs(args, command.inputs)
+            return command.run(args, extra)
     except NegtrainError as exc:
         if debug:
             raise
@@ -88,6 +104,16 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a SIGINT that reached Python's own handler
         print("stopped by SIGINT", file=sys.stderr, flush=True)
         return 130
+
+
+def check_inputs(args: argparse.Namespace, inputs: tuple[tuple[str, str], ...]) -> None:
+    """Every path the command reads exists: a missing one is answered in a fraction of a second,
+    before the command imports torch (``compare``, ``view``, ``report``, ``fit --resume``, ...)."""
+    for dest, shown in inputs:
+        value = getattr(args, dest, None)
+        for path in value if isinstance(value, list) else [value]:
+            if path is not None:
+                check_input_path(path, shown)
 
 
 #: The longest error line printed. Messages name a few examples and count the rest; this bounds

@@ -180,6 +180,20 @@ class Needs:
     device: str
     time: str
 
+    @property
+    def rate(self) -> float | None:
+        """The training speed the header states (``... (about 102 training examples/s) ...`` in its time, the
+        first one: the machine it was measured on), or None when it states none."""
+        import re
+
+        found = re.search(r"([\d.]+) (?:training )?examples/s", self.time)
+        return float(found.group(1)) if found else None
+
+    @property
+    def kind(self) -> str:
+        """The kind of machine the time and rate are for: ``GPU`` or ``CPU``."""
+        return "GPU" if "GPU" in self.device.upper() else "CPU"
+
 
 NEEDS_PREFIX = "# Needs:"
 

@@ -64,7 +64,7 @@ def test_a_narrow_width_gives_one_cell_per_row():
     assert format_table("t", [result], [lambda k: False], width=80).splitlines()[2:] == ["    accuracy     1.0000   consistency  0.2500"]
 
 
-def test_epochs_count_from_zero_like_the_progress_bar():
+def test_epochs_count_from_zero_like_the_progress_bar_and_progress_lines_say_so():
     # Lightning's bar says "Epoch 2/4" for the third of five epochs; so do we, everywhere.
     assert epoch_label(2, 5) == "epoch 2/4"
     assert epoch_label(0, 1) == "epoch 0/0"
@@ -88,7 +88,7 @@ def test_validate_and_test_print_one_table_and_say_when_the_head_is_fresh(tmp_pa
     fit_dir = tmp_path / "fit"
     assert cli.main(["fit", "--recipe", "scone_minilm", "--output-dir", str(fit_dir), *FAST, "--trainer.max_epochs=1"]) == 0
     fit_out = capsys.readouterr().out
-    assert "epoch 0/0 evaluation" in fit_out
+    assert "epoch 0/0 (0-based) evaluation" in fit_out
     # One epoch: nothing was selected among epochs, so no optimism note.
     assert "optimistic" not in fit_out
     code = cli.main(["test", "--recipe", "scone_minilm", "--checkpoint", str(fit_dir / "checkpoints" / "last.ckpt"),
@@ -139,14 +139,30 @@ def hub_online(monkeypatch):
     from negtrain.core import hub_access
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    for variable in OFFLINE_VARIABLES:  # the caller's environment may set either
+        monkeypatch.delenv(variable, raising=False)
     hub_access.hub_problem.cache_clear()
     yield constants
     hub_access.hub_problem.cache_clear()
 
 
-def test_a_hub_recipe_without_network_fails_once_in_one_line(tmp_path, data_dir):
-    env = {k: v for k, v in os.environ.items() if k != "HF_HUB_OFFLINE"}
+#: The variables either of which switches ``huggingface_hub``'s offline mode on.
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")
+
+
+@pytest.mark.parametrize("caller", [
+    pytest.param({}, id="none"),
+    pytest.param({"TRANSFORMERS_OFFLINE": "1"}, id="transformers"),
+    pytest.param({"HF_HUB_OFFLINE": "1"}, id="hf_hub", marks=pytest.mark.slow),
+    pytest.param({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, id="both", marks=pytest.mark.slow),
+])
+def test_a_hub_recipe_without_network_fails_once_in_one_line(tmp_path, data_dir, monkeypatch, caller):
+    # Whatever the caller's environment sets, the command runs with the Hub's offline mode off.
+    for variable in OFFLINE_VARIABLES:
+        monkeypatch.delenv(variable, raising=False)
+    for variable, value in caller.items():
+        monkeypatch.setenv(variable, value)
+    env = {k: v for k, v in os.environ.items() if k not in OFFLINE_VARIABLES}
     env.update(HF_ENDPOINT=f"http://127.0.0.1:{_closed_port()}", HF_HUB_CACHE=str(tmp_path / "hf"), PYTHONPATH=str(REPO))
     done = subprocess.run(
         # scone_minilm's data (in the mirror) with scone_deberta's Hub model.
@@ -198,6 +214,26 @@ def test_a_cached_model_is_used_offline_when_the_hub_is_unreachable(hub_online, 
     out = capsys.readouterr().out
     assert "is unreachable" in out and "using the cached copy of owner/cached-model" in out
     assert hub_online.HF_HUB_OFFLINE is True and os.environ["HF_HUB_OFFLINE"] == "1"
+
+
+@pytest.mark.parametrize("variables, named", [
+    ({"HF_HUB_OFFLINE": "1"}, "HF_HUB_OFFLINE"),
+    ({"TRANSFORMERS_OFFLINE": "1"}, "TRANSFORMERS_OFFLINE"),
+    ({"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}, "HF_HUB_OFFLINE"),
+])
+def test_the_offline_error_names_the_variable_that_is_set(hub_online, monkeypatch, tmp_path, variables, named):
+    from negtrain.core import hub_access
+
+    monkeypatch.setattr(hub_online, "HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hub_online, "HF_HUB_OFFLINE", True)  # what huggingface_hub made of them at import
+    for variable, value in variables.items():
+        monkeypatch.setenv(variable, value)
+    with pytest.raises(ConfigError) as raised:
+        hub_access.check_hub_model("owner/absent")
+    other = next(v for v in OFFLINE_VARIABLES if v != named)
+    assert f"{named} is set" in str(raised.value) and f"unset {named} " in str(raised.value)
+    assert other not in str(raised.value)
+    assert hub_access.check_hub_dataset() == f"{named} is set"
 
 
 def test_hub_offline_without_a_cached_copy_names_the_model(hub_online, monkeypatch, tmp_path):

@@ -19,7 +19,7 @@ import pytest
 
 from conftest import REPO
 
-PROGRESS = re.compile(r"^progress: epoch 0/0, step \d+ of \d+ \(\d+%\), [\d.]+ examples/s, elapsed [\d:]+, ETA ([\d:]+|unknown)$", re.M)
+PROGRESS = re.compile(r"^progress: epoch 0/0 \(0-based\), step \d+ of \d+ \(\d+%\), [\d.]+ examples/s, elapsed [\d:]+, ETA ([\d:]+|unknown)$", re.M)
 
 
 def _env(**extra: str) -> dict[str, str]:

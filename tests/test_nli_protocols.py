@@ -203,9 +203,9 @@ def test_negnli_card_shows_the_mb_column_and_names_its_set():
                EvalRecord({"stage": "validate", "benchmark": "scone", "split": "test", "metrics": {"accuracy": 0.9, "n": 1200.0}})]
     text = card_markdown(records, "m", "nli", [])
     head = next(x for x in text.splitlines() if x.startswith("| benchmark |"))
-    assert head.startswith("| benchmark | split | accuracy | MB (majority baseline) | consistency |")
+    assert head.startswith("| benchmark | split | score | baseline | MB (majority baseline) | consistency |")
     row = next(x for x in text.splitlines() if x.startswith("| negnli-snli |"))
-    assert row.split("|")[4].strip() == "0.5650"
+    assert row.split("|")[5].strip() == "0.5650"
     assert "MB (majority baseline)" in head and "majority_baseline/Tneg-H" not in head
     assert "- negnli-snli/all: every pair of NegNLI" in text and "(Table 7)" in text
 

@@ -435,4 +435,4 @@ def test_resume_of_something_that_is_no_run_directory(tmp_path, capsys, where):
         target.write_text("x\n")
     assert main(["fit", "--resume", str(target)]) == 2
     err = capsys.readouterr().err.splitlines()
-    assert err == [f"error: --resume {target}: {'no such directory' if where == 'missing' else 'not a directory'}"]
+    assert err == [f"error: --resume {target}: {'does not exist' if where == 'missing' else 'not a directory'}"]

@@ -9,7 +9,7 @@ and then fails with no hint. Here one request with a short timeout decides:
   offline mode switched on for this process (and its children) so nothing retries;
 - it does not, and the model is not cached: one error line naming the model and the ways out.
 
-``HF_HUB_OFFLINE=1`` skips the request: a model must then be in the cache.
+``HF_HUB_OFFLINE=1`` (or ``TRANSFORMERS_OFFLINE=1``, which ``huggingface_hub`` also reads) skips the request: a model must then be in the cache.
 
 ``huggingface_hub`` is imported inside the functions that use it: the benchmark modules import
 this one, and the command line's quick answers (``recipes``, recipe errors) must stay light.
@@ -38,6 +38,15 @@ def hub_offline() -> bool:
     from huggingface_hub import constants
 
     return bool(constants.is_offline_mode())
+
+
+def offline_variable() -> str:
+    """The environment variable that switched the Hub's offline mode on, as ``huggingface_hub``
+    reads them: ``HF_HUB_OFFLINE`` when it is set to anything, else ``TRANSFORMERS_OFFLINE``
+    (offline mode switched on in this process, by :func:`go_offline`, sets ``HF_HUB_OFFLINE``)."""
+    if os.environ.get("HF_HUB_OFFLINE") or not os.environ.get("TRANSFORMERS_OFFLINE"):
+        return "HF_HUB_OFFLINE"
+    return "TRANSFORMERS_OFFLINE"
 
 
 def endpoint() -> str:
@@ -88,9 +97,10 @@ def check_hub_model(name: str, field: str = "model.name") -> None:
         return
     if hub_offline():
         if not is_cached(name):
+            variable = offline_variable()
             raise ConfigError(
-                f"{field} '{name}': not in the local Hugging Face cache, and HF_HUB_OFFLINE is set, so it "
-                f"cannot be downloaded; unset HF_HUB_OFFLINE where the Hub is reachable, or "
+                f"{field} '{name}': not in the local Hugging Face cache, and {variable} is set, so it "
+                f"cannot be downloaded; unset {variable} where the Hub is reachable, or "
                 f"use a local copy with --{field}=/path/to/model"
             )
         return
@@ -110,6 +120,6 @@ def check_hub_model(name: str, field: str = "model.name") -> None:
 def check_hub_dataset() -> str | None:
     """None when a Hub dataset may be fetched; else why not (for the data file's error)."""
     if hub_offline():
-        return "HF_HUB_OFFLINE is set"
+        return f"{offline_variable()} is set"
     problem = hub_problem()
     return f"the Hugging Face Hub ({endpoint()}) is unreachable ({problem})" if problem else None

@@ -32,6 +32,23 @@ def contained(path: Path, folder: Path, what: str) -> Path:
     return Path(path)
 
 
+def check_input_path(path: Path, what: str) -> None:
+    """Refuse, before anything heavy is imported, a path the user named to read that is not
+    there: ``{what} {path}: does not exist`` (with the nearest folder that does, when that is not
+    its own folder, so a typo in a long path shows where it went wrong)."""
+    path = Path(path)
+    try:
+        if path.exists():
+            return
+        ancestor = parent = path.absolute().parent
+        while not ancestor.exists():
+            ancestor = ancestor.parent
+    except OSError as exc:  # a name too long, a loop of links, ...
+        raise ConfigError(f"{what} {path}: not a usable path ({exc.strerror or exc})") from exc
+    where = "" if ancestor == parent else f" (the nearest folder that does: {ancestor})"
+    raise ConfigError(f"{what} {path}: does not exist{where}")
+
+
 def check_output_dir(path: Path, what: str = "--output-dir") -> None:
     """Refuse, before any work, an output directory that cannot be created or written: an
     existing file, a path through a file, or a place without write access. Nothing is created:

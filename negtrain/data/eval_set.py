@@ -19,10 +19,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
 from negtrain.data.encoded import EncodedSplit
 from negtrain.io.atomic import write_text
 from negtrain.metrics.base import MISSING, UNPARSED
+from negtrain.metrics.baselines import baselines
+from negtrain.metrics.declared import headline
 from negtrain.metrics.uncertainty import Uncertainty
 
 
@@ -102,6 +104,9 @@ class ScoredSplit:
     #: Generated completions to be judged by people (ScoNe-NLG): each prediction is the
     #: completion's text, and the metric only counts them.
     completions: bool = False
+    #: The setting that cut the examples scored to part of the split, as the recipe writes it
+    #: (``trainer.limit_val_batches=2``); None: every example is offered to the model.
+    cut_by: str | None = None
 
     def __post_init__(self) -> None:
         if self.predicted_labels is None:
@@ -237,4 +242,12 @@ def eval_record(eval_set: ScoredSplit, epoch: int, stage: str, seconds: float) -
         record["bootstrap"] = result.uncertainty.described()
     if result.note:
         record["note"] = result.note
+    # Part of the split: how much (n of N), and what cut it, written where the numbers are.
+    n = result.metrics.get("n")
+    if n is not None and not math.isnan(n) and n < len(eval_set.examples):
+        record["subset"] = {"of": len(eval_set.examples), "cut_by": eval_set.cut_by or "predictions missing for the rest"}
+    if eval_set.benchmark.answer_type is AnswerKind.LABEL and not eval_set.completions:
+        baseline = baselines(eval_set.metric, headline(result.metrics), eval_set.predicted_labels or eval_set.benchmark.labels)
+        if baseline is not None:
+            record["baseline"] = baseline
     return record

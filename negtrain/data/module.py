@@ -79,6 +79,8 @@ class NegtrainData(pl.LightningDataModule):
             return None if limit is None or (isinstance(limit, float) and limit == 1.0) else limit
 
         self.limit_train, self.limit_eval = kept(train), kept(eval)
+        for eval_set in self.eval_sets:  # each record then says what cut it
+            eval_set.cut_by = None if self.limit_eval is None else f"trainer.limit_val_batches={self.limit_eval}"
 
     def _world(self) -> tuple[int, int]:
         trainer = self.trainer

@@ -1,6 +1,7 @@
-"""The report card's files: ``card.md`` (benchmarks x accuracy and every consistency metric, with
-what was skipped and why) and ``card.png`` (accuracy against consistency), made from the card's
-records as they were just computed."""
+"""The report card's files: ``card.md`` (benchmarks x their headline score, its baseline and every
+consistency metric, with n of N for a cut split and what was skipped and why) and ``card.png``
+(headline score against consistency, with the baselines), made from the card's records as they
+were just computed."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from negtrain.config import FAMILY_SECTIONS, IN_PROCESS
 from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord
+from negtrain.metrics.baselines import at_or_below, highest
 from negtrain.metrics.declared import headline, with_role
 from negtrain.metrics.uncertainty import format_interval
 
@@ -77,6 +79,36 @@ def scored_count(metrics: dict) -> float | None:
     return None
 
 
+#: What the card's baseline column holds (card.md's legend; the viewer says the same).
+BASELINE_LEGEND = ("the higher of majority (the score of the best constant prediction on the same examples) and "
+                   "chance (uniform guessing: 1/k for accuracy over k labels).")
+
+
+def baseline_cell(record) -> str:
+    """``0.7911 (majority)``: a record's highest baseline, named; ``-`` without one."""
+    top = highest(record.get("baseline"))
+    return "-" if top is None else f"{top[1]:.4f} ({top[0]})"
+
+
+def n_of(record) -> str:
+    """The n a record's numbers rest on: ``32 of 1,200`` for part of its split."""
+    n = record["metrics"].get("n")
+    if n is None:
+        return "-"
+    subset = record.get("subset")
+    return f"{int(n):,} of {int(subset['of']):,}" if subset else str(int(n))
+
+
+def subset_head(records) -> str:
+    """The head line of a card (and a protocol) whose numbers rest on part of their splits."""
+    settings = sorted({r["subset"]["cut_by"] for r in records})
+    parts = [f"{r['benchmark']}/{r['split']}" + (f" ({r['variant']})" if r.get("variant") else "")
+             + f" {int(r['metrics']['n']):,} of {int(r['subset']['of']):,}" for r in records]
+    shown = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
+    return (f"**Part of the data.** Cut by {', '.join(settings)}: these numbers rest on {shown} examples, "
+            "not on whole splits; they are not the benchmarks' scores.")
+
+
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *, record: dict | None = None,
                   template: str | None = None, fresh_head: str | None = None) -> str:
     """``record``: the card's provenance (:mod:`negtrain.models.provenance`), shown at the end;
@@ -93,8 +125,11 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
     if fresh_head:  # before the numbers it qualifies
         said = fresh_head.removeprefix("note: ")
         lines += [f"**Chance level.** {said[0].upper() + said[1:]}.", ""]
-    lines.append("| benchmark | split | accuracy | " + " | ".join(BASELINE_HEADERS.get(c, c) for c in columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
-    lines.append("|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
+    cut = [r for r in evals if r.get("subset")]
+    if cut:  # before the numbers it qualifies
+        lines += [subset_head(cut), ""]
+    lines.append("| benchmark | split | score | baseline | " + " | ".join(BASELINE_HEADERS.get(c, c) for c in columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
+    lines.append("|---|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     notes = []
     units: list[str] = []
     for r in evals:
@@ -102,6 +137,7 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
         spread = r.get("uncertainty") or {}
         acc = headline(m)
         acc_cell = "-" if acc is None else _with_ci(m[acc], spread.get(acc)) + ("" if acc == "accuracy" else f" ({acc})")
+        acc_cell += " **≤ baseline**" if at_or_below(r) else ""
         n = m.get("n")
         scored = scored_count(m)
         if scored is not None and n and scored < SMALL_PART * n:
@@ -113,11 +149,15 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
         rate = f"{n / seconds:.1f}" if n and seconds else "-"
         cells = [_with_ci(m.get(k), spread.get(k)) if k in m else "" for k in columns]
         if r.get("bootstrap"):
-            units.append(f"- {r['benchmark']}/{r['split']}: {r['bootstrap']['units']} × {r['bootstrap']['unit']}")
+            line = f"- {r['benchmark']}/{r['split']}: {r['bootstrap']['units']} × {r['bootstrap']['unit']}"
+            if r.get("subset"):
+                line += f" (those its {int(n):,} scored examples belong to)"
+            if line not in units:  # a protocol's variants of one split share it: said once
+                units.append(line)
         name = r["benchmark"] + (f" ({r['variant']})" if r.get("variant") else "")
         lines.append(
-            f"| {name} | {r['split']} | {acc_cell} | " + " | ".join(cells) + (" | " if columns else "")
-            + f"{int(n) if n is not None else '-'} | {seconds if seconds is not None else '-'} | {rate} | {r.get('tokens_generated', '-')} |"
+            f"| {name} | {r['split']} | {acc_cell} | {baseline_cell(r)} | " + " | ".join(cells) + (" | " if columns else "")
+            + f"{n_of(r)} | {seconds if seconds is not None else '-'} | {rate} | {r.get('tokens_generated', '-')} |"
         )
         if r.get("note"):
             notes.append(f"- {r['benchmark']}/{r['split']}: {r['note']}")
@@ -130,6 +170,10 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
         if m.get("n_truncated") is not None:
             notes.append(f"- {name}/{r['split']}: n_truncated {int(m['n_truncated'])} of {int(n) if n is not None else '-'} "
                          "(prompts cut from the start to fit the model's context, --truncate left)")
+    lines.append("")
+    lines.append("score: each benchmark's headline metric, as its paper reports it, named when it is not accuracy "
+                 "(NaN-NLI: f1 for 3-way predictions, binary_f1 for 2-way ones). "
+                 f"baseline: {BASELINE_LEGEND} **≤ baseline**: the model does no better than it.")
     lines.append("")
     lines.append("`-`: undefined on what was scored (e.g. no complete contrast group); empty: the benchmark has no such metric.")
     if any(c in BASELINE_HEADERS for c in columns):
@@ -165,8 +209,11 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
 
 
 def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
-    """Accuracy (x) against the headline consistency (y), one numbered point per benchmark, and
-    under the plot a key from each number to the benchmark and its two values. Points closer than
+    """Each benchmark's headline score (x: accuracy, or the metric its paper reports, e.g.
+    NaN-NLI's F1 or binary F1) against its headline consistency (y), one numbered point per
+    benchmark; a benchmark without a consistency value sits in the strip below the plot. A grey
+    ``|`` on the same line marks its baseline (majority or chance), joined to the point. Under the
+    plot a key from each number to the benchmark, its values and its baseline. Points closer than
     :data:`SAME_SPOT` share one label (``1, 2, 5``), so labels never pile onto each other (a
     protocol card's variants often score the same). The PNG's ``negtrain:points`` text chunk names
     the benchmarks drawn."""
@@ -181,36 +228,52 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
             continue
         m = r["metrics"]
         acc, cons = headline(m), with_role(m, "consistency")
-        if acc is None or not cons or m.get(acc) is None or m.get(cons[0]) is None:
+        if acc is None or m.get(acc) is None:
             continue
+        y = float(m[cons[0]]) if cons and m.get(cons[0]) is not None else NO_CONSISTENCY
         name = f"{r['benchmark']}/{r['split']}" + (f"/{r['variant']}" if r.get("variant") else "")
-        points.append((name, acc, cons[0], float(m[acc]), float(m[cons[0]])))
+        points.append((name, acc, cons[0] if cons else None, float(m[acc]), y, highest(r.get("baseline")),
+                       at_or_below(r)))
     spots: list[list[int]] = []  # each: the points within SAME_SPOT of its first one
-    for i, (*_, x, y) in enumerate(points):
+    for i, (_, _, _, x, y, *_) in enumerate(points):
         near = next((g for g in spots if abs(points[g[0]][3] - x) < SAME_SPOT and abs(points[g[0]][4] - y) < SAME_SPOT), None)
         if near is None:
             spots.append([i])
         else:
             near.append(i)
     key_rows = max(len(points), 1)
-    fig, (ax, key) = plt.subplots(2, 1, figsize=(6, 5 + 0.17 * key_rows),
+    fig, (ax, key) = plt.subplots(2, 1, figsize=(7.5, 5 + 0.17 * key_rows),
                                   gridspec_kw={"height_ratios": [5, 0.17 * key_rows + 0.2]})
+    for _, _, _, x, y, baseline, _ in points:
+        if baseline is not None:
+            ax.plot([baseline[1], x], [y, y], "-", color="grey", linewidth=0.6, zorder=1)
+            ax.scatter([baseline[1]], [y], marker="|", s=80, color="grey", zorder=2)
     for members in spots:
         xs, ys = [points[i][3] for i in members], [points[i][4] for i in members]
-        ax.scatter(xs, ys, s=30)
+        ax.scatter(xs, ys, s=30, zorder=3, color=["#c62828" if points[i][6] else "#1565c0" for i in members])
         numbers = [str(i + 1) for i in members]
         label = "\n".join(", ".join(numbers[k:k + 6]) for k in range(0, len(numbers), 6))
         ax.annotate(label, (sum(xs) / len(xs), sum(ys) / len(ys)), fontsize=7, xytext=(4, 4), textcoords="offset points")
     ax.plot([0, 1], [0, 1], ":", color="grey", linewidth=0.8)  # consistency can never exceed accuracy much
+    if any(p[4] == NO_CONSISTENCY for p in points):
+        ax.axhspan(-0.2, -0.04, color="0.93", zorder=0)
+        ax.text(0.01, NO_CONSISTENCY - 0.06, "no consistency metric or value", fontsize=6, color="0.4")
     ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_xlabel("accuracy (NaN-NLI: F1)")
+    ax.set_yticks([0, 0.2, 0.4, 0.6, 0.8, 1.0])
+    ax.set_ylim(-0.2 if any(p[4] == NO_CONSISTENCY for p in points) else -0.02, 1.02)
+    names = list(dict.fromkeys(p[1] for p in points))
+    ax.set_xlabel("score: " + (", ".join(names) if names else "none") + " (grey |: baseline; red: at or below it)")
     ax.set_ylabel("consistency (all of a contrast group right)")
     ax.set_title(title, fontsize=9)
     ax.grid(alpha=0.3)
     key.axis("off")
-    lines = [f"{i + 1:>2}  {name}: {acc} {x:.3f}, {cons} {y:.3f}" for i, (name, acc, cons, x, y) in enumerate(points)]
-    key.text(0, 1, "\n".join(lines) or "(no benchmark has both an accuracy and a consistency)", family="monospace",
+    lines = []
+    for i, (name, acc, consistency, x, y, baseline, below) in enumerate(points):
+        line = f"{i + 1:>2}  {name}: {acc} {x:.3f}, " + (f"{consistency} {y:.3f}" if y != NO_CONSISTENCY else "no consistency")
+        if baseline is not None:
+            line += f", {baseline[0]} {baseline[1]:.3f}" + (" (at or below)" if below else "")
+        lines.append(line)
+    key.text(0, 1, "\n".join(lines) or "(no benchmark has a headline score)", family="monospace",
              fontsize=7, va="top", ha="left", transform=key.transAxes)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"negtrain:points": ",".join(p[0] for p in points)})
@@ -218,6 +281,8 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     return [p[0] for p in points]
 
 
+#: Where card.png draws a benchmark without a consistency value: a strip below the plot.
+NO_CONSISTENCY = -0.12
 #: Points of card.png closer than this (in accuracy and in consistency) share one label.
 SAME_SPOT = 0.04
 

@@ -23,6 +23,7 @@ import torch
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.core.errors import ConfigError, unknown_name
+from negtrain.evaluation.card_render import n_of, subset_head
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord
 from negtrain.evaluation.nli_protocols import NLI_BREAKDOWNS, skipped_optional
@@ -200,7 +201,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
         m, spread = r["metrics"], r.get("uncertainty") or {}
         n, seconds = m.get("n"), r.get("eval_seconds")
         rate = f"{n / seconds:.1f}" if n and seconds else "-"
-        rows.append(_Row(v.name + (" †" if own_demonstrations(v) else ""), m, spread, f"{_count(n)} | {_count(m.get('n_unparsed'))} | {r.get('tokens_generated', '-')} | {rate}"))
+        rows.append(_Row(v.name + (" †" if own_demonstrations(v) else ""), m, spread, f"{n_of(r)} | {_count(m.get('n_unparsed'))} | {r.get('tokens_generated', '-')} | {rate}"))
     baseline_note = None
     if protocol.baseline:
         if protocol.baseline not in BASELINES:
@@ -216,6 +217,9 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
 
     headers = [_header(c) for c in protocol.columns]
     lines = [f"# {protocol.name}: `{model}`", "", f"{protocol.paper}", ""]
+    cut = [r for r in records if r.get("subset")]
+    if cut:  # before the numbers it qualifies
+        lines += [subset_head(cut), ""]
     lines.append("| variant | " + " | ".join(headers) + " | n | n_unparsed | tokens generated | examples/s |")
     lines.append("|---|" + "---|" * (len(headers) + 4))
     for row in rows:

@@ -70,8 +70,10 @@ class NanNliMetric(ExampleMetric):
         if self.three_way:
             columns.update(confusion_columns(self.gold, safe, seen, len(nli.NLI3), "confusion3"))
         columns.update(confusion_columns(self.gold2, self._to2[safe], seen, len(nli.NLI2), "confusion2"))
+        # Right by the rule of the headline: the 3-way label (F1), else the binary view (binary F1).
+        columns["right"] = seen & ((safe == self.gold) if self.three_way else (self._to2[safe] == self.gold2))
         if self.three_way:
-            correct = seen & (predictions == self.gold)
+            correct = columns["right"]
             wrong = seen & ~correct
             for c in self.construction_order:
                 member = self.constructions == c

@@ -33,7 +33,8 @@ class NegnliMetric(GroupedAccuracy):
             columns.update({f"gold/{name}/{c}": seen & member & (self.gold == c) for c in classes})
         codes, n_units, _ = self._units()
         extra = unit_table(table.unit, codes, n_units, columns)
-        return UnitTable(table.unit, table.columns + extra.columns, np.hstack([table.values, extra.values]))
+        return UnitTable(table.unit, table.columns + extra.columns, np.hstack([table.values, extra.values]),
+                         codes=table.codes, seen=table.seen, right=table.right)  # the viewer's right/wrong
 
     def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
         out = super().from_totals(t)

@@ -211,10 +211,26 @@ def format_stderr(entry: Mapping[str, object] | None) -> str:
     return f"±{se:.4f}" if isinstance(se, (int, float)) else ""
 
 
+def scored_units(table: UnitTable) -> UnitTable:
+    """``table`` without the units none of whose examples was predicted (a split cut by
+    ``trainer.limit_val_batches``, or predictions missing for part of it): those hold no data, and
+    the bootstrap resamples the units the numbers rest on, whose count (``units``) is then the
+    one written beside them. Their per-example fields are dropped: only the totals are resampled."""
+    if "seen" in table.columns:
+        present = table.values[:, table.columns.index("seen")] > 0
+    elif table.seen is not None and table.codes is not None:
+        present = np.bincount(table.codes[table.seen], minlength=table.units) > 0
+    else:
+        return table
+    if present.all() or not present.any():
+        return table
+    return UnitTable(table.unit, table.columns, table.values[present])
+
+
 def estimate(metric, outcomes: np.ndarray, resamples: int, seed: int, is_count: IsCount) -> Uncertainty:
     """stderr and (with ``resamples`` > 0) the cluster-bootstrap ci95 of every metric of ``metric``
     on ``outcomes`` (the full, synced per-example state its ``compute`` scored) that is not a count."""
-    table = metric.unit_table(outcomes)
+    table = scored_units(metric.unit_table(outcomes))
     point = metric.from_totals(table.totals())
     samples = bootstrap([(metric, table)], resamples, seed, is_count)[0] if resamples > 0 and table.units else {}
     out: dict[str, dict[str, object]] = {}

@@ -43,7 +43,7 @@ def t5_tokenizer(texts: Sequence[str]):
     tok.normalizer = normalizers.NFKC()
     tok.pre_tokenizer = pre_tokenizers.Metaspace()
     tok.decoder = decoders.Metaspace()
-    tok.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=800, special_tokens=SPECIAL_T5, unk_token="<unk>"))
+    tok.train_from_iterator(texts, trainers.UnigramTrainer(vocab_size=800, special_tokens=SPECIAL_T5, unk_token="<unk>", show_progress=False))
     tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", 1)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, pad_token="<pad>", eos_token="</s>", unk_token="<unk>")
 
@@ -57,7 +57,8 @@ def llama_tokenizer(texts: Sequence[str]):
     tok.decoder = decoders.ByteLevel()
     tok.train_from_iterator(
         texts,
-        trainers.BpeTrainer(vocab_size=800, special_tokens=SPECIAL_LLAMA, initial_alphabet=pre_tokenizers.ByteLevel.alphabet()),
+        trainers.BpeTrainer(vocab_size=800, special_tokens=SPECIAL_LLAMA, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+                           show_progress=False),  # its progress is blank lines when stdout is no terminal
     )
     tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s> $B", special_tokens=[("<s>", 1)])
     return PreTrainedTokenizerFast(tokenizer_object=tok, bos_token="<s>", eos_token="</s>", unk_token="<unk>")

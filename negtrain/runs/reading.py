@@ -156,6 +156,12 @@ class RunDir:
         return name if name.startswith(self.recipe_name) else f"{self.recipe_name}-{name}"
 
     @property
+    def is_evaluation(self) -> bool:
+        """A report card or a validate/test directory: one evaluation, no training (no epochs,
+        no loss, nothing to finish)."""
+        return not any(r.stage == "fit" for r in self.records)
+
+    @property
     def unfinished(self) -> str | None:
         """None for a run that trained to its end (``trainer.max_epochs`` or ``max_steps``); else
         how far it got, e.g. ``"trained 2 of 5 epochs"`` (killed, or still running)."""

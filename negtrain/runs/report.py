@@ -160,6 +160,7 @@ def _png_metadata(fig, panels: list[str]) -> dict[str, str]:
 
 
 def plot_metrics(runs: list[RunDir], path: Path):
+    evaluations = all(r.is_evaluation for r in runs)
 
     names: list[str] = []
     for run in runs:
@@ -175,6 +176,8 @@ def plot_metrics(runs: list[RunDir], path: Path):
                 xs, ys = _series(run, name, key)
                 if not xs:
                     continue
+                if evaluations:  # one evaluation each: the runs side by side, not epochs
+                    xs = [r] * len(xs)
                 label = key if len(runs) == 1 else f"{key} [{run.name}]"
                 ax.plot(xs, ys, STYLES[r % len(STYLES)], marker="o", markersize=marker_size(runs), color=colors[i % len(colors)],
                         linewidth=2.2 if _bold(key) else 0.9, label=label)
@@ -182,10 +185,15 @@ def plot_metrics(runs: list[RunDir], path: Path):
                 if _bold(key) and bx:
                     ax.fill_between(bx, lo, hi, color=colors[i % len(colors)], alpha=0.12, linewidth=0)
         ax.set_title(name)
-        epoch_axis(ax, all_epochs(runs))
+        if evaluations:
+            ax.set_xticks(range(len(runs)), [r.name for r in runs], fontsize=7)
+            ax.set_xlim(-0.5, len(runs) - 0.5)
+        else:
+            epoch_axis(ax, all_epochs(runs))
         ax.set_ylim(-0.02, 1.02)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=6, loc="lower right")
+        # Beside the panel, not over it: a legend inside hides the points it names.
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     title = runs[0].name if len(runs) == 1 else " vs ".join(r.name for r in runs) + "  (" + ", ".join(
         f"{STYLES[i % len(STYLES)]} {r.name}" for i, r in enumerate(runs)) + ")"
     fig.suptitle(title)
@@ -252,11 +260,18 @@ def _interval_note(run: RunDir) -> list[str]:
 def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
     """``warnings``: how run A and run B were produced differently (:func:`negtrain.models.provenance.differences`)."""
     main = runs[0]
+    if all(r.is_evaluation for r in runs):
+        return evaluation_summary(runs, warnings)
     lines = [f"# Run report: {main.name}" + (f" vs {', '.join(r.name for r in runs[1:])}" if len(runs) > 1 else ""), ""]
     for run in runs:
+        if run.is_evaluation:
+            lines.append(f"- `{run.name}`: an evaluation (recipe `{run.recipe_name}`), no training")
+            continue
         sel = run.selection.metric
         lines.append(f"- `{run.name}`: recipe `{run.recipe_name}`, {len(run.epochs)} epoch(s), selection `{sel or 'first eval metric'}`")
     for run in runs:
+        if run.is_evaluation:
+            continue
         sel = run.selection.metric
         if sel and run.selection_split in run.eval_names and len(run.epochs) > 1:
             lines.append(f"- `{run.name}`: {selection_bias_note(sel, len(run.epochs))} (The best-epoch table below "
@@ -267,6 +282,8 @@ def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
         lines.append(f"- warning: `{runs[0].name}` (A) and `{runs[1].name}` (B): {warning}")
     lines += ["", "Plots: `metrics.png` (one panel per benchmark), `loss.png` (training loss).", ""]
     for run in runs:
+        if run.is_evaluation:  # one evaluation: no best epoch (its numbers are in the table below)
+            continue
         lines += [f"## Best epoch per metric: {run.name}", "",
                   "| benchmark | metric | best | ± stderr | 95% CI | epoch | better |", "|---|---|---|---|---|---|---|"]
         for name, key, value, epoch, higher in best_epochs(run):
@@ -275,8 +292,22 @@ def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
                          f"{format_interval(entry) or '-'} | {epoch} | {'higher' if higher else 'lower'} |")
         lines += ["", *_interval_note(run), ""]
     lines += ["## Final epoch", ""]
-    header = "| benchmark | metric | " + " | ".join(f"{r.name} (epoch {r.epochs[-1].epoch})" if r.epochs else r.name for r in runs) + " |"
-    lines += [header, "|---|---|" + "---|" * len(runs)]
+    header = "| benchmark | metric | " + " | ".join(
+        f"{r.name} (epoch {r.epochs[-1].epoch})" if r.epochs and not r.is_evaluation else r.name for r in runs) + " |"
+    lines += _final_table(runs, header)
+    losses = [(r.name, r.epochs[-1].train.loss) for r in runs if r.epochs and r.epochs[-1].train]
+    if losses:
+        lines += ["", "Final training loss: " + ", ".join(f"{n} {_fmt(v, 'loss', 'train')}" for n, v in losses)]
+    for run in runs:
+        lines += ["", f"## Recipe: {run.name}", ""]
+        if run.command:
+            lines += ["```bash", run.command, "```", ""]
+        lines += ["```yaml", run.recipe_text.rstrip(), "```"]
+    return redact_text("\n".join(lines) + "\n")
+
+
+def _final_table(runs: list[RunDir], header: str) -> list[str]:
+    lines = [header, "|---|---|" + "---|" * len(runs)]
     names: list[str] = []
     for run in runs:
         names += [n for n in run.eval_names if n not in names]
@@ -288,9 +319,22 @@ def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
         for key in _ordered(keys):
             cells = [_with_interval(r, name, key) if r.epochs else "-" for r in runs]
             lines.append(f"| {name} | {key} | " + " | ".join(cells) + " |")
-    losses = [(r.name, r.epochs[-1].train.loss) for r in runs if r.epochs and r.epochs[-1].train]
-    if losses:
-        lines += ["", "Final training loss: " + ", ".join(f"{n} {_fmt(v, 'loss', 'train')}" for n, v in losses)]
+    return lines
+
+
+def evaluation_summary(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
+    """The summary of report cards (or validate/test directories): evaluations, each scored once,
+    side by side; no epochs, no training loss, nothing unfinished."""
+    lines = [f"# Evaluation report: {' vs '.join(r.name for r in runs)}", ""]
+    for run in runs:
+        lines.append(f"- `{run.name}`: an evaluation of {len(run.eval_names)} benchmark split(s) (recipe `{run.recipe_name}`); "
+                     "its own numbers, baselines and n: its card.md")
+    for warning in warnings:
+        lines.append(f"- warning: `{runs[0].name}` (A) and `{runs[1].name}` (B): {warning}")
+    lines += ["", "Plot: `metrics.png` (one panel per benchmark, the evaluations side by side).", "", "## Scores", ""]
+    lines += _final_table(runs, "| benchmark | metric | " + " | ".join(r.name for r in runs) + " |")
+    for run in runs:
+        lines += ["", *_interval_note(run)]
     for run in runs:
         lines += ["", f"## Recipe: {run.name}", ""]
         if run.command:
@@ -315,7 +359,10 @@ def report(run_dir: Path, other: Path | None = None) -> Path:
     out = runs[0].path / ("report" if len(runs) == 1 else f"report-vs-{runs[1].name}")
     out.mkdir(parents=True, exist_ok=True)
     plot_metrics(runs, out / "metrics.png")
-    plot_loss(runs, out / "loss.png")
+    if all(r.is_evaluation for r in runs):  # no training: no loss to plot (an earlier report's is stale)
+        (out / "loss.png").unlink(missing_ok=True)
+    else:
+        plot_loss(runs, out / "loss.png")
     write_text(out / "summary.md", summary_markdown(runs, warnings))
     return out
 

@@ -101,7 +101,11 @@ class MidEpochCheckpoint(pl.Callback):
             return
         due = self.every_n_steps is not None and trainer.global_step % self.every_n_steps == 0
         if due or signum:
-            trainer.save_checkpoint(self.path)
+            # The full training state (optimizer, loops, callbacks), which resuming needs: said
+            # explicitly, or Lightning announces "`weights_only` was not set, defaulting to
+            # `False`". That is about what is saved; the file holds only tensors and plain data
+            # and is loaded with weights_only=True all the same (negtrain.io.checkpoints).
+            trainer.save_checkpoint(self.path, weights_only=False)
         if signum:
             self._stop(
                 trainer, signum,

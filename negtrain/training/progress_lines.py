@@ -5,10 +5,13 @@ carriage returns nobody reads, and a long run looked dead. When stdout is not a 
 prints one line every ``trainer.progress_every_s`` seconds while it trains (and while it
 evaluates), e.g.::
 
-    progress: epoch 0/2, step 120 of 1500 (8%), 45.3 examples/s, elapsed 0:02:40, ETA 0:30:12
+    progress: epoch 0/2 (0-based), step 120 of 1500 (8%), 45.3 examples/s, elapsed 0:02:40, ETA 0:30:12
 
 Steps are optimizer steps; examples/s counts every rank's examples; the ETA is the steps left
-at the rate of this session (a resumed run counts from its resume).
+at the rate of this session (a resumed run counts from its resume). Epochs count from 0, as in
+``metrics.jsonl`` and the file names, and the line says so. When the recipe's header states a
+training speed for this kind of machine (``# Needs: ... (about 102 training examples/s) ...``) and the run is far
+below it, the line says that too: a busy or slower machine, not a stuck program.
 """
 
 from __future__ import annotations
@@ -42,9 +45,27 @@ def batch_rows(batch) -> int:
     return 0
 
 
+#: A rate below this share of the recipe's stated one is "far below" it.
+FAR_BELOW = 1 / 3
+#: Seconds of training before the rate is compared: the first steps are slower (warm-up).
+RATE_AFTER_S = 30.0
+
+
+def slow_note(rate: float, expected: tuple[float, str] | None, elapsed: float) -> str | None:
+    """What the progress line adds when ``rate`` is far below the recipe's ``expected`` (examples/s,
+    the kind of machine it was measured on); None otherwise."""
+    if expected is None or elapsed < RATE_AFTER_S or rate >= FAR_BELOW * expected[0]:
+        return None
+    return (f"far below the {expected[0]:g} examples/s the recipe's header states for an idle {expected[1]} machine "
+            "(a busy or slower machine, not a stuck run)")
+
+
 class ProgressLines(pl.Callback):
-    def __init__(self, every_s: float) -> None:
+    def __init__(self, every_s: float, expected: tuple[float, str] | None = None) -> None:
+        """``expected``: the training speed the recipe's header states for this kind of machine
+        (examples/s, the kind), to say when this run is far below it."""
         self.every_s = every_s
+        self.expected = expected
         self._start = self._last = time.monotonic()
         self._first_step = 0
         self._examples = 0
@@ -67,8 +88,8 @@ class ProgressLines(pl.Callback):
             return
         elapsed = max(time.monotonic() - self._start, 1e-9)
         step, total = trainer.global_step, trainer.estimated_stepping_batches
-        parts = [f"progress: {epoch_label(trainer.current_epoch, trainer.max_epochs)}" if trainer.max_epochs and trainer.max_epochs > 0
-                 else f"progress: epoch {trainer.current_epoch}"]
+        parts = [(f"progress: {epoch_label(trainer.current_epoch, trainer.max_epochs)}" if trainer.max_epochs and trainer.max_epochs > 0
+                  else f"progress: epoch {trainer.current_epoch}") + " (0-based)"]
         done = step - self._first_step
         if isinstance(total, (int, float)) and math.isfinite(total) and total > 0:
             parts.append(f"step {step} of {int(total)} ({100 * step / total:.0f}%)")
@@ -76,7 +97,11 @@ class ProgressLines(pl.Callback):
         else:
             parts.append(f"step {step}")
             eta = "unknown"
-        parts += [f"{self._examples / elapsed:.1f} examples/s", f"elapsed {clock(elapsed)}", f"ETA {eta}"]
+        rate = self._examples / elapsed
+        parts += [f"{rate:.1f} examples/s", f"elapsed {clock(elapsed)}", f"ETA {eta}"]
+        note = slow_note(rate, self.expected, elapsed)
+        if note:
+            parts.append(note)
         print(", ".join(parts), flush=True)
 
     def on_validation_batch_end(self, trainer: pl.Trainer, pl_module, outputs, batch, batch_idx: int, dataloader_idx: int = 0) -> None:

@@ -299,7 +299,7 @@ class RunRecorder(pl.Callback):
             )))
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
-            title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"
+            title = f"{epoch_label(epoch, trainer.max_epochs)} (0-based) evaluation" if self.stage == "fit" else f"{self.stage}:"
             # The recipe's limit, which our samplers apply (Lightning itself is told "all" so that a
             # limit means the same examples on any number of ranks).
             limit = getattr(getattr(trainer, "datamodule", None), "limit_eval", None)

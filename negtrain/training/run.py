@@ -19,7 +19,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.config import selection_bias_note, to_dict
 from negtrain.data.encoded import tokenizer_signature
-from negtrain.core.errors import ConfigError, Stopped
+from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
 from negtrain.io.records import RunRecord
@@ -28,7 +28,7 @@ from negtrain.core.memory import release_freed_memory
 from negtrain.models.adapters import save_adapter_config
 from negtrain.core.paths import resume_command
 from negtrain.evaluation.plan import EvalPlan
-from negtrain.recipes import LoadedRecipe, resolved_recipe_yaml  # noqa: F401 (imported from here too)
+from negtrain.recipes import LoadedRecipe, recipe_needs, resolved_recipe_yaml  # noqa: F401 (imported from here too)
 from negtrain.core.secrets import redact_text
 from negtrain.serving.cache import ResponseCache
 from negtrain.models import provenance
@@ -151,7 +151,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         # Mid-epoch last.ckpt: every trainer.checkpoint_every_n_steps steps, and on SIGTERM/SIGUSR1.
         callbacks.append(MidEpochCheckpoint(run_dir / "checkpoints" / "last.ckpt", t.checkpoint_every_n_steps, run_dir))
     if progress_lines.wanted(t.progress_every_s):
-        callbacks.append(progress_lines.ProgressLines(t.progress_every_s))
+        callbacks.append(progress_lines.ProgressLines(t.progress_every_s, expected_rate(loaded, t)))
     precision, note = stage_precision(t, stage)
     if note:
         # Once, not once per DDP rank: a launched rank knows its rank from the environment already.
@@ -428,6 +428,19 @@ def score_in_process(loaded: LoadedRecipe, checkpoint: Path | None, staging: Cal
     return evaluate_each(loaded, checkpoint, staging, done, **settings)
 
 
+def expected_rate(loaded: LoadedRecipe, t) -> tuple[float, str] | None:
+    """The training speed the recipe's header states, when it is for this kind of machine (a GPU
+    run is not compared with a CPU measurement, nor the other way round)."""
+    try:
+        needs = recipe_needs(loaded.path)
+    except (OSError, NegtrainError):
+        return None
+    if needs is None or needs.rate is None:
+        return None
+    kind = "GPU" if torch.cuda.is_available() and t.accelerator in ("auto", "gpu", "cuda") else "CPU"
+    return (needs.rate, kind) if kind == needs.kind else None
+
+
 def quiet_third_party_logs() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import logging
@@ -442,6 +455,10 @@ def quiet_third_party_logs() -> None:
         logging.getLogger(name).setLevel(logging.ERROR)
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")
     warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    # A run directory holds its checkpoints by design: `fit --resume` continues into it, and a new
+    # run refuses a directory that already holds one (_check_new_run_dir), so Lightning's
+    # "Checkpoint directory ... exists and is not empty" only ever restates that.
+    warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
     # Lightning's advertising and restatements of our own settings, on every run.
     logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_drop_lightning_chatter)
 

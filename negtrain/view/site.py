@@ -63,8 +63,29 @@ def _markdown_tables(text: str) -> list[dict[str, Any]]:
             else:
                 blocks.append({"headers": cells, "rows": []})
         elif line.strip():
-            blocks.append({"text": line.strip().lstrip("#").strip()})
+            blocks.append({"text": _plain(line.strip().lstrip("#").strip())})
+    for block in blocks:
+        if "rows" in block:
+            block["headers"] = [_plain(c) for c in block["headers"]]
+            block["rows"] = [[_plain(c) for c in row] for row in block["rows"]]
     return blocks
+
+
+def _plain(markdown: str) -> str:
+    """A Markdown line as the page shows it: without the backticks and bold marks around words."""
+    return re.sub(r"`([^`]*)`", r"\1", markdown).replace("**", "")
+
+
+#: The head lines of a card.md that qualify all its numbers (an untrained head, a cut split): the
+#: viewer's overview shows them too.
+CARD_HEADS = ("**Chance level.**", "**Part of the data.**")
+
+
+def _card_heads(folder: Path) -> list[str]:
+    card = folder / "card.md"
+    if not card.is_file():
+        return []
+    return [_plain(line) for line in card.read_text(encoding="utf-8").splitlines() if line.startswith(CARD_HEADS)]
 
 
 def build(paths: list[Path], resamples: int = 1000, seed: int = 0, adjust: str = "holm") -> tuple[dict[str, Any], dict[str, Any]]:
@@ -90,6 +111,8 @@ def build(paths: list[Path], resamples: int = 1000, seed: int = 0, adjust: str =
             entry["curves"] = source.curves
         if source.kind == "protocol":
             entry["protocol"] = _markdown_tables((source.path / "protocol.md").read_text(encoding="utf-8"))
+        if source.kind != "run":
+            entry["heads"] = _card_heads(source.path)
         index_sources.append(entry)
     pairs = [p for a, b in pairs_of(len(sources)) if (p := pair_data(sources, a, b, scorings, resamples, seed, adjust))]
     index = {"sources": index_sources, "pairs": pairs, "adjust": adjust,

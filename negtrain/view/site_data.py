@@ -20,6 +20,7 @@ import numpy as np
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.evaluation.compare import add_adjusted, mcnemar_of, metric_row
 from negtrain.evaluation.predictions import read_lines, scored_metric
+from negtrain.metrics.baselines import at_or_below
 from negtrain.metrics.declared import role_of
 from negtrain.metrics.uncertainty import UnitTable, paired
 from negtrain.view.sources import EvalSet, Source
@@ -127,6 +128,9 @@ def record_summary(s: EvalSet, key: str) -> dict[str, Any]:
         "metrics": {k: _finite(v) for k, v in r.metrics.items()},
         "uncertainty": r.uncertainty, "bootstrap": r.bootstrap, "note": r.get("note"),
         "info": metric_info(s.benchmark, list(r.metrics)),
+        # The headline's baseline (majority, chance) and, for a cut split, how much of it was scored.
+        "baseline": r.get("baseline"), "subset": r.get("subset"),
+        "at_or_below": at_or_below(r),
     }
 
 

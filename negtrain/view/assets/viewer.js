@@ -123,17 +123,32 @@
         runsShown.add(src.label.replace(/ epoch \d+$/, ""));
         parts.push(el("h3", {}, "Per epoch"), curves(src));
       }
+      for (const h of src.heads || []) parts.push(el("p", { class: "warn" }, h));
       if (src.protocol) parts.push(el("h3", {}, "The paper's table"), protocolBlocks(src.protocol));
       const rows = [];
       for (const set of src.sets) {
         const keys = Object.keys(set.metrics);
-        keys.forEach((k, j) => {
+        const base = set.baseline;
+        const shown = base ? [...keys.slice(0, keys.indexOf(base.metric) + 1), "baseline", ...keys.slice(keys.indexOf(base.metric) + 1)] : keys;
+        shown.forEach((k, j) => {
           const info = set.info[k] || {};
-          rows.push(el("tr", { "data-set": set.name, "data-metric": k },
-            j === 0 ? el("td", { rowspan: keys.length }, el("a", { href: `#set/${set.key}`, class: "set-link" }, set.name)) : null,
+          const first = j === 0 ? el("td", { rowspan: shown.length }, el("a", { href: `#set/${set.key}`, class: "set-link" }, set.name)) : null;
+          if (k === "baseline") {
+            const named = ["majority", "chance"].filter((b) => typeof base[b] === "number");
+            rows.push(el("tr", { "data-set": set.name, "data-metric": "baseline" }, first, el("td", {}, `baseline of ${base.metric}`),
+              el("td", { class: "num metric-value" }, named.map((b) => `${fmt(base[b])} (${b})`).join(", ")),
+              el("td", {}, "from the data, not the model: majority = the best constant prediction; chance = uniform guessing")));
+            return;
+          }
+          const what = info.count ? "count" : info.role === "baseline" ? "from the data, not the model"
+            : info.higher === false ? "lower is better" : "higher is better";
+          const value = k === "n" && set.subset ? `${withCi(set.metrics[k], null, true)} of ${set.subset.of} (cut by ${set.subset.cut_by})`
+            : withCi(set.metrics[k], set.uncertainty[k], info.count);
+          rows.push(el("tr", { "data-set": set.name, "data-metric": k }, first,
             el("td", {}, k),
-            el("td", { class: "num metric-value" }, withCi(set.metrics[k], set.uncertainty[k], info.count)),
-            el("td", {}, info.count ? "count" : info.higher === false ? "lower is better" : "higher is better")));
+            el("td", { class: "num metric-value" }, value),
+            el("td", { class: base && k === base.metric && set.at_or_below ? "warn" : "" },
+              base && k === base.metric && set.at_or_below ? what + "; at or below its baseline" : what)));
         });
       }
       parts.push(el("table", { class: "overview", "data-source": i },
