@@ -298,8 +298,10 @@ def data_files(recipe: Recipe) -> list[dict[str, Any]]:
     return read
 
 
-def collect(recipe: Recipe, precision: str, model_config: Any = None, checkpoint: Path | None = None) -> dict[str, Any]:
-    """A run's provenance: :func:`environment` plus the model, data, precision and seed."""
+def collect(recipe: Recipe, precision: str, model_config: Any = None, checkpoint: Path | None = None, *,
+            dtype: str | None = None, selection: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A run's provenance: :func:`environment` plus the model, data, precision and seed; ``dtype``: what
+    the model computed in (``precision`` 32-true runs it in its weights' dtype); ``selection``: the kept epoch's rule."""
     start = time.perf_counter()
     t = recipe.trainer
     record = {
@@ -307,6 +309,7 @@ def collect(recipe: Recipe, precision: str, model_config: Any = None, checkpoint
         "created": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
         **environment(),
         "precision": precision,
+        **({"dtype": dtype} if dtype else {}), **({"selection": selection} if selection else {}),
         "devices": {"accelerator": t.accelerator, "devices": t.devices, "strategy": t.strategy, "num_nodes": t.num_nodes},
         "seed": recipe.seed,
         "model": model_revision(recipe, model_config, checkpoint),
@@ -331,7 +334,7 @@ def write_resumed(run_dir: Path, record: dict[str, Any]) -> list[str]:
         write(run_dir, record)
         return []
     found = differences(old, record)
-    session = {k: record.get(k) for k in ("created", "negtrain", "python", "torch", "packages", "machine", "precision", "collect_seconds")}
+    session = {k: record.get(k) for k in ("created", "negtrain", "python", "torch", "packages", "machine", "precision", "dtype", "collect_seconds")}
     old.setdefault("resumed", []).append({**session, "differences": found})
     write(run_dir, old)
     return found
@@ -478,10 +481,13 @@ def markdown(record: dict[str, Any] | None, file_table: bool = True) -> list[str
         "## Provenance",
         "",
         f"- code: {code}; Python {record.get('python')}; torch {t.get('version')} ({build}); {shown}",
-        f"- machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {bf16}), {gpus}; precision `{record.get('precision')}`; seed {record.get('seed')}",
+        f"- machine: {m.get('cpu')} ({m.get('cpu_cores')} cores, {bf16}), {gpus}; precision `{record.get('precision')}`"
+        + (f", computed in {record['dtype']}" if record.get("dtype") else "") + f"; seed {record.get('seed')}",
         f"- model: `{model.get('name')}`, {what} `{revision}`"
         + (f"; checkpoint `{model['checkpoint']['file']}` sha256 `{model['checkpoint']['sha256']}`" if model.get("checkpoint") else ""),
     ]
+    if (sel := record.get("selection") or {}).get("on_test_split"):
+        lines.append(f"- selection: **made on the test split**, the epoch picked by `{sel.get('metric')}` (selection.allow_test_split)")
     files = {f["file"]: f for entry in record.get("data") or [] for f in entry.get("files", [])}
     if file_table:
         lines += ["", "| data file | bytes | sha256 |", "|---|---:|---|"]

@@ -52,6 +52,7 @@ from tqdm import tqdm
 # as a run does, without Lightning.
 from negtrain.data.eval_set import EvalResult, EvalSet, json_number as _json_number  # noqa: F401
 from negtrain.data.scoring import record_scored
+from negtrain.config import selection_split
 from negtrain.data.module import NegtrainData
 from negtrain.io.records import TRAIN, EvalRecord, RunRecord, TrainRecord, append_records
 from negtrain.metrics.uncertainty import format_stderr
@@ -126,7 +127,10 @@ def limit_reason(limit: int | float, setting: str) -> str | None:
 
 class RunRecorder(pl.Callback):
     def __init__(self, run_dir: Path, stage: str = "fit", print_table: bool = True,
-                 listeners: Sequence[Callable[[RunRecord], None]] = ()) -> None:
+                 listeners: Sequence[Callable[[RunRecord], None]] = (), selected_on_test: str | None = None) -> None:
+        #: The selection metric, where it is on a test split: every line of that split says so
+        #: (``"selected_on_test": "<metric>"``), as does every training line.
+        self.selected_on_test = selected_on_test
         #: Called with every record as it is written (rank zero): the W&B tracker's ``record``.
         self.listeners = list(listeners)
         self.run_dir = run_dir
@@ -264,6 +268,8 @@ class RunRecorder(pl.Callback):
             "train_examples_per_second": round(examples / seconds, 2) if seconds > 0 else None,
             "global_step": trainer.global_step,
         }
+        if self.selected_on_test:
+            record["selected_on_test"] = self.selected_on_test
         data = trainer.datamodule
         if isinstance(data, NegtrainData) and data.train is not None and self._source_counts is not None:
             record["sources"] = {
@@ -296,6 +302,11 @@ class RunRecorder(pl.Callback):
                 bootstrap=(pl_module.bootstrap_resamples, pl_module.bootstrap_seed) if zero else None,
                 predictions_dir=self.run_dir if zero else None, suffix=f"epoch{epoch}" if self.stage == "fit" else self.stage,
             )))
+        if self.selected_on_test:
+            split = selection_split(self.selected_on_test)
+            for line in lines:
+                if line.name == split:
+                    line.line["selected_on_test"] = self.selected_on_test
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
             title = f"{epoch_label(epoch, trainer.max_epochs)} evaluation" if self.stage == "fit" else f"{self.stage}:"
