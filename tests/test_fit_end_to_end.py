@@ -57,7 +57,7 @@ def test_recipe_yaml_is_the_resolved_recipe(run_dir):
 def test_metrics_lines(run_dir):
     lines = _lines(run_dir / "metrics.jsonl")
     evals = [(x["epoch"], x["benchmark"], x["split"]) for x in lines if x["benchmark"] != "train"]
-    assert evals == [(0, "scone", "test"), (0, "monli", "test"), (1, "scone", "test"), (1, "monli", "test")]
+    assert evals == [(e, b, s) for e in (0, 1) for b, s in (("scone", "dev10"), ("scone", "test"), ("monli", "test"))]
     scone = next(x for x in lines if x["benchmark"] == "scone")
     expected = {"accuracy", "consistency", "n", "groups_scored"} | {
         f"accuracy/{c}" for c in ("no_negation", "one_not_scoped", "one_scoped", "one_scoped_one_not_scoped", "two_scoped", "two_not_scoped")
@@ -114,6 +114,7 @@ def test_a_selection_metric_that_is_nan_every_epoch_is_not_reported_as_a_score(t
         "fit", "--recipe", "scone_minilm", "--output-dir", str(out), "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
         "--data.batch_size=4", "--data.eval_batch_size=4", "--selection.metric=scone/test/consistency",
+        "--selection.allow_test_split=true",
     ])
     assert code == 0
     scone = [x for x in _lines(out / "metrics.jsonl") if x["benchmark"] == "scone"]

@@ -226,7 +226,7 @@ def test_a_recipe_with_seeds_trains_each_by_default(tmp_path):
     parent = tmp_path / "runs"
     assert cli.main(["fit", "--recipe", str(path), "--output-dir", str(parent), "--logger=none", *FAST,
                      "--trainer.max_epochs=1", "--evaluation.bootstrap=0",
-                     "--data.eval=[{benchmark: scone, split: test}]"]) == 0
+                     "--data.eval=[{benchmark: scone, split: dev10}]"]) == 0
     assert json.loads((parent / "seeds.json").read_text())["runs"] == ["seed3", "seed5"]
     assert [yaml.safe_load((parent / f"seed{s}" / "recipe.yaml").read_text())["seed"] for s in (3, 5)] == [3, 5]
     assert (parent / "seed5" / "command.txt").read_text().strip().endswith("--seed=5")

@@ -156,8 +156,8 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         callbacks.append(ResumeState(run_dir, loaded.recipe.seed))
     if tracker is not None:
         callbacks.append(tracker)
+    # selection.epoch: last selects nothing: last.ckpt, below, is the run's result.
     if stage == "fit" and loaded.recipe.selection.epoch == "best":
-        # (selection.epoch: last selects nothing: last.ckpt, below, is the run's result.)
         callbacks.append(
             RelocatableModelCheckpoint(
                 dirpath=run_dir / "checkpoints",
@@ -168,6 +168,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
                 save_top_k=1,
             )
         )
+    if stage == "fit":
         # last.ckpt: every epoch. (ModelCheckpoint(save_last=True) only refreshes it when the top-k
         # checkpoint changed, so after an epoch without improvement it was not the last epoch.)
         callbacks.append(
