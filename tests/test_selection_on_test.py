@@ -137,3 +137,20 @@ def test_a_bf16_checkpoints_card_says_bf16(tmp_path):
     record = json.loads((card / "provenance.json").read_text())
     assert (record["precision"], record["dtype"]) == ("32-true", "bfloat16")
     assert "precision `32-true`, computed in bfloat16" in (card / "card.md").read_text()
+
+
+def test_scone_dev10_is_a_fixed_tenth_of_train_by_contrast_set():
+    """ScoNe has no dev split; dev10 is 10% of train's contrast sets, in the order of the SHA-256 of
+    "scone/train/<row>" (recomputed here), and train90 is the rest: disjoint, whole sets, same ids."""
+    import hashlib
+
+    from negtrain.benchmarks.registry import get_benchmark
+
+    scone = get_benchmark("scone")
+    train, dev, rest = scone.load("train"), scone.load("dev10"), scone.load("train90")
+    assert (len(train), len(dev), len(rest)) == (6012, 600, 5412)
+    assert {e.id for e in dev} | {e.id for e in rest} == {e.id for e in train}
+    assert not {e.id for e in dev} & {e.id for e in rest}
+    rows = sorted(range(1002), key=lambda r: hashlib.sha256(f"scone/train/{r}".encode()).hexdigest())[902:]
+    assert {e.group for e in dev} == {f"scone/train/{r}" for r in rows}
+    assert all(sum(e.group == g for e in dev) == 6 for g in list({e.group for e in dev})[:5])  # whole contrast sets

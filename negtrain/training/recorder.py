@@ -22,6 +22,9 @@ unit resampled, how many units there were, the resamples and the seed::
     "uncertainty": {"consistency": {"stderr": 0.021, "ci95": [0.815, 0.9]}, ...},
     "bootstrap": {"unit": "contrast set", "units": 200, "resamples": 1000, "seed": 0}
 
+A run that picks its epoch on a test split (``selection.allow_test_split: true``) marks every
+training line and every line of that split with ``"selected_on_test": "<metric>"``.
+
 An evaluation line carries a ``note`` when the metric qualifies how it scored (e.g. a 2-way model
 scored on the binary view of a 3-way benchmark).
 
