@@ -40,7 +40,8 @@ def selected_on_test_line(checkpoint: Path | None) -> str | None:
     if checkpoint is None or not checkpoint.name.startswith("best-epoch"):
         return None
     recipe = checkpoint.parent.parent / "recipe.yaml"
-    selection = load_yaml(recipe).get("selection") if recipe.is_file() else None
+    raw = load_yaml(recipe) if recipe.is_file() else None
+    selection = raw.get("selection") if isinstance(raw, dict) else None
     metric = selection.get("metric") if isinstance(selection, dict) else None
     if not isinstance(metric, str) or not on_test_split(metric):
         return None
