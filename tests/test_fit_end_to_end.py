@@ -75,7 +75,7 @@ def test_metrics_agree_with_the_prediction_files(run_dir):
     """Recompute every ScoNe number from the predictions file, independently of the metric code."""
     lines = _lines(run_dir / "metrics.jsonl")
     for epoch in (0, 1):
-        reported = next(x for x in lines if x["benchmark"] == "scone" and x["epoch"] == epoch)["metrics"]
+        reported = next(x for x in lines if (x["benchmark"], x["split"]) == ("scone", "test") and x["epoch"] == epoch)["metrics"]
         preds = _lines(run_dir / "predictions" / f"scone-test-epoch{epoch}.jsonl")
         assert len(preds) == 1200
         right = defaultdict(list)
@@ -101,8 +101,8 @@ def test_checkpoint_loads_and_validate_reproduces_the_best_epoch(run_dir, tmp_pa
     epoch = int(best.stem.removeprefix("best-epoch"))
     out = tmp_path / "val"
     assert main(["validate", "--recipe", str(run_dir / "recipe.yaml"), "--checkpoint", str(best), "--output-dir", str(out), "--trainer.enable_progress_bar=false"]) == 0
-    again = {x["benchmark"]: x["metrics"] for x in _lines(out / "metrics.jsonl")}
-    during = {x["benchmark"]: x["metrics"] for x in _lines(run_dir / "metrics.jsonl") if x["epoch"] == epoch and x["benchmark"] != "train"}
+    again = {(x["benchmark"], x["split"]): x["metrics"] for x in _lines(out / "metrics.jsonl")}
+    during = {(x["benchmark"], x["split"]): x["metrics"] for x in _lines(run_dir / "metrics.jsonl") if x["epoch"] == epoch and x["benchmark"] != "train"}
     assert again == during
 
 
