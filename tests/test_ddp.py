@@ -48,7 +48,7 @@ def test_two_cpu_processes_match_one(tmp_path):
                 "bucket_by_length": False,
             },
             "trainer": {"max_epochs": 2, "limit_train_batches": 6, "accelerator": "cpu", "enable_progress_bar": False, "torch_threads": 1},
-            "selection": {"metric": "scone/test/consistency"},
+            "selection": {"metric": "scone/test/consistency", "allow_test_split": True},
         },
     )
     env = dict(os.environ, NEGTRAIN_CACHE_DIR=str(tmp_path / "cache"), NEGTRAIN_OFFLINE="1")

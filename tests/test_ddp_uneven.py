@@ -68,7 +68,7 @@ def _recipe(base: Path, model: Path, name: str) -> Path:
                 "max_epochs": EPOCHS, "limit_val_batches": 2, "accelerator": "cpu", "enable_progress_bar": False,
                 "torch_threads": 1, "precision": "32-true",
             },
-            "selection": {"metric": "scone/test/accuracy"},
+            "selection": {"metric": "scone/test/accuracy", "allow_test_split": True},
         },
     )
 

@@ -13,6 +13,7 @@ from negtrain.cli import main
 FAST = [
     "--trainer.max_epochs=2", "--trainer.limit_train_batches=4", "--trainer.enable_progress_bar=false", "--data.batch_size=8",
     "--data.eval=[{benchmark: monli, split: test}]", "--selection.metric=monli/test/accuracy",
+    "--selection.allow_test_split=true",
 ]
 PROBED = "model.bert.encoder.layer.5.output.dense.weight"
 

@@ -229,6 +229,8 @@ def test_without_chat_a_chat_tokenizer_gets_the_prompt_as_written_and_the_tables
     assert lines[0]["prompt"].startswith("Is the following statement True or False? ")
     assert "\nChat template: none; prompts as written (no --chat).\n" in (out / "card.md").read_text()
     assert "\nChat template: none; prompts as written (no --chat).\n" in (out / "protocol.md").read_text()
+    # and the dtype the model computed in (the tiny Llama is saved in float32)
+    assert "\nComputed in float32 (trainer.precision `32-true`).\n" in (out / "protocol.md").read_text()
     chat = tmp_path / "chat"
     assert cli.main(["evaluate", "--model", str(lm_env["llama_chat"]), "--family", "causal_lm", "--protocol", "tinad-zeroshot",
                      "--chat", "--out", str(chat), *common]) == 0

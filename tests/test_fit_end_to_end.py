@@ -57,7 +57,7 @@ def test_recipe_yaml_is_the_resolved_recipe(run_dir):
 def test_metrics_lines(run_dir):
     lines = _lines(run_dir / "metrics.jsonl")
     evals = [(x["epoch"], x["benchmark"], x["split"]) for x in lines if x["benchmark"] != "train"]
-    assert evals == [(0, "scone", "test"), (0, "monli", "test"), (1, "scone", "test"), (1, "monli", "test")]
+    assert evals == [(e, b, s) for e in (0, 1) for b, s in (("scone", "dev10"), ("scone", "test"), ("monli", "test"))]
     scone = next(x for x in lines if x["benchmark"] == "scone")
     expected = {"accuracy", "consistency", "n", "groups_scored"} | {
         f"accuracy/{c}" for c in ("no_negation", "one_not_scoped", "one_scoped", "one_scoped_one_not_scoped", "two_scoped", "two_not_scoped")
@@ -75,7 +75,7 @@ def test_metrics_agree_with_the_prediction_files(run_dir):
     """Recompute every ScoNe number from the predictions file, independently of the metric code."""
     lines = _lines(run_dir / "metrics.jsonl")
     for epoch in (0, 1):
-        reported = next(x for x in lines if x["benchmark"] == "scone" and x["epoch"] == epoch)["metrics"]
+        reported = next(x for x in lines if (x["benchmark"], x["split"]) == ("scone", "test") and x["epoch"] == epoch)["metrics"]
         preds = _lines(run_dir / "predictions" / f"scone-test-epoch{epoch}.jsonl")
         assert len(preds) == 1200
         right = defaultdict(list)
@@ -101,8 +101,8 @@ def test_checkpoint_loads_and_validate_reproduces_the_best_epoch(run_dir, tmp_pa
     epoch = int(best.stem.removeprefix("best-epoch"))
     out = tmp_path / "val"
     assert main(["validate", "--recipe", str(run_dir / "recipe.yaml"), "--checkpoint", str(best), "--output-dir", str(out), "--trainer.enable_progress_bar=false"]) == 0
-    again = {x["benchmark"]: x["metrics"] for x in _lines(out / "metrics.jsonl")}
-    during = {x["benchmark"]: x["metrics"] for x in _lines(run_dir / "metrics.jsonl") if x["epoch"] == epoch and x["benchmark"] != "train"}
+    again = {(x["benchmark"], x["split"]): x["metrics"] for x in _lines(out / "metrics.jsonl")}
+    during = {(x["benchmark"], x["split"]): x["metrics"] for x in _lines(run_dir / "metrics.jsonl") if x["epoch"] == epoch and x["benchmark"] != "train"}
     assert again == during
 
 
@@ -114,6 +114,7 @@ def test_a_selection_metric_that_is_nan_every_epoch_is_not_reported_as_a_score(t
         "fit", "--recipe", "scone_minilm", "--output-dir", str(out), "--trainer.max_epochs=1",
         "--trainer.limit_train_batches=1", "--trainer.limit_val_batches=1", "--trainer.enable_progress_bar=false",
         "--data.batch_size=4", "--data.eval_batch_size=4", "--selection.metric=scone/test/consistency",
+        "--selection.allow_test_split=true",
     ])
     assert code == 0
     scone = [x for x in _lines(out / "metrics.jsonl") if x["benchmark"] == "scone"]

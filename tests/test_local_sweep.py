@@ -97,7 +97,7 @@ def test_local_sweep_runs_two_real_trials_and_writes_the_leaderboard(tmp_path, c
     out = capsys.readouterr().out
     assert code == 0
     board = json.loads((parent / "leaderboard.json").read_text())
-    assert board["metric"] == {"name": "scone/test/accuracy", "goal": "maximize"}
+    assert board["metric"] == {"name": "scone/dev10/accuracy", "goal": "maximize"}
     assert board["seed"] == 42 and len(board["trials"]) == 2
     expected = sample_trials(load_recipe(str(recipe)).recipe.sweep, 2, 42)
     assert expected[0] != expected[1]
@@ -110,7 +110,7 @@ def test_local_sweep_runs_two_real_trials_and_writes_the_leaderboard(tmp_path, c
         assert resolved["model"]["learning_rate"] == params["model.learning_rate"]
         assert resolved["data"]["batch_size"] == params["data.batch_size"]
         lines = [json.loads(l) for l in (parent / f"trial-{k}" / "metrics.jsonl").read_text().splitlines()]
-        accs = [l["metrics"]["accuracy"] for l in lines if l["benchmark"] == "scone"]
+        accs = [l["metrics"]["accuracy"] for l in lines if (l["benchmark"], l["split"]) == ("scone", "dev10")]
         assert len(accs) == 2
         assert trial["best"] == max(accs) and trial["last"] == accs[-1]
         command = (parent / f"trial-{k}" / "command.txt").read_text()

@@ -54,7 +54,7 @@ BASE_RECIPE = {
                 "precision": "32-true", "accelerator": "cpu", "devices": 1, "strategy": "auto", "num_nodes": 1,
                 "limit_train_batches": 2, "limit_val_batches": 1, "log_every_n_steps": 1, "deterministic": True,
                 "torch_threads": 1, "enable_progress_bar": False},
-    "selection": {"metric": "monli/test/accuracy"},
+    "selection": {"metric": "monli/test/accuracy", "allow_test_split": True},
     "logger": {"backend": "none", "project": "p", "entity": None, "name": None, "group": None, "tags": [], "log_predictions": False},
 }
 
@@ -386,7 +386,7 @@ def test_malformed_input_is_one_clear_line(case, tmp_path, monkeypatch, capsys, 
         if rng_fit(case):  # some data cases go through `fit`, the rest through `evaluate`
             argv = ["fit", "--recipe", str(recipe), "--output-dir", str(out)]
             if bench == "mnli":
-                _write(recipe, yaml.safe_dump(dict(base, data=dict(base["data"], eval=[{"benchmark": "mnli", "split": split}]), selection={"metric": None}), sort_keys=False))
+                _write(recipe, yaml.safe_dump(dict(base, data=dict(base["data"], eval=[{"benchmark": "mnli", "split": split}]), selection={"metric": None, "allow_test_split": True}), sort_keys=False))
         else:
             argv = ["evaluate", "--benchmark", bench, "--split", split, "--predictions", str(preds)]
     else:

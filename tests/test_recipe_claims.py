@@ -13,33 +13,83 @@ import pytest
 import yaml
 
 from negtrain import cli
+from negtrain.config import on_test_split
 from negtrain.recipes import available_recipes, load_recipe
 
 from conftest import FAST
 
-NEGNLI_MNLI = {"train": {("negnli-mnli", "train85")}, "lr": 2e-5, "batch": 16, "epochs": 5, "seeds": None,
-               "cites": ["§4.1", "Table 12"], "weight_decay": 0.0}
-TINAD_CODE = {"train": {("tinad", "train")}, "lr": 3e-4, "batch": 32, "epochs": 3, "seeds": None,
-              "selection": "tinad/validation/accuracy", "adapter": ("qlora", 8, 16, 0.05)}
+MIX_SOURCES = {("mnli", "train"), ("negnli-rte", "train"), ("negnli-snli", "train"), ("negnli-mnli", "train"),
+               ("monli", "train"), ("scone", "train")}
 
-#: recipe -> what its source says. "cites": strings its `# Follows:` line must hold.
+NEGNLI_MNLI = {"train": {("negnli-mnli", "train85")}, "lr": 2e-5, "batch": 16, "epochs": 5, "seeds": None,
+               "cites": ["§4.1", "Table 12"], "weight_decay": 0.0, "selection": "negnli-mnli/val15/accuracy",
+               "says": ["batch 16, lr 2e-5, 5 epochs"]}
+TINAD_CODE = {"train": {("tinad", "train")}, "lr": 3e-4, "batch": 32, "epochs": 3, "seeds": None,
+              "selection": "tinad/validation/accuracy", "adapter": ("qlora", 8, 16, 0.05), "weight_decay": 0.0, "warmup": 0.03,
+              "says": ["r 8, alpha 16, dropout 0.05", "lr 3e-4", "3% warmup", "weight decay 0, 3 epochs, batch 32"]}
+#: ScoNe Appendix A.1: lr 1e-5, batch 4, 6 accumulation steps, a fixed 10 epochs (no epoch chosen).
+SCONE_A1 = {"train": {("monli", "train"), ("scone", "train")}, "lr": 1e-5, "batch": 24, "epochs": 10, "seeds": None,
+            "batch_size": 4, "selection_epoch": "last", "weight_decay": 0.01, "warmup": 0.0,
+            "says": ["lr 1e-5, batch 4 with 6 gradient accumulation steps", "10 epochs", "weight decay 0.01"]}
+
+#: recipe -> what its source says. "cites": strings its `# Follows:` line must hold; "says": strings
+#: its header must hold, each a value checked against the YAML here.
 SOURCES = {
     # Truong et al. 2022 (NaN-NLI): "the MNLI subset of the NegNLI dataset" (§4.1); Table 12.
-    "nannli_roberta_negnli": NEGNLI_MNLI,
+    "nannli_roberta_negnli": {**NEGNLI_MNLI, "model": "sileod/roberta-base-mnli"},
     "nannli_cuenb": NEGNLI_MNLI,
     # NaN-NLI Table 11: batch 16, lr 3e-5, 3 epochs, Adam.
     "mnli_cuenb": {"train": {("mnli", "train")}, "lr": 3e-5, "batch": 16, "epochs": 3, "seeds": None,
-                   "cites": ["Table 11"], "weight_decay": 0.0, "warmup": 0.0},
+                   "cites": ["Table 11"], "weight_decay": 0.0, "warmup": 0.0, "selection": "mnli/validation_matched/accuracy",
+                   "says": ["batch 16,", "lr 3e-5, 3 epochs"]},
     # Ravichander et al. 2022 (CondaQA) C.1: five seeds, lr 5e-5, 5 epochs, best validation accuracy.
     "condaqa_unifiedqa": {"train": {("condaqa", "train")}, "lr": 5e-5, "batch": 16, "epochs": 5,
-                          "seeds": [70, 69, 68, 67, 66], "cites": ["C.1", "Table 11"], "selection": "condaqa/dev/accuracy"},
+                          "seeds": [70, 69, 68, 67, 66], "cites": ["C.1", "Table 11"], "selection": "condaqa/dev/accuracy",
+                          "weight_decay": 0.0, "says": ["lr 5e-5", "for 5 epochs", "70, 69, 68, 67, 66", "max_length 512", "batch size: 16"]},
+    "condaqa_unifiedqa_3b_lora": {"train": {("condaqa", "train")}, "lr": 1e-4, "batch": 16, "epochs": 5, "seeds": None, "seed": 42,
+                                  "cites": ["C.1"], "selection": "condaqa/dev/accuracy", "weight_decay": 0.0,
+                                  "lora": ("lora", 16, 32, 0.05), "model": "allenai/unifiedqa-v2-t5-3b-1363200",
+                                  "says": ["r 16, alpha 32, dropout 0.05", "1e-4", "5 epochs", "one seed (42)", "batch size: 16"]},
     # García-Ferrero et al. 2023 (TINAD) Appendix B: LoRA on an 8-bit base; Vicuna-13B or Flan-T5.
     "tinad_vicuna_lora8": {**TINAD_CODE, "cites": ["Appendix B", "Table 6"], "bits": 8, "model": "lmsys/vicuna-13b-v1.1",
-                           "prompt_loss_weight": 0.05},
+                           "prompt_loss_weight": 0.05, "chat_template": False},
     "tinad_flant5": {**TINAD_CODE, "cites": ["Appendix B", "Table 6"], "bits": 8, "model": "google/flan-t5-xxl"},
     # The authors' later repository: configs/train/Llama2-7b.yaml, 4 bits, selection on accuracy.
     "tinad_repo_llama2_qlora": {**TINAD_CODE, "cites": ["configs/train/Llama2-7b.yaml"], "bits": 4,
-                                "model": "meta-llama/Llama-2-7b-chat-hf", "prompt_loss_weight": 0.05},
+                                "model": "meta-llama/Llama-2-7b-chat-hf", "prompt_loss_weight": 0.05, "chat_template": True},
+    # She et al. 2023 (ScoNe): Table 2 (DeBERTa) and Appendix B, Table 6 (RoBERTa), Appendix A.1.
+    "scone_deberta": {**SCONE_A1, "cites": ["A.1", "Table 2"], "model": "MoritzLaurer/DeBERTa-v3-base-mnli-fever-anli"},
+    "scone_roberta": {**SCONE_A1, "cites": ["A.1", "Table 6"], "model": "roberta-large-mnli"},
+    "scone_minilm": {"train": {("monli", "train"), ("scone", "train90")}, "lr": 5e-5, "batch": 16, "epochs": 5, "seeds": None,
+                     "cites": ["Table 2"], "selection": "scone/dev10/accuracy", "weight_decay": 0.01, "warmup": 0.06,
+                     "says": ["lr 5e-5, batch 16, 5 epochs, 6% warmup", "train90", "dev10"]},
+    # Hossain et al. 2020 (NegNLI) Table 8 (MNLI) and Table 9 (RoBERTa on MNLI: 32, 2e-5, 3 epochs, wd 0).
+    "negnli_roberta": {"train": {("mnli", "train"), ("negnli-mnli", "train")}, "lr": 2e-5, "batch": 32, "epochs": 3, "seeds": None,
+                       "cites": ["Table 8", "Table 9"], "selection": "mnli/validation_matched/accuracy", "weight_decay": 0.0,
+                       "model": "roberta-base", "says": ["batch 32, lr 2e-5, 3 epochs, weight decay 0", "max length 128"]},
+    # Truong et al. 2022 (CueNB): cue masking at 1.0, other tokens at 15%.
+    "cuemask_roberta": {"train": {("mnli", "train"), ("scone", "train"), ("monli", "train"), ("negnli-mnli", "train85")},
+                        "lr": 5e-5, "batch": 32, "epochs": 3, "seeds": None, "cites": ["CueNB"], "selection": None,
+                        "weight_decay": 0.01, "warmup": 0.06, "cue": (1.0, 0.15, 1000), "model": "roberta-base",
+                        "says": ["cue_mask_prob 1.0", "15%", "1,000 held-out", "lr 5e-5, batch 32, 3 epochs, weight decay 0.01, 6% warmup"]},
+    "cuemask_minilm": {"train": {("scone", "train"), ("monli", "train")}, "lr": 1e-4, "batch": 32, "epochs": 2, "seeds": None,
+                       "cites": ["CueNB"], "selection": None, "weight_decay": 0.01, "warmup": 0.06, "cue": (1.0, 0.15, 200),
+                       "says": ["lr 1e-4, 2 epochs, 6% warmup", "15%", "200 held-out"]},
+    # Hosseini et al. 2021 (BERTNOT): lr 1e-5, batch 32, AdamW wd 0.01, clipping 1.0, γ 0.5.
+    "unlikelihood_bert": {"train": {("negated_lama", "train")}, "lr": 1e-5, "batch": 32, "epochs": 5, "seeds": None,
+                          "cites": ["BERTNOT"], "selection_epoch": "last", "weight_decay": 0.01, "clip": 1.0, "gamma": 0.5,
+                          "model": "bert-base-cased",
+                          "says": ["lr 1e-5, batch 32", "weight decay 0.01", "clipping at 1.0", "γ = 0.5", "the last of the 5"]},
+    "unlikelihood_minilm": {"train": {("negated_lama", "train")}, "lr": 1e-4, "batch": 32, "epochs": 1, "seeds": None,
+                            "cites": ["BERTNOT"], "selection_epoch": "last", "weight_decay": 0.01, "clip": 1.0, "gamma": 0.5,
+                            "says": ["γ = 0.5, batch 32", "weight decay 0.01", "clipping at 1.0", "1 epoch, lr 1e-4"]},
+    # The project's own mixes: their values are claimed as the project's.
+    "mnli_negation_mix": {"train": MIX_SOURCES, "lr": 2e-5, "batch": 32, "epochs": 3, "seeds": None, "cites": ["no paper", "Table 9"],
+                          "selection": "mnli/validation_matched/accuracy", "temperature": 2.0, "mix_epoch": 200000,
+                          "says": ["T = 2", "2e-5", "3 epochs", "200,000"]},
+    "mnli_negation_mix_minilm": {"train": MIX_SOURCES, "lr": 1e-4, "batch": 32, "epochs": 2, "seeds": None, "cites": ["no paper"],
+                                 "selection": "mnli/validation_matched/accuracy", "temperature": 2.0, "mix_epoch": 3000,
+                                 "says": ["T = 2", "lr 1e-4, 2 epochs of 3,000", "48-pair"]},
 }
 
 
@@ -79,13 +129,63 @@ def test_each_recipe_holds_the_values_its_header_claims(name):
     if "warmup" in source:
         assert r.model.warmup_ratio == source["warmup"]
     if "selection" in source:
-        assert r.selection.metric == source["selection"]
+        assert r.selection.metric == source["selection"] and r.selection.epoch == "best"
+    if "selection_epoch" in source:
+        assert r.selection.epoch == source["selection_epoch"] and r.selection.metric is None
+    if "batch_size" in source:
+        assert r.data.batch_size == source["batch_size"]
+    if "seed" in source:
+        assert r.seed == source["seed"]
+    if "model" in source:
+        assert r.model.name == source["model"]
     if "bits" in source:
         a = r.adapter
         assert (a.type, a.r, a.alpha, a.dropout) == source["adapter"][:1] + (8, 16, 0.05)
-        assert a.bits == source["bits"] and r.model.name == source["model"]
+        assert a.bits == source["bits"]
+    if "lora" in source:
+        a = r.adapter
+        assert (a.type, a.r, a.alpha, a.dropout) == source["lora"]
     if "prompt_loss_weight" in source:  # the code's: the prompt's share of an example's loss
         assert (r.model.prompt_loss_weight, r.model.prompt_loss) == (source["prompt_loss_weight"], "share")
+    if "chat_template" in source:
+        assert r.model.chat_template is source["chat_template"]
+    if "cue" in source:
+        c = r.objective.cue_masking
+        assert (c.cue_mask_prob, c.mlm_probability, c.corpus.held_out) == source["cue"]
+    if "gamma" in source:
+        assert r.objective.unlikelihood.gamma == source["gamma"]
+    if "clip" in source:
+        assert r.trainer.gradient_clip_val == source["clip"]
+    if "temperature" in source:
+        assert (r.data.mix.sampling, r.data.mix.temperature, r.data.mix.epoch) == ("temperature", source["temperature"], source["mix_epoch"])
+    flat = " ".join(" ".join(x.lstrip("#").split()) for x in header.splitlines())  # lines joined, as read
+    for said in source["says"]:  # the header states the value checked above, in its words
+        assert said in flat, f"{name}: the header does not say {said!r}"
+
+
+def test_every_shipped_recipe_says_what_it_follows_and_departs_from():
+    """Both header lines in every recipe, and every recipe's claims checked by the test above."""
+    for name in available_recipes():
+        lines = _header(name).splitlines()
+        assert any(x.startswith("# Follows:") for x in lines), f"{name}: no `# Follows:` line"
+        assert any(x.startswith("# Departures:") for x in lines), f"{name}: no `# Departures:` line"
+    assert set(available_recipes()) == set(SOURCES)
+
+
+def test_no_shipped_recipe_selects_or_sweeps_on_a_test_split():
+    for name in available_recipes():
+        r = load_recipe(name).recipe
+        assert not on_test_split(r.selection.metric) and not r.selection.allow_test_split, name
+        assert r.sweep is None or not on_test_split(r.sweep.metric or r.selection.metric), name
+
+
+def test_the_two_headers_that_were_false_are_true():
+    # The starting checkpoint is not the paper's own MNLI fine-tune: a departure, not "none".
+    departures = _header("nannli_roberta_negnli").split("# Departures:")[1].split("# Readings")[0]
+    assert "sileod/roberta-base-mnli" in departures and "none" not in departures
+    # Vicuna v1.1's tokenizer has no chat template: the YAML writes the plain prompt, as the header says.
+    assert load_recipe("tinad_vicuna_lora8").recipe.model.chat_template is False
+    assert "chat_template: false" in _header("tinad_vicuna_lora8")
 
 
 def test_the_tinad_recipes_name_which_setup_they_are():
@@ -95,11 +195,6 @@ def test_the_tinad_recipes_name_which_setup_they_are():
         assert "the paper's" in _header(name).splitlines()[0]
     first = _header("tinad_repo_llama2_qlora").splitlines()[0]
     assert "later repository setup" in first and "not the paper's" in first
-
-
-def test_every_recipe_that_claims_a_source_is_checked_here():
-    claiming = {n for n in available_recipes() if "# Follows:" in _header(n)}
-    assert claiming == set(SOURCES)
 
 
 def test_the_nannli_recipes_train_on_negnli_mnli_alone():
@@ -131,7 +226,7 @@ def test_a_recipe_with_seeds_trains_each_by_default(tmp_path):
     parent = tmp_path / "runs"
     assert cli.main(["fit", "--recipe", str(path), "--output-dir", str(parent), "--logger=none", *FAST,
                      "--trainer.max_epochs=1", "--evaluation.bootstrap=0",
-                     "--data.eval=[{benchmark: scone, split: test}]"]) == 0
+                     "--data.eval=[{benchmark: scone, split: dev10}]"]) == 0
     assert json.loads((parent / "seeds.json").read_text())["runs"] == ["seed3", "seed5"]
     assert [yaml.safe_load((parent / f"seed{s}" / "recipe.yaml").read_text())["seed"] for s in (3, 5)] == [3, 5]
     assert (parent / "seed5" / "command.txt").read_text().strip().endswith("--seed=5")

@@ -74,7 +74,7 @@ def test_report_on_a_real_run(wandb_run):
     value = f"{last['metrics']['accuracy']:.4f} [{entry['ci95'][0]:.4f}, {entry['ci95'][1]:.4f}]"
     assert f"| scone/test | accuracy | {value} |" in summary  # the final-epoch table
     assert "contrast sets" in summary
-    assert _png(wandb_run / "report" / "metrics.png") == ["scone/test", "monli/test"]
+    assert _png(wandb_run / "report" / "metrics.png") == ["scone/dev10", "scone/test", "monli/test"]
     assert _png(wandb_run / "report" / "loss.png") == ["training loss"]
 
 

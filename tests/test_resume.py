@@ -64,7 +64,7 @@ data:
   batch_size: {batch_size}
   eval_batch_size: 256
 trainer: {{max_epochs: {EPOCHS}, {trainer}precision: 32-true, deterministic: true, torch_threads: 1, enable_progress_bar: false}}
-selection: {{metric: scone/test/accuracy}}
+selection: {{metric: scone/test/accuracy, allow_test_split: true}}
 """
 
 

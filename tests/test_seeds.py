@@ -46,7 +46,7 @@ def test_fit_seeds_writes_one_run_per_seed_and_report_gives_mean_and_std(tmp_pat
         values = []
         for s in (1, 2):
             records = [json.loads(l) for l in (parent / f"seed{s}" / "metrics.jsonl").read_text().splitlines()]
-            [rec] = [r for r in records if r["benchmark"] == "scone" and r["epoch"] == epoch]
+            [rec] = [r for r in records if (r["benchmark"], r["split"]) == ("scone", "test") and r["epoch"] == epoch]
             values.append(rec["metrics"]["accuracy"])
         row = summary["metrics"]["scone/test"]["accuracy"][epoch]
         assert row["epoch"] == epoch and row["seeds"] == {"1": values[0], "2": values[1]}
@@ -57,7 +57,7 @@ def test_fit_seeds_writes_one_run_per_seed_and_report_gives_mean_and_std(tmp_pat
     md = (parent / "report" / "summary.md").read_text()
     assert "differ only in `seed`" in md and "| scone/test | accuracy |" in md
     with Image.open(parent / "report" / "metrics.png") as img:
-        assert img.text["negtrain:panels"].split(",") == ["scone/test", "monli/test"]
+        assert img.text["negtrain:panels"].split(",") == ["scone/dev10", "scone/test", "monli/test"]
 
 
 def test_seeds_and_seed_together_is_an_error(tmp_path, capsys):

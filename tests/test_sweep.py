@@ -27,7 +27,7 @@ def _sweep(tmp_path: Path, capsys, *args: str) -> tuple[int, dict | None, str]:
 def test_minilm_sweep_config(tmp_path, capsys):
     code, config, output = _sweep(tmp_path, capsys, "--recipe", "scone_minilm")
     assert code == 0
-    assert config["metric"] == {"name": "scone/test/accuracy", "goal": "maximize"}
+    assert config["metric"] == {"name": "scone/dev10/accuracy", "goal": "maximize"}
     assert config["method"] == "random"
     assert set(config["parameters"]) == {"model.learning_rate", "data.batch_size", "trainer.max_epochs"}
     assert config["parameters"]["model.learning_rate"]["distribution"] == "log_uniform_values"
@@ -39,24 +39,28 @@ def test_minilm_sweep_config(tmp_path, capsys):
     assert "wandb sweep" in output and "wandb agent negtrain/<SWEEP_ID>" in output
 
 
-def test_deberta_sweep_config():
-    loaded = load_recipe("scone_deberta")
-    config = sweep_config(loaded, "scone_deberta", [])
-    assert config["method"] == "grid"
-    assert config["metric"] == {"name": "scone/test/accuracy", "goal": "maximize"}
-    assert set(config["parameters"]) == {"model.learning_rate", "data.batch_size", "trainer.max_epochs"}
-    assert "--logger.backend=wandb" not in config["command"]
+def test_a_sweep_on_a_test_split_is_refused_unless_allowed(tmp_path, capsys):
+    """A sweep picks hyperparameters (and each trial its epoch) by its metric: on a test split, the
+    same rule as selection.metric."""
+    code, config, output = _sweep(tmp_path, capsys, "--recipe", "scone_minilm", "--sweep.metric=scone/test/accuracy")
+    assert code == 2 and config is None
+    [line] = output.strip().splitlines()
+    assert line.startswith("error: ") and "sweep.metric: 'scone/test/accuracy' picks on the test split scone/test" in line
+    code, config, _ = _sweep(tmp_path, capsys, "--recipe", "scone_minilm", "--sweep.metric=scone/test/accuracy",
+                             "--selection.allow_test_split=true")
+    assert code == 0 and config["metric"]["name"] == "scone/test/accuracy"
+    assert "--selection.metric=scone/test/accuracy" in config["command"] and "--selection.allow_test_split=true" in [a.lower() for a in config["command"]]
 
 
 def test_goal_comes_from_the_metric_declaration(tmp_path, monkeypatch):
     recipe = tmp_path / "r.yaml"
     raw = yaml.safe_load(Path(load_recipe("scone_minilm").path).read_text())
-    raw["sweep"]["metric"] = "scone/test/consistency"
+    raw["sweep"]["metric"] = "scone/dev10/consistency"
     recipe.write_text(yaml.safe_dump(raw))
     config = sweep_config(load_recipe(str(recipe)), str(recipe), [])
-    assert config["metric"] == {"name": "scone/test/consistency", "goal": "maximize"}
+    assert config["metric"] == {"name": "scone/dev10/consistency", "goal": "maximize"}
     # Trials select (and summarise) their best epoch by the swept metric.
-    assert "--selection.metric=scone/test/consistency" in config["command"]
+    assert "--selection.metric=scone/dev10/consistency" in config["command"]
     declared = tuple(replace(d, higher_is_better=False) if d.name == "consistency" else d for d in Scone.reported_metrics)
     monkeypatch.setattr(Scone, "reported_metrics", declared)
     config = sweep_config(load_recipe(str(recipe)), str(recipe), [])
@@ -124,6 +128,7 @@ def test_a_sweep_offers_only_metrics_the_model_reports(tmp_path, capsys):
     raw = yaml.safe_load(Path(load_recipe("scone_minilm").path).read_text())
     raw["data"]["eval"] = [{"benchmark": "scone", "split": "test"}, {"benchmark": "nannli", "split": "test"}]
     raw["sweep"]["metric"] = "nannli/test/f1"
+    raw["selection"] = {"allow_test_split": True}  # NaN-NLI has a test split only
     recipe.write_text(yaml.safe_dump(raw))
     code, config, output = _sweep(tmp_path, capsys, "--recipe", str(recipe))
     assert code == 2 and config is None

@@ -6,10 +6,16 @@ files hold it in the ``*_edited`` columns (upstream README). Each file's unnamed
 the row number, and must be: a row whose index is anything else is malformed. Every contrast set must be complete:
 condition files of different lengths (one cut short, one with an extra row) are an error, not
 sets of five scored as if they were sets of six.
+
+ScoNe publishes a train and a test split, no dev split. ``train90`` / ``dev10`` carve one from
+train: the training contrast sets ordered by the SHA-256 of ``"scone/train/<row>"`` (a fixed order,
+the same on every machine and library version, never splitting a contrast set), the first 90% to
+train on and the last 10% to select an epoch on. Their rows keep their ``scone/train/...`` ids.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
@@ -64,9 +70,20 @@ def _check_complete(split: str, rows: dict[str, int], paths: dict) -> None:
         )
 
 
+#: A split carved from train -> the (first, last) fraction of the hashed order of train's contrast sets it takes.
+CARVED = {"train90": (0.0, 0.9), "dev10": (0.9, 1.0)}
+
+
+def carved_rows(split: str, sets: int) -> set[int]:
+    """The row numbers (contrast sets) of train that the carved ``split`` holds, of ``sets`` in all."""
+    order = sorted(range(sets), key=lambda row: hashlib.sha256(f"scone/train/{row}".encode()).hexdigest())
+    lo, hi = CARVED[split]
+    return set(order[round(lo * sets) : round(hi * sets)])
+
+
 class Scone(NliBenchmark):
     name = "scone"
-    splits = ("train", "test")
+    splits = ("train", "test", *CARVED)
     labels = nli.NLI2
     reported_metrics = (*scores(["accuracy", *(f"accuracy/{c}" for c in CONDITIONS), "consistency"]), count("groups_scored"), count("n"))
     citation = (
@@ -75,9 +92,14 @@ class Scone(NliBenchmark):
     )
 
     def files(self, split: str) -> list[RemoteFile]:
+        split = "train" if split in CARVED else split
         return [RemoteFile(REPO, f"scone_nli/{split}/{c}.csv") for c in CONDITIONS]
 
     def read(self, split: str) -> list[Example]:
+        if split in CARVED:
+            rows = self.read("train")
+            keep = carved_rows(split, len(rows) // len(CONDITIONS))
+            return [e for e in rows if int(str(e.group).rsplit("/", 1)[1]) in keep]  # read("train") gives every row its group
         examples = []
         rows_per_file: dict[str, int] = {}
         paths = {}

@@ -28,7 +28,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         print(json.dumps(environment(), indent=1))
         return 0
     from negtrain.io.atomic import write_text
-    from negtrain.models.provenance import FILE_NAME, constraints, read
+    from negtrain.models.constraints_file import constraints
+    from negtrain.models.provenance import FILE_NAME, read
 
     source = args.constraints
     if args.out is not None:

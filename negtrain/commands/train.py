@@ -79,7 +79,10 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError("fit needs --recipe NAME_OR_PATH (or --resume RUN_DIR)")
     argv = getattr(args, "argv", None)
     loaded = _loaded(args, extra)  # recipe mistakes are answered before torch is imported
+    from negtrain.config import check_selection
     from negtrain.recipes import parse_overrides
+
+    check_selection(loaded.recipe.selection, str(loaded.path))  # no epoch picked on a test split unless allowed
 
     overrides = parse_overrides(extra)
     # The recipe's own seeds (a paper's average over seeds) unless one seed or others are asked for.

@@ -60,7 +60,15 @@ from negtrain.config.section import (
     MIN_TEMPERATURE,
     Section,
 )
-from negtrain.config.selection import SelectionConfig, selection_bias_note, selection_split
+from negtrain.config.selection import (
+    SelectionConfig,
+    check_selection,
+    is_test_split,
+    on_test_split,
+    selected_on_test_note,
+    selection_bias_note,
+    selection_split,
+)
 from negtrain.config.suggestions import check_keys
 from negtrain.config.tracking import LoggerConfig, SweepConfig, SweepParameter
 from negtrain.config.trainer import TrainerConfig
@@ -77,5 +85,6 @@ __all__ = [
     "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
     "SelectionConfig", "ServerConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",
     "check_keys", "is_text_field", "load_yaml", "parse_yaml", "selection_bias_note", "selection_split",
+    "check_selection", "is_test_split", "on_test_split", "selected_on_test_note",
     "to_dict", "validate_recipe", "validate_section", "without_other_families",
 ]

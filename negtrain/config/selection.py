@@ -1,23 +1,76 @@
-"""The ``selection:`` section: the metric that picks the best checkpoint, and what that selection biases."""
+"""The ``selection:`` section: which epoch a run keeps (the best by a metric, or the last), and
+what that selection biases. No epoch is picked on a test split unless the recipe says so."""
 
 from __future__ import annotations
+
+import re
+from typing import Literal
 
 from pydantic import Field
 
 from negtrain.config.section import Section
+from negtrain.core.errors import ConfigError
 
 
 class SelectionConfig(Section):
     metric: str | None = Field(
         None,
         description="'<benchmark>/<split>/<metric>' that picks the best checkpoint. Whether higher is "
-        "better comes from the metric's declaration. Unset: the first eval benchmark's first metric.",
+        "better comes from the metric's declaration. Unset: the first eval benchmark's first metric. "
+        "A split called test (scone/test, fewshot_test_1) is refused unless allow_test_split is true.",
     )
+    epoch: Literal["best", "last"] = Field(
+        "best",
+        description="best: keep the epoch with the best `metric` (checkpoints/best-epoch<N>.ckpt); last: train "
+        "the fixed trainer.max_epochs and keep the last epoch (checkpoints/last.ckpt), selecting nothing, as a "
+        "paper that trains a fixed number of epochs does (ScoNe, Appendix A.1).",
+    )
+    allow_test_split: bool = Field(
+        False,
+        description="Allow `metric` (and a sweep's metric) on a split called test. Picking an epoch on the split "
+        "it is reported on flatters that epoch; every record of such a run says the selection was made on test.",
+    )
+
+
+#: A split called test: ``test``, ``fewshot_test_1``, ``test_matched``, never ``contest``.
+_TEST_SPLIT = re.compile(r"(^|_)test(_|$|\d)")
 
 
 def selection_split(monitor: str | None) -> str | None:
     """``scone/test/accuracy/one_scoped`` -> ``scone/test``: the split a selection metric is computed on."""
     return "/".join(monitor.split("/")[:2]) if monitor else None
+
+
+def is_test_split(split: str) -> bool:
+    """Whether a split (``test``) or a metric's split (``scone/test``, ``scone/test/accuracy``) is a test split."""
+    parts = split.split("/")
+    name = parts[1] if len(parts) > 1 else parts[0]
+    return bool(_TEST_SPLIT.search(name))
+
+
+def on_test_split(monitor: str | None) -> bool:
+    """Whether the selection metric ``monitor`` is computed on a test split."""
+    return bool(monitor) and is_test_split(selection_split(monitor) or "")
+
+
+def check_selection(selection: SelectionConfig, where: str, field: str = "selection.metric", metric: str | None = None) -> None:
+    """Refuse a selection (or a sweep's metric, ``field``/``metric``) on a test split unless the
+    recipe allows it with ``selection.allow_test_split: true``; one line, naming the split."""
+    metric = selection.metric if metric is None else metric
+    if not on_test_split(metric) or selection.allow_test_split:
+        return
+    split = selection_split(metric)
+    raise ConfigError(
+        f"{where}: {field}: '{metric}' picks on the test split {split}, whose numbers the run then reports; "
+        "select on a dev or validation split, keep the last epoch (selection.epoch: last), or set "
+        "selection.allow_test_split: true to select on test knowingly (every record then says so)"
+    )
+
+
+def selected_on_test_note(monitor: str) -> str:
+    """What every record of a run that selected on a test split says."""
+    return (f"selected on test: the epoch was picked by {monitor}, on the test split {selection_split(monitor)} "
+            "(selection.allow_test_split: true)")
 
 
 def selection_bias_note(monitor: str, epochs: int) -> str:

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 
 from negtrain.benchmarks.registry import BENCHMARKS
-from negtrain.config import FAMILY_SECTIONS, IN_PROCESS
+from negtrain.config import FAMILY_SECTIONS, IN_PROCESS, load_yaml, on_test_split, selection_split
 from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord
@@ -53,6 +53,22 @@ def extra_body_words(server) -> str:
     allowed = [k for k in server.extra_body if k.lower() in {a.lower() for a in server.extra_body_allow}]
     return (f" Every generation request also sent (--extra-body): {sent}"
             + (f"; of these, {', '.join(allowed)} change what is scored (--extra-body-allow)." if allowed else "."))
+
+
+def selected_on_test_line(checkpoint: Path | None) -> str | None:
+    """The card's warning when its weights are a run's best epoch picked on a test split
+    (``selection.allow_test_split``): that split's numbers are then optimistic."""
+    if checkpoint is None or not checkpoint.name.startswith("best-epoch"):
+        return None
+    recipe = checkpoint.parent.parent / "recipe.yaml"
+    raw = load_yaml(recipe) if recipe.is_file() else None
+    selection = raw.get("selection") if isinstance(raw, dict) else None
+    metric = selection.get("metric") if isinstance(selection, dict) else None
+    if not isinstance(metric, str) or not on_test_split(metric):
+        return None
+    split = selection_split(metric)
+    return (f"**Selected on test.** These weights are the epoch that `{metric}` picked on the test split {split} "
+            f"(selection.allow_test_split): their {split} numbers are optimistic.")
 
 
 def _fmt(value: float | None) -> str:
@@ -110,7 +126,7 @@ def subset_head(records) -> str:
 
 
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *, record: dict | None = None,
-                  template: str | None = None, fresh_head: str | None = None) -> str:
+                  template: str | None = None, fresh_head: str | None = None, selected_on_test: str | None = None) -> str:
     """``record``: the card's provenance (:mod:`negtrain.models.provenance`), shown at the end;
     ``template``: whether the prompts went through a chat template (:func:`chat_template_line`)."""
     from negtrain.models import provenance
@@ -122,6 +138,7 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
     for r in evals:
         columns += [k for k in with_role(r["metrics"], "consistency") if k not in columns]
     lines = [f"# Negation report card: `{model}` ({family})", ""] + ([template, ""] if template else [])
+    lines += [selected_on_test, ""] if selected_on_test else []
     if fresh_head:  # before the numbers it qualifies
         said = fresh_head.removeprefix("note: ")
         lines += [f"**Chance level.** {said[0].upper() + said[1:]}.", ""]
@@ -288,7 +305,7 @@ SAME_SPOT = 0.04
 
 
 def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped, *, template: str | None = None,
-               fresh_head: str | None = None) -> None:
+               fresh_head: str | None = None, selected_on_test: str | None = None) -> None:
     """card.md and card.png from the card's records (what its metrics.jsonl holds, handed on in memory)."""
     from negtrain.models import provenance
 
@@ -296,5 +313,5 @@ def write_card(out: Path, records: list[RunRecord], model: str, family: str, ski
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")
     write_text(out / "card.md", card_markdown(records, model, family, skipped, record=provenance.read(out), template=template,
-                                                   fresh_head=fresh_head))
+                                                   fresh_head=fresh_head, selected_on_test=selected_on_test))
     plot_card(records, out / "card.png", f"{model} ({family})")

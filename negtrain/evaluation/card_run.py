@@ -16,7 +16,7 @@ import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.evaluation.card_plan import CardPlan, CardRequest, plan_card
-from negtrain.evaluation.card_render import chat_template_line, write_card
+from negtrain.evaluation.card_render import chat_template_line, selected_on_test_line, write_card
 from negtrain.config import IN_PROCESS, RUN_ONLY_SERVER_SETTINGS, EvalConfig
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
@@ -184,7 +184,8 @@ def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh
         fresh = out / PARTS / FRESH_HEAD_NOTE
         fresh_note = fresh.read_text(encoding="utf-8") if fresh.is_file() else None
     fresh_note = fresh_note.strip() if fresh_note else None
-    write_card(out, records, card.shown, recipe.model.family, list(card.plan.skipped), template=template, fresh_head=fresh_note)
+    write_card(out, records, card.shown, recipe.model.family, list(card.plan.skipped), template=template, fresh_head=fresh_note,
+               selected_on_test=selected_on_test_line(card.checkpoint))
     print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
     if protocol is not None:
         from negtrain.evaluation.protocol import write_protocol

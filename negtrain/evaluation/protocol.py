@@ -29,6 +29,7 @@ from negtrain.io.records import EvalRecord
 from negtrain.evaluation.nli_protocols import NLI_BREAKDOWNS, skipped_optional
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import estimate
+from negtrain.models import provenance
 from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
 from negtrain.prompts.strategies import get_strategy
 
@@ -336,6 +337,10 @@ def write_protocol(out: Path, protocol: Protocol, records: list[EvalRecord], mod
     """``protocol.md`` in ``out``; ``template``: the card's chat-template line, under the title, so
     every table of the card says how its prompts were wrapped."""
     title, _, rest = protocol_markdown(protocol, records, model, resamples, seed, out).partition("\n")
+    record = provenance.read(out) or {}  # the card's: the dtype the model computed in
+    if record.get("dtype"):
+        ran = f"Computed in {record['dtype']} (trainer.precision `{record.get('precision')}`)."
+        template = f"{template}\n\n{ran}" if template else ran
     write_text(out / "protocol.md", f"{title}\n\n{template}\n{rest}" if template else f"{title}\n{rest}")
 
 

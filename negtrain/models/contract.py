@@ -23,6 +23,9 @@ class Selection:
 
     monitor: str
     higher_is_better: bool
+    #: The metric is on a test split (``selection.allow_test_split: true``, or the unset default
+    #: landing on one): every record of the run says the epoch was picked on test.
+    on_test: bool = False
 
     @property
     def mode(self) -> str:

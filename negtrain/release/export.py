@@ -33,7 +33,7 @@ import torch
 import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import families_where, family_names, selection_bias_note
+from negtrain.config import families_where, family_names, on_test_split, selection_bias_note
 from negtrain.core.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import atomic_dir
@@ -155,6 +155,8 @@ def export(
     run = RunDir(run_dir)
     out = Path(out)
     _prepare_out(out, overwrite)
+    if checkpoint == "best" and run.selection.epoch == "last":
+        checkpoint = "last"  # the run selected nothing: its result is its last epoch
     ckpt_path = run.checkpoint(checkpoint)
     _ = run.recipe, run.epochs  # fail on a broken recipe or metrics file before the heavy work
     model, epoch = load_model(run, ckpt_path)
@@ -352,6 +354,8 @@ def model_card(
     evaluated = len([ep for ep in run.epochs if ep.evals])
     if which == "best" and selection and run.selection_split in results and evaluated > 1:
         lines += ["", f"**{selection_bias_note(selection, evaluated)}**"]
+    if which == "best" and on_test_split(selection):
+        lines += ["", f"**Selected on test:** the epoch was picked by `{selection}` on a test split (selection.allow_test_split)."]
     lines += ["", "## Usage", "", "```python"]
     if adapter_only:
         lines += [

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from negtrain.config import SweepConfig, SweepParameter
+from negtrain.config import SweepConfig, SweepParameter, is_test_split
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
 from negtrain.io.run_lock import run_lock
@@ -207,6 +207,9 @@ def leaderboard_markdown(recipe: str, metric: SweepMetric, method: str, seed: in
         f"The winner's value is the best of {len(trials)} trials (each the best of its epochs) on {split}: "
         f"an optimistic figure unless {split} is kept out of what you report.",
     ]
+    if is_test_split(split):
+        lines += ["", f"**Selected on test:** {split} is a test split (selection.allow_test_split: true); "
+                  "every trial picked its epoch, and this board its trial, on the split it reports."]
     return "\n".join(lines) + "\n"
 
 

@@ -187,6 +187,9 @@ class RunDir:
         if which != "best":
             raise ConfigError(f"--checkpoint must be 'best' or 'last', got '{which}'")
         found = sorted(folder.glob("best-epoch*.ckpt"), key=lambda p: p.stat().st_mtime)
+        if not found and self.selection.epoch == "last":
+            raise NegtrainError(f"--run {self.path}: the run keeps its last epoch (selection.epoch: last), so it has no "
+                                "best checkpoint; use last")
         if not found:
             raise NegtrainError(f"--run {self.path}: no checkpoints/best-epoch*.ckpt (did the run evaluate?)")
         return contained(found[-1], folder, "checkpoint")

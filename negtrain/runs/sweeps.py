@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.config import Recipe, SweepParameter, load_yaml, validate_recipe
+from negtrain.config import Recipe, SweepParameter, check_selection, load_yaml, validate_recipe
 from negtrain.core.errors import ConfigError, did_you_mean
 from negtrain.metrics.declared import Declared, declared_key
 from negtrain.recipes import LoadedRecipe, apply_overrides, override_pairs
@@ -73,6 +73,8 @@ def resolve_metric(recipe: Recipe) -> SweepMetric:
     found = declared_key(sets, wanted)
     if found is None:
         raise ConfigError(f"sweep.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, available)}")
+    # Trials select on the swept metric, and the sweep picks hyperparameters by it: the same rule.
+    check_selection(recipe.selection, "sweep", field="sweep.metric" if recipe.sweep.metric else "selection.metric", metric=wanted)
     return SweepMetric(wanted, "maximize" if found.higher_is_better else "minimize")
 
 

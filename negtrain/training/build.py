@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import Recipe
+from negtrain.config import Recipe, on_test_split
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.sources import TrainSource
@@ -51,6 +51,8 @@ def declared_metrics(eval_set: EvalSet) -> tuple[Declared, ...]:
 
 
 def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet]) -> Selection | None:
+    """The metric that picks the kept epoch; None where nothing is selected (no eval set, or
+    ``selection.epoch: last``, which keeps the last epoch)."""
     if not eval_sets:
         return None
     declared = {s.name: declared_metrics(s) for s in eval_sets}
@@ -58,7 +60,9 @@ def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet]) -> Selection | N
     found = declared_key(declared, wanted)
     if found is None:
         raise ConfigError(f"selection.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, declared_keys(declared))}")
-    return Selection(wanted, found.higher_is_better)
+    if recipe.selection.epoch == "last":
+        return None
+    return Selection(wanted, found.higher_is_better, on_test=on_test_split(wanted))
 
 
 def load_data(recipe: Recipe, stage: str, plan: EvalPlan | None = None) -> Loaded:

@@ -22,6 +22,9 @@ unit resampled, how many units there were, the resamples and the seed::
     "uncertainty": {"consistency": {"stderr": 0.021, "ci95": [0.815, 0.9]}, ...},
     "bootstrap": {"unit": "contrast set", "units": 200, "resamples": 1000, "seed": 0}
 
+A run that picks its epoch on a test split (``selection.allow_test_split: true``) marks every
+training line and every line of that split with ``"selected_on_test": "<metric>"``.
+
 An evaluation line carries a ``note`` when the metric qualifies how it scored (e.g. a 2-way model
 scored on the binary view of a 3-way benchmark).
 
@@ -53,6 +56,7 @@ from tqdm import tqdm
 # as a run does, without Lightning.
 from negtrain.data.eval_set import EvalResult, EvalSet, json_number as _json_number  # noqa: F401
 from negtrain.data.scoring import record_scored
+from negtrain.config import selection_split
 from negtrain.data.module import NegtrainData
 from negtrain.io.records import TRAIN, EvalRecord, RunRecord, TrainRecord, append_records
 from negtrain.metrics.uncertainty import format_stderr
@@ -127,7 +131,10 @@ def limit_reason(limit: int | float, setting: str) -> str | None:
 
 class RunRecorder(pl.Callback):
     def __init__(self, run_dir: Path, stage: str = "fit", print_table: bool = True,
-                 listeners: Sequence[Callable[[RunRecord], None]] = ()) -> None:
+                 listeners: Sequence[Callable[[RunRecord], None]] = (), selected_on_test: str | None = None) -> None:
+        #: The selection metric, where it is on a test split: every line of that split says so
+        #: (``"selected_on_test": "<metric>"``), as does every training line.
+        self.selected_on_test = selected_on_test
         #: Called with every record as it is written (rank zero): the W&B tracker's ``record``.
         self.listeners = list(listeners)
         self.run_dir = run_dir
@@ -265,6 +272,8 @@ class RunRecorder(pl.Callback):
             "train_examples_per_second": round(examples / seconds, 2) if seconds > 0 else None,
             "global_step": trainer.global_step,
         }
+        if self.selected_on_test:
+            record["selected_on_test"] = self.selected_on_test
         data = getattr(trainer, "datamodule", None)
         if isinstance(data, NegtrainData) and data.train is not None and self._source_counts is not None:
             record["sources"] = {
@@ -297,6 +306,11 @@ class RunRecorder(pl.Callback):
                 bootstrap=(pl_module.bootstrap_resamples, pl_module.bootstrap_seed) if zero else None,
                 predictions_dir=self.run_dir if zero else None, suffix=f"epoch{epoch}" if self.stage == "fit" else self.stage,
             )))
+        if self.selected_on_test:
+            split = selection_split(self.selected_on_test)
+            for line in lines:
+                if isinstance(line, EvalRecord) and line.name == split:
+                    line.line["selected_on_test"] = self.selected_on_test
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
             title = f"{epoch_label(epoch, trainer.max_epochs)} (0-based) evaluation" if self.stage == "fit" else f"{self.stage}:"

@@ -17,7 +17,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
-from negtrain.config import selection_bias_note, to_dict
+from negtrain.config import check_selection, selected_on_test_note, selection_bias_note, to_dict
 from negtrain.data.encoded import tokenizer_signature
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
@@ -88,7 +88,27 @@ def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = No
     if rank_zero_only.rank != 0:  # type: ignore[attr-defined]  # Lightning sets the rank on the function
         return None
     precision, _ = stage_precision(loaded.recipe.trainer, stage)
-    return provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint)
+    selection = None
+    if stage == "fit":
+        sel, rule = built.selection, loaded.recipe.selection
+        selection = {"epoch": rule.epoch, "metric": sel.monitor if sel else None, "on_test_split": bool(sel and sel.on_test)}
+    return provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint,
+                              dtype=computed_dtype(built.module.model, precision), selection=selection)
+
+
+#: What a Lightning precision computes in; None: the weights' own dtype (no cast, no autocast).
+_PRECISION_DTYPE = {"bf16-mixed": "bfloat16 (autocast)", "bf16-true": "bfloat16", "16-mixed": "float16 (autocast)",
+                    "16-true": "float16", "64-true": "float64", "transformer-engine": "fp8 (Transformer Engine)"}
+
+
+def computed_dtype(model: Any, precision: str) -> str | None:
+    """The dtype a model computes in under ``precision``: 32-true leaves a model in the dtype its
+    weights were loaded in (a bf16 checkpoint runs in bfloat16), so that is read from its weights."""
+    if precision in _PRECISION_DTYPE:
+        return _PRECISION_DTYPE[precision]
+    params = model.parameters() if model is not None else iter(())
+    dtype = next((p.dtype for p in params if p.is_floating_point()), None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else None
 
 
 def _write_provenance(run_dir: Path, record: dict | None, resuming: bool) -> None:
@@ -117,7 +137,12 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         names = [s.name for s in built.data.eval_sets]
         tracker = WandbTracker(logger, run_dir, names, log_predictions=loaded.recipe.logger.log_predictions)
     # The recorder hands every record it writes to the tracker: the callbacks' order does not matter.
-    callbacks: list[pl.Callback] = [RunRecorder(run_dir, stage=stage, listeners=[tracker.record] if tracker else []), ReleaseFreedMemory()]
+    sel = built.selection if stage == "fit" else None
+    callbacks: list[pl.Callback] = [
+        RunRecorder(run_dir, stage=stage, listeners=[tracker.record] if tracker else [],
+                    selected_on_test=sel.monitor if sel and sel.on_test else None),
+        ReleaseFreedMemory(),
+    ]
     if stage == "fit" and t.ema_decay is not None:
         from lightning.pytorch.callbacks import WeightAveraging
         from torch.optim.swa_utils import get_ema_multi_avg_fn
@@ -131,8 +156,8 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
         callbacks.append(ResumeState(run_dir, loaded.recipe.seed))
     if tracker is not None:
         callbacks.append(tracker)
-    if stage == "fit":
-        sel = built.selection
+    # selection.epoch: last selects nothing: last.ckpt, below, is the run's result.
+    if stage == "fit" and loaded.recipe.selection.epoch == "best":
         callbacks.append(
             RelocatableModelCheckpoint(
                 dirpath=run_dir / "checkpoints",
@@ -143,6 +168,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
                 save_top_k=1,
             )
         )
+    if stage == "fit":
         # last.ckpt: every epoch. (ModelCheckpoint(save_last=True) only refreshes it when the top-k
         # checkpoint changed, so after an epoch without improvement it was not the last epoch.)
         callbacks.append(
@@ -227,6 +253,8 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
     The run directory is locked (:mod:`negtrain.io.run_lock`) before anything is built, so a second
     ``fit`` into it is refused at once, and stays locked until the run ends.
     """
+    if not resuming:  # a run recorded before the rule continues as it started
+        check_selection(loaded.recipe.selection, str(loaded.path))
     output_dir = output_dir or default_run_dir(loaded.name)
     with run_lock(output_dir):
         try:
@@ -269,7 +297,9 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
     if trainer.is_global_zero:
         sel = built.selection
         best = getattr(trainer.checkpoint_callback, "best_model_path", "")  # a ModelCheckpoint's; none: ""
-        if sel and best:
+        if loaded.recipe.selection.epoch == "last":
+            print(f"kept the last epoch (selection.epoch: last, no selection): {run_dir / 'checkpoints' / 'last.ckpt'}")
+        elif sel and best:
             score = best_score(trainer.checkpoint_callback)
             if score is not None:
                 print(f"best {sel.monitor} = {score:.4f}: {best}")
@@ -277,6 +307,8 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
                     print("\n".join(wrapped(selection_bias_note(sel.monitor, trainer.current_epoch), table_width(), indent="  ")))
             else:
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
+            if sel.on_test:
+                print("\n".join(wrapped(f"warning: {selected_on_test_note(sel.monitor)}", table_width(), indent="  ")))
         print(f"run directory: {run_dir}")
     return run_dir
 

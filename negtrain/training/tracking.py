@@ -249,6 +249,8 @@ def finish(logger, trainer: pl.Trainer, selection, run_dir: Path) -> None:
         run.summary["best/checkpoint"] = os.path.relpath(ckpt.best_model_path, run_dir)
         # The monitored split is one the run reports: its best value is a best-of-N over epochs.
         run.summary["best/optimistic"] = trainer.current_epoch > 1
+        # Picked on a test split (selection.allow_test_split: true): the summary says so.
+        run.summary["best/selected_on_test"] = bool(getattr(selection, "on_test", False))
     offline = run.settings.mode in {"offline", "dryrun"} or getattr(run, "offline", False)
     run_path = Path(run.dir).parent
     run.finish()
