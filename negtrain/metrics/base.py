@@ -19,8 +19,7 @@ from typing import ClassVar
 
 import numpy as np
 import torch
-from torchmetrics import Metric
-from torchmetrics.utilities import dim_zero_cat
+from negtrain.metrics.torchmetrics_core import Metric, dim_zero_cat
 
 from negtrain.metrics.uncertainty import Mean, UnitTable, point_values
 

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
-from torchmetrics.utilities import dim_zero_cat
+from negtrain.metrics.torchmetrics_core import dim_zero_cat
 
 from negtrain.metrics.base import ExampleMetric
 from negtrain.metrics.uncertainty import UnitTable, ratios, unit_table
