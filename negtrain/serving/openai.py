@@ -261,7 +261,7 @@ class OpenAIBackend:
                     counts.missing.append(f"{requests[i].example} ({exc})")
                 return
             if self.cache is not None:
-                self.cache.put(keys[i], answer)  # at once: a kill loses no answered request
+                self.cache.put(keys[i], answer)  # committed with its batch (serving/cache.py)
             answers_[i] = answer
 
         self._stop.clear()
