@@ -100,10 +100,14 @@ class InProcessBackend:
 
 def open_in_process(context: BackendContext) -> InProcessBackend:
     """The ``transformers`` backend's factory: ``context.model`` loaded here (a local folder, a
-    ``pkg:`` folder or a Hub id), with the recipe's attention implementation and eval batch size."""
+    ``pkg:`` folder or a Hub id), with the recipe's attention implementation, eval batch size and
+    ``trainer.torch_threads`` (torch's intra-op threads, when set)."""
     from transformers import AutoModelForCausalLM
 
     recipe = context.recipe
+    threads = recipe.trainer.torch_threads if recipe is not None else None
+    if threads:  # --trainer.torch_threads, as the hf backend's Trainer honours it; before loading
+        torch.set_num_threads(threads)
     path = resolve_model_name(context.model)
     tokenizer = load_lm_tokenizer(path, context.model)
     kwargs = attention_kwargs(recipe.model) if recipe is not None else {}
