@@ -41,6 +41,7 @@ EVALUATION_MODULES = (
     "negtrain.evaluation.across_splits", "negtrain.serving.in_process", "negtrain.serving.openai",
     "negtrain.data.eval_set", "negtrain.data.scoring", "negtrain.metrics.multiple_choice",
     "negtrain.metrics.cloze", "negtrain.metrics.mlm", "negtrain.metrics.scone", "negtrain.metrics.condaqa",
+    "negtrain.evaluation.compare", "negtrain.runs.seeds", "negtrain.view.site_data",
 )
 
 
