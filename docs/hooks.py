@@ -5,7 +5,9 @@ A page holds a marker line and the hook puts the generated text in its place whe
 - ``<!-- generated: recipe-fields -->``: every recipe field, from the typed config classes
   (``negtrain.config``): dotted name, type, default and the field's own description;
 - ``<!-- generated: evaluate-list -->``: the output of ``negtrain evaluate --list`` (the scoring
-  matrix of benchmark x family, the protocols, and every benchmark's splits, labels and metrics).
+  matrix of benchmark x family, the protocols, and every benchmark's splits, labels and metrics);
+- ``<!-- generated: how-to-add -->``: the section "How to add" of ``ARCHITECTURE.md`` (where each
+  kind of extension goes), so the docs show the one text the repository keeps, never a copy.
 
 tests/test_docs.py calls the same functions and checks that every field and benchmark appears.
 """
@@ -15,11 +17,14 @@ from __future__ import annotations
 import contextlib
 import io
 import typing
+from pathlib import Path
 
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-MARKERS = ("recipe-fields", "evaluate-list")
+MARKERS = ("recipe-fields", "evaluate-list", "how-to-add")
+
+ARCHITECTURE = Path(__file__).resolve().parent.parent / "ARCHITECTURE.md"
 
 
 def _type_name(annotation: typing.Any) -> str:
@@ -94,12 +99,22 @@ def evaluate_list_text() -> str:
     return out.getvalue()
 
 
+def how_to_add_markdown() -> str:
+    """The body of ARCHITECTURE.md's "## How to add" section (up to the next "## " heading)."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    start = text.index("\n## How to add\n") + len("\n## How to add\n")
+    end = text.find("\n## ", start)
+    return text[start:end if end != -1 else len(text)].strip("\n")
+
+
 def render(markdown: str) -> str:
     """The page with each marker replaced by what it names."""
     if "<!-- generated: recipe-fields -->" in markdown:
         markdown = markdown.replace("<!-- generated: recipe-fields -->", recipe_fields_markdown())
     if "<!-- generated: evaluate-list -->" in markdown:
         markdown = markdown.replace("<!-- generated: evaluate-list -->", "```text\n" + evaluate_list_text() + "```")
+    if "<!-- generated: how-to-add -->" in markdown:
+        markdown = markdown.replace("<!-- generated: how-to-add -->", how_to_add_markdown())
     return markdown
 
 

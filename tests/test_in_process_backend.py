@@ -60,6 +60,22 @@ def backend(lm_env):
     return open_backend("transformers", BackendContext(str(lm_env["llama"]), recipe=recipe))
 
 
+@pytest.mark.parametrize("threads", [None, 2])
+def test_the_backend_honours_trainer_torch_threads(lm_env, threads):
+    """``--trainer.torch_threads`` sets torch's intra-op threads for the transformers backend, as
+    the hf backend's Trainer sets them; unset, torch's number is left as it was (one, here)."""
+    import torch
+
+    from negtrain.config import validate_recipe
+
+    assert torch.get_num_threads() == 1  # lm_env's one_thread; it restores the number after the test
+    recipe = validate_recipe({"description": "threads", "model": {"name": str(lm_env["llama"]), "family": "causal_lm"},
+                              "data": {"eval": [{"benchmark": "scone", "split": "test"}]},
+                              "trainer": {"torch_threads": threads}}, "test")
+    open_backend("transformers", BackendContext(str(lm_env["llama"]), recipe=recipe))
+    assert torch.get_num_threads() == (threads or 1)
+
+
 def test_batching_changes_no_answer(backend):
     requests = [
         Loglikelihood("Is the following statement True or False?\nAnswer:", " True"),

@@ -140,7 +140,9 @@ def test_served_card_killed_midway_resumes_sending_only_what_was_unanswered(smal
 
         with sqlite3.connect(out / "responses.sqlite") as db:
             cached = db.execute("SELECT COUNT(*) FROM answers").fetchone()[0]
-        assert 0 < cached <= 25
+        # Answers are committed in batches (serving/cache.py): the kill loses the open batch's,
+        # keeps every committed one, and the rerun asks again only what is not in the file.
+        assert 0 <= cached <= 25
         server.answered = 0
         rerun = subprocess.run(_card_command(model, server.url, out), env=env, capture_output=True, text=True, timeout=300)
         assert rerun.returncode == 0, rerun.stderr

@@ -75,7 +75,7 @@ SERVER_SETTINGS: dict[str, ServerSetting] = {s.name: s for s in (
                   "instead of stopping the run.", False, no_flag=True),
     ServerSetting(
         "extra_body", "Fields added to every generation request: a server's own settings that decide its text, e.g. "
-        "{repeat_penalty: 1.0} for llama.cpp's servers (see docs/served-models.md). Not the fields negtrain sets itself, "
+        "{repeat_penalty: 1.0} for llama.cpp's servers (see docs/served.md). Not the fields negtrain sets itself, "
         "nor (unless --extra-body-allow names them) fields that change the prompt, the token budget, decoding or the answer's format.",
         {}, metavar="JSON",
     ),

@@ -24,6 +24,7 @@ from negtrain.io.records import EvalRecord, RunRecord, read_records, write_recor
 from negtrain.io.run_lock import run_lock
 from negtrain.metrics.declared import headline
 from negtrain.core.paths import check_output_dir
+from negtrain.core.process_rank import process_rank
 from negtrain.recipes import LoadedRecipe, resolved_recipe_yaml
 
 # Lightning, torch and the training floor are imported where a card is scored: an argument
@@ -104,13 +105,6 @@ def _staging(out: Path, name: str) -> Path:
     return folder
 
 
-def _lightning_rank() -> int:
-    from lightning.pytorch.utilities.rank_zero import rank_zero_only
-
-    return int(rank_zero_only.rank)  # type: ignore[attr-defined]  # set by Lightning on import, not in its stubs
-
-
-
 #: Scores a card's benchmarks with the model loaded in this process (the ``hf`` backend): the
 #: training floor's ``score_in_process`` (Lightning's validate loop, one set at a time), with
 #: ``evaluate_each``'s arguments. evaluation/ never imports training, so the command hands it in.
@@ -135,9 +129,10 @@ def make_card(request: CardRequest, in_process: InProcessScorer | None = None) -
 def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe, in_process: InProcessScorer | None = None) -> None:
     recipe, request = card.plan.recipe, card.request
     served = recipe.evaluation.backend != IN_PROCESS
-    # A served card runs in one process and imports no Lightning; the hf one may run under DDP,
-    # where only rank zero writes the card's files.
-    rank = 0 if served else _lightning_rank()
+    # A served card runs in one process; the hf one may run under DDP, where only rank zero writes
+    # the card's files. The rank is the launcher's environment (as Lightning reads it), so a card
+    # imports no Lightning to know it.
+    rank = 0 if served else process_rank()
     entries: list[EvalConfig] = list(card.plan.evals)
     if rank == 0:
         continuing = _open_card_dir(out, resolved_recipe_yaml(loaded))

@@ -18,8 +18,7 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
-from torchmetrics import Metric
-from torchmetrics.utilities import dim_zero_cat
+from negtrain.metrics.torchmetrics_core import Metric, dim_zero_cat
 
 from negtrain.metrics.uncertainty import Mean, UnitTable, point_values
 

@@ -63,10 +63,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from torchmetrics.utilities import dim_zero_cat
 
 from negtrain.metrics.base import ExampleMetric
 from negtrain.metrics.uncertainty import Mean, UnitTable, ratios, unit_table
+from negtrain.metrics.torchmetrics_core import dim_zero_cat
 
 SKIPPED = -3  # the probe is not scored
 NOT_IN_SPACE = -2  # the gold object (or prime) has no id in the prediction space

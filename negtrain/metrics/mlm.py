@@ -17,10 +17,10 @@ from collections.abc import Mapping
 
 import numpy as np
 import torch
-from torchmetrics.utilities import dim_zero_cat
 
 from negtrain.metrics.base import ExampleMetric
 from negtrain.metrics.uncertainty import Mean, UnitTable, ratios, unit_table
+from negtrain.metrics.torchmetrics_core import dim_zero_cat
 
 FIELDS = 4  # loss sum, masked tokens, cues right, cues masked
 

@@ -25,10 +25,10 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 import torch
-from torchmetrics.utilities import dim_zero_cat
 
 from negtrain.metrics.base import MISSING, ExampleMetric
 from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
+from negtrain.metrics.torchmetrics_core import dim_zero_cat
 
 ACC, NORM = 0, 1
 

@@ -33,7 +33,6 @@ from negtrain.io.run_lock import run_lock
 from negtrain.recipes import load_recipe
 from negtrain.runs.reading import RunDir, is_count
 from negtrain.core.secrets import redact_text
-from negtrain.training.run import default_run_dir, fit, resume
 
 MANIFEST = "seeds.json"
 
@@ -76,6 +75,10 @@ def fit_seeds(recipe: str, overrides: dict[str, Any], seeds: list[int], parent: 
     The same command again continues the group: a finished seed is kept, an interrupted one
     continues from its newest checkpoint (``fit --resume``), the others start. A seed folder whose
     recipe is not this one (with its seed) is refused, and so is a parent that is a run itself."""
+    # Training is imported here, where seeds are trained: reading a seed group (compare, report,
+    # the results browser) imports no Lightning.
+    from negtrain.training.run import default_run_dir, fit, resume
+
     if "seed" in overrides:
         raise ConfigError("fit: give either --seeds or --seed, not both")
     first = load_recipe(recipe, overrides)  # recipe mistakes surface before any directory is made

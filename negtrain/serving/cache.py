@@ -2,14 +2,20 @@
 was already answered.
 
 One SQLite file (``responses.sqlite``): a row per answered request, keyed by
-:func:`negtrain.serving.requests.cache_key`, committed one at a time. SQLite's journal makes
-each commit atomic, so a kill leaves either the whole answer or none of it, never half an entry
-read back as an answer; several processes may share one file (``--cache PATH``), SQLite locks it.
-Only answers are stored: no request headers, so no API key ever reaches the file.
+:func:`negtrain.serving.requests.cache_key`. Answers are written in batches, one transaction per
+:data:`BATCH_ROWS` answers or per :data:`BATCH_SECONDS` since the batch's first answer, whichever
+comes first, and at ``close`` (and at the process's exit, for a cache left open); a transaction a
+row cost one disk sync per answer, most of a small card's fixed cost. SQLite's journal makes each
+transaction atomic, so a kill leaves whole answers or none, never half an entry read back as an
+answer: a process killed outright loses at most the answers of its open batch, which a rerun asks
+again, and keeps every committed one. An answer not yet committed is answered from memory by
+``get``. Several processes may share one file (``--cache PATH``), SQLite locks it. Only answers
+are stored: no request headers, so no API key ever reaches the file.
 """
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import sqlite3
@@ -21,11 +27,17 @@ from negtrain.core.errors import ConfigError
 from negtrain.serving.requests import Answer
 
 FILE_NAME = "responses.sqlite"
+#: Answers per transaction.
+BATCH_ROWS = 64
+#: Seconds an answer waits in an open batch at most (checked when the next one is put): a slow
+#: server's answers are not held back for long.
+BATCH_SECONDS = 2.0
 
 
 class ResponseCache:
-    def __init__(self, path: Path) -> None:
-        """``path``: the SQLite file, or a folder to hold ``responses.sqlite``."""
+    def __init__(self, path: Path, batch_rows: int = BATCH_ROWS, batch_seconds: float = BATCH_SECONDS) -> None:
+        """``path``: the SQLite file, or a folder to hold ``responses.sqlite``; ``batch_rows``
+        and ``batch_seconds``: when a batch of answers is committed (see the module)."""
         path = Path(path)
         if path.is_dir() or path.suffix == "":
             path = path / FILE_NAME
@@ -44,6 +56,14 @@ class ResponseCache:
             raise ConfigError(f"--cache {path}: cannot open the response cache ({exc})") from exc
         self._lock = threading.Lock()
         self._said_unreadable = False
+        self.batch_rows, self.batch_seconds = max(1, int(batch_rows)), float(batch_seconds)
+        #: Answers put and not yet committed, by key, and when the first of them was put.
+        self._pending: dict[str, str] = {}
+        self._pending_since = 0.0
+        #: Transactions that wrote answers, for the record and the tests.
+        self.commits = 0
+        self._closed = False
+        atexit.register(self.close)
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
@@ -83,11 +103,14 @@ class ResponseCache:
         """The cached answer, or None: not cached, or a row that cannot be read (damaged by hand
         or by another tool), which is asked again and overwritten; said once per cache."""
         with self._lock:
-            row = self._db.execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
-        if row is None:
+            text = self._pending.get(key)
+            if text is None:
+                row = self._db.execute("SELECT answer FROM answers WHERE key = ?", (key,)).fetchone()
+                text = None if row is None else row[0]
+        if text is None:
             return None
         try:
-            data = json.loads(row[0])
+            data = json.loads(text)
             if not isinstance(data, dict):
                 raise ValueError("not an answer object")
             return Answer.of(data)
@@ -98,10 +121,46 @@ class ResponseCache:
             return None
 
     def put(self, key: str, answer: Answer) -> None:
+        """Keep ``answer``: in the open batch, committed with it (see the module)."""
+        text = json.dumps(answer.as_json())
         with self._lock:
-            # Autocommit: one statement, one atomic transaction.
-            self._db.execute("INSERT OR REPLACE INTO answers (key, answer) VALUES (?, ?)", (key, json.dumps(answer.as_json())))
+            now = time.monotonic()
+            if not self._pending:
+                self._pending_since = now
+            self._pending[key] = text
+            if len(self._pending) >= self.batch_rows or now - self._pending_since >= self.batch_seconds:
+                self._commit()
+
+    def flush(self) -> None:
+        """Commit the open batch now."""
+        with self._lock:
+            self._commit()
+
+    def _commit(self) -> None:
+        """One transaction for every pending answer (the lock held); on an error nothing of the
+        batch is written and it stays pending."""
+        if not self._pending or self._closed:
+            return
+        rows = list(self._pending.items())
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+            self._db.executemany("INSERT OR REPLACE INTO answers (key, answer) VALUES (?, ?)", rows)
+            self._db.execute("COMMIT")
+        except BaseException:
+            if self._db.in_transaction:
+                self._db.execute("ROLLBACK")
+            raise
+        self._pending.clear()
+        self.commits += 1
 
     def close(self) -> None:
+        """Commit the open batch and close the file; a second close does nothing."""
         with self._lock:
-            self._db.close()
+            if self._closed:
+                return
+            try:
+                self._commit()
+            finally:
+                self._closed = True
+                self._db.close()
+                atexit.unregister(self.close)

@@ -110,10 +110,14 @@ class InProcessBackend:
 
 def open_in_process(context: BackendContext) -> InProcessBackend:
     """The ``transformers`` backend's factory: ``context.model`` loaded here (a local folder, a
-    ``pkg:`` folder or a Hub id), with the recipe's attention implementation and eval batch size."""
+    ``pkg:`` folder or a Hub id), with the recipe's attention implementation, eval batch size and
+    ``trainer.torch_threads`` (torch's intra-op threads, when set)."""
     from transformers import AutoModelForCausalLM
 
     recipe = context.recipe
+    threads = recipe.trainer.torch_threads if recipe is not None else None
+    if threads:  # --trainer.torch_threads, as the hf backend's Trainer honours it; before loading
+        torch.set_num_threads(threads)
     path = resolve_model_name(context.model)
     check_model_folder(path, recipe.model.family if recipe is not None else "causal_lm", f"--model {context.model}")
     tokenizer = load_lm_tokenizer(path, context.model)

@@ -53,7 +53,7 @@ QUOTE = 300
 #: temperature 0 (the most likely token), and nucleus sampling off (top_p 1, which the OpenAI API
 #: accepts, as do vLLM, TGI and llama.cpp's servers). Server-specific settings that also change the
 #: text (llama.cpp's repeat_penalty, vLLM's repetition_penalty from a model's generation_config)
-#: are not OpenAI fields, which OpenAI refuses: they go in ``extra_body`` (docs/served-models.md).
+#: are not OpenAI fields, which OpenAI refuses: they go in ``extra_body`` (docs/served.md, "Greedy on every server").
 GREEDY = {"temperature": 0, "top_p": 1}
 
 
@@ -261,7 +261,7 @@ class OpenAIBackend:
                     counts.missing.append(f"{requests[i].example} ({exc})")
                 return
             if self.cache is not None:
-                self.cache.put(keys[i], answer)  # at once: a kill loses no answered request
+                self.cache.put(keys[i], answer)  # committed with its batch (serving/cache.py)
             answers_[i] = answer
 
         self._stop.clear()
