@@ -27,6 +27,9 @@ NEGNLI_MNLI = {"train": {("negnli-mnli", "train85")}, "lr": 2e-5, "batch": 16, "
 TINAD_CODE = {"train": {("tinad", "train")}, "lr": 3e-4, "batch": 32, "epochs": 3, "seeds": None,
               "selection": "tinad/validation/accuracy", "adapter": ("qlora", 8, 16, 0.05), "weight_decay": 0.0, "warmup": 0.03,
               "says": ["r 8, alpha 16, dropout 0.05", "lr 3e-4", "3% warmup", "weight decay 0, 3 epochs, batch 32"]}
+#: TINAD §6 (Table 7, Figure 2): the paper's Vicuna-13B setup (tinad_vicuna_lora8) on part of the train split.
+TINAD_TABLE7 = {**TINAD_CODE, "cites": ["§6", "Table 7", "Appendix B"], "bits": 8, "model": "lmsys/vicuna-13b-v1.1",
+                "prompt_loss_weight": 0.05, "chat_template": False}
 #: ScoNe Appendix A.1: lr 1e-5, batch 4, 6 accumulation steps, a fixed 10 epochs (no epoch chosen).
 SCONE_A1 = {"train": {("monli", "train"), ("scone", "train")}, "lr": 1e-5, "batch": 24, "epochs": 10, "seeds": None,
             "batch_size": 4, "selection_epoch": "last", "weight_decay": 0.01, "warmup": 0.0,
@@ -54,6 +57,13 @@ SOURCES = {
     "tinad_vicuna_lora8": {**TINAD_CODE, "cites": ["Appendix B", "Table 6"], "bits": 8, "model": "lmsys/vicuna-13b-v1.1",
                            "prompt_loss_weight": 0.05, "chat_template": False},
     "tinad_flant5": {**TINAD_CODE, "cites": ["Appendix B", "Table 6"], "bits": 8, "model": "google/flan-t5-xxl"},
+    # TINAD §6: Table 7's rows and Figure 2 train tinad_vicuna_lora8's setup on part of the train split.
+    "tinad_table7_affirmative": {**TINAD_TABLE7, "select": [{"polarity": "affirmation"}],
+                                 "says": [*TINAD_TABLE7["says"], "select: [{polarity: affirmation}]"]},
+    "tinad_table7_negated": {**TINAD_TABLE7, "select": [{"polarity": "negation"}],
+                             "says": [*TINAD_TABLE7["says"], "select: [{polarity: negation}]"]},
+    "tinad_figure2_pattern01": {**TINAD_TABLE7, "cites": ["§6", "Figure 2", "Appendix B"], "select": [{"pattern": 1}],
+                                "says": [*TINAD_TABLE7["says"], "select: [{pattern: 1}]"]},
     # The authors' later repository: configs/train/Llama2-7b.yaml, 4 bits, selection on accuracy.
     "tinad_repo_llama2_qlora": {**TINAD_CODE, "cites": ["configs/train/Llama2-7b.yaml"], "bits": 4,
                                 "model": "meta-llama/Llama-2-7b-chat-hf", "prompt_loss_weight": 0.05, "chat_template": True},
@@ -138,6 +148,10 @@ def test_each_recipe_holds_the_values_its_header_claims(name):
         assert r.seed == source["seed"]
     if "model" in source:
         assert r.model.name == source["model"]
+    if "select" in source:  # the one training source keeps only these rows (data.train[].select)
+        assert [s.select for s in r.data.train] == [source["select"]]
+    else:
+        assert all(s.select is None for s in r.data.train), f"{name}: trains on part of a split its header does not claim"
     if "bits" in source:
         a = r.adapter
         assert (a.type, a.r, a.alpha, a.dropout) == source["adapter"][:1] + (8, 16, 0.05)
@@ -172,6 +186,14 @@ def test_every_shipped_recipe_says_what_it_follows_and_departs_from():
     assert set(available_recipes()) == set(SOURCES)
 
 
+def test_the_recipe_claims_page_lists_every_shipped_recipe_once():
+    from pathlib import Path
+
+    page = (Path(__file__).resolve().parents[1] / "docs" / "recipe_claims.md").read_text(encoding="utf-8")
+    listed = re.findall(r"^\| `(\w+)` \|", page, re.M)
+    assert sorted(listed) == sorted(available_recipes())
+
+
 def test_no_shipped_recipe_selects_or_sweeps_on_a_test_split():
     for name in available_recipes():
         r = load_recipe(name).recipe
@@ -190,11 +212,44 @@ def test_the_two_headers_that_were_false_are_true():
 
 def test_the_tinad_recipes_name_which_setup_they_are():
     paper = [n for n in SOURCES if n.startswith("tinad") and SOURCES[n]["bits"] == 8]
-    assert sorted(paper) == ["tinad_flant5", "tinad_vicuna_lora8"]
+    assert sorted(paper) == ["tinad_figure2_pattern01", "tinad_flant5", "tinad_table7_affirmative", "tinad_table7_negated",
+                             "tinad_vicuna_lora8"]
     for name in paper:
         assert "the paper's" in _header(name).splitlines()[0]
     first = _header("tinad_repo_llama2_qlora").splitlines()[0]
     assert "later repository setup" in first and "not the paper's" in first
+
+
+def test_the_tinad_section_6_recipes_are_tinad_vicuna_lora8_on_part_of_train():
+    """Table 7's and Figure 2's recipes differ from the paper's Vicuna setup only in `select`, and
+    their filters are TINAD's (checked as a run would, before any model loads)."""
+    from negtrain.benchmarks.matrix import resolve_benchmarks
+    from negtrain.config import to_dict
+
+    base = to_dict(load_recipe("tinad_vicuna_lora8").recipe)
+    for name in ("tinad_table7_affirmative", "tinad_table7_negated", "tinad_figure2_pattern01"):
+        r = load_recipe(name).recipe
+        mine = to_dict(r)
+        resolve_benchmarks(r, announce=False)  # names, splits and the select's filters all known
+        for source in mine["data"]["train"]:
+            source["select"] = None
+        assert {k: v for k, v in mine.items() if k != "description"} == {k: v for k, v in base.items() if k != "description"}, name
+        assert "tinad_vicuna_lora8" in _follows(_header(name)), name
+
+
+@pytest.mark.parametrize("name, select", [
+    ("tinad_figure2_pattern01", [{"pattern": 5}]),
+    ("tinad_table7_affirmative", [{"polarity": "affirmation"}, {"negation_type": "synthetic"}]),
+])
+def test_the_other_rows_are_the_override_the_header_shows(name, select):
+    """Figure 2's other patterns and Table 7's other rows: the header's `--data.train=` does what it says."""
+    from negtrain.recipes import parse_overrides
+
+    override = re.search(r'(--data\.train=)"(.*)"', _header(name))
+    assert override, f"{name}: the header shows how to train another row"
+    r = load_recipe(name, parse_overrides([override.group(1) + override.group(2)])).recipe
+    assert [(s.benchmark, s.split, s.select) for s in r.data.train] == [("tinad", "train", select)]
+    assert r.selection.metric == "tinad/validation/accuracy"
 
 
 def test_the_nannli_recipes_train_on_negnli_mnli_alone():

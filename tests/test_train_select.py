@@ -103,29 +103,33 @@ def test_a_benchmark_without_filters_refuses_select():
         resolve_benchmarks(recipe, announce=False)
 
 
-def _doc_recipe() -> dict:
+def _doc_table() -> list[list[str]]:
+    """The rows of docs/training.md's table of Table 7 / Figure 2 selections."""
     text = (REPO / "docs" / "training.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- tinad-select-recipe -->\n```yaml\n(.*?)```", text, re.S)
-    assert block, "docs/training.md lost its TINAD select recipe"
-    return {"text": block.group(1), "raw": yaml.safe_load(block.group(1))}
+    block = re.search(r"<!-- tinad-select-recipes -->\n((?:\|.*\n)+)", text)
+    assert block, "docs/training.md lost its table of TINAD select recipes"
+    return [[c.strip() for c in line.strip("|").split("|")] for line in block.group(1).splitlines()[2:]]
 
 
-def test_the_documented_table_7_recipe_is_valid_and_claims_what_it_holds():
-    doc = _doc_recipe()
-    header = [line for line in doc["text"].splitlines() if line.startswith("#")]
-    assert any(x.startswith("# Follows:") for x in header) and any(x.startswith("# Departures:") for x in header)
-    follows = " ".join(header)
-    assert "§6" in follows and "Table 7" in follows and "Appendix B" in follows
-    recipe = validate_recipe(doc["raw"], "docs/training.md")
-    from negtrain.benchmarks.matrix import resolve_benchmarks
+def test_the_documented_table_7_rows_are_the_shipped_recipes_selects():
+    """Each row naming a recipe of its own holds that recipe's `select`; the others name a recipe to
+    give their `select` to. The recipes' other claims are checked in test_recipe_claims.py."""
+    from negtrain.recipes import load_recipe
 
-    resolve_benchmarks(recipe, announce=False)  # names, splits and the select's filters all known
-    (train,) = recipe.data.train
-    assert (train.benchmark, train.split, train.select) == ("tinad", "train", [{"polarity": "affirmation"}])
-    assert recipe.selection.metric == "tinad/validation/accuracy"  # never on test
-    assert (recipe.model.name, recipe.model.learning_rate, recipe.data.batch_size, recipe.trainer.max_epochs) == \
-        ("lmsys/vicuna-13b-v1.1", 3e-4, 32, 3)
-    assert (recipe.adapter.type, recipe.adapter.bits, recipe.adapter.r, recipe.adapter.alpha) == ("qlora", 8, 8, 16)
+    rows = _doc_table()
+    own = {cells[2].strip("`"): cells[1] for cells in rows if " " not in cells[2].strip("`")}
+    assert set(own) == {"tinad_vicuna_lora8", "tinad_table7_affirmative", "tinad_table7_negated", "tinad_figure2_pattern01"}
+    for name, shown in own.items():
+        recipe = load_recipe(name).recipe
+        (train,) = recipe.data.train
+        expected = None if shown == "(none)" else yaml.safe_load(shown.strip("`"))
+        assert (train.benchmark, train.split, train.select) == ("tinad", "train", expected), name
+        assert recipe.selection.metric == "tinad/validation/accuracy", name  # never on test
+    for cells in rows:
+        if cells[1] != "(none)":
+            raw = {"description": "d", "model": {"name": "m", "family": "causal_lm"},
+                   "data": {"train": [{"benchmark": "tinad", "split": "train", "select": yaml.safe_load(cells[1].strip("`"))}]}}
+            check_select(get_benchmark("tinad"), validate_recipe(raw, "docs/training.md").data.train[0].select, "data.train[0]")
 
 
 def test_a_run_trains_on_the_selection_and_names_it(tinad, tmp_path, one_thread):
