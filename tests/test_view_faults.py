@@ -157,6 +157,49 @@ def test_a_nan_point_in_a_runs_curve_is_null(tmp_path, capsys):
     assert data_of(tmp_path / "site")["sources"][0]["curves"]["monli/test"]["accuracy"] == [[0, pytest.approx(199 / 200)], [1, None]]
 
 
+def _shown_by_the_viewer(calls: list[str], site: Path) -> list[str]:
+    """What viewer.js's own formatting functions (fmt, signed, withCi: copied out of the site's
+    viewer.js, not rewritten here) print for each JavaScript expression in ``calls``, evaluated by
+    Node.js with the site's index data as ``INDEX``. Skips without Node.js, as the browser tests
+    skip without Chromium."""
+    import re
+    import shutil
+    import subprocess
+
+    node = shutil.which("node") or shutil.which("nodejs")
+    if node is None:
+        pytest.skip("no Node.js on PATH (Debian: apt-get install nodejs); the viewer's formatting test needs it")
+    source = (site / "viewer.js").read_text(encoding="utf-8")
+    block = re.search(r"^  const UNDEFINED = .*?^  }\n", source, re.S | re.M)
+    assert block and "function withCi" in block.group(0), "viewer.js: the formatting functions moved"
+    script = (block.group(0) + f"const INDEX = {json.dumps(data_of(site))};\n"
+              + f"console.log(JSON.stringify([{', '.join(calls)}]));\n")
+    done = subprocess.run([node, "-e", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+def test_a_nan_metric_shows_as_undefined_and_an_absent_one_as_a_dash(tmp_path, capsys):
+    """A computed metric that is NaN or infinite reaches the page as null and shows as the word
+    undefined; "-" is left for a metric that is absent."""
+    run = write_card(tmp_path / "run", monli_lines(1), benchmark="monli", epochs=(0, 1))
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    lines[1]["metrics"]["accuracy"] = float("nan")
+    (run / "metrics.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    site = tmp_path / "site"
+    code, out, err = view(capsys, run, "--out", site)
+    assert code == 0, err
+    curve = "INDEX.sources[0].curves['monli/test'].accuracy"
+    shown = _shown_by_the_viewer([
+        f"fmt({curve}[0][1])", f"fmt({curve}[1][1])",  # epoch 0: 199/200; epoch 1: NaN, written as null
+        f"withCi({curve}[1][1], null, false)", f"signed({curve}[1][1])",
+        "fmt(undefined)", "withCi(undefined, null, false)", "signed(undefined)",  # absent
+        "fmt(Infinity)", "fmt(NaN)", "signed(-0.25)", "withCi(0.995, {ci95: [0.99, 1]}, false)", "withCi(12, null, true)",
+    ], site)
+    assert shown == ["0.9950", "undefined", "undefined", "undefined", "-", "-", "-",
+                     "undefined", "undefined", "-0.2500", "0.9950 [0.9900, 1.0000]", "12"]
+
+
 def test_a_line_that_is_not_utf8_is_named_with_its_file_and_line(cards, tmp_path, capsys):
     a, _ = cards
     card = tmp_path / "card"

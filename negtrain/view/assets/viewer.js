@@ -31,12 +31,16 @@
     node.replaceChildren(...children.flat().filter((c) => c !== null && c !== undefined));
   }
 
-  function fmt(v) { return v === null || v === undefined || Number.isNaN(v) ? "-" : v.toFixed(4); }
+  // A metric value: "-" where the metric is absent (undefined); "undefined" where it was computed
+  // and is NaN or infinite (the site data writes those as null, JSON having neither).
+  const UNDEFINED = "undefined";
+  function notFinite(v) { return v === null || !Number.isFinite(v); }
+  function fmt(v) { return v === undefined ? "-" : notFinite(v) ? UNDEFINED : v.toFixed(4); }
   function fmtP(p) { return p === null || p === undefined ? "-" : p >= 0.001 ? p.toFixed(4) : p.toPrecision(3); }
-  function signed(v) { return v === null || v === undefined ? "-" : (v >= 0 ? "+" : "") + v.toFixed(4); }
+  function signed(v) { return v === undefined ? "-" : notFinite(v) ? UNDEFINED : (v >= 0 ? "+" : "") + v.toFixed(4); }
   // As the card prints a number: 4 decimals, the 95% interval in brackets; counts as integers.
   function withCi(value, spread, count) {
-    if (value === null || value === undefined) return "-";
+    if (value === undefined || notFinite(value)) return fmt(value);
     if (count) return String(Math.round(value));
     const ci = spread && spread.ci95;
     return fmt(value) + (ci && ci[0] !== null && ci[0] !== undefined ? ` [${fmt(ci[0])}, ${fmt(ci[1])}]` : "");
