@@ -268,7 +268,7 @@ def test_a_huge_predictions_file_is_refused_before_it_is_parsed(tmp_path, capsys
     examples = get_benchmark("monli").load("test")
     path = tmp_path / "p.jsonl"
     line = json.dumps({"id": examples[0].id, "prediction": "entailment"}) + "\n"
-    path.write_text(line * (len(examples) + 1) + "\n" * 50)
+    path.write_text(line * (len(examples) + predictions.MAX_EXTRA_LINES + 1) + "\n" * 50)
 
     def parsed(*args, **kwargs):
         raise AssertionError("a line was parsed")

@@ -41,6 +41,8 @@ SHOW = 10
 #: an id and a label or a short answer; the largest split (MNLI train, 393k examples) is ~40 MB.
 MAX_LINE_BYTES = 1024 * 1024
 MAX_FILE_BYTES = 4 * 1024**3
+#: Lines beyond a split's examples still parsed (seconds), so repeated ids are named with their lines.
+MAX_EXTRA_LINES = 100_000
 
 
 class PredictionError(DataError):
@@ -230,8 +232,8 @@ def _scored_cloze(bench: Benchmark, split: str, path: Path, allow_missing: bool)
 
 def check_shape(path: Path, examples: int, name: str) -> None:
     """Before a line is parsed: a predictions file (a regular file; a pipe is read as it comes)
-    holds at most one line per example, so a far larger one is refused in the time it takes to
-    count its lines (its size first), never parsed whole."""
+    holds about one line per example, so one of over MAX_EXTRA_LINES more is refused in the time it
+    takes to count its lines (its size first), never parsed whole; fewer are parsed, to name ids."""
     try:
         size = path.stat().st_size if path.is_file() else None
     except OSError:  # read_lines names what cannot be read
@@ -243,11 +245,12 @@ def check_shape(path: Path, examples: int, name: str) -> None:
         raise PredictionError(f"{path}: {size:,} bytes, more than {examples + 1:,} lines of at most {MAX_LINE_BYTES:,} bytes{too_many}")
     with path.open("rb") as f:
         newlines = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 22), b""))
-    lines = 0  # more line ends than examples: count the lines that are not blank, up to one too many
+    most = examples + MAX_EXTRA_LINES
+    lines = 0  # far more line ends than examples: count the lines that are not blank, up to one too many
     with path.open("rb") as f:
-        while newlines > examples and lines <= examples and (line := f.readline(MAX_LINE_BYTES + 1)):
+        while newlines > most and lines <= most and (line := f.readline(MAX_LINE_BYTES + 1)):
             lines += bool(line.strip())
-    if lines > examples:
+    if lines > most:
         raise PredictionError(f"{path}: {newlines:,} lines{too_many}")
 
 
