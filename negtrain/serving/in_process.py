@@ -13,8 +13,8 @@ reading, metric and records as ``--backend openai``).
   :func:`negtrain.models.continuation.continuation_logprobs`.
 
 The model folder is checked and loaded as the families load one (tokenizer checks, attention
-implementation); a tokenizer without a pad token pads with EOS. Chat requests are refused: the
-``hf`` backend applies the chat template itself (``--chat`` without ``--backend``). Nothing is
+implementation); a tokenizer without a pad token pads with EOS. A chat request (``--chat``) is
+rendered through the tokenizer's chat template, as the ``hf`` backend renders it. Nothing is
 cached: answers are computed, so ``counts.cached`` stays 0 and ``counts.requests`` counts the
 requests answered. Nothing here imports Lightning or the training floor.
 """
@@ -55,6 +55,16 @@ class InProcessBackend:
         positions the model was trained on, and never cut (a served backend sends prompts whole)."""
         rows_over(lengths, room, self.context, "the transformers backend", examples)
 
+    def _prompt_ids(self, g: Generation) -> list[int]:
+        """A prompt's ids: the text with the tokenizer's special tokens; a chat (``--chat``) through
+        the tokenizer's chat template, whose text holds its own special tokens, as the hf backend
+        renders and tokenizes it (:func:`negtrain.models.chat_template.chat_text`)."""
+        if not g.chat:
+            return self.tokenizer(g.prompt)["input_ids"]
+        messages = [{"role": role, "content": content} for role, content in g.chat]
+        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return True, ""
 
@@ -66,16 +76,14 @@ class InProcessBackend:
         answers: list[Answer | None] = [None] * len(requests)
         generations = [(i, r) for i, r in enumerate(requests) if isinstance(r, Generation)]
         scored = [(i, r) for i, r in enumerate(requests) if isinstance(r, Loglikelihood)]
-        chats = [r.example for _, r in generations if r.chat]
-        if chats:
-            raise ConfigError(f"the transformers backend sends prompts as written; {chats[0]} is a chat "
-                              "(score chats with the hf backend, which applies the chat template itself)")
+        if any(r.chat for _, r in generations) and not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError("--chat: the tokenizer of the transformers backend's model has no chat template; drop --chat")
         # Generations with the same limits are one batched call, each answer put back in its place.
         by_limits: dict[tuple[int, tuple[str, ...]], list[tuple[int, Generation]]] = {}
         for i, g in generations:
             by_limits.setdefault((g.max_tokens, g.stop), []).append((i, g))
         for (max_tokens, stop), group in by_limits.items():
-            ids = self.tokenizer([g.prompt for _, g in group])["input_ids"]
+            ids = [self._prompt_ids(g) for _, g in group]
             self._check_fit([len(x) for x in ids], max_tokens, [g.example for _, g in group])
             texts = respond_ids(self.model, self.tokenizer, ids, Limits(max_tokens, stop), self.batch_size)
             for (i, _), out in zip(group, texts, strict=True):
