@@ -61,7 +61,7 @@ class InProcessBackend:
         renders and tokenizes it (:func:`negtrain.models.chat_template.chat_text`)."""
         if not g.chat:
             return self.tokenizer(g.prompt)["input_ids"]
-        messages = [{"role": role, "content": content} for role, content in g.chat]
+        messages = [{"role": role, "content": content} for role, content in g.messages]
         text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
