@@ -91,8 +91,8 @@ def test_a_template_that_adds_a_system_message_is_named_on_the_card(smollm_style
     assert "Chat template: the tokenizer's, applied to every prompt (--chat)." in card
     assert f"The template adds its own system message to every prompt (no --system was given): \"{SMOLLM_SYSTEM}\"." in card
     rows = [json.loads(line) for line in (out / "predictions" / "scone-test-validate.jsonl").read_text().splitlines()]
-    if backend == "hf":  # the sample log is the text the model was given, the template's system turn in it
-        assert all(r["prompt"].startswith(f"<|im_start|>system\n{SMOLLM_SYSTEM}<|im_end|>\n<|im_start|>user\n") for r in rows)
+    # The sample log is the text the model was given, the template's system turn in it.
+    assert all(r["prompt"].startswith(f"<|im_start|>system\n{SMOLLM_SYSTEM}<|im_end|>\n<|im_start|>user\n") for r in rows)
     # With a system message of its own (--system), the template adds none, and the card says nothing of it.
     assert main(["evaluate", "--model", str(smollm_styled), "--family", "causal_lm", "--backend", backend, "--benchmarks", "scone",
                  "--strategy", "conditional_q", "--chat", "--system", "Answer yes or no.", "--model.max_new_tokens=2",

@@ -156,6 +156,7 @@ def test_scone_conditional_q_real_responses_read_by_the_papers_rule_alike_on_bot
     # SmolLM2's template, its own system message first; and the card quotes that message.
     plain = {r["id"]: r["prompt"] for r in _rows(_card(tmp_path / "plain", MODEL, "scone", *extra[:-1]), "scone")}
     tokenizer = AutoTokenizer.from_pretrained(str(real["file"].parent), gguf_file=real["file"].name)
+    assert [r["prompt"] for r in served] == [r["prompt"] for r in rows]  # rendered here too: what the model saw
     for r in rows:
         want = tokenizer.apply_chat_template([{"role": "user", "content": plain[r["id"]]}], add_generation_prompt=True, tokenize=False)
         assert r["prompt"] == want and want.startswith(f"<|im_start|>system\n{SMOLLM_SYSTEM}<|im_end|>\n")

@@ -61,9 +61,13 @@ class InProcessBackend:
         renders and tokenizes it (:func:`negtrain.models.chat_template.chat_text`)."""
         if not g.chat:
             return self.tokenizer(g.prompt)["input_ids"]
-        messages = [{"role": role, "content": content} for role, content in g.messages]
-        text = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = self.chat_text([{"role": role, "content": content} for role, content in g.messages])
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def chat_text(self, messages: list[dict[str, str]]) -> str:
+        """The messages as the model is given them: through the tokenizer's chat template (also
+        what the sample log shows)."""
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return True, ""
