@@ -372,7 +372,7 @@ def chat_not_applied(entry, recipe) -> str | None:
     rather than scored as written under a card that names a template."""
     from negtrain.models.prompting import AnswerMode, PromptSettings
 
-    if not recipe.model.chat:
+    if not getattr(recipe.model, "chat", False):  # a family that reads no prompt has no --chat
         return None
     mode = PromptSettings.of(entry).answer_mode(get_benchmark(entry.benchmark))
     if mode not in (AnswerMode.CHOICES, AnswerMode.CLOZE):

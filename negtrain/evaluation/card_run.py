@@ -182,7 +182,7 @@ def _template_system(recipe) -> str | None:
     from negtrain.models.folder_checks import load_lm_tokenizer
     from negtrain.models.sources import resolve_model_name
 
-    if not recipe.model.chat or recipe.evaluation.backend not in (IN_PROCESS, "transformers"):
+    if not getattr(recipe.model, "chat", False) or recipe.evaluation.backend not in (IN_PROCESS, "transformers"):
         return None
     try:
         tokenizer = load_lm_tokenizer(resolve_model_name(recipe.model.name), recipe.model.name)
