@@ -10,7 +10,7 @@ with the same value, at each of them; a shifted one names the distribution after
 
 Three ways in: the stand-in server (tests/served_standin.py) on the tiny Llama, correct and shifted
 (the same weights, so only the alignment differs); and raw answers captured from real servers
-(tests/fixtures/servers/: llama-cpp-python's, `transformers serve`'s), replayed.
+(tests/fixtures/servers/: `transformers serve`'s captured; llama-cpp-python's SYNTHETIC, written from its code on the real SmolLM2 weights, as its build here would not run), replayed.
 """
 
 from __future__ import annotations
@@ -129,9 +129,9 @@ def test_the_check_reads_top_tokens_at_the_continuations_first_token():
     ("transformers_serve.json", False, "returns no prompt log-probabilities"),
 ])
 def test_replayed_real_servers(fixture, accepted, said, neqa_world, tmp_path, capsys):
-    """A real server's own answers to the checks, replayed: llama-cpp-python's (one position off)
-    is refused with one line naming what it does; `transformers serve` (no echo) is refused as a
-    server without prompt log-probabilities."""
+    """Answers to the checks, replayed: llama-cpp-python's (one position off; SYNTHETIC, see the
+    fixture's note) is refused with one line naming what it does; `transformers serve`'s (captured
+    from the real server; no echo) is refused as a server without prompt log-probabilities."""
     path = FIXTURES / fixture
     with Replay(path) as server:
         code = _served(neqa_world["llama"], server.url, tmp_path / "out")
