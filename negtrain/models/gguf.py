@@ -120,13 +120,18 @@ def loadable_folder(path: str | Path) -> str:
     """The model folder a GGUF file is read from: its dequantized copy in the cache, written on
     first use (said on stderr, with how long it is kept)."""
     path = Path(path).expanduser().absolute()
-    sha = file_sha256(path, cache_dir())
-    target = cache_dir() / "gguf" / f"{sha[:24]}-transformers-{_transformers_version()}"
+    target = cached_folder(path)
     if not (target / SOURCE_FILE).is_file():
         print(f"{path.name}: dequantizing this GGUF file into a model folder through transformers' GGUF loader, "
               f"once; later runs read {target}", file=sys.stderr, flush=True)
         write_folder(path, target)
     return str(target)
+
+
+def cached_folder(path: str | Path) -> Path:
+    """Where the file's dequantized folder is kept (written or not)."""
+    sha = file_sha256(Path(path).expanduser().absolute(), cache_dir())
+    return cache_dir() / "gguf" / f"{sha[:24]}-transformers-{_transformers_version()}"
 
 
 def source_record(folder: str | Path) -> dict[str, Any] | None:

@@ -39,8 +39,8 @@ from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import write_text
 from negtrain.io.digests import file_sha256, folder_content, folder_sha256
 from negtrain.core.secrets import redact
-from negtrain.models.gguf import is_gguf, source_record
-from negtrain.models.sources import PKG_PREFIX, model_source, resolve_model_name
+from negtrain.models.gguf import cached_folder, is_gguf, source_record
+from negtrain.models.sources import PKG_PREFIX, model_source
 
 FILE_NAME = "provenance.json"
 FORMAT = 1
@@ -200,7 +200,7 @@ def model_revision(recipe: Recipe, config: Any = None, checkpoint: Path | None =
     else:
         out.update(source="hub", commit=_hub_commit(name, config))
     if is_gguf(model_source(name)):  # the file is hashed; its quantization and dtype named
-        out["gguf"] = {k: v for k, v in (source_record(resolve_model_name(name)) or {}).items() if k in ("quantization", "dtype")}
+        out["gguf"] = {k: v for k, v in (source_record(cached_folder(model_source(name))) or {}).items() if k in ("quantization", "dtype")}
     if recipe.model.init_from:
         out["init_from"] = recipe.model.init_from
     if recipe.adapter.path:
