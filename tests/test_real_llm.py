@@ -171,3 +171,23 @@ def test_condaqa_and_neqa_alike_on_both_backends(real, tmp_path):
     for name in ("condaqa", "neqa"):
         assert [(r["id"], r["prediction"]) for r in _rows(tr, name)] == [(r["id"], r["prediction"]) for r in _rows(hf, name)]
     assert [r["response"] for r in _rows(tr, "condaqa")] == [r["response"] for r in _rows(hf, "condaqa")]
+
+
+def test_gguf_export_writes_a_folder_from_pretrained_reads(real, direct, tmp_path, capsys):
+    """The one conversion a user may want: `gguf-export FILE OUT`, a plain model folder (no
+    quantization left in its config), with the file's tokenizer and chat template, computing what
+    the GGUF-loaded model computes; an existing OUT is refused and left as it is."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out = tmp_path / "smollm2"
+    assert main(["gguf-export", MODEL, str(out)]) == 0
+    assert "(Q4_1), dequantized to float32" in capsys.readouterr().out
+    model = AutoModelForCausalLM.from_pretrained(out).eval()
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert getattr(model.config, "quantization_config", None) is None and SMOLLM_SYSTEM in tokenizer.chat_template
+    ids = torch.tensor([tokenizer("The opposite of hot is")["input_ids"]])
+    with torch.no_grad():
+        assert torch.equal(model(ids).logits, direct[0](ids).logits)
+    assert main(["gguf-export", MODEL, str(out)]) == 2
+    assert "exists; name a new folder" in capsys.readouterr().err
