@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from negtrain.benchmarks.files import pin_data_dirs
-from negtrain.commands import compare, env, evaluate, export, recipes, report, sweep, tiny_model, train, view
+from negtrain.commands import compare, env, evaluate, export, gguf_export, recipes, report, sweep, tiny_model, train, view
 from negtrain.core.errors import NegtrainError, Stopped
 from negtrain.core.paths import check_input_path
 from negtrain.core.stop_signals import stop_on_signals
@@ -54,6 +54,7 @@ COMMANDS: dict[str, Command] = {
     "view": Command("write a static results browser of runs, report cards or protocol outputs: contrast sets, filters, A vs B", view.add_arguments, view.run,
                     (("paths", "PATH"),)),
     "sweep": Command("write a recipe's W&B sweep configuration (and create the sweep when online), or run N trials here with --local N", sweep.add_arguments, sweep.run),
+    "gguf-export": Command("write a GGUF file (llama.cpp's format) as a dequantized from_pretrained folder with its tokenizer", gguf_export.add_arguments, gguf_export.run),
     "tiny-model": Command("save a tiny random-weight causal LM (or seq2seq) with a real tokenizer, offline, to try the LLM features on", tiny_model.add_arguments, tiny_model.run),
 }
 

@@ -21,6 +21,9 @@ import threading
 import time
 
 from local_server import JsonReplies, LocalServer
+from negtrain.serving.openai import OpenAIBackend
+
+ALIGNMENT_CONTEXT = OpenAIBackend.ALIGNMENT_CONTEXT
 
 
 def tokens_of(text: str) -> list[tuple[int, str]]:
@@ -40,7 +43,12 @@ def well_formed(body: dict, text: str = "yes") -> dict:
         pieces = tokens_of(prompt)
         tokens = [t for _, t in pieces] + [" the"]
         logprobs = [None] + [logprob_of(t) for _, t in pieces[1:]] + [-1.0]
-        tops = [None] + [{t: lp} for t, lp in zip(tokens[1:], logprobs[1:], strict=False)]
+        # The most probable token at each position, as a correct server reports it: the one its
+        # prefix predicts (here: the token that follows in this prompt, unless the prefix ends with
+        # the alignment check's context, after which one made-up distribution names " is" at -0.1),
+        # so the check that log-probabilities belong to their tokens passes.
+        tops = [None] + [{" is": -0.1} if prompt[:offset].endswith(ALIGNMENT_CONTEXT) else {t: lp}
+                         for (offset, _), t, lp in zip([*pieces[1:], (len(prompt), "")], tokens[1:], logprobs[1:], strict=False)]
         return {"object": "text_completion", "model": body["model"],
                 "choices": [{"index": 0, "text": prompt + " the", "finish_reason": "length",
                              "logprobs": {"tokens": tokens, "token_logprobs": logprobs,

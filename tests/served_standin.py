@@ -11,7 +11,10 @@ does, from a real (tiny) Hugging Face model:
   (``max_tokens: 1``);
 - without: greedy generation up to ``max_tokens`` or the first stop string, with a repetition
   penalty where the stand-in is given one (``repeat_penalty``, as llama-cpp-python's server applies
-  its default 1.1 even at ``temperature: 0``) unless the request sets ``repeat_penalty`` itself.
+  its default 1.1 even at ``temperature: 0``) unless the request sets ``repeat_penalty`` itself;
+- ``shifted``: echoed log-probabilities one position off, as llama-cpp-python's server gives them
+  (token i's value and top token read from the logits at position i, which predict token i + 1;
+  the first token gets a value too), everything else the same.
 
 It counts the requests it answers, and can be told to answer some with an error status first
 (``fail``: a list of statuses used up one per request, or ``always`` for every request; with
@@ -32,7 +35,7 @@ from local_server import JsonReplies, LocalServer
 
 class StandIn(LocalServer):
     def __init__(self, model_dir: Path, fail: list[int] | None = None, always: int | None = None, echo_auth: bool = False,
-                 repeat_penalty: float | None = None) -> None:
+                 repeat_penalty: float | None = None, shifted: bool = False) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -41,6 +44,7 @@ class StandIn(LocalServer):
         self.always = always
         self.echo_auth = echo_auth  # a careless server: its error quotes the Authorization header
         self.repeat_penalty = repeat_penalty  # the server's default penalty (None: none)
+        self.shifted = shifted  # echoed log-probabilities one position off, as llama-cpp-python's server gives them
         self.bodies: list[dict] = []  # every request's JSON body
         self.answered = 0  # requests answered with 200
         self.refused = 0  # requests answered with an error status
@@ -86,7 +90,10 @@ class StandIn(LocalServer):
         ids = enc["input_ids"]
         logits = self.model(input_ids=torch.tensor([ids])).logits[0].float()
         lp = torch.log_softmax(logits, -1)
-        token_logprobs = [None] + [float(lp[i - 1, ids[i]]) for i in range(1, len(ids))]
+        # Token i's distribution: the logits at position i - 1; a shifted server reads position i
+        # (which predicts token i + 1), and so gives the first token a value too.
+        at = lp[: len(ids)] if self.shifted else torch.cat([lp[:1], lp[: len(ids) - 1]])
+        token_logprobs = [None] + [float(at[i, ids[i]]) for i in range(1, len(ids))]
         offsets = [o[0] for o in enc["offset_mapping"]]
         # Each token's text: the prompt from its offset to the next token's, so they spell it.
         tokens = [text[a:b] for a, b in zip(offsets, [*offsets[1:], len(text)], strict=False)]
@@ -94,7 +101,9 @@ class StandIn(LocalServer):
         def piece(i: int, token_id: int) -> str:  # the top token's text, as the server names it
             return tokens[i] if i < len(ids) and token_id == ids[i] else self.tokenizer.decode([token_id])
 
-        tops = [None] + [{piece(i, int(lp[i - 1].argmax())): float(lp[i - 1].max())} for i in range(1, len(ids))]
+        tops = [None] + [{piece(i, int(at[i].argmax())): float(at[i].max())} for i in range(1, len(ids))]
+        if self.shifted:
+            token_logprobs[0], tops[0] = float(at[0, ids[0]]), {piece(0, int(at[0].argmax())): float(at[0].max())}
         nxt = int(lp[-1].argmax())  # max_tokens: 1
         tokens.append(self.tokenizer.decode([nxt]))
         token_logprobs.append(float(lp[-1, nxt]))

@@ -1,7 +1,7 @@
 """The ``transformers`` backend (negtrain/serving/in_process.py): a tiny Llama loaded in this
 process answers the served path's requests. Its card equals the ``hf`` card (Lightning) on the
 same rows: ScoNe scored by verbalizer log-likelihoods, CondaQA by greedy generation; batching
-its requests changes no answer; chat requests are refused with one error."""
+its requests changes no answer; a chat request goes through the tokenizer's chat template."""
 
 from __future__ import annotations
 
@@ -97,9 +97,31 @@ def test_batching_changes_no_answer(backend):
     assert together[0].logprob != together[2].logprob
 
 
-def test_a_chat_request_is_refused(backend):
-    with pytest.raises(ConfigError, match="sends prompts as written"):
-        backend.answer([Generation("hi", 2, (), (("user", "hi"),), example="scone/test/1")], Counts())
+def test_a_chat_request_goes_through_the_chat_template_as_the_hf_backend_renders_it(lm_env, backend):
+    """--chat means the same here as on the hf backend: the messages through the tokenizer's chat
+    template (chat_text), its text tokenized without adding special tokens; a model whose tokenizer
+    has no template refuses --chat with one line."""
+    from negtrain.config import validate_recipe
+    from negtrain.models.chat_template import chat_text
+    from negtrain.models.generation import Limits, respond
+    from negtrain.prompts.strategies import Prompt
+
+    chat = (("user", "Is a dog an animal?"),)
+    with pytest.raises(ConfigError, match="has no chat template; drop --chat"):
+        backend.answer([Generation("hi", 2, (), chat, example="scone/test/1")], Counts())
+    name = str(lm_env["llama_chat"])
+    recipe = validate_recipe({"description": "chat", "model": {"name": name, "family": "causal_lm", "chat": True},
+                              "data": {"eval": [{"benchmark": "scone", "split": "test"}]}}, "test")
+    chatting = open_backend("transformers", BackendContext(name, recipe=recipe))
+    got = chatting.answer([Generation("Is a dog an animal?", 5, (), chat, example="scone/test/1"),
+                           Generation("Is a dog an animal?", 5, (), (), example="scone/test/2")], Counts())
+    text = chat_text(chatting.tokenizer, Prompt(query="Is a dog an animal?"), recipe.model)
+    assert text.startswith("<s>[INST] Is a dog an animal? [/INST]")
+    want = respond(chatting.model, chatting.tokenizer, [text], Limits(5), add_special_tokens=False)[0]
+    plain = respond(chatting.model, chatting.tokenizer, ["Is a dog an animal?"], Limits(5))[0]
+    assert (got[0].text, got[0].tokens_out) == (want.text, want.tokens)
+    assert (got[1].text, got[1].tokens_out) == (plain.text, plain.tokens)
+    assert chatting._prompt_ids(Generation("x", 5, (), chat)) != chatting._prompt_ids(Generation("Is a dog an animal?", 5))
 
 
 def test_a_prompt_over_the_models_context_is_an_error_naming_its_row(backend):

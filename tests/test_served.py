@@ -27,6 +27,9 @@ HF = ["--trainer.torch_threads=1", "--trainer.precision=32-true", "--data.eval_b
 KEY = "sk-canary-0123456789abcdefABCDEF"
 SCONE_ROWS = 3  # per condition file: 18 examples, 3 complete contrast sets
 CONDAQA_ROWS = 6
+#: Requests a card sends a server before it uses it for log-likelihoods: whether it echoes prompt
+#: log-probabilities (one), and whether they belong to their tokens (three; tests/test_served_alignment.py).
+CHECKS = 1 + 3
 
 
 @pytest.fixture()
@@ -103,12 +106,13 @@ def test_loglikelihood_through_the_standin_equals_hf(small, tmp_path):
         assert a["metrics"].keys() == b["metrics"].keys()
         for k, v in a["metrics"].items():
             assert v == pytest.approx(b["metrics"][k], abs=1e-9) or (v is None and b["metrics"][k] is None), k
-    # One probe, then one request per example and label: 18 ScoNe rows x 2 labels + 24 TINAD x 2.
-    assert sent == 1 + 18 * 2 + 24 * 2
+    # The two checks (log-probabilities offered: one request; aligned: three), then one request per
+    # example and label: 18 ScoNe rows x 2 labels + 24 TINAD x 2.
+    assert sent == CHECKS + 18 * 2 + 24 * 2
     assert served[0]["requests"] == {"sent": 36, "cached": 0, "tokens_in": served[0]["requests"]["tokens_in"], "tokens_out": 36}
     # tokens_in is the server's own count (usage.prompt_tokens), summed over each benchmark's requests
-    # (the probe, sent first, is neither benchmark's).
-    assert served[0]["requests"]["tokens_in"] + served[1]["requests"]["tokens_in"] == sum(usage[1:]) > 0
+    # (the checks, sent first, are neither benchmark's).
+    assert served[0]["requests"]["tokens_in"] + served[1]["requests"]["tokens_in"] == sum(usage[CHECKS:]) > 0
     assert "## Requests" in (tmp_path / "served" / "card.md").read_text()
 
 
@@ -146,8 +150,9 @@ def test_served_card_killed_midway_resumes_sending_only_what_was_unanswered(smal
         server.answered = 0
         rerun = subprocess.run(_card_command(model, server.url, out), env=env, capture_output=True, text=True, timeout=300)
         assert rerun.returncode == 0, rerun.stderr
-        # Only the unanswered requests were sent again.
-        assert server.answered == total - cached
+        # Only the unanswered requests were sent again (the alignment check's three answers are
+        # one cached verdict).
+        assert server.answered == total - cached - 2
     whole = tmp_path / "whole"
     assert [_stable(r) for r in _records(out)] == [_stable(r) for r in _records(whole)]
     for name in ("scone", "tinad"):
@@ -165,7 +170,7 @@ def test_429_is_retried_and_500_stops_naming_the_example(small, tmp_path, capsys
     model = small["llama"]
     with StandIn(model, fail=[429, 429]) as server:
         assert _served(model, server.url, tmp_path / "a", "tinad", "--concurrency", "1") == 0
-        assert server.refused == 2 and server.answered == 1 + 48
+        assert server.refused == 2 and server.answered == CHECKS + 48
     with StandIn(model, always=500) as server:
         code = _served(model, server.url, tmp_path / "b", "condaqa", "--retries", "1", "--model.max_new_tokens=4", "--concurrency", "1")
         err = capsys.readouterr().err
@@ -187,7 +192,7 @@ def test_max_requests_stops_and_a_larger_budget_continues(small, tmp_path, capsy
         code = _served(model, server.url, tmp_path / "a", "tinad", "--max-requests", "5", "--concurrency", "1")
         assert code == 2 and "--max-requests 5 reached" in capsys.readouterr().err and server.answered == 5
         assert _served(model, server.url, tmp_path / "a", "tinad", "--max-requests", "100") == 0
-        assert server.answered == 1 + 48  # nothing asked twice
+        assert server.answered == CHECKS + 48  # nothing asked twice
 
 
 def _free_port() -> int:

@@ -25,7 +25,8 @@ from negtrain.serving.answers import LOGPROB_SLACK, Malformed, choice, continuat
 from scripted_server import Scripted, logprob_of, tokens_of, well_formed
 
 KEY = "sk-bearer-canary-0123456789ABCDEFabcdef"
-TINAD_REQUESTS = 1 + 24 * 2  # the log-probability probe, then one per example and label
+CHECKS = 1 + 3  # whether the server echoes log-probabilities, and whether they belong to their tokens
+TINAD_REQUESTS = CHECKS + 24 * 2  # the checks, then one per example and label
 
 
 @pytest.fixture()
@@ -354,7 +355,7 @@ def _echoing_key(body: dict) -> dict:
 def test_a_malformed_answer_quoting_the_key_is_one_masked_error(env, tmp_path, capsys):
     """Cases 2 and 12: a 200 with an error body quoting the key, the key in a variable named
     LLM_BEARER: one error line naming the example, the key masked, nothing written holds it."""
-    with Scripted(lambda n, path, body: well_formed(body) if n < 4 else _echoing_key(body)) as server:
+    with Scripted(lambda n, path, body: well_formed(body) if n < CHECKS + 3 else _echoing_key(body)) as server:
         code = card(server.url, tmp_path / "c", "--api-key-env", "LLM_BEARER")
     printed = capsys.readouterr()
     assert code == 2
@@ -368,7 +369,7 @@ def test_allow_missing_lists_the_malformed_and_writes_no_key(env, tmp_path, caps
     in card.md and metrics.jsonl and the rest scored; the key reaches no file (card.md,
     metrics.jsonl, parts/, the lock file) and no stream."""
     def script(n, path, body):
-        return _echoing_key(body) if n in (4, 5) else well_formed(body)
+        return _echoing_key(body) if n in (CHECKS + 3, CHECKS + 4) else well_formed(body)
 
     with Scripted(script) as server:
         assert card(server.url, tmp_path / "c", "--api-key-env", "LLM_BEARER", "--allow-missing") == 0
@@ -376,7 +377,7 @@ def test_allow_missing_lists_the_malformed_and_writes_no_key(env, tmp_path, caps
     out = tmp_path / "c"
     record = records(out)[0]
     assert len(record["missing"]) == 2 and all("Bearer ***" in m for m in record["missing"])
-    assert record["metrics"]["n"] == 24 - 1  # requests 4 and 5: both labels of one example
+    assert record["metrics"]["n"] == 24 - 1  # the 3rd and 4th after the checks: both labels of one example
     assert "## Missing" in (out / "card.md").read_text()
     assert list((out / "parts").glob("*.json")) and (out / ".negtrain.lock").exists()
     assert_no_key(tmp_path, printed.out, printed.err)
@@ -387,13 +388,13 @@ def test_a_malformed_answer_stops_the_card_with_one_line_naming_the_example(env,
     """Case 12 through a card: not retried (the server would answer the same), one error line."""
     def script(n, path, body):
         out = well_formed(body)
-        if n >= 3:
+        if n >= CHECKS + 2:
             MALFORMED[case](out)
         return out
 
     with Scripted(script) as server:
         assert card(server.url, tmp_path / "c") == 2
-        assert len(server.requests) == 3
+        assert len(server.requests) == CHECKS + 2
     line = one_error(capsys.readouterr().err)
     assert line.startswith("error: tinad/test/") and "a malformed answer" in line
 
@@ -502,7 +503,8 @@ def test_a_signal_stops_a_served_card_at_once_and_the_rerun_continues(env, tmp_p
         server.delay, server.script = 0.0, lambda n, path, body: well_formed(body)
         before = len(server.requests)
         assert card(server.url, out, "--concurrency", "3") == 0
-        assert len(server.requests) - before == TINAD_REQUESTS - cached
+        # (the alignment check's three answers are one cached verdict)
+        assert len(server.requests) - before == TINAD_REQUESTS - cached - 2
 
 
 @pytest.mark.slow

@@ -374,7 +374,7 @@ def plan_card(request: CardRequest) -> CardPlan:
     plan = resolve(recipe, PlanRequest(
         strategy=request.strategy, shots=shots, named=request.benchmarks != "all",
         explicit=request.benchmarks != "all" or request.strict or protocol is not None, strict=request.strict, where=where,
-        refusals=(lambda e: _through_server(e, recipe),) if served_model else (),
+        refusals=((lambda e: chat_not_applied(e, recipe)),) + (((lambda e: _through_server(e, recipe)),) if served_model else ()),
         # Drawn shots come from another split (ScoNe's and CondaQA's train): one that cannot be read
         # is skipped like unreadable data under `all`, and an error for a named benchmark.
         skip_unreadable_shots=True,
@@ -383,6 +383,22 @@ def plan_card(request: CardRequest) -> CardPlan:
     plan.announce()
     shown = redact_text(request.model)  # a token inside a model path never reaches a title or header
     return CardPlan(request, plan, checkpoint, protocol, shown, request.out or default_out(shown, plan.family))
+
+
+def chat_not_applied(entry, recipe) -> str | None:
+    """--chat on a benchmark whose answers are scored by their log-likelihood after the benchmark's
+    own context (multiple choice such as NeQA, cloze probes): no chat template shapes that context,
+    on any backend, so the pair is refused before anything runs, in these words on every backend,
+    rather than scored as written under a card that names a template."""
+    from negtrain.models.prompting import AnswerMode, PromptSettings
+
+    if not getattr(recipe.model, "chat", False):  # a family that reads no prompt has no --chat
+        return None
+    mode = PromptSettings.of(entry).answer_mode(get_benchmark(entry.benchmark))
+    if mode not in (AnswerMode.CHOICES, AnswerMode.CLOZE):
+        return None
+    return (f"--chat: {entry.benchmark} is scored by the log-likelihood of its answers after its own context, "
+            "which no chat template shapes; drop --chat, or score it in a card without --chat")
 
 
 def _through_server(entry, recipe) -> str | None:

@@ -26,6 +26,9 @@ def chat_template_line(recipe) -> str | None:
     model = recipe.model
     if not FAMILY_SECTIONS[model.family].reads_prompts:
         return None
+    if recipe.evaluation.backend == "transformers":  # the served path, rendered here as the hf backend renders
+        return ("Chat template: the tokenizer's, applied to every prompt (--chat)." if model.chat
+                else "Chat template: none; prompts as written (no --chat).")
     if recipe.evaluation.backend not in (IN_PROCESS, "openai"):
         return f"Chat template: whatever the {recipe.evaluation.backend} backend applies; prompts sent as written."
     if recipe.evaluation.backend == "openai":
@@ -139,6 +142,10 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
         columns += [k for k in with_role(r["metrics"], "consistency") if k not in columns]
     lines = [f"# Negation report card: `{model}` ({family})", ""] + ([template, ""] if template else [])
     lines += [selected_on_test, ""] if selected_on_test else []
+    gguf = ((record or {}).get("model") or {}).get("gguf")
+    if gguf:  # the weights a card scored came quantized: which quantization, dequantized to what
+        lines += [f"Weights: a {gguf.get('quantization')} GGUF file, dequantized to {gguf.get('dtype')} by transformers' GGUF "
+                  "loader (provenance.json: the file's SHA-256).", ""]
     if fresh_head:  # before the numbers it qualifies
         said = fresh_head.removeprefix("note: ")
         lines += [f"**Chance level.** {said[0].upper() + said[1:]}.", ""]
@@ -210,7 +217,8 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
                   "| benchmark | split | requests | tokens in | tokens out |", "|---|---|---|---|---|"]
         for r in served:
             q = r["requests"]
-            lines.append(f"| {r['benchmark']} | {r['split']} | {q['sent'] + q['cached']} | {q['tokens_in']} | {q['tokens_out']} |")
+            name = r["benchmark"] + (f" ({r['variant']})" if r.get("variant") else "")
+            lines.append(f"| {name} | {r['split']} | {q['sent'] + q['cached']} | {q['tokens_in']} | {q['tokens_out']} |")
     missing = [(r, m) for r in evals for m in r.get("missing", [])]
     if missing:
         lines += ["", "## Missing", "", "Requests that failed after their retries (--allow-missing); their examples are not scored:", ""]

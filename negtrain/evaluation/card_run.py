@@ -170,11 +170,30 @@ def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe, in_process:
         _write_card_files(card, out, records, fresh_note)
 
 
+def _template_system(recipe) -> str | None:
+    """Where the tokenizer's chat template shaped the prompts (--chat in this process, hf or
+    transformers backend) and adds a system message of its own, the card's words quoting it."""
+    from negtrain.models.chat_template import system_note
+    from negtrain.models.folder_checks import load_lm_tokenizer
+    from negtrain.models.sources import resolve_model_name
+
+    if not getattr(recipe.model, "chat", False) or recipe.evaluation.backend not in (IN_PROCESS, "transformers"):
+        return None
+    try:
+        tokenizer = load_lm_tokenizer(resolve_model_name(recipe.model.name), recipe.model.name)
+    except (ConfigError, OSError):  # the prompts were rendered with it; a tokenizer gone since says nothing
+        return None
+    return system_note(tokenizer, recipe.model)
+
+
 def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh_note: str | None) -> None:
     """card.md, card.png and a protocol's protocol.md, from the card's records."""
     evals = [r for r in records if isinstance(r, EvalRecord)]
     recipe, protocol = card.plan.recipe, card.protocol
     template = chat_template_line(recipe)
+    own_system = _template_system(recipe)
+    if template and own_system:
+        template = f"{template} {own_system}"
     if fresh_note is None:  # a continued card: the note an earlier process kept
         fresh = out / PARTS / FRESH_HEAD_NOTE
         fresh_note = fresh.read_text(encoding="utf-8") if fresh.is_file() else None
@@ -216,7 +235,7 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
             can = [set_name(e) for e in todo if e not in need]
             where = f"the server at {backend.settings.api_root}" if hasattr(backend, "settings") else f"the backend {backend.name}"
             raise ConfigError(
-                f"{where} returns no prompt log-probabilities (echo + logprobs on /v1/completions: {answer}); "
+                f"{where} {answer}; "
                 f"{', '.join(set_name(e) for e in need)} need them; "
                 + (f"these can run: --benchmarks {','.join(dict.fromkeys(c.split('/')[0] for c in can))}" if can else "no benchmark asked for can run without them")
             )

@@ -147,7 +147,10 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
         if cfg.chat:
             messages = [p.messages(cfg.system, cfg.fewshot_as_multiturn) for p in prompts]
             chats = [tuple((m["role"], m["content"]) for m in ms) for ms in messages]
-            rendered = [json.dumps(ms, ensure_ascii=False) for ms in messages]
+            # The text the model is given where the backend renders the template itself (this
+            # process); a server's own rendering is unknown, so its log holds the messages sent.
+            render = getattr(backend, "chat_text", None)
+            rendered = [render(ms) if render else json.dumps(ms, ensure_ascii=False) for ms in messages]
         else:
             chats = [()] * len(prompts)
             rendered = [p.text() for p in prompts]

@@ -41,3 +41,51 @@ def refusal(cfg: LanguageModelConfig, prompt: Prompt, exc: Exception) -> str:
     changes.append(f"or {without}" if changes else without)
     return (f"the chat template of '{cfg.name}' refused the prompt ({roles} messages): \"{message}\"; "
             + "; ".join(changes))
+
+
+#: Stand-ins a template is rendered with to find the text it adds on its own.
+_USER, _SYSTEM = "negtrain-user-text-7f3a", "negtrain-system-text-7f3a"
+
+
+def default_system_message(tokenizer) -> str | None:
+    """The system message the tokenizer's chat template inserts when the conversation has none
+    (SmolLM2's "You are a helpful AI assistant named SmolLM, trained by Hugging Face"), or None.
+
+    Found by rendering a user turn alone and then after a system message: where the template puts
+    its own text in the place the given system message takes, that text is its default. A template
+    that refuses a system role, or adds nothing there, gives None."""
+    template = getattr(tokenizer, "chat_template", None)
+    if not template:
+        return None
+    user = [{"role": "user", "content": _USER}]
+    try:
+        alone = tokenizer.apply_chat_template(user, add_generation_prompt=True, tokenize=False)
+        given = tokenizer.apply_chat_template([{"role": "system", "content": _SYSTEM}, *user],
+                                              add_generation_prompt=True, tokenize=False)
+    except Exception:  # noqa: BLE001 - a template that refuses a system role adds none of its own
+        return None
+    start = 0
+    while start < min(len(alone), len(given)) and alone[start] == given[start]:
+        start += 1
+    end = 0
+    while end < min(len(alone), len(given)) - start and alone[-1 - end] == given[-1 - end]:
+        end += 1
+    own, theirs = alone[start:len(alone) - end], given[start:len(given) - end]
+    if _SYSTEM not in theirs or not own.strip():
+        return None
+    # The given message's own surroundings (the same markup around both) are cut from the default.
+    before, _, after = theirs.partition(_SYSTEM)
+    if own.startswith(before) and own.endswith(after) and len(own) >= len(before) + len(after):
+        own = own[len(before):len(own) - len(after)]
+    return own.strip() or None
+
+
+def system_note(tokenizer, cfg: LanguageModelConfig) -> str | None:
+    """The card's words for a system message the template adds, where one shaped the prompts (a
+    chat prompt with no --system): None otherwise."""
+    if cfg.system or not cfg.chat:
+        return None
+    own = default_system_message(tokenizer)
+    if own is None:
+        return None
+    return f"The template adds its own system message to every prompt (no --system was given): \"{own}\"."

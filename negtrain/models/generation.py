@@ -28,7 +28,8 @@ class Limits:
 @dataclass(frozen=True)
 class Generated:
     text: str  # cut before the first stop string
-    tokens: int  # tokens generated (up to and including EOS or the token that completed a stop string)
+    tokens: int  # tokens of the response: up to the token that completed a stop string, or up to EOS, which
+    # is not counted (as an OpenAI-compatible server counts completion_tokens), so every backend counts alike
 
 
 def cut_at_stop(text: str, stop: Sequence[str]) -> str:
@@ -111,8 +112,8 @@ def greedy(model, tokenizer, input_ids: torch.Tensor, attention_mask: torch.Tens
     new = out[:, 1:] if encoder_decoder else out[:, input_ids.shape[1]:]  # a seq2seq output starts with the decoder start token
     texts = tokenizer.batch_decode(new, skip_special_tokens=True)
     ends = (new == tokenizer.eos_token_id) | (new == tokenizer.pad_token_id)
-    # Tokens until the first EOS/pad (inclusive: EOS was generated), or the whole row.
-    first_end = torch.where(ends.any(1), ends.int().argmax(1) + 1, torch.full_like(ends[:, 0], new.shape[1], dtype=torch.long))
+    # Tokens before the first EOS/pad (EOS itself not counted, as servers count), or the whole row.
+    first_end = torch.where(ends.any(1), ends.int().argmax(1), torch.full_like(ends[:, 0], new.shape[1], dtype=torch.long))
     return [Generated(cut_at_stop(t, limits.stop), int(n)) for t, n in zip(texts, first_end.tolist(), strict=False)]
 
 

@@ -37,7 +37,8 @@ from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import write_text
 from negtrain.io.digests import file_sha256, folder_content, folder_sha256
 from negtrain.core.secrets import redact
-from negtrain.models.sources import PKG_PREFIX, resolve_model_name
+from negtrain.models.gguf import cached_folder, is_gguf, source_record
+from negtrain.models.sources import PKG_PREFIX, model_source
 
 FILE_NAME = "provenance.json"
 FORMAT = 1
@@ -191,11 +192,13 @@ def model_revision(recipe: Recipe, config: Any = None, checkpoint: Path | None =
             out["package_version"] = importlib.metadata.version(package.replace("_", "-"))
         except importlib.metadata.PackageNotFoundError:
             out["package_version"] = None
-        out.update(source="package", **_content(Path(resolve_model_name(name)), cache))
+        out.update(source="package", **_content(Path(model_source(name)), cache))
     elif Path(name).expanduser().exists():
         out.update(source="local", **_content(Path(name).expanduser(), cache))
     else:
         out.update(source="hub", commit=_hub_commit(name, config))
+    if is_gguf(model_source(name)):  # the file is hashed; its quantization and dtype named
+        out["gguf"] = {k: v for k, v in (source_record(cached_folder(model_source(name))) or {}).items() if k in ("quantization", "dtype")}
     if recipe.model.init_from:
         out["init_from"] = recipe.model.init_from
     if recipe.adapter.path:
@@ -234,6 +237,8 @@ def weights_identity(recipe: Recipe, config: Any = None, checkpoint: Path | None
             out["content_sha256"] = folder_sha256(snapshot, cache)
     else:
         out["content_sha256"] = rev["content_sha256"]
+    if "gguf" in rev:
+        out["quantization"] = rev["gguf"].get("quantization")
     if "adapter" in rev:
         out["adapter_sha256"] = rev["adapter"]["content_sha256"]
     if recipe.model.init_from:

@@ -7,12 +7,23 @@ from pathlib import Path
 from typing import Any
 
 from negtrain.core.errors import ConfigError
+from negtrain.models.gguf import is_gguf, loadable_folder
 
 PKG_PREFIX = "pkg:"
 
 
 def resolve_model_name(name: str) -> str:
-    """``pkg:<package>/<subdir>`` -> the folder inside the installed package; anything else as is.
+    """What ``from_pretrained`` reads for ``name``: :func:`model_source`, where a GGUF file is the
+    folder it is dequantized into (:func:`negtrain.models.gguf.loadable_folder`)."""
+    source = model_source(name)
+    if is_gguf(source):
+        return loadable_folder(source)
+    return source
+
+
+def model_source(name: str) -> str:
+    """``pkg:<package>/<subdir or file>`` -> the folder or file inside the installed package;
+    anything else as is. What provenance hashes.
 
     This lets a recipe name a model that a Python package ships, so it runs with no Hub access.
     """

@@ -160,3 +160,40 @@ def _continuation_tokens(tokens: list[str], offsets: list[int], context: str, co
     spelled = "".join(tokens[i] for i in picked)
     raise Malformed(f"the tokens taken as the continuation spell {spelled!r}, not {continuation!r} "
                     "(text_offset off, or counted in a unit negtrain does not know)")
+
+
+def continuation_top(out: Any, context: str, continuation: str) -> tuple[str, float] | None:
+    """The most probable token the server names at the continuation's first token (the entry of
+    its ``top_logprobs`` with the highest value), or None where it names none. The answer is
+    checked as :func:`continuation_logprob` checks it."""
+    continuation_logprob(out, context, continuation)
+    logprobs = choice(out)["logprobs"]
+    first = _continuation_tokens(logprobs["tokens"], logprobs["text_offset"], context, continuation)[0]
+    tops = logprobs.get("top_logprobs")
+    top = tops[first] if isinstance(tops, list) else None
+    if not isinstance(top, dict) or not top:
+        return None
+    best = max(top, key=lambda token: top[token])
+    return best, float(top[best])
+
+
+#: How far two reports of one distribution's most probable token may differ (nats): batching and
+#: kernels change the last digits of a server's arithmetic, never a token's log-probability by this.
+SAME_DISTRIBUTION = 1e-2
+
+
+def misaligned(tops: list[tuple[str, float] | None]) -> bool | None:
+    """Whether echoed log-probabilities belong to another position than the token they are given
+    for, from the most probable token reported at the first token of continuations of one context.
+
+    Every continuation's first token is predicted by the same distribution, the one after the
+    context, so a server that reports each token's log-probability where it belongs names the same
+    most probable token, with the same value, for all of them. A server one position off (the
+    value for token i read from the logits at position i, which predict token i + 1, as
+    llama-cpp-python's does) reports the distribution after each continuation's first token, which
+    differs between continuations. None: the server names no top tokens, and nothing is known."""
+    if any(t is None for t in tops):
+        return None
+    known = [t for t in tops if t is not None]
+    first = known[0]
+    return any(t[0] != first[0] or abs(t[1] - first[1]) > SAME_DISTRIBUTION for t in known[1:])

@@ -33,7 +33,8 @@ class Backend(Protocol):
         ...
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
-        """Whether it answers :class:`~negtrain.serving.requests.Loglikelihood` requests, and why not when it does not."""
+        """Whether it answers :class:`~negtrain.serving.requests.Loglikelihood` requests rightly, and when not,
+        what it does, as words that follow its name (``returns no prompt log-probabilities (...)``)."""
         ...
 
     def stop(self) -> None:

@@ -13,8 +13,8 @@ reading, metric and records as ``--backend openai``).
   :func:`negtrain.models.continuation.continuation_logprobs`.
 
 The model folder is checked and loaded as the families load one (tokenizer checks, attention
-implementation); a tokenizer without a pad token pads with EOS. Chat requests are refused: the
-``hf`` backend applies the chat template itself (``--chat`` without ``--backend``). Nothing is
+implementation); a tokenizer without a pad token pads with EOS. A chat request (``--chat``) is
+rendered through the tokenizer's chat template, as the ``hf`` backend renders it. Nothing is
 cached: answers are computed, so ``counts.cached`` stays 0 and ``counts.requests`` counts the
 requests answered. Nothing here imports Lightning or the training floor.
 """
@@ -60,6 +60,20 @@ class InProcessBackend:
         a card checks every prompt against :attr:`context` before the first request."""
         return [len(x) for x in self.tokenizer(list(texts))["input_ids"]] if texts else []
 
+    def _prompt_ids(self, g: Generation) -> list[int]:
+        """A prompt's ids: the text with the tokenizer's special tokens; a chat (``--chat``) through
+        the tokenizer's chat template, whose text holds its own special tokens, as the hf backend
+        renders and tokenizes it (:func:`negtrain.models.chat_template.chat_text`)."""
+        if not g.chat:
+            return self.tokenizer(g.prompt)["input_ids"]
+        text = self.chat_text([{"role": role, "content": content} for role, content in g.messages])
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def chat_text(self, messages: list[dict[str, str]]) -> str:
+        """The messages as the model is given them: through the tokenizer's chat template (also
+        what the sample log shows)."""
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return True, ""
 
@@ -71,15 +85,13 @@ class InProcessBackend:
         answers: list[Answer | None] = [None] * len(requests)
         generations = [(i, r) for i, r in enumerate(requests) if isinstance(r, Generation)]
         scored = [(i, r) for i, r in enumerate(requests) if isinstance(r, Loglikelihood)]
-        chats = [r.example for _, r in generations if r.chat]
-        if chats:
-            raise ConfigError(f"the transformers backend sends prompts as written; {chats[0]} is a chat "
-                              "(score chats with the hf backend, which applies the chat template itself)")
+        if any(r.chat for _, r in generations) and not getattr(self.tokenizer, "chat_template", None):
+            raise ConfigError("--chat: the tokenizer of the transformers backend's model has no chat template; drop --chat")
         # Generations with the same limits are one batched call, each answer put back in its place.
         by_limits: dict[tuple[int, tuple[str, ...]], list[tuple[int, Generation]]] = {}
         for i, g in generations:
             by_limits.setdefault((g.max_tokens, g.stop), []).append((i, g))
-        ids_of = {key: self.tokenizer([g.prompt for _, g in group])["input_ids"] for key, group in by_limits.items()}
+        ids_of = {key: [self._prompt_ids(g) for _, g in group] for key, group in by_limits.items()}
         # Every request checked before any is answered, so the error counts them all.
         groups = [(key, ids, g) for key, group in by_limits.items() for ids, (_, g) in zip(ids_of[key], group, strict=True)]
         self._check_fit([len(ids) for _, ids, _ in groups], [key[0] for key, _, _ in groups], [g.example for _, _, g in groups])

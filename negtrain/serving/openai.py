@@ -301,22 +301,60 @@ class OpenAIBackend:
         return answers_
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
-        """Whether ``/v1/completions`` echoes the prompt's log-probabilities, and the server's
-        answer when it does not. A yes is cached (a rerun asks no more)."""
+        """Whether ``/v1/completions`` echoes the prompt's log-probabilities, each for the token it
+        is reported for (:meth:`aligned`); when not, what the server does, as words after its name.
+        A yes is cached (a rerun asks no more)."""
         probe = Loglikelihood("Hello", " world", example="the prompt log-probability check")
         key = cache_key(self.name, self.settings.identity(probe), probe)
+        if self.cache is None or self.cache.get(key) is None:
+            try:
+                answer = self._send(probe)
+            except RequestFailed as exc:
+                # A server that fails, refuses the key or has no such model is not one without
+                # log-probabilities; a 400 (echo or logprobs refused) or an answer without them is.
+                if exc.transient or exc.status in (401, 403, 404) or (exc.status is not None and 300 <= exc.status < 400):
+                    raise
+                return False, f"returns no prompt log-probabilities (echo + logprobs on /v1/completions: {str(exc).split(': ', 1)[-1]})"
+            if self.cache is not None:
+                self.cache.put(key, answer)
+        return self.aligned()
+
+    #: The alignment probe: one context, continuations whose first tokens all follow it.
+    ALIGNMENT_CONTEXT = "The opposite of hot is"
+    ALIGNMENT_CONTINUATIONS = (" cold", " not", " warm")
+
+    def aligned(self) -> tuple[bool, str]:
+        """Whether the server's echoed log-probabilities belong to the token they are reported for
+        (:func:`negtrain.serving.answers.misaligned`: the first tokens of three continuations of
+        one context must be reported from one distribution). A server one position off, or one
+        that names no top tokens (so the check cannot be made), is refused for log-likelihoods;
+        the verdict is cached."""
+        key = cache_key(self.name, self.settings.identity(), {"kind": "alignment-probe", "context": self.ALIGNMENT_CONTEXT,
+                                                               "continuations": list(self.ALIGNMENT_CONTINUATIONS)})
         if self.cache is not None and self.cache.get(key) is not None:
             return True, ""
-        try:
-            answer = self._send(probe)
-        except RequestFailed as exc:
-            # A server that fails, refuses the key or has no such model is not one without
-            # log-probabilities; a 400 (echo or logprobs refused) or an answer without them is.
-            if exc.transient or exc.status in (401, 403, 404) or (exc.status is not None and 300 <= exc.status < 400):
-                raise
-            return False, str(exc).split(": ", 1)[-1]
+        tops = []
+        for continuation in self.ALIGNMENT_CONTINUATIONS:
+            body = {"model": self.settings.model, "prompt": self.ALIGNMENT_CONTEXT + continuation, "max_tokens": 1,
+                    "temperature": 0, "echo": True, "logprobs": 1}
+            out = self._post_retrying("/completions", body, "the log-probability alignment check")
+            try:
+                tops.append(answers.continuation_top(out, self.ALIGNMENT_CONTEXT, continuation))
+            except Malformed as exc:
+                return False, f"gives echoed log-probabilities negtrain cannot read ({exc}): {self._quote(out)}"
+        verdict = answers.misaligned(tops)
+        if verdict is None:
+            return False, ("names no top_logprobs with its echoed log-probabilities, so negtrain cannot check that each "
+                           "belongs to the token it is reported for; score log-likelihoods with the same model in this "
+                           "process (--backend transformers)")
+        if verdict:
+            seen = ", ".join(f"{c!r}: {t[0]!r} {t[1]:.3f}" for c, t in zip(self.ALIGNMENT_CONTINUATIONS, tops, strict=True) if t)
+            return False, ("reports echoed log-probabilities one position off (the most probable token it names after "
+                           f"{self.ALIGNMENT_CONTEXT!r} differs with the token that follows it: {seen}; llama-cpp-python's "
+                           "server does this), so its log-likelihoods would be wrong; score them with the same model file in "
+                           "this process (--backend transformers, or hf), or through a server docs/served.md lists as verified")
         if self.cache is not None:
-            self.cache.put(key, answer)
+            self.cache.put(key, Answer(text="aligned"))
         return True, ""
 
 
