@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.benchmarks.tinad import LABELS
@@ -96,6 +97,56 @@ def test_coherence_by_hand(tinad):
     assert out["accuracy/non-verbal"] == 0.0 and out["accuracy/synthetic"] == 0.0
     assert out["accuracy/verbal"] == 1.0 and out["accuracy/clausal"] == 1.0
     assert out["accuracy/negation"] == pytest.approx(11 / 13)
+
+
+def test_accuracy_per_pattern_by_hand(tinad):
+    """Figure 2's accuracy per pattern: every sentence of the pattern (affirmative and negated,
+    with and without a distractor), by its own pattern_id."""
+    bench, examples = tinad
+    out = bench.metric(examples).score(predictions([p for _, p in CASES]))
+    # pattern 1: A (4 right), C (5, c1-skipped wrong), D (5, d1b wrong), G (3 right) -> 15 / 17
+    assert out["accuracy/pattern/01"] == pytest.approx(15 / 17)
+    assert out["accuracy/pattern/02"] == 1.0  # B, all right
+    assert out["accuracy/pattern/03"] == 0.0  # E, every answer wrong: a real 0
+    assert out["accuracy/pattern/04"] == pytest.approx(3 / 4)  # F, one wrong member (f3)
+    # Patterns #05 to #11 are absent from the data: not reported (undefined), never 0.
+    assert out.get("accuracy/pattern/05") is None
+    assert sorted(k for k in out if k.startswith("accuracy/pattern/")) == [f"accuracy/pattern/0{p}" for p in (1, 2, 3, 4)]
+    # A pattern present but without any prediction is NaN, not 0.
+    preds = predictions([p for _, p in CASES])
+    preds[[i for i, (r, _) in enumerate(CASES) if r["pattern_id"] == 2]] = MISSING
+    assert math.isnan(bench.metric(examples).score(preds)["accuracy/pattern/02"])
+    declared = bench.declared_in(LABELS)
+    from negtrain.metrics.declared import find
+
+    found = find(declared, "accuracy/pattern/01")
+    assert found is not None and found.name == "accuracy/pattern/<NN>"
+    assert found.higher_is_better and found.role == "score" and bench.is_count("accuracy/pattern/01") is False
+
+
+def test_accuracy_per_pattern_merged_from_two_shards_equals_one_process(tinad):
+    """Two DDP ranks each score part of the split (one example on both, as a padded last batch
+    repeats it); merging their states as a DDP sync gathers them gives the one-process values."""
+    bench, examples = tinad
+    preds = torch.as_tensor(predictions([p for _, p in CASES]))
+    n = len(CASES)
+    single = bench.metric(examples)
+    single.update(torch.arange(n), preds)
+    reference = {k: float(v) for k, v in single.compute().items()}
+    shards = [torch.arange(0, n, 2), torch.cat([torch.arange(1, n, 2), torch.tensor([0])])]
+    merged = bench.metric(examples)
+    for idx in shards:
+        rank = bench.metric(examples)
+        rank.update(idx, preds[idx])
+        merged.merge_state(rank)
+    values = {k: float(v) for k, v in merged.compute().items()}
+    assert values["accuracy/pattern/01"] == pytest.approx(15 / 17) and values["n"] == n
+    assert values.keys() == reference.keys()
+    assert all(values[k] == pytest.approx(reference[k], nan_ok=True) for k in reference)
+    # One shard alone is not the whole: pattern 1 on the even rows only.
+    alone = bench.metric(examples)
+    alone.update(shards[0], preds[shards[0]])
+    assert float(alone.compute()["n"]) < n
 
 
 def test_unpredicted_group_is_left_out(tinad):

@@ -76,6 +76,8 @@ class Tinad(Benchmark):
     prediction_help = "True or False (any case, or a JSON boolean)"
     reported_metrics = (
         *scores(["accuracy", "accuracy/affirmation", "accuracy/negation", *(f"accuracy/{c}" for c in CELLS)]),
+        # Figure 2's accuracy per pattern, before the negation-type family (which would match it too).
+        score("accuracy/pattern/<NN>"),
         score("accuracy/<negation type>"),
         *scores(["coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation"]),
         count("groups_scored"),

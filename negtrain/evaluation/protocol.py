@@ -109,13 +109,15 @@ def tinad_patterns(protocol: Protocol, table: ExtraTable, formats: dict[str, lis
             path = out / "predictions" / f"{v.file_stem}.jsonl" if out is not None else None
             if path is None or not path.is_file():
                 continue
-            scored, metric = scored_metric(bench.name, v.split, path, allow_missing=True)
-            for e, o in zip(bench.load(v.split), metric.last_outcomes.tolist(), strict=False):
-                if o == MISSING:
+            _, metric = scored_metric(bench.name, v.split, path, allow_missing=True)
+            # The metric's own definition of a right answer and of a sentence's pattern, so this
+            # table and the metric's accuracy/pattern/<NN> (Figure 2) count alike.
+            seen, right = metric.seen_right(metric.last_outcomes)
+            for e, s, r, pid in zip(bench.load(v.split), seen.tolist(), right.tolist(), metric.patterns.tolist(), strict=True):
+                if not s:
                     continue
-                right = o >= 0 and scored.predicted_labels[o] == e.label  # UNPARSED (< 0) is wrong
-                cell = counts.setdefault((int(e.meta["pattern_id"]), e.meta["pattern"]), {}).setdefault(e.subset, [0, 0])
-                cell[0] += int(right)
+                cell = counts.setdefault((int(pid), e.meta["pattern"]), {}).setdefault(e.subset, [0, 0])
+                cell[0] += int(r)
                 cell[1] += 1
         for (pid, name), cells in sorted(counts.items()):
             shown = []

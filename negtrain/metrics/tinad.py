@@ -12,6 +12,8 @@ from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 ANTONYMY_PATTERNS = frozenset({2, 4})
 # The negation types the authors' scorer breaks accuracy down by, in the paper's order.
 NEGATION_TYPES = ("verbal", "non-verbal", "analytic", "synthetic", "clausal", "subclausal")
+#: The key of a pattern's accuracy (Figure 2's columns): ``accuracy/pattern/01`` .. ``accuracy/pattern/11``.
+PATTERN_KEY = "pattern/{:02d}"
 COHERENCE = ("coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation")
 
 
@@ -35,7 +37,17 @@ class TinadMetric(ExampleMetric):
       ``negation_type`` is "affirmation");
     - ``accuracy/<type>`` for every negation type found in ``negation_type``, ``semantic_type`` or
       ``syntactic_scope`` (lower-cased; "affirmation" and "none" are not types): verbal,
-      non-verbal, analytic, synthetic, clausal, subclausal.
+      non-verbal, analytic, synthetic, clausal, subclausal;
+    - ``accuracy/pattern/<NN>`` for every pattern found in ``pattern_id`` (``accuracy/pattern/01``
+      .. ``accuracy/pattern/11``): the accuracy of Figure 2 (§6). The paper says "we fine-tune
+      Vicuna13B with each of the 11 patterns ... and we evaluate its performance on the other
+      patterns. Figure 2 shows the overall accuracy scores": overall accuracy, i.e. every sentence
+      of the pattern, affirmative and negated, with and without a distractor, each by its own
+      ``pattern_id``. The paper does not name the split; its §6 evaluates on the test split (Table
+      7 "the affirmative test sentences"), which is what ``negtrain test`` scores. A pattern absent
+      from the data is not reported (its accuracy is undefined, not 0); one present but with no
+      prediction is NaN. The protocol's Table 5 (``tinad_patterns``) counts with the same
+      ``seen_right``, by pattern and cell.
 
     Coherence is computed per ``test_id`` group. Each cell has a reference label: for patterns other
     than 2 and 4, input-affirmation True, input-negation False, distractor-affirmation False,
@@ -83,6 +95,9 @@ class TinadMetric(ExampleMetric):
         self.gold = np.asarray(gold, dtype=bool)
         self.cells = np.array([self.cell_names.index(c) for c in cells], dtype=np.int64)
         patterns = np.asarray(patterns, dtype=np.int64)
+        #: Each sentence's own pattern (Figure 2's per-pattern accuracy, the protocol's Table 5).
+        self.patterns = patterns
+        self.pattern_ids = sorted({int(p) for p in patterns.tolist()})
         order: dict[str | None, list[int]] = {}
         for i, g in enumerate(groups):
             order.setdefault(g, []).append(i)
@@ -101,11 +116,18 @@ class TinadMetric(ExampleMetric):
         self.type_names = [t for t in NEGATION_TYPES if t in found] + sorted(found - set(NEGATION_TYPES))
         self.type_members = {t: np.array([t in {x.strip().lower() for x in ts} for ts in types], dtype=bool) for t in self.type_names}
 
-    def unit_table(self, predictions: np.ndarray) -> UnitTable:
+    def seen_right(self, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per sentence, whether it was predicted and whether it was predicted right: the one
+        definition of a right answer for every TINAD accuracy (this metric's, the protocol's
+        Table 5)."""
         seen = predictions != MISSING
-        pred_true = predictions == self.true_id
         # An unparsed response is neither True nor False: wrong whatever the gold label.
-        right = seen & (predictions != UNPARSED) & (pred_true == self.gold)
+        right = seen & (predictions != UNPARSED) & ((predictions == self.true_id) == self.gold)
+        return seen, right
+
+    def unit_table(self, predictions: np.ndarray) -> UnitTable:
+        seen, right = self.seen_right(predictions)
+        pred_true = predictions == self.true_id
         affirmation = (self.cells == 0) | (self.cells == 2)
         columns = {
             "seen": seen, "right": right,
@@ -118,6 +140,9 @@ class TinadMetric(ExampleMetric):
         for t in self.type_names:
             columns[f"seen/{t}"] = seen & self.type_members[t]
             columns[f"right/{t}"] = right & self.type_members[t]
+        for p in self.pattern_ids:
+            columns[f"seen/{PATTERN_KEY.format(p)}"] = seen & (self.patterns == p)
+            columns[f"right/{PATTERN_KEY.format(p)}"] = right & (self.patterns == p)
 
         n_groups = len(self.groups)
         per_unit = {k: np.zeros(n_groups, dtype=bool) for k in ("groups_scored", "groups_lacking_cell", *COHERENCE)}
@@ -145,7 +170,8 @@ class TinadMetric(ExampleMetric):
 
     def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
         out: dict[str, np.ndarray | Mean] = {"accuracy": Mean(t["right"], t["seen"])}
-        for name in ("affirmation", "negation", *self.cell_names, *self.type_names):
+        patterns = [PATTERN_KEY.format(p) for p in self.pattern_ids]
+        for name in ("affirmation", "negation", *self.cell_names, *self.type_names, *patterns):
             out[f"accuracy/{name}"] = Mean(t[f"right/{name}"], t[f"seen/{name}"])
         for k in COHERENCE:
             out[k] = Mean(t[k], t["groups_scored"])
