@@ -27,7 +27,6 @@ from negtrain.evaluation.card_render import n_of, subset_head
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord
 from negtrain.evaluation.nli_protocols import NLI_BREAKDOWNS, skipped_optional
-from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import estimate
 from negtrain.models import provenance
 from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
