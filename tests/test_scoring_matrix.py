@@ -230,8 +230,10 @@ def test_every_family_in_the_table_names_a_builder_on_the_models_floor():
         assert callable(build) and build.__module__.startswith("negtrain.models."), (name, build)
 
 
-def test_card_options_need_model(capsys):
-    assert main(["evaluate", "--benchmark", "scone", "--split", "test", "--predictions", "p.jsonl", "--shots", "2", "--strict"]) == 2
+def test_card_options_need_model(capsys, tmp_path):
+    predictions = tmp_path / "p.jsonl"  # present, so the path check (cli.main) lets the options be judged
+    predictions.write_text("")
+    assert main(["evaluate", "--benchmark", "scone", "--split", "test", "--predictions", str(predictions), "--shots", "2", "--strict"]) == 2
     assert "--strict, --shots go with --model (a report card)" in capsys.readouterr().err
 
 

@@ -353,8 +353,9 @@ class OpenAIBackend:
                            f"{self.ALIGNMENT_CONTEXT!r} differs with the token that follows it: {seen}; llama-cpp-python's "
                            "server does this), so its log-likelihoods would be wrong; score them with the same model file in "
                            "this process (--backend transformers, or hf), or through a server docs/served.md lists as verified")
-        if self.cache is not None:
+        if self.cache is not None:  # committed at once: one row that saves three requests on a rerun
             self.cache.put(key, Answer(text="aligned"))
+            self.cache.flush()
         return True, ""
 
 

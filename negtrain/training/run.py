@@ -369,9 +369,8 @@ def evaluate_each(
     survives a kill: set ``name`` is recorded into the fresh folder ``staging(name)`` (its
     metrics line and predictions file, as :func:`evaluate` writes them), and ``done(name, folder,
     records)`` is called on rank zero as soon as that set is finished, before the next one starts,
-    with the records the recorder wrote for it (handed on, so nothing reads the file back).
-
-    A SIGTERM stops it with :class:`Stopped` (never a success); what ``done`` kept stays.
+    with the records the recorder wrote for it (handed on, so nothing reads the file back). A
+    SIGTERM stops it with :class:`Stopped` (never a success); what ``done`` kept stays.
     ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
     a continued card adds this session to the one it has. ``response_cache``: a language model's
     answers are kept there row by row (:class:`negtrain.serving.cache.ResponseCache`), so a set
@@ -398,23 +397,25 @@ def evaluate_each(
     recorder = next(c for c in trainer.callbacks if isinstance(c, RunRecorder))  # type: ignore[attr-defined]  # set by Lightning's callback connector
     recorded: list[RunRecord] = []  # what the recorder wrote for the current set, handed to ``done``
     recorder.listeners.append(recorded.append)
-    for eval_set in sets:
-        folder = staging(eval_set.name)
-        recorder.run_dir = folder
-        recorded.clear()
-        # One set per validate call: the module and the data module iterate over these lists.
-        built.module.eval_sets = [eval_set]
-        built.data.eval_sets = [eval_set]
-        try:
-            trainer.validate(built.module, datamodule=built.data, verbose=False)
-        except SIGTERMException:
-            raise Stopped(signal.SIGTERM, "stopped by SIGTERM") from None
-        if trainer.is_global_zero:
-            done(eval_set.name, folder, list(recorded))
-        if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
-            raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
-    if cache is not None:
-        cache.close()
+    try:
+        for eval_set in sets:
+            folder = staging(eval_set.name)
+            recorder.run_dir = folder
+            recorded.clear()
+            # One set per validate call: the module and the data module iterate over these lists.
+            built.module.eval_sets = [eval_set]
+            built.data.eval_sets = [eval_set]
+            try:
+                trainer.validate(built.module, datamodule=built.data, verbose=False)
+            except SIGTERMException:
+                raise Stopped(signal.SIGTERM, "stopped by SIGTERM") from None
+            if trainer.is_global_zero:
+                done(eval_set.name, folder, list(recorded))
+            if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
+                raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
+    finally:  # rows answered so far stay in the cache however the loop ends (a kill too): a rerun reuses them
+        if cache is not None:
+            cache.close()
     if checkpoint is None and built.fresh_head:
         note = zero_shot_note(built.fresh_head, fresh_head_remedy)
         if trainer.is_global_zero:
@@ -454,8 +455,7 @@ def zero_shot_note(fresh: list[str], remedy: str = WITH_CHECKPOINT) -> str:
 
 def score_in_process(loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path],
                      done: Callable[[str, Path, list[RunRecord]], None], **settings: Any) -> str | None:
-    """A report card's ``hf`` backend: :func:`evaluate_each` with third-party logs quieted. The card
-    (evaluation/, which never imports training) gets it from the ``evaluate`` command."""
+    """A report card's ``hf`` backend: :func:`evaluate_each`, third-party logs quieted (handed to evaluation/ by ``evaluate``)."""
     quiet_third_party_logs()
     return evaluate_each(loaded, checkpoint, staging, done, **settings)
 
