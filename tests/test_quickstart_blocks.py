@@ -10,8 +10,10 @@ added to the page is never skipped silently.
 - The one change to the page's commands: ``fit`` gets ``--trainer.max_epochs=1
   --trainer.limit_train_batches=2 --trainer.limit_val_batches=2`` appended (``fit --recipe
   scone_minilm`` trains for minutes); every other command runs verbatim.
-- ``export NAME=VALUE`` sets the environment of later commands; ``path/to/data`` is the
-  benchmark mirror the suite runs on (NEGTRAIN_DATA_DIR, the ``data_dir`` fixture).
+- ``export NAME=VALUE`` sets the environment of later commands, in later blocks too, as in one
+  shell session; ``path/to/data`` is the benchmark mirror the suite runs on (NEGTRAIN_DATA_DIR,
+  the ``data_dir`` fixture). So the blocks run in the page's order, as one test file: a block
+  selected alone (``-k line75``) lacks the first block's export and its outputs.
 - ``pip install ...`` is not run (the suite's environment has what the project installs); the
   modules such a line brings must be importable, else that block is skipped with the reason.
 
