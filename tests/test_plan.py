@@ -136,9 +136,9 @@ def test_a_scone_icl_card_resolves_once_and_parses_scone_once(lm_env, monkeypatc
     resolved = {"n": 0}
     real = plan_module.resolve_benchmarks
 
-    def counted(recipe, announce=True):
+    def counted(recipe, *args, **kwargs):
         resolved["n"] += 1
-        return real(recipe, announce)
+        return real(recipe, *args, **kwargs)
 
     monkeypatch.setattr(plan_module, "resolve_benchmarks", counted)
     out = tmp_path / "icl"
