@@ -300,12 +300,19 @@ def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
     losses = [(r.name, r.epochs[-1].train.loss) for r in runs if r.epochs and r.epochs[-1].train]
     if losses:
         lines += ["", "Final training loss: " + ", ".join(f"{n} {_fmt(v, 'loss', 'train')}" for n, v in losses)]
+    lines += _recipe_sections(runs)
+    return redact_text("\n".join(lines) + "\n")
+
+
+def _recipe_sections(runs: list[RunDir]) -> list[str]:
+    """Each run's recipe (and the command that made it), at the end of a summary."""
+    lines: list[str] = []
     for run in runs:
         lines += ["", f"## Recipe: {run.name}", ""]
         if run.command:
             lines += ["```bash", run.command, "```", ""]
         lines += ["```yaml", run.recipe_text.rstrip(), "```"]
-    return redact_text("\n".join(lines) + "\n")
+    return lines
 
 
 def _final_table(runs: list[RunDir], header: str) -> list[str]:
@@ -337,11 +344,7 @@ def evaluation_summary(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
     lines += _final_table(runs, "| benchmark | metric | " + " | ".join(r.name for r in runs) + " |")
     for run in runs:
         lines += ["", *_interval_note(run)]
-    for run in runs:
-        lines += ["", f"## Recipe: {run.name}", ""]
-        if run.command:
-            lines += ["```bash", run.command, "```", ""]
-        lines += ["```yaml", run.recipe_text.rstrip(), "```"]
+    lines += _recipe_sections(runs)
     return redact_text("\n".join(lines) + "\n")
 
 
