@@ -57,6 +57,7 @@ MOVED: dict[str, str] = {
     "negtrain.secrets": "negtrain.core.secrets",
     "negtrain.seeds": "negtrain.runs.seeds",
     "negtrain.served": "negtrain.evaluation.served",
+    "negtrain.serving.requests": "negtrain.engine.requests",
     "negtrain.server_settings": "negtrain.core.server_settings",
     "negtrain.stop_signals": "negtrain.core.stop_signals",
     "negtrain.sweeps": "negtrain.runs.sweeps",

@@ -98,7 +98,7 @@ def record(model: str, out: Path, flags: list[str], requests_file: Path) -> None
     write the requests (in order) as JSON lines. Called in a subprocess (``record`` command)."""
     from negtrain.cli import main
     from negtrain.config import register_backend
-    from negtrain.serving.requests import Answer, Generation
+    from negtrain.engine.requests import Answer, Generation
 
     seen: list[dict] = []
 

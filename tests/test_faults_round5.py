@@ -317,7 +317,7 @@ def test_the_context_error_counts_every_prompt_and_names_its_row_once(lm_env):
     from negtrain.evaluation.served import _row
     from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.in_process import InProcessBackend
-    from negtrain.serving.requests import Counts, Generation, Loglikelihood
+    from negtrain.engine.requests import Counts, Generation, Loglikelihood
 
     recipe = validate_recipe({"description": "x", "model": {"name": str(lm_env["llama"]), "family": "causal_lm"},
                               "data": {"eval": [{"benchmark": "tinad", "split": "test"}], "eval_batch_size": 3}}, "test")

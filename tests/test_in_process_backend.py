@@ -13,7 +13,7 @@ import pytest
 from negtrain.cli import main
 from negtrain.core.errors import ConfigError
 from negtrain.serving.backend import BackendContext, open_backend
-from negtrain.serving.requests import Counts, Generation, Loglikelihood
+from negtrain.engine.requests import Counts, Generation, Loglikelihood
 from tiny_models import cut_world
 
 SCONE_ROWS = 2  # per condition file: 12 examples

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from negtrain.serving.cache import ResponseCache
-from negtrain.serving.requests import Answer
+from negtrain.engine.requests import Answer
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -63,7 +63,7 @@ def test_a_rewritten_answer_is_the_last_one_put(tmp_path):
 KILLED = """
 import os, signal, sys
 from negtrain.serving.cache import ResponseCache
-from negtrain.serving.requests import Answer
+from negtrain.engine.requests import Answer
 cache = ResponseCache(sys.argv[1], batch_rows=10, batch_seconds=3600)
 for i in range(25):
     cache.put(f"k{i}", Answer(text=f"answer {i}"))
@@ -73,7 +73,7 @@ os.kill(os.getpid(), signal.SIGKILL)  # no close, no exit handlers: as a kill -9
 LEFT_OPEN = """
 import sys
 from negtrain.serving.cache import ResponseCache
-from negtrain.serving.requests import Answer
+from negtrain.engine.requests import Answer
 cache = ResponseCache(sys.argv[1], batch_rows=10, batch_seconds=3600)
 for i in range(3):
     cache.put(f"k{i}", Answer(text=f"answer {i}"))

@@ -19,7 +19,7 @@ import pytest
 from negtrain.cli import main
 from negtrain.config import backend_names, register_backend, unregister_backend
 from negtrain.core.errors import ConfigError
-from negtrain.serving.requests import Answer, Loglikelihood
+from negtrain.engine.requests import Answer, Loglikelihood
 
 ROWS = 3  # per condition file: 18 examples, 3 contrast sets
 CONDITIONS = ("no_negation", "one_not_scoped", "one_scoped", "one_scoped_one_not_scoped", "two_scoped", "two_not_scoped")

@@ -8,7 +8,7 @@ the recipe check a name without importing the backend, and nothing registers on 
 factory takes a :class:`negtrain.serving.backend.BackendContext` (the model's name, the
 ``evaluation.server`` section, the response cache) and returns a
 :class:`negtrain.serving.backend.Backend`: an object that answers the typed requests of
-:mod:`negtrain.serving.requests` (a greedy generation, a continuation's log-likelihood), batched.
+:mod:`negtrain.engine.requests` (a greedy generation, a continuation's log-likelihood), batched.
 
 A backend kept outside the package (a plugin's, or a test's: tests/test_table_backend.py) is one
 call, :func:`register_backend`, made before the command runs.
@@ -54,7 +54,7 @@ def register_backend(name: str, factory: str | Callable[..., Any]) -> str:
     """Add a backend to the table, at run time, and return its name.
 
     ``factory`` is ``"module:function"`` or the function: called with a ``BackendContext``, it
-    returns an object answering :mod:`negtrain.serving.requests` (see
+    returns an object answering :mod:`negtrain.engine.requests` (see
     :class:`negtrain.serving.backend.Backend`). From then on ``evaluate --backend NAME`` and a
     recipe's ``evaluation.backend: NAME`` take it like a shipped backend. Called explicitly
     (nothing registers on import); :func:`unregister_backend` takes it out again.

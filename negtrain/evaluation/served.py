@@ -2,7 +2,7 @@
 :mod:`negtrain.config.backends`: a model behind an OpenAI-compatible server, or a registered
 one), into the same files as the in-process ``hf`` backend.
 
-An eval entry becomes requests (:mod:`negtrain.serving.requests`) built from the same prompts,
+An eval entry becomes requests (:mod:`negtrain.engine.requests`) built from the same prompts,
 shots, strategies and verbalizers as the ``causal_lm`` family builds them
 (:mod:`negtrain.models.lm`, :mod:`negtrain.prompts`):
 
@@ -46,7 +46,7 @@ from negtrain.models.prompting import (
 )
 from negtrain.evaluation.served_prompts import Prepared, prepare_entry
 from negtrain.serving.backend import Backend
-from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood, Request
+from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, Request
 
 #: What a decoder gives for the bytes of a character cut off by the token limit.
 INCOMPLETE_TAIL = "\ufffd"

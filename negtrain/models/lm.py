@@ -69,7 +69,7 @@ from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.models.generation import Generated, Limits, greedy
 from negtrain.serving.cache import ResponseCache
-from negtrain.serving.requests import Answer, cache_key
+from negtrain.engine.requests import Answer, cache_key
 from negtrain.prompts.strategies import Answering
 # Moved to prompting.py (text only, so a served card needs no Lightning); imported here where
 # lm.py uses them, and for the code that imports them from here.

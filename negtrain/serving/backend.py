@@ -1,11 +1,11 @@
 """What every served backend is: an object that answers the typed requests of
-:mod:`negtrain.serving.requests` in batches, and how a backend is made from its row of the table
+:mod:`negtrain.engine.requests` in batches, and how a backend is made from its row of the table
 (:mod:`negtrain.config.backends`).
 
-A backend answers a list of requests (greedy :class:`~negtrain.serving.requests.Generation`\\ s and
-continuation :class:`~negtrain.serving.requests.Loglikelihood`\\ s, in any mix) with one
-:class:`~negtrain.serving.requests.Answer` per request, in order, counting what it sent, read from
-a cache and the tokens in :class:`~negtrain.serving.requests.Counts`; with ``allow_missing`` a
+A backend answers a list of requests (greedy :class:`~negtrain.engine.requests.Generation`\\ s and
+continuation :class:`~negtrain.engine.requests.Loglikelihood`\\ s, in any mix) with one
+:class:`~negtrain.engine.requests.Answer` per request, in order, counting what it sent, read from
+a cache and the tokens in :class:`~negtrain.engine.requests.Counts`; with ``allow_missing`` a
 request it could not answer is None and named in ``counts.missing``, else it raises. The scoring of
 benchmarks from those answers is the backend's concern nowhere: :mod:`negtrain.evaluation.served` builds the
 requests and reads the answers, whatever backend gave them.
@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 from negtrain.config.backends import BACKENDS, check_backend
 from negtrain.core.errors import ConfigError
 from negtrain.serving.cache import ResponseCache
-from negtrain.serving.requests import Answer, Counts, Request
+from negtrain.engine.requests import Answer, Counts, Request
 
 
 @runtime_checkable
@@ -33,7 +33,7 @@ class Backend(Protocol):
         ...
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
-        """Whether it answers :class:`~negtrain.serving.requests.Loglikelihood` requests rightly, and when not,
+        """Whether it answers :class:`~negtrain.engine.requests.Loglikelihood` requests rightly, and when not,
         what it does, as words that follow its name (``returns no prompt log-probabilities (...)``)."""
         ...
 

@@ -2,7 +2,7 @@
 was already answered.
 
 One SQLite file (``responses.sqlite``): a row per answered request, keyed by
-:func:`negtrain.serving.requests.cache_key`. Answers are written in batches, one transaction per
+:func:`negtrain.engine.requests.cache_key`. Answers are written in batches, one transaction per
 :data:`BATCH_ROWS` answers or per :data:`BATCH_SECONDS` since the batch's first answer, whichever
 comes first, and at ``close`` (and at the process's exit, for a cache left open); a transaction a
 row cost one disk sync per answer, most of a small card's fixed cost. SQLite's journal makes each
@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from negtrain.core.errors import ConfigError
-from negtrain.serving.requests import Answer
+from negtrain.engine.requests import Answer
 
 FILE_NAME = "responses.sqlite"
 #: Answers per transaction.

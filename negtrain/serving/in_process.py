@@ -1,13 +1,13 @@
 """The ``transformers`` backend: a causal language model loaded in this process, answering the
-typed requests of :mod:`negtrain.serving.requests` as a server would, so a report card scored
+typed requests of :mod:`negtrain.engine.requests` as a server would, so a report card scored
 through it takes the served path (:mod:`negtrain.evaluation.served`: the same request building, answer
 reading, metric and records as ``--backend openai``).
 
-- :class:`~negtrain.serving.requests.Generation`: greedy, batched by length, left-padded
+- :class:`~negtrain.engine.requests.Generation`: greedy, batched by length, left-padded
   (:func:`negtrain.models.generation.respond`, the generation the ``hf`` backend's modules use);
   the prompt text is tokenized with the tokenizer's special tokens, as the ``causal_lm`` family
   tokenizes a prompt.
-- :class:`~negtrain.serving.requests.Loglikelihood`: the continuation's summed log-probability,
+- :class:`~negtrain.engine.requests.Loglikelihood`: the continuation's summed log-probability,
   its ids split from the context's as lm-evaluation-harness splits them
   (:func:`negtrain.models.choice_inputs.split_pair`), scored by
   :func:`negtrain.models.continuation.continuation_logprobs`.
@@ -34,7 +34,7 @@ from negtrain.models.context import model_context, rows_over
 from negtrain.models.generation import Limits, respond_ids
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.serving.backend import BackendContext
-from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood, Request
+from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, Request
 
 #: Prompts per forward pass when the recipe does not say (``data.eval_batch_size``).
 DEFAULT_BATCH = 8

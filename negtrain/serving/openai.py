@@ -1,11 +1,11 @@
 """A client for any OpenAI-compatible server (vLLM, TGI, llama.cpp's server, ``transformers
-serve``, OpenAI itself), answering :mod:`negtrain.serving.requests`.
+serve``, OpenAI itself), answering :mod:`negtrain.engine.requests`.
 
-- A :class:`~negtrain.serving.requests.Generation` goes to ``/v1/chat/completions`` when it is a
+- A :class:`~negtrain.engine.requests.Generation` goes to ``/v1/chat/completions`` when it is a
   chat turn, else to ``/v1/completions``; greedy (:data:`GREEDY`), with its token limit and stop
   strings, and the settings' ``extra_body`` (a server's own sampling fields, such as llama.cpp's
   ``repeat_penalty``) merged in.
-- A :class:`~negtrain.serving.requests.Loglikelihood` goes to ``/v1/completions`` with the
+- A :class:`~negtrain.engine.requests.Loglikelihood` goes to ``/v1/completions`` with the
   context and continuation as one prompt, ``echo: true`` and ``logprobs: 1`` (the legacy form
   vLLM serves, as lm-evaluation-harness's ``local-completions`` asks it). The server tokenizes the
   prompt itself; the continuation is the tokens from the one that starts at the end of the context
@@ -41,7 +41,7 @@ from negtrain.core.server_settings import SERVER_SETTINGS
 from negtrain.serving import answers, http
 from negtrain.serving.answers import Malformed
 from negtrain.serving.cache import ResponseCache
-from negtrain.serving.requests import Answer, Counts, Generation, Loglikelihood, Request, cache_key
+from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, Request, cache_key
 
 #: The longest wait between two tries, whatever Retry-After says.
 MAX_WAIT = 60.0
