@@ -58,6 +58,7 @@ MOVED: dict[str, str] = {
     "negtrain.seeds": "negtrain.runs.seeds",
     "negtrain.served": "negtrain.evaluation.served",
     "negtrain.serving.requests": "negtrain.engine.requests",
+    "negtrain.evaluation.served_prompts": "negtrain.engine.prompts",
     "negtrain.server_settings": "negtrain.core.server_settings",
     "negtrain.stop_signals": "negtrain.core.stop_signals",
     "negtrain.sweeps": "negtrain.runs.sweeps",

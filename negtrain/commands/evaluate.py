@@ -91,13 +91,14 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError("--protocol names its own benchmarks, strategies and shots; drop --benchmarks, --strategy and --shots")
         if args.shots == "paper" and not args.strategy:
             raise NegtrainError("--shots paper uses a strategy's fixed demonstrations; add --strategy NAME")
-        if args.json or (args.allow_missing and args.backend == "hf"):
+        if args.json or (args.allow_missing and args.backend in ("hf", "transformers")):
             given = [f for f, on in (("--json", args.json), ("--allow-missing", args.allow_missing)) if on]
             raise NegtrainError(f"{', '.join(given)}: a report card writes card.md and metrics.jsonl, and scores every "
                                 "example it loads; --allow-missing is for --predictions or --backend openai")
         check_bootstrap(args)
-        # extra: recipe overrides such as --trainer.devices=2. The hf backend scores through the
-        # training floor, which the card (evaluation/) never imports: handed in from here.
+        # extra: recipe overrides such as --trainer.devices=2. A classifier or masked LM is scored
+        # through the training floor, which the card (evaluation/) never imports: handed in from
+        # here, and imported only when such a card calls it.
         out = make_card(card_request(args, extra), in_process=_score_in_process)
         print(f"browse every example: {command_for(out)}")
         return 0

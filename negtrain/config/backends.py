@@ -1,9 +1,8 @@
 """The table of evaluation backends: what answers a report card's requests.
 
-``hf`` is the in-process backend: the model is loaded here and scored through Lightning, as
-``fit`` and ``validate`` score it. Every other backend is a row of :data:`BACKENDS` (``openai``: a
-server; ``transformers``: the model loaded here, answering the same requests): a name and
-its factory, named as ``"module:function"`` (like a family's builder), so the command line and
+Every backend is a row of :data:`BACKENDS`: ``hf`` (the default), the model loaded in this
+process; ``transformers``, the same backend under the name lm-evaluation-harness users know;
+``openai``, a model behind an OpenAI-compatible server. A row is a name and its factory, named as ``"module:function"`` (like a family's builder), so the command line and
 the recipe check a name without importing the backend, and nothing registers on import. The
 factory takes a :class:`negtrain.serving.backend.BackendContext` (the model's name, the
 ``evaluation.server`` section, the response cache) and returns a
@@ -21,31 +20,37 @@ from typing import Any
 
 from negtrain.core.errors import ConfigError, unknown_name
 
-#: The in-process backend (not a row: it loads the model here rather than answering requests).
+#: The default backend: the model loaded in this process. It answers the language-model families'
+#: requests like any row; a classifier (NLI) or masked LM, whose head or masked token is not a text
+#: request, is scored through its Lightning module by it (ARCHITECTURE.md, "One engine").
 IN_PROCESS = "hf"
 
 #: Backend name -> its factory, ``"module:function"`` (imported only when a card uses it) or the
 #: function itself (a registered one). Read when used, never copied at import.
 BACKENDS: dict[str, str | Callable[..., Any]] = {
+    # The model loaded in this process (any language-model family, a run directory, adapters,
+    # --truncate left, chat templates, cloze probes), answering the typed requests.
+    IN_PROCESS: "negtrain.serving.in_process:open_in_process",
     "openai": "negtrain.serving.openai:open_openai",
-    # The model loaded in this process, answering the same requests as a server (the served path).
+    # The same backend as hf, under lm-evaluation-harness's name for it.
     "transformers": "negtrain.serving.in_process:open_in_process",
 }
-#: The backends that load the model here and send no request, so a server's ``extra_body`` would
-#: be ignored: refused with them.
-SENDS_NO_REQUEST_BODY = frozenset({"transformers"})
+#: The backends that load the model in this process: they take a run directory, an adapter, any
+#: family and --truncate left, and send no request, so a server's ``extra_body`` would be ignored.
+IN_THIS_PROCESS = frozenset({IN_PROCESS, "transformers"})
+SENDS_NO_REQUEST_BODY = IN_THIS_PROCESS
 #: The backends that ship; :func:`unregister_backend` removes only those added at run time.
 SHIPPED_BACKENDS = frozenset(BACKENDS)
 
 
 def backend_names() -> tuple[str, ...]:
     """Every backend a card or recipe can name (``--backend``, ``evaluation.backend``), ``hf`` first."""
-    return (IN_PROCESS, *BACKENDS)
+    return tuple(BACKENDS)
 
 
 def check_backend(name: str) -> str:
     """``name`` when the table has it; else an error with the closest name (did you mean)."""
-    if name != IN_PROCESS and name not in BACKENDS:
+    if name not in BACKENDS:
         raise unknown_name("backend", name, backend_names())
     return name
 
@@ -61,7 +66,7 @@ def register_backend(name: str, factory: str | Callable[..., Any]) -> str:
     """
     if not isinstance(name, str) or not name.isidentifier():
         raise ConfigError(f"register_backend: a backend's name is a word (letters, digits, _), got {name!r}")
-    if name == IN_PROCESS or name in BACKENDS:
+    if name in BACKENDS:
         raise ConfigError(f"register_backend: the table already has a backend '{name}'")
     if isinstance(factory, str):
         module, _, function = factory.partition(":")
@@ -75,7 +80,7 @@ def register_backend(name: str, factory: str | Callable[..., Any]) -> str:
 
 def unregister_backend(name: str) -> None:
     """Take a backend added by :func:`register_backend` out of the table (the shipped ones stay)."""
-    if name == IN_PROCESS or name in SHIPPED_BACKENDS:
+    if name in SHIPPED_BACKENDS:
         raise ConfigError(f"unregister_backend: '{name}' ships with negtrain and stays in the table")
     if name not in BACKENDS:
         raise ConfigError(f"unregister_backend: no backend '{name}' was registered")

@@ -184,6 +184,9 @@ class EvalSet(ScoredSplit):
     evaluator: Callable | None = None
     #: ``(padded batch, epoch) -> batch``, applied after padding (the masks of held-out sentences).
     transform: Callable | None = None
+    #: A language model's set: its requests and how their answers are read
+    #: (:class:`negtrain.engine.entry_requests.EntryRequests`); a batch is only its rows' indices.
+    requests: Any = None
 
     def __deepcopy__(self, memo: dict) -> EvalSet:
         # An eval set is the run's data, not model state: a copy of the module (EMA's averaged

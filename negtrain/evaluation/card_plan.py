@@ -20,6 +20,7 @@ from negtrain.config import (
     FAMILY_PICK,
     FAMILY_SECTIONS,
     IN_PROCESS,
+    IN_THIS_PROCESS,
     check_backend,
     families_where,
     family_of,
@@ -292,9 +293,10 @@ def _llm_settings(raw: dict[str, Any], request: CardRequest) -> None:
 def _server_section(request: CardRequest) -> dict[str, Any] | None:
     backend = request.backend or IN_PROCESS
     given = {k: v for k, v in request.server.items() if v is not None}
-    if backend == IN_PROCESS:
+    if backend in IN_THIS_PROCESS:
         if given:
-            raise ConfigError(f"{', '.join(s.option for s in flagged() if s.name in given)} go with --backend openai")
+            raise ConfigError(f"{', '.join(s.option for s in flagged() if s.name in given)} go with --backend openai "
+                              f"(the {backend} backend loads the model in this process and sends no request)")
         return None
     if not given.get("base_url"):
         if backend != "openai":  # a registered backend that reads no server
@@ -335,7 +337,7 @@ def plan_card(request: CardRequest) -> CardPlan:
     overrides = parse_overrides(list(request.overrides))
     backend = check_backend(request.backend or IN_PROCESS)
     family = request.family
-    if backend != IN_PROCESS:
+    if backend not in IN_THIS_PROCESS:
         served = families_where("served")
         family = family or served[0]
         if family not in served:
@@ -360,7 +362,7 @@ def plan_card(request: CardRequest) -> CardPlan:
         raw["evaluation"] = {**raw["evaluation"], "backend": backend}
         if server is not None:
             raw["evaluation"]["server"] = {**server, **(raw["evaluation"].get("server") or {})}
-        if raw["evaluation"].get("truncate", "none") != "none":
+        if backend not in IN_THIS_PROCESS and raw["evaluation"].get("truncate", "none") != "none":
             # Nothing here cuts a served prompt: refused rather than ignored.
             whole = ("a served model is sent every prompt whole, and the server's context decides" if server is not None
                      else f"the {backend} backend answers every prompt whole and cuts none")
@@ -368,7 +370,7 @@ def plan_card(request: CardRequest) -> CardPlan:
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)
-    served_model = recipe.evaluation.backend != IN_PROCESS
+    served_model = recipe.evaluation.backend not in IN_THIS_PROCESS
     # Resolved once, here, before any model is loaded: unsupported pairs and unreadable benchmarks
     # are found in seconds, and the skipped ones go into the card.
     plan = resolve(recipe, PlanRequest(

@@ -17,7 +17,7 @@ import yaml
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.evaluation.card_plan import CardPlan, CardRequest, plan_card
 from negtrain.evaluation.card_render import chat_template_line, selected_on_test_line, write_card
-from negtrain.config import IN_PROCESS, RUN_ONLY_SERVER_SETTINGS, EvalConfig
+from negtrain.config import FAMILY_SECTIONS, IN_THIS_PROCESS, RUN_ONLY_SERVER_SETTINGS, EvalConfig
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord, read_records, write_records
@@ -105,15 +105,22 @@ def _staging(out: Path, name: str) -> Path:
     return folder
 
 
-#: Scores a card's benchmarks with the model loaded in this process (the ``hf`` backend): the
-#: training floor's ``score_in_process`` (Lightning's validate loop, one set at a time), with
+#: Scores a card's benchmarks with a classifier or masked LM loaded in this process: the training
+#: floor's ``score_in_process`` (Lightning's validate loop, one set at a time), with
 #: ``evaluate_each``'s arguments. evaluation/ never imports training, so the command hands it in.
 InProcessScorer = Callable[..., "str | None"]
 
 
+def through_engine(recipe) -> bool:
+    """Whether a card's benchmarks are requests answered by its backend (every language-model
+    family, on every backend), rather than a classifier's or masked LM's Lightning ``predict``."""
+    return recipe.evaluation.backend not in IN_THIS_PROCESS or FAMILY_SECTIONS[recipe.model.family].reads_prompts
+
+
 def make_card(request: CardRequest, in_process: InProcessScorer | None = None) -> Path:
-    """Plan, score and write a report card. ``in_process`` scores what the ``hf`` backend scores
-    (the ``evaluate`` command passes the training floor's); a served card needs none."""
+    """Plan, score and write a report card. ``in_process`` scores a classifier's or masked LM's
+    benchmarks (the ``evaluate`` command passes the training floor's, and only for those
+    families); a language model's card needs none."""
     card = plan_card(request)
     out = card.out
     check_output_dir(out, "--out")  # before the model loads: an unwritable --out fails at once
@@ -128,11 +135,13 @@ def make_card(request: CardRequest, in_process: InProcessScorer | None = None) -
 
 def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe, in_process: InProcessScorer | None = None) -> None:
     recipe, request = card.plan.recipe, card.request
-    served = recipe.evaluation.backend != IN_PROCESS
-    # A served card runs in one process; the hf one may run under DDP, where only rank zero writes
-    # the card's files. The rank is the launcher's environment (as Lightning reads it), so a card
-    # imports no Lightning to know it.
-    rank = 0 if served else process_rank()
+    served = through_engine(recipe)
+    # A card answered through the engine runs in one process; a classifier's may run under DDP,
+    # where only rank zero writes the card's files. The rank is the launcher's environment (as
+    # Lightning reads it), so a card imports no Lightning to know it.
+    rank = process_rank()
+    if served and rank != 0:
+        return  # launched under torchrun: rank zero answers every request
     entries: list[EvalConfig] = list(card.plan.evals)
     if rank == 0:
         continuing = _open_card_dir(out, resolved_recipe_yaml(loaded))
@@ -145,12 +154,12 @@ def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe, in_process:
     scored: dict[str, list[RunRecord]] = {}
     fresh_note = None
     if todo:
-        if served:  # no tokenizer, weights or Trainer here: nothing of theirs to quiet
+        if served:
             _score_served(card, todo, out, scored)
         else:
             if in_process is None:
-                raise NegtrainError(f"backend {IN_PROCESS} scores the model in this process: make_card needs in_process= "
-                                    "(negtrain.training.run.score_in_process, which the evaluate command hands in)")
+                raise NegtrainError(f"backend {recipe.evaluation.backend} scores a {recipe.model.family} model through its module: make_card "
+                                    "needs in_process= (negtrain.training.run.score_in_process, which the evaluate command hands in)")
             partial = card.plan.with_evals(todo)
             part_recipe = LoadedRecipe(name=loaded.name, path=loaded.path, recipe=partial.recipe)
 
@@ -177,7 +186,7 @@ def _template_system(recipe) -> str | None:
     from negtrain.models.folder_checks import load_lm_tokenizer
     from negtrain.models.sources import resolve_model_name
 
-    if not getattr(recipe.model, "chat", False) or recipe.evaluation.backend not in (IN_PROCESS, "transformers"):
+    if not getattr(recipe.model, "chat", False) or recipe.evaluation.backend not in IN_THIS_PROCESS:
         return None
     try:
         tokenizer = load_lm_tokenizer(resolve_model_name(recipe.model.name), recipe.model.name)
@@ -210,8 +219,9 @@ def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh
 
 
 def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[RunRecord]]) -> None:
+    """Every entry of ``todo`` through the card's backend (the engine), each kept as soon as it is scored."""
     from negtrain.evaluation.served import needs_logprobs, score_served
-    from negtrain.evaluation.served_prompts import prepare_all
+    from negtrain.engine.prompts import prepare_all
     from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.cache import ResponseCache
     from negtrain.models import provenance
@@ -219,15 +229,22 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
     recipe, request = card.plan.recipe, card.request
     server = recipe.evaluation.server
     allow_missing = server.allow_missing if server is not None else request.allow_missing
-    # A continued card adds this session to its provenance; a new one gets this one (write_resumed
-    # writes the record whole where there is none yet).
-    provenance.write_resumed(out, provenance.collect(recipe, "server", None, None))
+    here = recipe.evaluation.backend in IN_THIS_PROCESS
+    if here:  # transformers' and the tokenizers' chatter, as a Lightning card quiets it
+        _quiet_model_logs()
     cache = ResponseCache(request.cache or out / "responses.sqlite")
     try:
-        backend = open_backend(recipe.evaluation.backend, BackendContext(recipe.model.name, server, cache, recipe))
+        backend = open_backend(recipe.evaluation.backend, BackendContext(recipe.model.name, server, cache, recipe, checkpoint=card.checkpoint))
     except BaseException:
         cache.close()
         raise
+    # A continued card adds this session to its provenance; a new one gets this one (write_resumed
+    # writes the record whole where there is none yet). A model in this process is described by
+    # its config, checkpoint and the precision it runs in; a served one by its server.
+    model = getattr(backend, "model", None)
+    precision = getattr(backend, "precision", "server") if here else "server"
+    provenance.write_resumed(out, provenance.collect(recipe, precision, getattr(model, "config", None), card.checkpoint if here else None,
+                                                     dtype=getattr(backend, "dtype_words", None)))
     need = [e for e in todo if needs_logprobs(get_benchmark(e.benchmark), e)]
     if need:
         ok, answer = backend.offers_prompt_logprobs()
@@ -248,6 +265,16 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
             scored[set_name(entry)] = [result.record]
             c = result.counts
             print(f"{set_name(entry)}: {result.record['metrics'].get(headline(result.record['metrics']) or 'n')} "
-                  f"({c.requests} requests sent, {c.cached} answered from the cache)", flush=True)
+                  f"({c.requests} requests {'answered' if here else 'sent'}, {c.cached} answered from the cache)", flush=True)
     finally:
         cache.close()
+
+
+def _quiet_model_logs() -> None:
+    """transformers' warnings and progress bars off, and the tokenizers' fork warning, for a card
+    whose model loads here (a card's own lines say what it does)."""
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()

@@ -41,9 +41,12 @@ end, where the question is). Seq2seq inputs are right-padded. Causal inputs are 
 explicit position ids, so left padding changes nothing. A causal tokenizer without a pad token
 (Llama) pads with EOS; padding is masked out everywhere.
 
-This module holds the LightningModules and the builders; a prompt's ids and encodings are
-:mod:`negtrain.models.lm_encoding`, the multiple-choice and cloze eval sets
-:mod:`negtrain.models.lm_eval_sets`.
+Evaluation, in every answer mode, is the engine's (:mod:`negtrain.engine.entry_requests`): each
+eval set's rows are requests, answered by the in-process backend (:mod:`negtrain.serving.in_process`)
+wrapped round this module's model, exactly as a report card's ``--backend hf`` answers them.
+
+This module holds the LightningModules and the builders; a prompt's ids and training encodings
+are :mod:`negtrain.models.lm_encoding`, the eval sets :mod:`negtrain.models.lm_eval_sets`.
 """
 
 from __future__ import annotations
@@ -53,24 +56,23 @@ from typing import Any
 
 import torch
 
-from negtrain.models.continuation import score_batch
-from negtrain.config import CausalLmModelConfig, LanguageModelConfig, Recipe
+from contextlib import nullcontext
+
+from negtrain.config import IN_PROCESS, CausalLmModelConfig, LanguageModelConfig, Recipe
 from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.data.sources import source_name
 from negtrain.models.adapters import add_adapter, load_base
-from negtrain.models.base import NegtrainModule, close_calls
+from negtrain.models.base import NegtrainModule
 from negtrain.models.context import model_context
 from negtrain.models.contract import Built
 from negtrain.models.folder_checks import load_lm_tokenizer
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
-from negtrain.models.generation import Generated, Limits, greedy
-from negtrain.serving.cache import ResponseCache
-from negtrain.engine.requests import Answer, cache_key
-from negtrain.prompts.strategies import Answering
+from negtrain.engine.requests import Counts
+from negtrain.serving.in_process import in_process_backend
 # Moved to prompting.py (text only, so a served card needs no Lightning); imported here where
 # lm.py uses them, and for the code that imports them from here.
 from negtrain.models.prompting import (  # noqa: F401
@@ -116,14 +118,7 @@ from negtrain.models.lm_encoding import (  # noqa: F401
     seq2seq_targets,
     uses_chat,
 )
-from negtrain.models.lm_eval_sets import (  # noqa: F401
-    choice_eval_set,
-    cloze_eval_set,
-    fitting_of,
-    predict_choices,
-    predict_cloze,
-    strategy_choice_eval_set,
-)
+from negtrain.models.lm_eval_sets import engine_eval_sets
 
 
 
@@ -133,7 +128,9 @@ from negtrain.models.lm_eval_sets import (  # noqa: F401
 
 
 class LMModule(NegtrainModule):
-    """What both LM families share: per eval set, generate text or score each label's verbalizer."""
+    """What both LM families share: every eval set's rows put to the model as the engine's requests
+    (:mod:`negtrain.engine.entry_requests`), answered by the in-process backend wrapped round this
+    module's model, whatever the answer mode."""
 
     encoder_decoder: bool
     config: LanguageModelConfig
@@ -145,121 +142,41 @@ class LMModule(NegtrainModule):
         config: LanguageModelConfig,
         eval_sets: Sequence[EvalSet],
         recipe: Recipe | None = None,
+        backend: Any = None,
     ) -> None:
         super().__init__(config, eval_sets, recipe)
         self.model = model.train()
         self.pad_id = tokenizer.pad_token_id
         self.tokenizer = tokenizer  # generation decodes and matches stop strings through it
-
-    #: Answers kept on disk (:class:`negtrain.serving.cache.ResponseCache`), so a report card
-    #: killed inside a benchmark recomputes only the rows it had not answered; and what decides an
-    #: answer besides the input: the weights by content, tokenizer, dtype and precision
-    #: (:func:`negtrain.training.run.response_cache_settings`). None: every row is computed.
-    response_cache: ResponseCache | None = None
-    cache_settings: dict[str, Any] = {}
-
-    def use_response_cache(self, cache, settings: dict[str, Any]) -> None:
-        self.response_cache, self.cache_settings = cache, settings
-
-    def _cached(self, kind: str, batch: dict[str, torch.Tensor], extra: dict[str, Any], compute):
-        """Per row of ``batch``: its cached answer, or ``compute`` run on the rows without one
-        (as a smaller batch of the same padding) and stored. ``compute(sub_batch) -> list[Answer]``."""
-        assert self.response_cache is not None  # label_scores and generate come here only with a cache
-        ids, mask = batch["input_ids"], batch["attention_mask"]
-        keys = [
-            cache_key("hf", self.cache_settings, {"kind": kind, "ids": ids[i][mask[i].bool()].tolist(), **extra})
-            for i in range(len(ids))
-        ]
-        answers = [self.response_cache.get(k) for k in keys]
-        todo = [i for i, a in enumerate(answers) if a is None]
-        if todo:
-            rows = torch.tensor(todo, device=ids.device)
-            for i, answer in zip(todo, compute({"input_ids": ids[rows], "attention_mask": mask[rows]}), strict=False):
-                self.response_cache.put(keys[i], answer)
-                answers[i] = answer
-        return answers
-
-    def label_scores(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        """(B, labels): each label's verbalizer log-likelihood, normalised as the config says
-        (from the response cache for rows already answered)."""
-        if self.response_cache is None:
-            return self._label_scores(batch, eval_set)
-        extra = {"choices": eval_set.choices, "score": self.config.verbalizer_score}
-        answers = self._cached("label_scores", batch, extra,
-                               lambda sub: [Answer(scores=row) for row in self._label_scores(sub, eval_set).float().tolist()])
-        return torch.tensor([a.scores for a in answers], dtype=torch.float32, device=batch["input_ids"].device)
-
-    def _label_scores(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        choices = eval_set.choices
-        ids, mask = batch["input_ids"], batch["attention_mask"]
-
-        def score(ids, mask):
-            out = score_batch(self.model, ids, mask, [choices] * len(ids), encoder_decoder=self.encoder_decoder, pad_id=self.pad_id)
-            return out.normalized(self.config.verbalizer_score)
-
-        scores = score(ids, mask)
-        close = close_calls(scores.to(ids.device), self.config.fp32_recheck_margin)
-        if close is not None:
-            # Near-ties under bf16 autocast are scored again in fp32 (as the NLI family does).
-            with torch.autocast(device_type=ids.device.type, enabled=False):
-                scores[close] = score(ids[close.to(ids.device)], mask[close.to(ids.device)])
-        return scores
-
-    def default_answering(self) -> Answering:
-        """How a free-text benchmark is answered without a strategy: greedy, ``model.max_new_tokens``;
-        a causal LM's answer is its first line (it stops at a newline)."""
-        raise NotImplementedError
-
-    def generate(self, batch: dict[str, torch.Tensor], answering: Answering):
-        """The batch's greedy responses (:func:`negtrain.models.generation.greedy`; from the
-        response cache for rows already answered)."""
-        limits = Limits(answering.max_new_tokens, answering.stop)
-        if self.response_cache is None:
-            return greedy(self.model, self.tokenizer, batch["input_ids"], batch["attention_mask"], limits, self.encoder_decoder)
-        def compute(sub):
-            done = greedy(self.model, self.tokenizer, sub["input_ids"], sub["attention_mask"], limits, self.encoder_decoder)
-            return [Answer(text=g.text, tokens_out=g.tokens) for g in done]
-
-        extra = {"max_new_tokens": limits.max_new_tokens, "stop": list(limits.stop)}
-        return [Generated(a.text, a.tokens_out) for a in self._cached("generation", batch, extra, compute)]
-
-    def generate_texts(self, batch: dict[str, torch.Tensor], answering: Answering | None = None) -> list[str]:
-        """The answers the default rule reads in the batch's responses (free-text benchmarks)."""
-        answering = answering or self.default_answering()
-        return [answering.read(g.text) or "" for g in self.generate(batch, answering)]
+        #: The in-process backend (negtrain.serving.in_process) that built the eval sets' requests
+        #: and answers them with this module's model; not a submodule (the model is).
+        self.__dict__["backend"] = backend
 
     def predict(self, batch: dict[str, torch.Tensor], eval_set: EvalSet) -> torch.Tensor:
-        bench, examples = eval_set.benchmark, eval_set.examples
-        answering = eval_set.answering  # a generating strategy's, or None (see lm_eval_sets and _build_lm)
-        mode = answer_mode(bench, answering)
-        if mode in (AnswerMode.CHOICES, AnswerMode.CLOZE):  # the set's evaluator; fp32 under precision auto
-            assert eval_set.evaluator is not None, f"{eval_set.name}: a {mode.value} eval set without its evaluator"
-            with self.fp32_scoring(batch["index"].device.type):
-                return eval_set.evaluator(self, batch)
-        index = batch["index"].tolist()
-        if mode is AnswerMode.VERBALIZERS:
-            scores = self.label_scores(batch, eval_set)
-            if eval_set.log_samples:
-                store = self.eval_responses.setdefault(eval_set.name, {})
-                for idx, row in zip(index, scores.float().tolist(), strict=False):
-                    store[idx] = {label: round(v, 4) for label, v in zip(bench.labels, row, strict=False)}
-            return scores.argmax(-1).to(batch["index"].device)
-        answering = answering or self.default_answering()
-        generated = self.generate(batch, answering)
-        responses = self.eval_responses.setdefault(eval_set.name, {})
-        tokens = self.eval_tokens.setdefault(eval_set.name, {})
-        texts = self.eval_texts.setdefault(eval_set.name, {}) if bench.generative or eval_set.completions else {}
-        out = []
-        for idx, g in zip(index, generated, strict=False):
-            if eval_set.log_samples:
-                responses[idx] = g.text
-            tokens[idx] = g.tokens
-            assert eval_set.predicted_labels is not None  # EvalSet.__post_init__ fills it
-            outcome, text = answer_outcome(bench, examples[idx], answering.read(g.text), eval_set.completions, eval_set.predicted_labels)
-            if text is not None:
-                texts[idx] = text
-            out.append(outcome)
-        return torch.tensor(out, dtype=torch.long, device=batch["index"].device)
+        """The batch's rows answered through the engine: their requests, the backend's answers, and
+        what the metric is updated with (label ids, outcomes, choice log-likelihoods or cloze rows);
+        texts, responses, tokens and the prompts seen are kept for the records."""
+        built = eval_set.requests
+        assert built is not None, f"{eval_set.name}: a language model's eval set without its requests"
+        backend = self.__dict__["backend"]
+        backend.model = self.model
+        rows = batch["index"].tolist()
+        mode = built.mode
+        with torch.no_grad(), self.fp32_scoring(batch["index"].device.type) if mode in (AnswerMode.CHOICES, AnswerMode.CLOZE) else nullcontext():
+            answers = backend.answer(built.requests(rows), Counts())
+        read = built.read(rows, answers)
+        name = eval_set.name
+        if eval_set.log_samples and mode not in (AnswerMode.CHOICES, AnswerMode.CLOZE):
+            self.eval_responses.setdefault(name, {}).update(read.responses)
+        if mode.generates:
+            self.eval_tokens.setdefault(name, {}).update(read.tokens)
+            if built.bench.generative or built.completions:
+                self.eval_texts.setdefault(name, {}).update(read.texts)
+        if eval_set.prompts is not None:
+            for i, seen in read.seen.items():  # the log holds what the model saw: a cut prompt's kept text
+                eval_set.prompts[i] = seen
+        assert read.predictions is not None and read.index == rows
+        return read.predictions.to(batch["index"].device)
 
 
 class Seq2SeqModule(LMModule):
@@ -277,8 +194,6 @@ class Seq2SeqModule(LMModule):
     def loss_units(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         return (batch["labels"] != IGNORE).sum()  # the model's loss is a mean over answer tokens
 
-    def default_answering(self) -> Answering:
-        return Answering(method="generate", rule=None, max_new_tokens=self.config.max_new_tokens)
 
 
 def _positions(mask: torch.Tensor) -> torch.Tensor:
@@ -320,9 +235,6 @@ class CausalLMModule(LMModule):
             prompt = (answer * w / ((1 - w) * prompt_tokens)).unsqueeze(1)
         return torch.where(is_answer, torch.ones_like(prompt), prompt) * real
 
-    def default_answering(self) -> Answering:
-        return causal_answering(self.config)
-
 
 # ---------------------------------------------------------------------------------------------
 # Builders (see negtrain.models.families)
@@ -339,46 +251,10 @@ def _build_lm(recipe, loaded, causal: bool):
     context = model_context(AutoConfig.from_pretrained(path), tokenizer, recipe.evaluation.truncate)
 
     # What the family can score and train on was decided by the scoring matrix (resolve_benchmarks).
-    eval_sets = []
-    eval_specs = loaded.eval_specs or [None] * len(loaded.eval)
-    for (b, split, ex), spec in zip(loaded.eval, eval_specs, strict=False):
-        settings = PromptSettings.of(spec)
-        mode = settings.answer_mode(b)
-        if mode is AnswerMode.COMPLETIONS or (mode is AnswerMode.CHOICES and settings.strategy):
-            eval_sets.append(strategy_choice_eval_set(
-                tokenizer, b, split, ex, settings, cfg, causal, recipe.seed, recipe.evaluation.log_samples, context,
-            ))
-            continue
-        if mode in (AnswerMode.CHOICES, AnswerMode.CLOZE):
-            # The benchmark builds the context itself: no prompt, verbalizer or shots.
-            eval_sets.append(cloze_eval_set(tokenizer, b, split, ex) if mode is AnswerMode.CLOZE
-                             else choice_eval_set(tokenizer, b, split, ex, cfg, causal, context))
-            continue
-        answering = settings.generating_answer(b)
-        prompts, shot_ids = prompts_with_shots(b, split, ex, settings, cfg, recipe.seed)
-        conts = None if b.generative else label_continuations(tokenizer, b, settings.verbalizer or b.verbalizer(), cfg, causal)
-        fitting = fitting_of(context, b, split, ex)
-        room = 0  # a seq2seq model's answer is its decoder's
-        if causal:
-            if answering is not None:
-                room = answering.max_new_tokens
-            else:
-                room = cfg.max_new_tokens if conts is None else max(len(c) for c in conts)  # None: b.generative
-        # CondaQA's rule (min_shots): as many shots as fit, checked for every row before any weights load
-        prompts, shot_ids = prompts_fitted(tokenizer, prompts, shot_ids, settings, cfg, room, fitting)
-        texts, chatted = rendered_prompts(tokenizer, prompts, cfg)
-        if causal:
-            encoded, cut = encode_causal_eval(tokenizer, b, texts, cfg, room, chatted, fitting)
-        else:
-            encoded, cut = encode_seq2seq_prompts(tokenizer, texts, cfg, chatted, fitting)
-        metric = b.metric(ex)
-        metric.counts_unparsed = answering is not None
-        mark_cut(metric, cut, context)
-        log = recipe.evaluation.log_samples
-        eval_sets.append(EvalSet(
-            b, split, ex, encoded, metric=metric, choices=conts, shot_ids=shot_ids, answering=answering, shots_rule=settings.shots_rule,
-            prompts=seen_prompts(tokenizer, texts, encoded, cut, chatted) if log else None, variant=settings.variant, log_samples=log,
-        ))
+    # Every eval entry's requests are built, and its prompts checked against the model's context,
+    # before any weights load; the backend gets the model once it is loaded.
+    backend = in_process_backend(None, tokenizer, recipe, encoder_decoder=not causal, context=context, name=IN_PROCESS)
+    eval_sets = engine_eval_sets(recipe, loaded, backend)
 
     train = None
     if loaded.train:
@@ -407,12 +283,12 @@ def _build_lm(recipe, loaded, causal: bool):
     model = add_adapter(model, recipe.adapter, recipe.model.peft_task_type)
     freeze(model, cfg)
     if causal:
-        module: LMModule = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe)
+        module: LMModule = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe, backend=backend)
     else:
         start = AutoConfig.from_pretrained(path).decoder_start_token_id
         if start is None:
             start = tokenizer.pad_token_id
-        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=recipe, decoder_start_token_id=start)
+        module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=recipe, decoder_start_token_id=start, backend=backend)
     data = NegtrainData(recipe.data, recipe.seed, tokenizer.pad_token_id, train, eval_sets, pad_left=causal)
     return Built(module, data, tokenizer)
 

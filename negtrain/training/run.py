@@ -17,8 +17,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
-from negtrain.config import check_selection, selected_on_test_note, selection_bias_note, to_dict
-from negtrain.data.encoded import tokenizer_signature
+from negtrain.config import IN_THIS_PROCESS, check_selection, selected_on_test_note, selection_bias_note
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
@@ -30,7 +29,6 @@ from negtrain.core.paths import resume_command
 from negtrain.evaluation.plan import EvalPlan
 from negtrain.recipes import LoadedRecipe, recipe_needs, resolved_recipe_yaml  # noqa: F401 (imported from here too)
 from negtrain.core.secrets import redact_text
-from negtrain.serving.cache import ResponseCache
 from negtrain.models import provenance
 from negtrain.training import progress_lines, tracking
 from negtrain.training.build import Built, best_score, build, reload_weights
@@ -61,7 +59,7 @@ def _check_new_run_dir(run_dir: Path) -> None:
 def _build(loaded: LoadedRecipe, stage: str, plan: EvalPlan | None = None) -> tuple[LoadedRecipe, Built]:
     """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file;
     with the recipe as resolved (negtrain.evaluation.plan), which the run records."""
-    if loaded.recipe.evaluation.backend != "hf":
+    if loaded.recipe.evaluation.backend not in IN_THIS_PROCESS:
         # Training and validate/test load the model here; a served model is scored by a card.
         raise ConfigError(
             f"{loaded.path}: evaluation.backend {loaded.recipe.evaluation.backend}: a served model is scored by a report card "
@@ -372,9 +370,8 @@ def evaluate_each(
     with the records the recorder wrote for it (handed on, so nothing reads the file back). A
     SIGTERM stops it with :class:`Stopped` (never a success); what ``done`` kept stays.
     ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
-    a continued card adds this session to the one it has. ``response_cache``: a language model's
-    answers are kept there row by row (:class:`negtrain.serving.cache.ResponseCache`), so a set
-    cut short by a kill is continued without recomputing the rows it had answered.
+    a continued card adds this session to the one it has. ``response_cache``: unused (a classifier
+    or masked LM keeps no answers; a language model's card answers through the engine's cache).
     ``checkpoint_given_as``: how the user named the checkpoint, for errors (a card's ``--model RUN``).
     ``plan``: the recipe as the caller resolved it (resolved here when not given).
     Returns the note printed when part of the model's head is fresh (its numbers are chance level),
@@ -385,10 +382,6 @@ def evaluate_each(
     loaded, built = _build(loaded, "validate", plan)
     if checkpoint is not None:
         reload_weights(built.module, str(checkpoint), checkpoint_given_as)
-    cache = None
-    if response_cache is not None and hasattr(built.module, "use_response_cache"):
-        cache = ResponseCache(response_cache)
-        built.module.use_response_cache(cache, response_cache_settings(loaded, built, checkpoint))  # type: ignore[operator]  # hasattr above: the LM families' modules
     if provenance_dir is not None:
         record = _provenance(provenance_of or loaded, built, checkpoint, "validate")
         _write_provenance(provenance_dir, record, resuming=(provenance_dir / provenance.FILE_NAME).exists())
@@ -397,50 +390,27 @@ def evaluate_each(
     recorder = next(c for c in trainer.callbacks if isinstance(c, RunRecorder))  # type: ignore[attr-defined]  # set by Lightning's callback connector
     recorded: list[RunRecord] = []  # what the recorder wrote for the current set, handed to ``done``
     recorder.listeners.append(recorded.append)
-    try:
-        for eval_set in sets:
-            folder = staging(eval_set.name)
-            recorder.run_dir = folder
-            recorded.clear()
-            # One set per validate call: the module and the data module iterate over these lists.
-            built.module.eval_sets = [eval_set]
-            built.data.eval_sets = [eval_set]
-            try:
-                trainer.validate(built.module, datamodule=built.data, verbose=False)
-            except SIGTERMException:
-                raise Stopped(signal.SIGTERM, "stopped by SIGTERM") from None
-            if trainer.is_global_zero:
-                done(eval_set.name, folder, list(recorded))
-            if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
-                raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
-    finally:  # rows answered so far stay in the cache however the loop ends (a kill too): a rerun reuses them
-        if cache is not None:
-            cache.close()
+    for eval_set in sets:
+        folder = staging(eval_set.name)
+        recorder.run_dir = folder
+        recorded.clear()
+        # One set per validate call: the module and the data module iterate over these lists.
+        built.module.eval_sets = [eval_set]
+        built.data.eval_sets = [eval_set]
+        try:
+            trainer.validate(built.module, datamodule=built.data, verbose=False)
+        except SIGTERMException:
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM") from None
+        if trainer.is_global_zero:
+            done(eval_set.name, folder, list(recorded))
+        if trainer.received_sigterm:  # during the set's last batch: the set is complete and kept
+            raise Stopped(signal.SIGTERM, "stopped by SIGTERM")
     if checkpoint is None and built.fresh_head:
         note = zero_shot_note(built.fresh_head, fresh_head_remedy)
         if trainer.is_global_zero:
             print("\n".join(wrapped(note, table_width(), indent="")), flush=True)
         return note
     return None
-
-
-def response_cache_settings(loaded: LoadedRecipe, built: Built, checkpoint: Path | None) -> dict:
-    """What decides an in-process answer besides the row's input ids, by content and never by a
-    path: the weights' digests (:func:`provenance.weights_identity`), the tokenizer's content and
-    chat template, the dtype the weights are in and the precision they are run in, and the model
-    and adapter settings. (The generation limits and stop strings are part of each row's key.)"""
-    recipe = to_dict(loaded.recipe)
-    model = built.module.model
-    parameter = next(model.parameters(), None) if model is not None else None
-    return {
-        "weights": provenance.weights_identity(loaded.recipe, getattr(model, "config", None), checkpoint),
-        "tokenizer": tokenizer_signature(built.tokenizer),
-        "chat_template": getattr(built.tokenizer, "chat_template", None),
-        "dtype": str(parameter.dtype) if parameter is not None else None,
-        "precision": stage_precision(loaded.recipe.trainer, "validate")[0],
-        "model": {k: v for k, v in recipe["model"].items() if k not in ("name", "init_from")},
-        "adapter": {k: v for k, v in (recipe.get("adapter") or {}).items() if k != "path"},
-    }
 
 
 def zero_shot_note(fresh: list[str], remedy: str = WITH_CHECKPOINT) -> str:

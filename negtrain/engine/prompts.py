@@ -1,4 +1,5 @@
-"""A served card's prompts, built and checked for every entry before the first request is sent.
+"""An evaluation's prompts, built and checked for every entry before the first request is sent,
+and whether they go through a chat template.
 
 A backend that knows its model's context offers it (``context``, a
 :class:`negtrain.models.context.Context`) with ``prompt_lengths(texts)``, each text's length in
@@ -20,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from negtrain.benchmarks.base import ChoiceQuestions
+from negtrain.benchmarks.base import ChoiceQuestions, Example
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.models.context import Context, fit_shots, rows_over
 from negtrain.models.prompting import AnswerMode, PromptSettings, causal_answering, prompts_with_shots, verbalizer_text
@@ -39,36 +40,62 @@ class Prepared:
     prompts: list[Prompt] | None
     shot_ids: list[list[str]] | None
     note: str | None = None
+    #: The rows over the context that ``truncate: left`` will cut (None: not measured here, a chat
+    #: rendered by the backend or a server's prompts).
+    cut: list[int] | None = None
+
+
+def chats(cfg, backend, mode: AnswerMode) -> bool:
+    """Whether prompts answered in ``mode`` go to ``backend`` as chat messages: with ``--chat``
+    (``model.chat``); a causal LM's ``model.chat_template`` too, where the backend renders the
+    template itself (the model in this process) and its tokenizer has one. A benchmark scored on
+    its own context (multiple choice without a strategy, cloze) and a strategy's choices are never
+    chats: their context is plain text (card_plan refuses ``--chat`` for them)."""
+    if mode not in (AnswerMode.GENERATION, AnswerMode.COMPLETIONS, AnswerMode.VERBALIZERS):
+        return False
+    if cfg.chat:
+        return True
+    tokenizer = getattr(backend, "tokenizer", None)
+    return bool(getattr(tokenizer, "chat_template", None)) and cfg.wraps_in_chat_template()
 
 
 def entry_name(entry) -> str:
     return f"{entry.benchmark}/{entry.split}" + (f"/{entry.variant}" if getattr(entry, "variant", None) else "")
 
 
-def prepare_entry(recipe, entry, backend) -> Prepared:
-    """``entry``'s prompts, fitted (``min_shots``) and checked against the backend's context when it
-    offers one (see the module's docstring)."""
+def prepare_entry(recipe, entry, backend, examples: Sequence[Example] | None = None) -> Prepared:
+    """``entry``'s prompts (of ``examples``, its split's rows by default), fitted (``min_shots``) and
+    checked against the backend's context when it offers one (see the module's docstring)."""
     bench = get_benchmark(entry.benchmark)
     cfg = recipe.model
-    examples = list(bench.load(entry.split))
+    examples = list(bench.load(entry.split)) if examples is None else list(examples)
     settings = PromptSettings.of(entry)
     mode = settings.answer_mode(bench)
     context: Context | None = getattr(backend, "context", None)
     measure = getattr(backend, "prompt_lengths", None)
     name = entry_name(entry)
     row_ids = [e.id for e in examples]
+    if mode is AnswerMode.CLOZE:  # the probes' own sentences, checked by the backend that answers them
+        return Prepared(None, None)
     if mode is AnswerMode.CHOICES and not settings.strategy:
-        if context is not None and measure is not None and not cfg.chat:
+        if context is not None and measure is not None:
             assert isinstance(bench, ChoiceQuestions)
-            texts = [[bench.context(e) + bench.target_delimiter + o for o in bench.choices(e)] for e in examples]
-            rows_over(_longest(measure, texts), 0, context, name, row_ids)
+            if getattr(backend, "encoder_decoder", False):
+                over = rows_over(measure([bench.context(e) for e in examples]), 0, context, name, row_ids)
+            else:
+                texts = [[bench.context(e) + bench.target_delimiter + o for o in bench.choices(e)] for e in examples]
+                over = rows_over(_longest(measure, texts), 0, context, name, row_ids)
+            return Prepared(None, None, cut=over)
         return Prepared(None, None)
     prompts, shot_ids = prompts_with_shots(bench, entry.split, examples, settings, cfg, recipe.seed)
-    if context is None or measure is None or cfg.chat:
+    if context is None or measure is None or chats(cfg, backend, mode):
         note = NOT_FITTED.format(shots=settings.shots) if settings.shots_to_fit else None
         return Prepared(prompts, shot_ids, note)
+    # A seq2seq model reads the prompt in its encoder and answers in its decoder: the answer takes
+    # none of the prompt's room.
+    encoder_decoder = bool(getattr(backend, "encoder_decoder", False))
     if mode.generates:
-        room = (settings.generating_answer(bench) or causal_answering(cfg)).max_new_tokens
+        room = 0 if encoder_decoder else (settings.generating_answer(bench) or causal_answering(cfg)).max_new_tokens
 
         def lengths(part: Sequence[Prompt]) -> list[int]:
             return measure([p.text() for p in part])
@@ -78,6 +105,8 @@ def prepare_entry(recipe, entry, backend) -> Prepared:
         by_prompt = {id(p): e for p, e in zip(prompts, examples, strict=True)}
 
         def lengths(part: Sequence[Prompt]) -> list[int]:
+            if encoder_decoder:
+                return measure([p.text() for p in part])
             return _longest(measure, [[p.text() + bench.target_delimiter + o for o in options[by_prompt[id(p)].id]] for p in part])
     else:  # verbalizers, each after a space as the served scoring sends them
         verbalizer = settings.verbalizer or bench.verbalizer() or {}
@@ -85,13 +114,14 @@ def prepare_entry(recipe, entry, backend) -> Prepared:
         room = 0
 
         def lengths(part: Sequence[Prompt]) -> list[int]:
+            if encoder_decoder:
+                return measure([p.text() for p in part])
             return _longest(measure, [[p.text() + c for c in conts] for p in part])
     if settings.shots_to_fit and shot_ids is not None:
         assert settings.min_shots is not None
         prompts, shot_ids = fit_shots(prompts, shot_ids, lengths, room, context, settings.min_shots, name, row_ids)
-    else:
-        rows_over(lengths(prompts), room, context, name, row_ids)
-    return Prepared(prompts, shot_ids)
+    over = rows_over(lengths(prompts), room, context, name, row_ids)
+    return Prepared(prompts, shot_ids, cut=over)
 
 
 def _longest(measure, texts: list[list[str]]) -> list[int]:
