@@ -294,3 +294,29 @@ def test_a_seq2seq_recipe_loads_an_encoder_decoder_and_of_model_wraps_a_live_mod
     answers = live.answer(_scored(True), Counts())
     assert live.model.training  # given back in the mode it came in
     assert [a.logprob for a in answers] == pytest.approx([a.logprob for a in backend.answer(_scored(True), Counts())], abs=1e-5)
+
+
+def test_a_prompt_asked_again_is_not_tokenized_again(models):
+    """The fit path asks the same prompts every epoch: each text is tokenized once per backend."""
+
+    class Counting:
+        def __init__(self, tok):
+            self.tok, self.calls = tok, 0
+
+        def __call__(self, *args, **kwargs):
+            self.calls += 1
+            return self.tok(*args, **kwargs)
+
+        def __getattr__(self, name):
+            return getattr(self.tok, name)
+
+    backend = _backend(models["llama"])
+    counting = Counting(backend.tokenizer)
+    backend.inputs.tokenizer = counting
+    requests = [*_scored(False), Generation("True False", 3), NextToken("False is")]
+    first = backend.answer(requests, Counts())
+    calls = counting.calls
+    assert calls > 0
+    again = backend.answer(requests, Counts())
+    assert counting.calls == calls
+    assert [a.logprob for a in again] == [a.logprob for a in first]

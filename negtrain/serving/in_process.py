@@ -107,7 +107,7 @@ class InProcessBackend:
     def prompt_lengths(self, texts: Sequence[str]) -> list[int]:
         """Each text's length in tokens as this backend gives it the model (special tokens added), so
         a card checks every prompt against :attr:`context` before the first request."""
-        return [len(self.inputs.tokens(t)) for t in texts]
+        return [len(ids) for ids in self.inputs.tokens_of(texts)]
 
     def _prompt_ids(self, g: Generation) -> list[int]:
         return self.inputs.prompt(g)[0]
@@ -143,7 +143,8 @@ class InProcessBackend:
         scored = [(i, r) for i, r in enumerate(requests) if isinstance(r, Loglikelihood)]
         next_tokens = [(i, r) for i, r in enumerate(requests) if isinstance(r, NextToken)]
         # Every request is tokenized and held to the context before any is answered, so an error
-        # counts them all and nothing was computed.
+        # counts them all and nothing was computed; plain texts in one call of the tokenizer.
+        self.inputs.tokens_of([r.prompt for _, r in generations if not r.messages] + [r.context for _, r in next_tokens])
         fitted_generations = self._fit_generations(generations)
         groups = self._fit_groups(scored)
         fitted_next = self._fit_next_tokens(next_tokens)

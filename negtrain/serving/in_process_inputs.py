@@ -62,6 +62,14 @@ class Inputs:
     def tokens(self, text: str, special: bool = True) -> list[int]:
         return self._once(("text", text, special), lambda: list(self.tokenizer(text, add_special_tokens=special)["input_ids"]))
 
+    def tokens_of(self, texts: Sequence[str], special: bool = True) -> list[list[int]]:
+        """:meth:`tokens` of many texts, the ones not seen before tokenized in one call."""
+        new = [t for t in dict.fromkeys(texts) if ("text", t, special) not in self._memo]
+        if new:
+            for t, ids in zip(new, self.tokenizer(new, add_special_tokens=special)["input_ids"], strict=True):
+                self._memo[("text", t, special)] = list(ids)
+        return [self._memo[("text", t, special)] for t in texts]
+
     def chat_text(self, messages: Sequence[tuple[str, str]]) -> str:
         """The messages as the model is given them, through the tokenizer's chat template."""
         if not getattr(self.tokenizer, "chat_template", None):
