@@ -320,3 +320,26 @@ def test_a_prompt_asked_again_is_not_tokenized_again(models):
     again = backend.answer(requests, Counts())
     assert counting.calls == calls
     assert [a.logprob for a in again] == [a.logprob for a in first]
+
+
+def test_truncate_left_keeps_a_seq2seq_prompts_end_and_refuses_a_prompt_with_no_room(models, tmp_path):
+    from negtrain.config import model_config
+    from negtrain.models.lm_encoding import Fitting, encode_seq2seq_prompts
+
+    model, tok = _load(models["t5"], seq2seq=True)
+    tok.model_max_length = 10
+    backend = InProcessBackend(model, tok, 4, encoder_decoder=True, truncate="left")
+    assert backend.context.limit == 10
+    prompt = "Is the following statement True or False? A dog is an animal."
+    got = backend.answer([Loglikelihood(prompt, "True"), Generation(prompt, 3)], Counts())
+    cfg = model_config(name=str(models["t5"]), family="seq2seq")
+    encoded, cut = encode_seq2seq_prompts(tok, [prompt], cfg, False, Fitting(backend.context, "b/test", ["0"]))
+    kept = encoded.input_ids.tolist()
+    assert cut == [0] and len(kept) == 10 and kept[-1] == tok.eos_token_id  # no room kept: the answer is the decoder's
+    want = continuation_logprobs(model, [kept], [[tok(text_target="True")["input_ids"]]], encoder_decoder=True, pad_id=tok.pad_token_id)
+    assert got[0].cut and got[0].logprob == pytest.approx(float(want.logprob[0, 0]), abs=1e-4)
+    assert got[0].seen == got[1].seen == tok.decode(kept, skip_special_tokens=True) and got[1].cut
+    causal, ctok = _load(models["llama"])
+    causal.config.max_position_embeddings = 24
+    with pytest.raises(ConfigError, match="row b/test/2: its answer needs 23 tokens .* leaves no room for a prompt"):
+        InProcessBackend(causal, ctok, 4, truncate="left").answer([Generation("True False " * 20, 23, example="b/test/2")], Counts())
