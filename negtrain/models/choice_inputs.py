@@ -19,15 +19,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def split_pair(tokenizer, context: str, continuation: str, causal: bool) -> tuple[list[int], list[int]]:
+def split_pair(tokenizer, context: str, continuation: str, causal: bool, add_special_tokens: bool = True) -> tuple[list[int], list[int]]:
+    """``add_special_tokens``: False for a context that holds its own (a chat template's text)."""
     spaces = len(context) - len(context.rstrip())
     if spaces:
         context, continuation = context[:-spaces], context[-spaces:] + continuation
     if causal:
-        whole = tokenizer(context + continuation)["input_ids"]
-        ctx = tokenizer(context)["input_ids"]
+        whole = tokenizer(context + continuation, add_special_tokens=add_special_tokens)["input_ids"]
+        ctx = tokenizer(context, add_special_tokens=add_special_tokens)["input_ids"]
         return ctx, whole[len(ctx) :]
-    return tokenizer(context)["input_ids"], tokenizer(continuation, add_special_tokens=False)["input_ids"]
+    return tokenizer(context, add_special_tokens=add_special_tokens)["input_ids"], tokenizer(continuation, add_special_tokens=False)["input_ids"]
 
 
 def encode_choices(

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from negtrain.config.backends import BACKENDS, check_backend
@@ -46,12 +47,16 @@ class Backend(Protocol):
 class BackendContext:
     """What a backend's factory is given: the model's name (``model.name``), the recipe's
     ``evaluation.server`` section (None when it has none), the card's response cache, and the
-    card's whole recipe (a backend that loads the model here reads its settings from it)."""
+    card's whole recipe (a backend that loads the model here reads its settings from it); for a
+    backend that loads the model here, also a negtrain run's checkpoint to load into it, and the
+    name of the row it answers as (which keys its response cache)."""
 
     model: str
     server: Any = None  # negtrain.config.ServerConfig | None
     cache: ResponseCache | None = None
     recipe: Any = None  # negtrain.config.Recipe | None
+    checkpoint: Path | None = None  # a run's .ckpt (a card's --model RUN)
+    backend: str = "transformers"
 
 
 def backend_factory(name: str):

@@ -1,22 +1,26 @@
-"""The ``transformers`` backend: a causal language model loaded in this process, answering the
-typed requests of :mod:`negtrain.engine.requests` as a server would, so a report card scored
-through it takes the served path (:mod:`negtrain.evaluation.served`: the same request building, answer
-reading, metric and records as ``--backend openai``).
+"""The in-process backend (the ``transformers`` and ``hf`` rows): a language model loaded in this
+process, causal (Llama-style) or seq2seq (T5), answering the typed requests of
+:mod:`negtrain.engine.requests` as a server would, so a report card scored through it takes the
+served path (:mod:`negtrain.evaluation.served`). What each request is given the model as, and how
+a prompt is held to the model's context, is :mod:`negtrain.serving.in_process_inputs`; how the
+model is loaded, :mod:`negtrain.serving.in_process_load`.
 
-- :class:`~negtrain.engine.requests.Generation`: greedy, batched by length, left-padded
-  (:func:`negtrain.models.generation.respond`, the generation the ``hf`` backend's modules use);
-  the prompt text is tokenized with the tokenizer's special tokens, as the ``causal_lm`` family
-  tokenizes a prompt.
-- :class:`~negtrain.engine.requests.Loglikelihood`: the continuation's summed log-probability,
-  its ids split from the context's as lm-evaluation-harness splits them
-  (:func:`negtrain.models.choice_inputs.split_pair`), scored by
-  :func:`negtrain.models.continuation.continuation_logprobs`.
+- :class:`~negtrain.engine.requests.Generation`: greedy, batched by length
+  (:func:`negtrain.models.generation.respond_ids`, the generation the ``hf`` families use), a
+  seq2seq model decoding from the prompt as its encoder's input.
+- :class:`~negtrain.engine.requests.Loglikelihood`: the continuation's summed log-probability.
+  Requests with the same context are one row: the context is run once for all its continuations
+  (:func:`negtrain.models.continuation.continuation_logprobs`). Under autocast, a row whose best
+  two continuations are within ``fp32_recheck_margin`` (summed or per token) is scored again in
+  fp32, so a mixed-precision evaluation reports fp32's choice (``model.fp32_recheck_margin``).
+- :class:`~negtrain.engine.requests.NextToken`: the log-probabilities of the whole vocabulary as
+  the next token after the context, in fp32 (autocast off), as the ``hf`` backend's cloze probe
+  reads them (:func:`negtrain.models.lm_eval_sets.predict_cloze`). Never cached.
 
-The model folder is checked and loaded as the families load one (tokenizer checks, attention
-implementation); a tokenizer without a pad token pads with EOS. A chat request (``--chat``) is
-rendered through the tokenizer's chat template, as the ``hf`` backend renders it. Nothing is
-cached: answers are computed, so ``counts.cached`` stays 0 and ``counts.requests`` counts the
-requests answered. Nothing here imports Lightning or the training floor.
+Each kind is sorted by length (longest first) and batched ``batch_size`` at a time; answers come
+back in the requests' order. With a response cache, an answer already there is read
+(``counts.cached``), the others are computed (``counts.requests``) and stored. Nothing here
+imports Lightning or the training floor.
 """
 
 from __future__ import annotations
@@ -27,52 +31,91 @@ from typing import Any
 import torch
 
 from negtrain.core.errors import ConfigError
-from negtrain.models.choice_inputs import split_pair
-from negtrain.models.continuation import continuation_logprobs
-from negtrain.models.folder_checks import check_model_folder, load_lm_tokenizer
+from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, NextToken, Request, cache_key
 from negtrain.models.context import model_context, rows_over
+from negtrain.models.continuation import ContinuationScores, continuation_logprobs
+from negtrain.models.folder_checks import check_model_folder, load_lm_tokenizer
 from negtrain.models.generation import Limits, respond_ids
-from negtrain.models.sources import attention_kwargs, resolve_model_name
+from negtrain.models.sources import resolve_model_name
 from negtrain.serving.backend import BackendContext
-from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, Request
+from negtrain.serving.cache import ResponseCache
+from negtrain.serving.in_process_inputs import Fitted, Inputs
+from negtrain.serving.in_process_load import (
+    in_process_cache_settings,
+    load_checkpoint_weights,
+    load_model,
+    precision_dtypes,
+)
 
 #: Prompts per forward pass when the recipe does not say (``data.eval_batch_size``).
 DEFAULT_BATCH = 8
+
+#: ``evaluation.truncate`` as the constructor takes it: "error" is the recipe's "none".
+TRUNCATE = {"none": "none", "error": "none", "left": "left"}
+
+
+def near_ties(scores: ContinuationScores, margin: float) -> list[int]:
+    """Rows whose best two continuations are within ``margin``, summed or per token."""
+    if scores.logprob.shape[-1] < 2:
+        return []
+    close = torch.zeros(scores.logprob.shape[0], dtype=torch.bool)
+    for values in (scores.logprob, scores.normalized("mean")):
+        top2 = values.topk(2, dim=-1).values
+        close |= (top2[:, 0] - top2[:, 1]) < margin
+    return close.nonzero().flatten().tolist()
+
+
+class _Group:
+    """Log-likelihood requests with the same context: one row, its continuations the choices."""
+
+    def __init__(self, context: list[int], chatted: bool, example: str) -> None:
+        self.context, self.chatted, self.example = context, chatted, example
+        self.members: list[tuple[int, list[int]]] = []  # (request index, continuation ids)
+        self.fitted = Fitted(context)
 
 
 class InProcessBackend:
     name = "transformers"
 
-    def __init__(self, model: Any, tokenizer: Any, batch_size: int) -> None:
+    def __init__(self, model: Any, tokenizer: Any, batch_size: int, *, encoder_decoder: bool = False, truncate: str = "none",
+                 autocast_dtype: torch.dtype | None = None, fp32_recheck_margin: float | None = None,
+                 cache: ResponseCache | None = None, cache_settings: dict[str, Any] | None = None, name: str | None = None) -> None:
+        if truncate not in TRUNCATE:
+            raise ConfigError(f"truncate {truncate!r}: one of {', '.join(TRUNCATE)}")
         self.model = model
         self.tokenizer = tokenizer
         self.batch_size = batch_size
-        self.context = model_context(model.config, tokenizer)
+        self.encoder_decoder = encoder_decoder
+        self.autocast_dtype = autocast_dtype
+        self.fp32_recheck_margin = fp32_recheck_margin
+        self.cache = cache
+        self.cache_settings = dict(cache_settings or {})
+        if name is not None:
+            self.name = name
+        self.context = model_context(model.config, tokenizer, TRUNCATE[truncate])
+        self.inputs = Inputs(tokenizer, encoder_decoder, self.context, f"the {self.name} backend")
 
-    def _check_fit(self, lengths: list[int], room: int | list[int], examples: list[str]) -> None:
-        """A prompt (with its answer's room) longer than the model's context is an error naming the
-        row, before anything is computed, as for the hf backend and a server: never run past the
-        positions the model was trained on, and never cut (a served backend sends prompts whole)."""
-        rows_over(lengths, room, self.context, "the transformers backend", examples)
+    @classmethod
+    def of_model(cls, model: Any, tokenizer: Any, *, encoder_decoder: bool, batch_size: int, truncate: str = "none",
+                 autocast_dtype: torch.dtype | None = None, fp32_recheck_margin: float | None = None,
+                 name: str = "hf") -> "InProcessBackend":
+        """A backend over a model already in memory (the fit path's live model): no cache, since
+        its weights change between calls."""
+        return cls(model, tokenizer, batch_size, encoder_decoder=encoder_decoder, truncate=truncate, autocast_dtype=autocast_dtype,
+                   fp32_recheck_margin=fp32_recheck_margin, name=name)
 
     def prompt_lengths(self, texts: Sequence[str]) -> list[int]:
         """Each text's length in tokens as this backend gives it the model (special tokens added), so
         a card checks every prompt against :attr:`context` before the first request."""
-        return [len(x) for x in self.tokenizer(list(texts))["input_ids"]] if texts else []
+        return [len(ids) for ids in self.inputs.tokens_of(texts)]
 
     def _prompt_ids(self, g: Generation) -> list[int]:
-        """A prompt's ids: the text with the tokenizer's special tokens; a chat (``--chat``) through
-        the tokenizer's chat template, whose text holds its own special tokens, as the hf backend
-        renders and tokenizes it (:func:`negtrain.models.chat_template.chat_text`)."""
-        if not g.chat:
-            return self.tokenizer(g.prompt)["input_ids"]
-        text = self.chat_text([{"role": role, "content": content} for role, content in g.messages])
-        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+        return self.inputs.prompt(g)[0]
 
     def chat_text(self, messages: list[dict[str, str]]) -> str:
         """The messages as the model is given them: through the tokenizer's chat template (also
         what the sample log shows)."""
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return self.inputs.chat_text([(m["role"], m["content"]) for m in messages])
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return True, ""
@@ -81,61 +124,178 @@ class InProcessBackend:
         # Requests are answered in this process, one batch at a time: nothing is in flight to end.
         pass
 
+    # ---- answering -----------------------------------------------------------------------------
+
+    def _device_type(self) -> str:
+        parameter = next(self.model.parameters(), None)
+        return parameter.device.type if parameter is not None else "cpu"
+
+    def _autocast(self, enabled: bool = True):
+        """The context a generation or log-likelihood is computed in: autocast to the backend's
+        dtype when it has one, else (and for an fp32 recheck) autocast off."""
+        if self.autocast_dtype is None or not enabled:
+            return torch.autocast(device_type=self._device_type(), enabled=False)
+        return torch.autocast(device_type=self._device_type(), dtype=self.autocast_dtype)
+
     def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
         answers: list[Answer | None] = [None] * len(requests)
         generations = [(i, r) for i, r in enumerate(requests) if isinstance(r, Generation)]
         scored = [(i, r) for i, r in enumerate(requests) if isinstance(r, Loglikelihood)]
-        if any(r.chat for _, r in generations) and not getattr(self.tokenizer, "chat_template", None):
-            raise ConfigError("--chat: the tokenizer of the transformers backend's model has no chat template; drop --chat")
-        # Generations with the same limits are one batched call, each answer put back in its place.
-        by_limits: dict[tuple[int, tuple[str, ...]], list[tuple[int, Generation]]] = {}
-        for i, g in generations:
-            by_limits.setdefault((g.max_tokens, g.stop), []).append((i, g))
-        ids_of = {key: [self._prompt_ids(g) for _, g in group] for key, group in by_limits.items()}
-        # Every request checked before any is answered, so the error counts them all.
-        groups = [(key, ids, g) for key, group in by_limits.items() for ids, (_, g) in zip(ids_of[key], group, strict=True)]
-        self._check_fit([len(ids) for _, ids, _ in groups], [key[0] for key, _, _ in groups], [g.example for _, _, g in groups])
-        for (max_tokens, stop), group in by_limits.items():
-            ids = ids_of[(max_tokens, stop)]
-            texts = respond_ids(self.model, self.tokenizer, ids, Limits(max_tokens, stop), self.batch_size)
-            for (i, _), out in zip(group, texts, strict=True):
-                answers[i] = Answer(text=out.text, tokens_out=out.tokens)
-        pairs_of = [split_pair(self.tokenizer, r.context, r.continuation, causal=True) for _, r in scored]
-        # Every request checked before any is scored, so the error counts them all.
-        self._check_fit([len(c) + len(t) for c, t in pairs_of], 0, [r.example for _, r in scored])
-        for start in range(0, len(scored), self.batch_size):
-            part = scored[start:start + self.batch_size]
-            pairs = pairs_of[start:start + self.batch_size]
-            for (_, r), (_, continuation) in zip(part, pairs, strict=True):
-                if not continuation:
-                    raise ConfigError(f"{r.example}: the continuation {r.continuation!r} has no tokens of its own")
-            # One choice per row: every request is scored as its own context and continuation.
+        next_tokens = [(i, r) for i, r in enumerate(requests) if isinstance(r, NextToken)]
+        # Every request is tokenized and held to the context before any is answered, so an error
+        # counts them all and nothing was computed; plain texts in one call of the tokenizer.
+        self.inputs.tokens_of([r.prompt for _, r in generations if not r.messages] + [r.context for _, r in next_tokens])
+        fitted_generations = self._fit_generations(generations)
+        groups = self._fit_groups(scored)
+        fitted_next = self._fit_next_tokens(next_tokens)
+        keys: dict[int, str] = {}
+        if self.cache is not None:
+            settings = {**self.cache_settings, "truncate": self.context.truncate}
+            for i, r in generations + scored:
+                keys[i] = cache_key(self.name, settings, r)
+                found = self.cache.get(keys[i])
+                if found is not None:
+                    answers[i] = found
+                    counts.cached += 1
+        computed: list[tuple[int, Answer]] = []
+        training = getattr(self.model, "training", False)
+        self.model.eval()
+        try:
             with torch.no_grad():
-                scores = continuation_logprobs(self.model, [c for c, _ in pairs], [[t] for _, t in pairs],
-                                               encoder_decoder=False, pad_id=self.tokenizer.pad_token_id)
-            for row, (i, _) in enumerate(part):
-                answers[i] = Answer(logprob=float(scores.logprob[row, 0]), n_tokens=int(scores.n_tokens[row, 0]))
-        counts.requests += len(requests)
+                todo = [(i, g, f) for (i, g), f in zip(generations, fitted_generations, strict=True) if answers[i] is None]
+                computed += self._generate(todo)
+                computed += self._score([g for g in groups if any(answers[i] is None for i, _ in g.members)], answers)
+                computed += self._next(list(zip([i for i, _ in next_tokens], fitted_next, strict=True)))
+        finally:
+            if training:
+                self.model.train()
+        for i, a in computed:
+            answers[i] = a
+            if i in keys and self.cache is not None:
+                self.cache.put(keys[i], a)
+        counts.requests += len(computed)
         counts.tokens_out += sum(a.tokens_out for a in answers if a is not None)
         return answers
 
+    def _fit_generations(self, generations: list[tuple[int, Generation]]) -> list[Fitted]:
+        prompts = [self.inputs.prompt(g) for _, g in generations]
+        rooms = [0 if self.encoder_decoder else g.max_tokens for _, g in generations]  # a seq2seq answer is the decoder's
+        return self.inputs.fit([p for p, _ in prompts], rooms, [g.example for _, g in generations], [c for _, c in prompts])
+
+    def _fit_groups(self, scored: list[tuple[int, Loglikelihood]]) -> list[_Group]:
+        pairs = [self.inputs.pair(r) for _, r in scored]
+        # Each request counted and named on its own in an error (a group is cut once, below).
+        rows_over([len(ctx) for ctx, _, _ in pairs], [0 if self.encoder_decoder else len(cont) for _, cont, _ in pairs],
+                  self.context, self.inputs.where, [r.example for _, r in scored])
+        groups: dict[tuple[tuple[int, ...], bool], _Group] = {}
+        for (i, r), (ctx, cont, chatted) in zip(scored, pairs, strict=True):
+            group = groups.setdefault((tuple(ctx), chatted), _Group(ctx, chatted, r.example))
+            group.members.append((i, cont))
+        out = list(groups.values())
+        # A seq2seq continuation is the decoder's; a causal one needs its longest continuation's room.
+        rooms = [0 if self.encoder_decoder else max(len(c) for _, c in g.members) for g in out]
+        for g, fitted in zip(out, self.inputs.fit([g.context for g in out], rooms, [g.example for g in out], [g.chatted for g in out]),
+                             strict=True):
+            g.fitted = fitted
+        return out
+
+    def _fit_next_tokens(self, next_tokens: list[tuple[int, NextToken]]) -> list[Fitted]:
+        rows = [self.inputs.next_token(r) for _, r in next_tokens]
+        return self.inputs.fit(rows, [1] * len(rows), [r.example for _, r in next_tokens], [False] * len(rows))
+
+    def _generate(self, todo: list[tuple[int, Generation, Fitted]]) -> list[tuple[int, Answer]]:
+        # Generations with the same limits are one batched call (sorted by length there).
+        by_limits: dict[tuple[int, tuple[str, ...]], list[tuple[int, Generation, Fitted]]] = {}
+        for item in todo:
+            by_limits.setdefault((item[1].max_tokens, item[1].stop), []).append(item)
+        out = []
+        for (max_tokens, stop), group in by_limits.items():
+            with self._autocast():
+                done = respond_ids(self.model, self.tokenizer, [f.ids for _, _, f in group], Limits(max_tokens, stop), self.batch_size,
+                                   self.encoder_decoder)
+            out += [(i, Answer(text=g.text, tokens_out=g.tokens, cut=f.cut, seen=f.seen)) for (i, _, f), g in zip(group, done, strict=True)]
+        return out
+
+    def _continuations(self, groups: list[_Group], fp32: bool = False) -> ContinuationScores:
+        with self._autocast(enabled=not fp32):
+            return continuation_logprobs(self.model, [g.fitted.ids for g in groups], [[c for _, c in g.members] for g in groups],
+                                         encoder_decoder=self.encoder_decoder, pad_id=self.tokenizer.pad_token_id)
+
+    def _score(self, groups: list[_Group], answers: list[Answer | None]) -> list[tuple[int, Answer]]:
+        # The rows of one call have the same number of continuations; longest first within each number.
+        by_k: dict[int, list[_Group]] = {}
+        for g in groups:
+            by_k.setdefault(len(g.members), []).append(g)
+        out = []
+        for same in by_k.values():
+            same.sort(key=lambda g: -(len(g.fitted.ids) + max(len(c) for _, c in g.members)))
+            for start in range(0, len(same), self.batch_size):
+                out += self._score_batch(same[start:start + self.batch_size], answers)
+        return out
+
+    def _score_batch(self, groups: list[_Group], answers: list[Answer | None]) -> list[tuple[int, Answer]]:
+        scores = self._continuations(groups)
+        if self.autocast_dtype is not None and self.fp32_recheck_margin is not None:
+            close = near_ties(scores, self.fp32_recheck_margin)
+            if close:  # near ties under autocast are scored again in fp32
+                scores.logprob[close] = self._continuations([groups[r] for r in close], fp32=True).logprob
+        out = []
+        for row, g in enumerate(groups):
+            for j, (i, _) in enumerate(g.members):
+                if answers[i] is None:
+                    out.append((i, Answer(logprob=float(scores.logprob[row, j]), n_tokens=int(scores.n_tokens[row, j]),
+                                          cut=g.fitted.cut, seen=g.fitted.seen)))
+        return out
+
+    def _next(self, todo: list[tuple[int, Fitted]]) -> list[tuple[int, Answer]]:
+        """Next-token log-probabilities, right-padded batches read at each row's last real
+        position (as :func:`negtrain.models.lm_eval_sets.predict_cloze` reads them), in fp32."""
+        todo = sorted(todo, key=lambda item: -len(item[1].ids))
+        device = next(self.model.parameters()).device
+        out = []
+        for start in range(0, len(todo), self.batch_size):
+            part = todo[start:start + self.batch_size]
+            width = max(len(f.ids) for _, f in part)
+            ids = torch.full((len(part), width), self.tokenizer.pad_token_id, dtype=torch.long)
+            mask = torch.zeros((len(part), width), dtype=torch.long)
+            for r, (_, f) in enumerate(part):
+                ids[r, :len(f.ids)], mask[r, :len(f.ids)] = torch.tensor(f.ids), 1
+            ids, mask = ids.to(device), mask.to(device)
+            with self._autocast(enabled=False):
+                logits = self.model(input_ids=ids, attention_mask=mask).logits
+            last = logits[torch.arange(len(part), device=device), mask.sum(1) - 1].float()
+            logprobs = torch.log_softmax(last, dim=-1).cpu()
+            out += [(i, Answer(next_logprobs=logprobs[r], cut=f.cut, seen=f.seen)) for r, (i, f) in enumerate(part)]
+        return out
+
 
 def open_in_process(context: BackendContext) -> InProcessBackend:
-    """The ``transformers`` backend's factory: ``context.model`` loaded here (a local folder, a
-    ``pkg:`` folder or a Hub id), with the recipe's attention implementation, eval batch size and
-    ``trainer.torch_threads`` (torch's intra-op threads, when set)."""
-    from transformers import AutoModelForCausalLM
-
+    """The in-process backend's factory: ``context.model`` loaded here (a local folder, a ``pkg:``
+    folder or a Hub id) as the recipe's family loads it (auto class, attention implementation,
+    adapters), a run's checkpoint (``context.checkpoint``) loaded into it, on the GPU when there is
+    one; the recipe's eval batch size, ``evaluation.truncate``, precision, ``fp32_recheck_margin``
+    and ``trainer.torch_threads``; the card's response cache keyed by what decides an answer."""
     recipe = context.recipe
-    threads = recipe.trainer.torch_threads if recipe is not None else None
+    if recipe is None:
+        raise ConfigError(f"backend {context.backend}: it loads --model {context.model} as a recipe's model section says; it was given no recipe")
+    threads = recipe.trainer.torch_threads
     if threads:  # --trainer.torch_threads, as the hf backend's Trainer honours it; before loading
         torch.set_num_threads(threads)
     path = resolve_model_name(context.model)
-    check_model_folder(path, recipe.model.family if recipe is not None else "causal_lm", f"--model {context.model}")
+    check_model_folder(path, recipe.model.family, f"--model {context.model}")
     tokenizer = load_lm_tokenizer(path, context.model)
-    kwargs = attention_kwargs(recipe.model) if recipe is not None else {}
-    model = AutoModelForCausalLM.from_pretrained(path, **kwargs).eval()
-    if torch.cuda.is_available():
+    model = load_model(path, recipe)
+    if context.checkpoint is not None:
+        load_checkpoint_weights(model, context.checkpoint)
+    autocast_dtype, weights_dtype = precision_dtypes(recipe.trainer.precision)
+    if weights_dtype is not None:
+        model = model.to(weights_dtype)
+    if torch.cuda.is_available() and not getattr(model, "hf_device_map", None):  # a quantized base is placed already
         model = model.to("cuda")
-    batch = recipe.data.eval_batch_size if recipe is not None else DEFAULT_BATCH
-    return InProcessBackend(model, tokenizer, batch)
+    model.eval()
+    settings = in_process_cache_settings(recipe, model, tokenizer, context.checkpoint) if context.cache is not None else {}
+    return InProcessBackend(
+        model, tokenizer, recipe.data.eval_batch_size, encoder_decoder=bool(getattr(model.config, "is_encoder_decoder", False)),
+        truncate=recipe.evaluation.truncate, autocast_dtype=autocast_dtype, fp32_recheck_margin=recipe.model.fp32_recheck_margin,
+        cache=context.cache, cache_settings=settings, name=context.backend,
+    )
