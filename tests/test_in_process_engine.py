@@ -8,7 +8,6 @@ the model."""
 from __future__ import annotations
 
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import torch
@@ -103,14 +102,8 @@ def test_seq2seq_generation_decodes_from_the_prompt_as_the_encoders_input(models
 
 
 def test_next_token_is_the_cloze_probes_distribution(models):
-    from negtrain.benchmarks.base import Example
-    from negtrain.metrics.cloze import cloze_rows
-    from negtrain.models.lm_encoding import cloze_prefixes
-    from negtrain.models.lm_eval_sets import predict_cloze
-
     backend = _backend(models["llama"], batch=2)
     tok = backend.tokenizer
-    inputs = ("False is [MASK] .", "False is not [MASK] .", "Yes? False is not at all a [MASK] .")
     texts = ["False is", "False is not", "Yes? False is not at all a"]
     answers = backend.answer([NextToken(t, example=f"negated_lama/test/{i}") for i, t in enumerate(texts)], Counts())
     for t, a in zip(texts, answers, strict=True):
@@ -118,14 +111,6 @@ def test_next_token_is_the_cloze_probes_distribution(models):
             logits = backend.model(input_ids=torch.tensor([tok(t)["input_ids"]])).logits[0, -1]
         assert a.next_logprobs.dtype == torch.float32 and a.next_logprobs.shape == (len(tok),)
         assert torch.allclose(a.next_logprobs, torch.log_softmax(logits.float(), -1), atol=1e-5)
-    # What the hf backend's cloze evaluator computes from the same three prefixes.
-    prefixes = cloze_prefixes(tok, [Example("negated_lama/test/0", inputs, "True")])
-    common, gold = torch.arange(0, 50), torch.tensor([5])
-    module = SimpleNamespace(model=backend.model, pad_id=tok.pad_token_id)
-    with torch.no_grad():
-        want = predict_cloze(module, {"index": torch.tensor([0])}, prefixes, common, gold)
-    got = cloze_rows(*(a.next_logprobs.unsqueeze(0) for a in answers), torch.arange(len(tok)), common, gold)
-    assert torch.allclose(got, want, equal_nan=True)
 
 
 def test_next_token_needs_a_causal_lm(models):

@@ -58,29 +58,29 @@ def _module(lm_env, tmp_path, key, family, **extra):
 
 @pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
 def test_true_false_scorer_picks_the_likelier_verbalizer(lm_env, tmp_path, key, family):
-    """Each label is scored by its verbalizer's full continuation; the likelier one wins."""
+    """Each label is scored by its verbalizer's full continuation; the likelier one wins (the
+    module's predict answers its eval set's requests through the engine)."""
     built = _module(lm_env, tmp_path, key, family)
     module, tok = built.module.eval(), built.tokenizer
-    true_ids, false_ids = module.eval_sets[0].choices
-    if family == "causal_lm":  # " True" as split after other text, no EOS
-        assert tok.decode(true_ids) == " True" and tok.decode(false_ids) == " False"
-    else:  # the decoder target, ending in EOS like the training targets
-        assert tok.decode(true_ids) == "True</s>" and tok.decode(false_ids) == "False</s>"
-    from negtrain.data.collate import PadCollator
-
-    eval_set = built.data.eval_sets[0]
-    batch = PadCollator(eval_set.encoded, tok.pad_token_id, pad_left=built.data.pad_left)(list(range(6)))
+    requests = module.eval_sets[0].requests
+    rows = list(range(6))
     with torch.no_grad():
-        predicted = module.predict(batch, module.eval_sets[0]).tolist()
+        predicted = module.predict({"index": torch.tensor(rows)}, module.eval_sets[0]).tolist()
         by_hand = []
-        for row, mask in zip(batch["input_ids"], batch["attention_mask"], strict=False):
-            prompt = row[mask.bool()].tolist()
+        for i in rows:
+            true_req, false_req = requests.per_example[i]
             scores = []
-            for cont in (true_ids, false_ids):  # one full sequence per label, no sharing
-                if family == "causal_lm":
+            for req in (true_req, false_req):  # one full sequence per label, no sharing
+                if family == "causal_lm":  # " True" as split after the prompt, no EOS
+                    prompt = tok(req.context)["input_ids"]
+                    cont = tok(req.context + req.continuation)["input_ids"][len(prompt):]
+                    assert tok.decode(cont) in (" True", " False")
                     logits = module.model(input_ids=torch.tensor([prompt + cont])).logits[0]
                     lp = torch.log_softmax(logits.float(), -1)[torch.arange(len(prompt) - 1, len(prompt) + len(cont) - 1), cont]
-                else:
+                else:  # the decoder target, ending in EOS like the training targets
+                    prompt = tok(req.context)["input_ids"]
+                    cont = tok(text_target=req.continuation)["input_ids"]
+                    assert tok.decode(cont) in ("True</s>", "False</s>")
                     dec = torch.tensor([[module.decoder_start_token_id, *cont[:-1]]])
                     logits = module.model(input_ids=torch.tensor([prompt]), decoder_input_ids=dec).logits[0]
                     lp = torch.log_softmax(logits.float(), -1)[torch.arange(len(cont)), cont]
@@ -189,26 +189,28 @@ def test_lora_on_language_models_trains_only_adapters(lm_env, tmp_path, key, fam
 @pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
 def test_padding_does_not_change_predictions(lm_env, tmp_path, key, family):
     """Batched (padded) scoring and generation equal one-example-at-a-time results."""
+    from negtrain.engine.requests import Counts
+
     recipe = _recipe(lm_env[key], family, max_length=400)
     recipe["data"]["eval"] = [{"benchmark": "tinad", "split": "validation"}, {"benchmark": "condaqa", "split": "dev"}]
     built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
     module = built.module.eval()
-    from negtrain.data.collate import PadCollator
-
+    backend = module.__dict__["backend"]
+    backend.model = module.model
     for i, eval_set in enumerate(built.data.eval_sets):
-        collate = PadCollator(eval_set.encoded, built.tokenizer.pad_token_id, pad_left=built.data.pad_left)
-        lengths = eval_set.encoded.lengths
-        idx = [int(lengths.argmin()), int(lengths.argmax()), 3, 7]
-        assert len({int(lengths[j]) for j in idx}) > 1  # the batch really is padded
+        requests = eval_set.requests
+        lengths = [len(built.tokenizer(r.prompt if i else r.context)["input_ids"]) for r in requests.requests(range(len(eval_set.examples)))]
+        if i == 0:
+            lengths = lengths[::2]  # two labels per row: the row's prompt length once
+        idx = [lengths.index(min(lengths)), lengths.index(max(lengths)), 3, 7]
+        assert len({lengths[j] for j in idx}) > 1  # the batch really is padded
         with torch.no_grad():
-            if i == 0:
-                batched = module.label_scores(collate(idx), module.eval_sets[0])
-                single = torch.cat([module.label_scores(collate([j]), module.eval_sets[0]) for j in idx])
-                assert torch.allclose(batched, single, atol=1e-4)
-            else:
-                batched = module.generate_texts(collate(idx))
-                single = [module.generate_texts(collate([j]))[0] for j in idx]
-                assert batched == single
+            batched = backend.answer(requests.requests(idx), Counts())
+            single = [a for j in idx for a in backend.answer(requests.requests([j]), Counts())]
+        if i == 0:
+            assert torch.allclose(torch.tensor([a.logprob for a in batched]), torch.tensor([a.logprob for a in single]), atol=1e-4)
+        else:
+            assert [a.text for a in batched] == [a.text for a in single]
 
 
 @pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
@@ -222,32 +224,37 @@ def test_training_on_a_label_benchmark_targets_its_verbalizer(lm_env, tmp_path, 
     built = build(load_recipe(str(write_recipe(tmp_path / "r.yaml", recipe))).recipe)
     tok, train = built.tokenizer, built.data.train
     gold = [e.label for e in get_benchmark("scone").load("test")]
-    choices = built.module.eval_sets[0].choices
+    requests = built.module.eval_sets[0].requests
     for i in (0, 1, len(gold) - 1):
-        want = choices[get_benchmark("scone").labels.index(gold[i])]
+        scored = requests.per_example[i][get_benchmark("scone").labels.index(gold[i])].continuation  # what evaluation scores
         if family == "causal_lm":
             seq = train.encoded.input_ids[train.encoded.offsets[i] : train.encoded.offsets[i + 1]].tolist()
             n = int(train.extras["answer_len"][i])
-            assert seq[-n:] == want and tok.decode(want) == " " + verbalizer[gold[i]]
+            assert tok.decode(seq[-n:]) == scored == " " + verbalizer[gold[i]]
         else:
             row = train.extras["labels"][i]
-            assert row[row != -100].tolist() == want and tok.decode(want) == verbalizer[gold[i]] + "</s>"
+            assert tok.decode(row[row != -100].tolist()) == scored + "</s>" == verbalizer[gold[i]] + "</s>"
 
 
 @pytest.mark.parametrize("key,family", [("llama", "causal_lm"), ("t5", "seq2seq")])
 def test_bf16_near_ties_are_rescored_in_fp32(lm_env, tmp_path, key, family):
+    """The module's backend under bf16 autocast rescored in fp32 where labels are near a tie."""
+    from negtrain.engine.requests import Counts
+
     built = _module(lm_env, tmp_path, key, family)
     module = built.module.eval()
-    from negtrain.data.collate import PadCollator
+    backend = module.__dict__["backend"]
+    backend.model = module.model
+    requests = module.eval_sets[0].requests.requests(range(6))
 
-    eval_set = built.data.eval_sets[0]
-    batch = PadCollator(eval_set.encoded, built.tokenizer.pad_token_id, pad_left=built.data.pad_left)(list(range(6)))
-    with torch.no_grad():
-        fp32 = module.label_scores(batch, module.eval_sets[0])
-        with torch.autocast("cpu", dtype=torch.bfloat16):
-            module.config.fp32_recheck_margin = None
-            bf16 = module.label_scores(batch, module.eval_sets[0])
-            module.config.fp32_recheck_margin = 1e9  # every row is a near-tie: all rescored
-            rechecked = module.label_scores(batch, module.eval_sets[0])
+    def logprobs():
+        with torch.no_grad():
+            return torch.tensor([a.logprob for a in backend.answer(requests, Counts())])
+
+    fp32 = logprobs()
+    backend.autocast_dtype, backend.fp32_recheck_margin = torch.bfloat16, None
+    bf16 = logprobs()
+    backend.fp32_recheck_margin = 1e9  # every row is a near-tie: all rescored
+    rechecked = logprobs()
     assert not torch.allclose(bf16, fp32, atol=1e-4)  # bf16 really rounds differently
     assert torch.allclose(rechecked, fp32, atol=1e-5)

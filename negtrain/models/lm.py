@@ -58,7 +58,7 @@ import torch
 
 from contextlib import nullcontext
 
-from negtrain.config import IN_PROCESS, CausalLmModelConfig, LanguageModelConfig, Recipe
+from negtrain.config import CausalLmModelConfig, LanguageModelConfig, Recipe
 from negtrain.data.collate import IGNORE
 from negtrain.data.encoded import EncodedSplit
 from negtrain.data.eval_set import EvalSet
@@ -66,13 +66,12 @@ from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.data.sources import source_name
 from negtrain.models.adapters import add_adapter, load_base
 from negtrain.models.base import NegtrainModule
-from negtrain.models.context import model_context
 from negtrain.models.contract import Built
 from negtrain.models.folder_checks import load_lm_tokenizer
 from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.engine.requests import Counts
-from negtrain.serving.in_process import in_process_backend
+from negtrain.serving.in_process import module_backend
 # Moved to prompting.py (text only, so a served card needs no Lightning); imported here where
 # lm.py uses them, and for the code that imports them from here.
 from negtrain.models.prompting import (  # noqa: F401
@@ -248,12 +247,12 @@ def _build_lm(recipe, loaded, causal: bool):
     tokenizer = load_lm_tokenizer(path, cfg.name)
     check_chat(tokenizer, cfg)  # before any weights are loaded
     # Evaluation prompts are held to the model's own context, not to the training max_length.
-    context = model_context(AutoConfig.from_pretrained(path), tokenizer, recipe.evaluation.truncate)
+    model_config = AutoConfig.from_pretrained(path)
 
     # What the family can score and train on was decided by the scoring matrix (resolve_benchmarks).
     # Every eval entry's requests are built, and its prompts checked against the model's context,
     # before any weights load; the backend gets the model once it is loaded.
-    backend = in_process_backend(None, tokenizer, recipe, encoder_decoder=not causal, context=context, name=IN_PROCESS)
+    backend = module_backend(tokenizer, recipe, model_config, encoder_decoder=not causal)
     eval_sets = engine_eval_sets(recipe, loaded, backend)
 
     train = None
@@ -285,7 +284,7 @@ def _build_lm(recipe, loaded, causal: bool):
     if causal:
         module: LMModule = CausalLMModule(model, tokenizer, cfg, eval_sets, recipe=recipe, backend=backend)
     else:
-        start = AutoConfig.from_pretrained(path).decoder_start_token_id
+        start = model_config.decoder_start_token_id
         if start is None:
             start = tokenizer.pad_token_id
         module = Seq2SeqModule(model, tokenizer, cfg, eval_sets, recipe=recipe, decoder_start_token_id=start, backend=backend)

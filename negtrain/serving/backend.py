@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -61,9 +61,7 @@ class BackendContext:
 
 def backend_factory(name: str):
     """The factory of backend ``name``, imported from its ``"module:function"`` when the table names it so."""
-    factory = BACKENDS.get(check_backend(name))
-    if factory is None:  # the in-process backend has no row: it loads the model here
-        raise ConfigError(f"backend {name} loads the model in this process; it answers no requests through a factory")
+    factory = BACKENDS[check_backend(name)]
     if not isinstance(factory, str):
         return factory
     module, _, function = factory.partition(":")
@@ -74,8 +72,9 @@ def backend_factory(name: str):
 
 
 def open_backend(name: str, context: BackendContext) -> Backend:
-    """Backend ``name`` made by its factory, checked to answer requests."""
-    backend = backend_factory(name)(context)
+    """Backend ``name`` made by its factory, checked to answer requests (the context names the row
+    it answers as)."""
+    backend = backend_factory(name)(replace(context, backend=name))
     if not isinstance(backend, Backend):
         missing = [m for m in ("name", "answer", "offers_prompt_logprobs", "stop") if not hasattr(backend, m)]
         raise ConfigError(f"backend {name}: its factory returned {type(backend).__name__}, which lacks {', '.join(missing)}")

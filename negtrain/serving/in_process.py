@@ -41,6 +41,7 @@ from negtrain.serving.backend import BackendContext
 from negtrain.serving.cache import ResponseCache
 from negtrain.serving.in_process_inputs import Fitted, Inputs
 from negtrain.serving.in_process_load import (
+    evaluation_precision_name,
     in_process_cache_settings,
     load_checkpoint_weights,
     load_model,
@@ -79,7 +80,8 @@ class InProcessBackend:
 
     def __init__(self, model: Any, tokenizer: Any, batch_size: int, *, encoder_decoder: bool = False, truncate: str = "none",
                  autocast_dtype: torch.dtype | None = None, fp32_recheck_margin: float | None = None,
-                 cache: ResponseCache | None = None, cache_settings: dict[str, Any] | None = None, name: str | None = None) -> None:
+                 cache: ResponseCache | None = None, cache_settings: dict[str, Any] | None = None, name: str | None = None,
+                 model_config: Any = None) -> None:
         if truncate not in TRUNCATE:
             raise ConfigError(f"truncate {truncate!r}: one of {', '.join(TRUNCATE)}")
         self.model = model
@@ -92,7 +94,13 @@ class InProcessBackend:
         self.cache_settings = dict(cache_settings or {})
         if name is not None:
             self.name = name
-        self.context = model_context(model.config, tokenizer, TRUNCATE[truncate])
+        # model_config: the model's config where the weights are not loaded yet (a family builds
+        # and checks its eval sets' requests first).
+        self.context = model_context(model_config if model_config is not None else model.config, tokenizer, TRUNCATE[truncate])
+        #: What the records say the model ran in (provenance): the evaluation's precision, and the
+        #: dtype it computed in, set by the factory.
+        self.precision = "32-true"
+        self.dtype_words: str | None = None
         self.inputs = Inputs(tokenizer, encoder_decoder, self.context, f"the {self.name} backend")
 
     @classmethod
@@ -294,8 +302,33 @@ def open_in_process(context: BackendContext) -> InProcessBackend:
         model = model.to("cuda")
     model.eval()
     settings = in_process_cache_settings(recipe, model, tokenizer, context.checkpoint) if context.cache is not None else {}
-    return InProcessBackend(
+    backend = InProcessBackend(
         model, tokenizer, recipe.data.eval_batch_size, encoder_decoder=bool(getattr(model.config, "is_encoder_decoder", False)),
         truncate=recipe.evaluation.truncate, autocast_dtype=autocast_dtype, fp32_recheck_margin=recipe.model.fp32_recheck_margin,
         cache=context.cache, cache_settings=settings, name=context.backend,
+    )
+    backend.precision = evaluation_precision_name(recipe.trainer.precision)
+    backend.dtype_words = dtype_words(model, autocast_dtype)
+    return backend
+
+
+def dtype_words(model, autocast_dtype: torch.dtype | None) -> str:
+    """What the model computes in, as the records say it: its weights' dtype, or the autocast dtype."""
+    if autocast_dtype is not None:
+        return f"{str(autocast_dtype).removeprefix('torch.')} (autocast)"
+    parameter = next(model.parameters(), None)
+    return str(parameter.dtype).removeprefix("torch.") if parameter is not None else "float32"
+
+
+def module_backend(tokenizer, recipe, model_config, *, encoder_decoder: bool) -> InProcessBackend:
+    """The backend a language-model family's module answers its eval sets' requests with during
+    ``fit``, ``validate`` and ``test``: built before the weights load (the eval sets' prompts are
+    checked against ``model_config``'s context first), handed the module's live model at each
+    batch; no cache (the weights change every epoch); the recipe's eval batch size,
+    ``evaluation.truncate`` and ``model.fp32_recheck_margin``, and the autocast of its
+    ``trainer.precision`` (Lightning's own, kept inside the backend)."""
+    autocast_dtype, _ = precision_dtypes(recipe.trainer.precision)
+    return InProcessBackend(
+        None, tokenizer, recipe.data.eval_batch_size, encoder_decoder=encoder_decoder, truncate=recipe.evaluation.truncate,
+        autocast_dtype=autocast_dtype, fp32_recheck_margin=recipe.model.fp32_recheck_margin, name="hf", model_config=model_config,
     )

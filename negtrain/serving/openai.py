@@ -41,7 +41,7 @@ from negtrain.core.server_settings import SERVER_SETTINGS
 from negtrain.serving import answers, http
 from negtrain.serving.answers import Malformed
 from negtrain.serving.cache import ResponseCache
-from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, Request, cache_key
+from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, NextToken, Request, cache_key
 
 #: The longest wait between two tries, whatever Retry-After says.
 MAX_WAIT = 60.0
@@ -221,6 +221,7 @@ class OpenAIBackend:
                 return Answer(text=read(out), tokens_in=tokens_in, tokens_out=tokens_out)
             except Malformed as exc:
                 raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from exc
+        assert isinstance(request, Loglikelihood)  # answer() refused the others before sending
         body = {"model": model, "prompt": request.context + request.continuation, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
         out = self._post_retrying("/completions", body, request.example)
         try:
@@ -235,6 +236,13 @@ class OpenAIBackend:
         fails after its retries stops everything (:class:`RequestFailed`), or with
         ``allow_missing`` is None and named in ``counts.missing``. A signal (a ``Stopped`` raised in
         this thread while it waits) ends the requests in flight at once and sends no other."""
+        for r in requests:  # what no OpenAI-compatible endpoint answers: refused before anything is sent
+            if isinstance(r, NextToken):
+                raise ConfigError(f"{r.example}: the next token's whole distribution is not returned by a server; "
+                                  "score it with a model in this process (--backend hf)")
+            if isinstance(r, Loglikelihood) and r.chat:
+                raise ConfigError(f"{r.example}: a chat's continuation log-probability needs the template rendered where it is "
+                                  "scored, which a chat endpoint does not give; drop --chat, or use --backend hf")
         keys = [cache_key(self.name, self.settings.identity(r), r) for r in requests]
         answers_: list[Answer | None] = [None] * len(requests)
         todo = []
