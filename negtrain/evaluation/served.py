@@ -35,6 +35,18 @@ def served_unsupported(bench: Benchmark) -> str | None:
     return None
 
 
+def kept_rows(n: int, limit: int | float, batch_size: int) -> list[int]:
+    """The rows of a split of ``n`` that ``trainer.limit_val_batches`` keeps, in split order: an
+    int, that many batches of ``batch_size``; a float, that fraction of the batches (at least one);
+    1.0, every row. The record says what cut them (``subset``: n of N)."""
+    if isinstance(limit, float):
+        if limit >= 1.0:
+            return list(range(n))
+        batches = -(-n // batch_size)
+        return list(range(min(n, max(1, int(limit * batches)) * batch_size)))
+    return list(range(min(n, limit * batch_size)))
+
+
 def needs_logprobs(bench: Benchmark, entry=None) -> bool:
     """Whether scoring ``bench`` (as ``entry`` asks) needs prompt log-probabilities."""
     if entry is None:
@@ -59,7 +71,8 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     examples = built.examples
     counts = Counts()
     start = time.perf_counter()
-    rows = list(range(len(examples)))
+    limit = recipe.trainer.limit_val_batches
+    rows = kept_rows(len(examples), limit, recipe.data.eval_batch_size)
     answers = backend.answer(built.requests(rows), counts, allow_missing)
     read = built.read(rows, answers)
     built.update(read)
@@ -70,13 +83,14 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
         rendered = [read.seen.get(i, text) for i, text in enumerate(rendered)]
     texts: list[str | None] | None = None
     if built.mode.generates and (built.bench.generative or built.completions):
-        texts = [read.texts.get(i) for i in rows]
+        texts = [read.texts.get(i) for i in range(len(examples))]
     scored = ScoredSplit(built.bench, entry.split, examples, metric=built.metric, shot_ids=built.shot_ids, answering=built.answering,
                          shots_rule=built.settings.shots_rule, prompts=rendered if log else None, variant=built.settings.variant,
-                         log_samples=log, completions=built.completions, predicted_labels=built.predicted_labels)
+                         log_samples=log, completions=built.completions, predicted_labels=built.predicted_labels,
+                         cut_by=None if len(rows) == len(examples) else f"trainer.limit_val_batches={limit}")
     scored.result = scored_result(built.metric, built.name, texts, also_note=prepared.note)
     if log and built.mode is not AnswerMode.CHOICES and built.mode is not AnswerMode.CLOZE:
-        scored.result.responses = [read.responses.get(i) for i in rows]
+        scored.result.responses = [read.responses.get(i) for i in range(len(examples))]
     scored.result.tokens_generated = sum(read.tokens.values()) if built.mode.generates else None
     evaluation = recipe.evaluation
     record = record_scored(scored, 0, "validate", time.perf_counter() - start, bootstrap=(evaluation.bootstrap, evaluation.bootstrap_seed),

@@ -5,33 +5,31 @@ Both read any benchmark through a prompt with the benchmark's input names as pla
 benchmark entry's ``prompt``, else ``model.prompt``, else the benchmark's default for the family
 (resolved before loading by :mod:`negtrain.benchmarks.matrix` and written to ``recipe.yaml``).
 An eval entry's ``shots`` puts that many solved examples first (:mod:`negtrain.models.fewshot`).
-What a benchmark's answers are decides how it is trained and predicted:
+What a benchmark's answers are decides how it is trained and evaluated. Evaluation, in every
+answer mode, is the engine's (:mod:`negtrain.engine.entry_requests`, the same for a report card):
 
 - **Generative benchmarks** (free-text answers, e.g. CondaQA). Training: cross-entropy on the
-  answer tokens (+ EOS). Prediction: greedy ``generate`` (no sampling, one beam), batched; the
-  text is compared with the gold answer by the benchmark (:meth:`Benchmark.is_correct`), the
-  metric receives 1/0, and the prediction files hold the generated text. A causal LM stops
-  at the first newline or EOS (or ``model.max_new_tokens``).
+  answer tokens (+ EOS). Evaluation: one greedy ``Generation`` request per example (no sampling,
+  one beam), batched; the text is compared with the gold answer by the benchmark
+  (:meth:`Benchmark.is_correct`), the metric receives 1/0, and the prediction files hold the
+  generated text. A causal LM stops at the first newline or EOS (or ``model.max_new_tokens``).
 - **Label benchmarks** (NLI benchmarks, TINAD's True/False). Each label has a verbalizer text
-  ("yes" / "maybe" / "no"). Prediction: the log-likelihood of each verbalizer's *full*
-  continuation (:mod:`negtrain.models.continuation`, the prompt run once for all labels), summed
-  or per-token mean (``model.verbalizer_score``); the highest wins. A causal LM's continuation is
-  the text after a space, tokenized as it is split after other text (see :func:`continuation_ids`);
-  a seq2seq model's is the text as a decoder target, with EOS. Training: cross-entropy on the
-  gold label's continuation (causal: prompt tokens may get a small weight,
+  ("yes" / "maybe" / "no"). Evaluation: one ``Loglikelihood`` request per label, the verbalizer's
+  *full* continuation after the prompt (run once for all labels), summed or per-token mean
+  (``model.verbalizer_score``); the highest wins. A causal LM's continuation is the text after a
+  space; a seq2seq model's is the text as a decoder target, with EOS. Training: cross-entropy on
+  the gold label's continuation (causal: prompt tokens may get a small weight,
   ``model.prompt_loss_weight``).
 - **Multiple-choice benchmarks** (``answer_type: choice``, e.g. NeQA). Every choice is scored by
-  the summed log-likelihood of its tokens as the continuation of the benchmark's context
-  (:func:`negtrain.models.continuation.continuation_logprobs`, token ids split as
-  lm-evaluation-harness splits them, :mod:`negtrain.models.choice_inputs`); the prediction is the
-  best choice, both raw and per character (``accuracy`` / ``accuracy_norm``). Evaluation only;
-  the context is the benchmark's own (prompts, shots and chat templates do not apply).
+  the summed log-likelihood of its tokens as the continuation of the benchmark's context (split
+  as lm-evaluation-harness splits them); the prediction is the best choice, both raw and per
+  character (``accuracy`` / ``accuracy_norm``). Evaluation only; the context is the benchmark's
+  own (prompts, shots and chat templates do not apply).
 - **Cloze probes** (``answer_type: cloze``: negated LAMA). A causal LM can only fill a blank that
   ends the sentence (nothing but ``.``, ``!`` or ``?`` after ``[MASK]``, in the affirmative, negated
-  and misprimed cloze alike): its prediction is the next token after the text before the blank,
-  and the gold object is the first token of " " + object there (split as
-  :mod:`negtrain.models.choice_inputs` does). Other probes are reported as skipped
-  (``n_skipped``), not scored. Evaluation only.
+  and misprimed cloze alike): its prediction is the next token after the text before the blank
+  (a ``NextToken`` request), and the gold object is the first token of " " + object there. Other
+  probes are reported as skipped (``n_skipped``), not scored. Evaluation only.
 
 Evaluation prompts are held to the model's own context (:mod:`negtrain.models.context`): one that
 does not fit with its answer room is an error before scoring, or, under ``evaluation.truncate:
