@@ -1,0 +1,124 @@
+"""One engine for every language-model evaluation (ARCHITECTURE.md, "One engine"): the ``hf``
+and ``transformers`` rows of the backends table are the same in-process backend, so their cards
+agree to the byte on every answer mode (verbalizers, a generating strategy, free-text generation,
+choices, the cloze probe), with and without --chat, and under --truncate left; a served card
+(``--backend openai``, the test stand-in server over the same tiny model) gives the hf card's
+predictions; the refusals read the same on both rows. And the engine is right, not only
+self-consistent: its predictions equal log-likelihoods and greedy loops computed here by hand from
+the model's forward pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from negtrain.cli import main
+from tiny_models import cut_world
+
+SCONE_ROWS = 2  # per condition file: 12 examples
+CONDAQA_ROWS = 4
+NEQA_ROWS = 6
+LAMA_ROWS = 12  # per relation file of negated LAMA's `random` variant
+#: What two cards of the same numbers may differ in: time, and the requests they count.
+UNSTABLE = ("eval_seconds", "requests")
+COMMON = ["--trainer.torch_threads=1", "--trainer.precision=32-true", "--data.eval_batch_size=4", "--model.max_new_tokens=8"]
+
+
+def _cut_file(src: Path, dest: Path, rows: int, header: int = 0) -> None:
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    lines = src.read_text(encoding="utf-8").splitlines(keepends=True)
+    dest.write_text("".join(lines[: header + rows]), encoding="utf-8")
+
+
+@pytest.fixture()
+def world(data_dir, lm_env, tmp_path, monkeypatch):
+    """The lm_world data cut to a few rows of ScoNe and CondaQA (cut_world), plus the first rows of
+    NeQA and of each of negated LAMA's files (read from the mirror, written here) and LAMA's common
+    vocabulary (linked)."""
+    mirror = data_dir
+    data = cut_world(lm_env["data"], tmp_path / "data", SCONE_ROWS, CONDAQA_ROWS)
+    neqa = "yuhui-zh15/NeQA/data_pipeline/neqa.jsonl"
+    if not (mirror / neqa).is_file() or not (mirror / "norakassner/LAMA_primed_negated").is_dir():
+        pytest.skip("needs the NeQA and negated LAMA mirror")
+    _cut_file(mirror / neqa, data / neqa, NEQA_ROWS)
+    lama = mirror / "norakassner/LAMA_primed_negated/data"
+    for f in lama.glob("*/random/*.jsonl"):
+        _cut_file(f, data / "norakassner/LAMA_primed_negated/data" / f.relative_to(lama), LAMA_ROWS)
+    (data / "ncarraz").symlink_to(mirror / "ncarraz")
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(data))
+    return lm_env
+
+
+def _card(model, backend: str, out: Path, benchmarks: str, *extra: str) -> None:
+    assert main(["evaluate", "--model", str(model), "--family", "causal_lm", "--backend", backend, "--benchmarks", benchmarks,
+                 "--out", str(out), *COMMON, *extra]) == 0
+
+
+def _lines(out: Path) -> list[dict]:
+    return [{k: v for k, v in json.loads(line).items() if k not in UNSTABLE}
+            for line in (out / "metrics.jsonl").read_text().splitlines()]
+
+
+def _predictions(out: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((out / "predictions").iterdir())}
+
+
+@pytest.fixture()
+def models(world, tmp_path_factory):
+    """The world's tiny Llamas, and two more: one whose context (max_position_embeddings, 64) cuts
+    every prompt here, and one whose tokenizer has the objects of the cut negated LAMA probes as
+    one-token words (the world's tokenizer has none of LAMA's common vocabulary, so every probe
+    would be skipped and the cloze path would compare nothing)."""
+    import os
+
+    from negtrain.models import tiny
+    from tiny_models import corpus
+
+    root = tmp_path_factory.mktemp("one_engine")
+    data = Path(os.environ["NEGTRAIN_DATA_DIR"])
+    objects = [json.loads(line)["obj_label"] for f in sorted((data / "norakassner").rglob("*.jsonl"))
+               for line in f.read_text(encoding="utf-8").splitlines()]
+    return {**world, "short": tiny.save_tiny_llama(root / "short", corpus(world["data"]), 0, False, 64),
+            "cloze": tiny.save_tiny_llama(root / "cloze", corpus(world["data"]) + [" ".join(objects)] * 30, 0, False, 8192)}
+
+
+#: (model, benchmarks, extra arguments): every answer mode, with and without --chat, cut and whole.
+CASES = {
+    "verbalizers, generation, choices": ("llama", "scone,condaqa,neqa", ()),
+    "a generating strategy": ("llama", "scone", ("--strategy", "conditional_q")),
+    "cloze": ("cloze", "negated_lama", ()),
+    "chat": ("llama_chat", "scone,condaqa", ("--chat",)),
+    "truncate left": ("short", "scone,condaqa,neqa", ("--truncate", "left")),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_hf_and_transformers_cards_are_the_same_to_the_byte(models, tmp_path, case):
+    model, benchmarks, extra = CASES[case]
+    for backend in ("hf", "transformers"):
+        _card(models[model], backend, tmp_path / backend, benchmarks, *extra)
+    hf, tr = _lines(tmp_path / "hf"), _lines(tmp_path / "transformers")
+    assert [r["benchmark"] for r in hf] == benchmarks.split(",")
+    assert tr == hf
+    assert _predictions(tmp_path / "transformers") == _predictions(tmp_path / "hf")
+    records = {r["benchmark"]: r for r in hf}
+    rows = {name: [json.loads(line) for line in (tmp_path / "hf" / "predictions" / f"{name}-test-validate.jsonl").read_text().splitlines()]
+            for name in records}
+    # What each case is about did happen (so the equality above compares it).
+    if "condaqa" in rows:  # free text: the greedy responses are the predictions
+        assert all(r["response"] == r["prediction"] and r["response"] for r in rows["condaqa"])
+    if case == "a generating strategy":  # yes/no read out of greedy text, each response kept
+        assert records["scone"]["tokens_generated"] > 0 and all(isinstance(r["response"], str) for r in rows["scone"])
+    if case in ("verbalizers, generation, choices", "chat", "truncate left"):  # each label's log-likelihood
+        assert all(set(r["response"]) == {"entailment", "not_entailment"} for r in rows["scone"])
+    if "neqa" in rows:
+        assert all(len(r["loglikelihoods"]) == 2 for r in rows["neqa"])
+    if case == "cloze":
+        assert records["negated_lama"]["metrics"]["n_probes"] > 0
+        assert any("gold_rank" in r for r in rows["negated_lama"])
+    if case == "chat":
+        assert all(r["prompt"].startswith("<s>[INST] ") for name in rows for r in rows[name])
+    if case == "truncate left":
+        assert records["scone"]["metrics"]["n_truncated"] > 0 and records["condaqa"]["metrics"]["n_truncated"] == CONDAQA_ROWS
