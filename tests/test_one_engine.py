@@ -122,3 +122,84 @@ def test_hf_and_transformers_cards_are_the_same_to_the_byte(models, tmp_path, ca
         assert all(r["prompt"].startswith("<s>[INST] ") for name in rows for r in rows[name])
     if case == "truncate left":
         assert records["scone"]["metrics"]["n_truncated"] > 0 and records["condaqa"]["metrics"]["n_truncated"] == CONDAQA_ROWS
+
+
+#: (model, arguments, what the one error line says): refusals the engine makes whatever row asks.
+REFUSALS = {
+    "chat on choices": ("llama_chat", ["--benchmarks", "neqa", "--chat"],
+                        "--benchmarks neqa: --chat: neqa is scored by the log-likelihood of its answers after its own context, "
+                        "which no chat template shapes; drop --chat"),
+    # Two verbalizers that differ as written ('Yes', 'yes') and are the same tokens once UnifiedQA's
+    # normalisation lower-cases them: only the tokenizer can tell.
+    "verbalizers of the same tokens": ("llama", ["--benchmarks", "scone", "--model.normalize_input=unifiedqa",
+                                                 "--data.eval=[{benchmark: scone, split: test, verbalizer: {entailment: 'Yes', not_entailment: 'yes'}}]"],
+                                       "benchmark 'scone': the verbalizers of 'entailment' and 'not_entailment' are the same tokens (' yes'), "
+                                       "so they cannot be told apart"),
+    "a prompt over the context": ("short", ["--benchmarks", "condaqa"],
+                                  "condaqa/test: 4 of 4 prompts do not fit the model's context of 64 tokens (the model config's "
+                                  "max_position_embeddings); the first, row condaqa/test/6876, is 489 tokens and its answer needs 8 more."),
+}
+
+
+@pytest.mark.parametrize("case", list(REFUSALS))
+def test_hf_and_transformers_refuse_alike_in_the_same_words(models, tmp_path, capsys, case):
+    model, args, says = REFUSALS[case]
+    lines = {}
+    for backend in ("hf", "transformers"):
+        out = tmp_path / backend
+        code = main(["evaluate", "--model", str(models[model]), "--family", "causal_lm", "--backend", backend, "--out", str(out), *COMMON, *args])
+        err = capsys.readouterr().err
+        line = err.strip().splitlines()[-1]
+        assert code == 2 and line.startswith("error: ") and "Traceback" not in err
+        assert not (out / "predictions").exists() or not any((out / "predictions").iterdir())  # refused before scoring
+        lines[backend] = line.replace(backend, "<backend>")
+    assert lines["hf"] == lines["transformers"]
+    assert says in lines["hf"]
+
+
+def _served_card(model, url: str, out: Path, benchmarks: str, *extra: str) -> int:
+    return main(["evaluate", "--model", str(model), "--backend", "openai", "--base-url", url, "--benchmarks", benchmarks,
+                 "--out", str(out), "--model.max_new_tokens=8", *extra])
+
+
+def test_a_served_card_gives_the_hf_cards_predictions(models, tmp_path):
+    """ScoNe by verbalizer log-likelihoods (echoed prompt log-probabilities) and CondaQA by greedy
+    generation, through the stand-in server over the same tiny Llama: the hf card's predictions,
+    responses and metrics."""
+    from served_standin import StandIn
+
+    _card(models["llama"], "hf", tmp_path / "hf", "scone,condaqa")
+    with StandIn(models["llama"]) as server:
+        assert _served_card(models["llama"], server.url, tmp_path / "served", "scone,condaqa") == 0
+        assert server.answered > 6 * SCONE_ROWS * 2 + CONDAQA_ROWS - 1  # every label and question went to the server
+    for name in ("scone", "condaqa"):
+        hf, served = (_rows(tmp_path / d, name) for d in ("hf", "served"))
+        assert [(r["id"], r["prediction"], r["prompt"]) for r in served] == [(r["id"], r["prediction"], r["prompt"]) for r in hf]
+        if name == "condaqa":
+            assert [r["response"] for r in served] == [r["response"] for r in hf]
+        else:
+            for a, b in zip(served, hf, strict=True):
+                assert a["response"] == pytest.approx(b["response"], abs=2e-4)
+    for a, b in zip(_lines(tmp_path / "served"), _lines(tmp_path / "hf"), strict=True):
+        assert a["metrics"] == b["metrics"]
+
+
+def _rows(out: Path, name: str) -> list[dict]:
+    return [json.loads(line) for line in (out / "predictions" / f"{name}-test-validate.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.parametrize(("model", "args", "says"), [
+    ("llama", ["--benchmarks", "negated_lama"],
+     "--benchmarks negated_lama: not scored through a server: its metrics need the whole next-token distribution, which a server does not return"),
+    ("llama_chat", ["--benchmarks", "scone", "--chat"],
+     "--benchmarks scone: not scored through a server: scoring its labels needs prompt log-probabilities, which a chat endpoint "
+     "does not give; drop --chat"),
+])
+def test_what_a_server_cannot_answer_is_refused_before_any_request(models, tmp_path, capsys, model, args, says):
+    from served_standin import StandIn
+
+    with StandIn(models[model]) as server:
+        code = main(["evaluate", "--model", str(models[model]), "--backend", "openai", "--base-url", server.url, "--out", str(tmp_path / "c"), *args])
+        assert server.answered == 0
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().splitlines()[-1] == f"error: evaluate --model: {says}"
