@@ -203,3 +203,70 @@ def test_what_a_server_cannot_answer_is_refused_before_any_request(models, tmp_p
         assert server.answered == 0
     err = capsys.readouterr().err
     assert code == 2 and err.strip().splitlines()[-1] == f"error: evaluate --model: {says}"
+
+
+# ---- independent references: the engine's answers against the model's forward pass by hand ----
+
+def _loglikelihood(model, tok, context: str, continuation: str) -> float:
+    """lm-evaluation-harness's split: the continuation's tokens are those of context+continuation
+    after the context's; their log-probabilities summed, each read from the logits one position
+    before it."""
+    import torch
+
+    ctx = tok(context)["input_ids"]
+    whole = tok(context + continuation)["input_ids"]
+    assert whole[: len(ctx)] == ctx
+    with torch.no_grad():
+        logprobs = torch.log_softmax(model(input_ids=torch.tensor([whole])).logits[0].float(), -1)
+    return sum(float(logprobs[i - 1, whole[i]]) for i in range(len(ctx), len(whole)))
+
+
+def _greedy(model, tok, prompt: str, max_new_tokens: int) -> str:
+    """One token at a time, the argmax, until EOS or the limit; the first line of the text."""
+    import torch
+
+    ids = tok(prompt)["input_ids"]
+    new: list[int] = []
+    with torch.no_grad():
+        for _ in range(max_new_tokens):
+            nxt = int(model(input_ids=torch.tensor([ids + new])).logits[0, -1].argmax())
+            if nxt == tok.eos_token_id:
+                break
+            new.append(nxt)
+            if "\n" in tok.decode(new):
+                break
+    return tok.decode(new, skip_special_tokens=True).split("\n", 1)[0]
+
+
+def test_the_cards_answers_equal_the_models_forward_pass_by_hand(models, tmp_path, data_dir):
+    import csv
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    path = models["llama"]
+    _card(path, "hf", tmp_path / "card", "scone,condaqa,neqa")
+    tok = AutoTokenizer.from_pretrained(path)
+    model = AutoModelForCausalLM.from_pretrained(path).eval()
+    # ScoNe: the label whose verbalizer (' yes' / ' no' after the question) is likelier.
+    scone = _rows(tmp_path / "card", "scone")[:3]
+    with (data_dir / "selenashe/ScoNe/scone_nli/test/no_negation.csv").open(encoding="utf-8") as f:
+        first = next(csv.DictReader(f))
+    assert scone[0]["id"] == "scone/test/no_negation/0"
+    assert scone[0]["prompt"] == f'{first["sentence1_edited"]}\nQuestion: Does this imply that "{first["sentence2_edited"]}"? Yes or no?\nAnswer:'
+    for row in scone:
+        by_hand = {label: _loglikelihood(model, tok, row["prompt"], verbalizer)
+                   for label, verbalizer in (("entailment", " yes"), ("not_entailment", " no"))}
+        assert row["response"] == pytest.approx(by_hand, abs=2e-4)
+        assert abs(by_hand["entailment"] - by_hand["not_entailment"]) > 1e-3  # no tie: the choice means something
+        assert row["prediction"] == max(by_hand, key=by_hand.__getitem__)
+    # CondaQA: greedy, one token at a time, the first line of at most max_new_tokens (8).
+    for row in _rows(tmp_path / "card", "condaqa")[:2]:
+        assert row["prediction"] == row["response"] == _greedy(model, tok, row["prompt"], 8)
+    # NeQA: each choice's log-likelihood after the question and lm-eval's delimiter, a space.
+    lines = (data_dir / "yuhui-zh15/NeQA/data_pipeline/neqa.jsonl").read_text(encoding="utf-8").splitlines()
+    for row, line in zip(_rows(tmp_path / "card", "neqa")[:2], lines, strict=False):
+        raw = json.loads(line)
+        by_hand = [_loglikelihood(model, tok, raw["question"], " " + c) for c in raw["choices"]]
+        assert row["loglikelihoods"] == pytest.approx(by_hand, abs=1e-4)
+        assert row["choice_chars"] == [len(c) for c in raw["choices"]]
+        assert row["prediction"] == str(max(range(2), key=by_hand.__getitem__)) and row["label"] == str(raw["answer"])
