@@ -334,7 +334,15 @@ def test_the_context_error_counts_every_prompt_and_names_its_row_once(lm_env):
     assert _row("monli/test", "monli/test/0") == "monli/test/0" and _row("tinad/test", "7") == "tinad/test/7"
 
 
-def test_truncate_left_with_the_transformers_backend_names_it(lm_env, tmp_path, capsys):
-    line = error_line(capsys, ["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--backend", "transformers",
-                               "--benchmarks", "tinad", "--truncate", "left", "--out", str(tmp_path / "c")])
-    assert "the transformers backend answers every prompt whole" in line and "a served model" not in line
+def test_truncate_left_with_a_registered_backend_names_it(lm_env, tmp_path, capsys):
+    """A backend that answers elsewhere cuts nothing: --truncate left is refused naming it (hf and
+    transformers, the model in this process, cut and count: tests/test_one_engine.py)."""
+    from negtrain.config import register_backend, unregister_backend
+
+    register_backend("elsewhere", lambda context: None)
+    try:
+        line = error_line(capsys, ["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--backend", "elsewhere",
+                                   "--benchmarks", "tinad", "--truncate", "left", "--out", str(tmp_path / "c")])
+    finally:
+        unregister_backend("elsewhere")
+    assert "the elsewhere backend answers every prompt whole" in line and "a served model" not in line

@@ -232,6 +232,10 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
     here = recipe.evaluation.backend in IN_THIS_PROCESS
     if here:  # transformers' and the tokenizers' chatter, as a Lightning card quiets it
         _quiet_model_logs()
+        devices = recipe.trainer.devices
+        if devices not in (1, "auto"):  # said, not silently ignored: the numbers are the same, the speed is not
+            print(f"note: a language model's card answers its requests in one process, on one device; "
+                  f"--trainer.devices={devices} applies to fit, validate and test", flush=True)
     cache = ResponseCache(request.cache or out / "responses.sqlite")
     try:
         backend = open_backend(recipe.evaluation.backend, BackendContext(recipe.model.name, server, cache, recipe, checkpoint=card.checkpoint))
