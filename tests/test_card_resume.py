@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-import negtrain.evaluation.card_run as card_module  # where the card keeps each part
 from negtrain.evaluation.card import plan_card
 from negtrain.commands.evaluate import card_request
 from negtrain.cli import main, parser
@@ -31,7 +30,9 @@ def _card(model, out, benchmarks, *extra) -> int:
 
 
 def _stable(out: Path) -> list[dict]:
-    return [{k: v for k, v in json.loads(line).items() if k != "eval_seconds"} for line in (out / "metrics.jsonl").read_text().splitlines()]
+    # What a resumed card may differ in: time, and how many answers came from the cache.
+    return [{k: v for k, v in json.loads(line).items() if k not in ("eval_seconds", "requests")}
+            for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 class Killed(BaseException):
@@ -42,28 +43,28 @@ def test_hf_card_killed_after_its_first_benchmark_resumes_without_recomputing_it
     model = lm_env["llama"]
     assert _card(model, tmp_path / "whole", "scone,nannli") == 0
     out = tmp_path / "card"
-    keep = card_module._keep_part
+    import negtrain.evaluation.served as served  # the card imports score_served from there when it scores
 
-    def keep_then_die(out_, name, folder, records):
-        keep(out_, name, folder, records)
-        raise Killed()
+    score_served, calls = served.score_served, []
 
-    monkeypatch.setattr(card_module, "_keep_part", keep_then_die)
+    def die_at_the_second(recipe, entry, *args, **kwargs):
+        if calls:  # the first benchmark was scored and kept
+            raise Killed()
+        calls.append(entry.benchmark)
+        return score_served(recipe, entry, *args, **kwargs)
+
+    monkeypatch.setattr(served, "score_served", die_at_the_second)
     with pytest.raises(Killed):
         _card(model, out, "scone,nannli")
-    monkeypatch.setattr(card_module, "_keep_part", keep)
     first = (out / "parts" / "scone-test.json").read_bytes()
     assert not (out / "metrics.jsonl").exists() and not (out / "parts" / "nannli-test.json").exists()
     scored = []
-    import negtrain.training.run as run_module  # the card imports it from there when it scores
 
-    evaluate_each = run_module.evaluate_each
+    def spy(recipe, entry, *args, **kwargs):
+        scored.append(f"{entry.benchmark}/{entry.split}")
+        return score_served(recipe, entry, *args, **kwargs)
 
-    def spy(loaded, *args, **kwargs):
-        scored.extend(f"{e.benchmark}/{e.split}" for e in loaded.recipe.data.eval)
-        return evaluate_each(loaded, *args, **kwargs)
-
-    monkeypatch.setattr(run_module, "evaluate_each", spy)
+    monkeypatch.setattr(served, "score_served", spy)
     assert _card(model, out, "scone,nannli") == 0
     assert scored == ["nannli/test"]  # ScoNe is not scored again...
     assert (out / "parts" / "scone-test.json").read_bytes() == first  # ...and its result is the one kept
@@ -146,12 +147,12 @@ def test_hf_card_killed_inside_a_benchmark_recomputes_only_the_unanswered_rows(l
     """The hf backend keeps every answered row in the card's response cache: killed after the
     first of CondaQA's two batches, the rerun generates only the second batch's rows, and the
     files equal an uninterrupted card's."""
-    import negtrain.models.lm as lm
+    import negtrain.serving.in_process as in_process
 
     model = lm_env["llama"]
     args = ("condaqa", "--trainer.limit_val_batches=2", "--data.eval_batch_size=4", "--model.max_new_tokens=4")
     assert _card(model, tmp_path / "whole", *args) == 0
-    greedy = lm.greedy
+    greedy = in_process.respond_ids
     calls = []
 
     def greedy_then_die(model_, tokenizer, ids, *rest):
@@ -160,7 +161,7 @@ def test_hf_card_killed_inside_a_benchmark_recomputes_only_the_unanswered_rows(l
         calls.append(len(ids))
         return greedy(model_, tokenizer, ids, *rest)
 
-    monkeypatch.setattr(lm, "greedy", greedy_then_die)
+    monkeypatch.setattr(in_process, "respond_ids", greedy_then_die)
     out = tmp_path / "card"
     with pytest.raises(Killed):
         _card(model, out, *args)
@@ -171,7 +172,7 @@ def test_hf_card_killed_inside_a_benchmark_recomputes_only_the_unanswered_rows(l
         rows.append(len(ids))
         return greedy(model_, tokenizer, ids, *rest)
 
-    monkeypatch.setattr(lm, "greedy", counting)
+    monkeypatch.setattr(in_process, "respond_ids", counting)
     assert _card(model, out, *args) == 0
     assert rows == [4]  # the first batch came from the cache
     assert _stable(out) == _stable(tmp_path / "whole")

@@ -1,5 +1,5 @@
 """The ``transformers`` backend (negtrain/serving/in_process.py): a tiny Llama loaded in this
-process answers the served path's requests. Its card equals the ``hf`` card (Lightning) on the
+process answers the served path's requests. Its card equals the ``hf`` card (the same in-process engine) on the
 same rows: ScoNe scored by verbalizer log-likelihoods, CondaQA by greedy generation; batching
 its requests changes no answer; a chat request goes through the tokenizer's chat template."""
 

@@ -3,6 +3,8 @@ by subject and relation, the cloze metrics on hand-computed cases, and the MLM f
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import collections
 import json
 
@@ -277,7 +279,11 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, dat
     from negtrain.benchmarks.base import Example
     from negtrain.config import model_config
     from negtrain.models.choice_inputs import split_pair
-    from negtrain.models.lm import CausalLMModule, cloze_eval_set, cloze_prefix
+    from negtrain.engine.entry_requests import entry_requests
+    from negtrain.engine.prompts import Prepared
+    from negtrain.engine.requests import Counts
+    from negtrain.models.lm_encoding import cloze_prefix
+    from negtrain.serving.in_process import InProcessBackend
 
     assert cloze_prefix("Birds can [MASK] .") == "Birds can"
     assert cloze_prefix("Quran is a [MASK] text.") is None
@@ -294,11 +300,16 @@ def test_causal_lm_scores_sentence_final_blanks_and_skips_the_rest(tmp_path, dat
         Example("negated_lama/test/TREx/P17/1", ("False is [MASK] .", "False is not [MASK] .", "Yes? False is [MASK] ."),
                 "Flase", subset="TREx", group="TREx/P17", meta=meta),  # not a word of the common vocabulary
     ]
-    bench = NegatedLama()
-    eval_set = cloze_eval_set(tok, bench, "test", examples)
-    metric = eval_set.metric
-    module = CausalLMModule(model, tok, model_config(name=str(path), family="causal_lm"), [eval_set])
-    rows = module.predict({"index": torch.tensor([0, 1, 2])}, eval_set)
+    # The engine's requests for these probes (three next-token requests each, none for a skipped
+    # one), answered by the in-process backend.
+    recipe = SimpleNamespace(model=model_config(name=str(path), family="causal_lm"))
+    built = entry_requests(recipe, SimpleNamespace(benchmark="negated_lama", split="test"), InProcessBackend(model, tok, 8),
+                           Prepared(None, None), examples)
+    metric = built.metric
+    assert [len(built.per_example[i]) for i in range(3)] == [3, 0, 3]
+    backend = InProcessBackend(model, tok, 8)
+    rows = built.read([0, 1, 2], backend.answer(built.requests([0, 1, 2]), Counts())).predictions
+    assert rows is not None
     assert rows[1, 0].item() == SKIPPED  # the SQUAD blank is mid-sentence
     with torch.no_grad():
         for k, prefix in enumerate(("False is", "False is not", "Yes? False is")):

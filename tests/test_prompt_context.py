@@ -12,7 +12,8 @@ import re
 import pytest
 from transformers import AutoTokenizer
 
-import negtrain.models.lm as lm
+import negtrain.serving.in_process as in_process
+import negtrain.serving.in_process_load as in_process_load
 from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.cli import main
 from negtrain.models.context import Context, model_context, rows_over
@@ -35,7 +36,7 @@ def _card(model, out, *extra):
 
 def test_nine_shots_over_a_512_token_context_exit_2_naming_the_row_and_lengths(lm_env, tmp_path, capsys, monkeypatch):
     model = save_tiny_llama(tmp_path / "m512", lm_env["data"], context=512)
-    monkeypatch.setattr(lm, "load_base", lambda *a, **k: pytest.fail("the weights were loaded before the prompts were checked"))
+    monkeypatch.setattr(in_process_load, "load_base", lambda *a, **k: pytest.fail("the weights were loaded before the prompts were checked"))
     capsys.readouterr()  # what saving the model printed
     assert _card(model, tmp_path / "card") == 2
     err = [x for x in capsys.readouterr().err.splitlines() if x.strip()]
@@ -48,13 +49,13 @@ def test_nine_shots_over_a_512_token_context_exit_2_naming_the_row_and_lengths(l
 
 
 def test_a_long_context_sees_all_nine_passages_and_truncate_left_counts_what_it_cut(lm_env, tmp_path, monkeypatch):
-    greedy, seen = lm.greedy, []
+    greedy, seen = in_process.respond_ids, []
 
-    def recording(model_, tokenizer, ids, mask, *rest):
-        seen.extend(tuple(row[m.bool()].tolist()) for row, m in zip(ids, mask, strict=False))
-        return greedy(model_, tokenizer, ids, mask, *rest)
+    def recording(model_, tokenizer, ids, *rest):
+        seen.extend(tuple(row) for row in ids)
+        return greedy(model_, tokenizer, ids, *rest)
 
-    monkeypatch.setattr(lm, "greedy", recording)
+    monkeypatch.setattr(in_process, "respond_ids", recording)
     assert _card(lm_env["llama"], tmp_path / "whole") == 0
     tok = AutoTokenizer.from_pretrained(lm_env["llama"])
     passages = [e.inputs[0] for e in Condaqa().load("fewshot_train_1")]

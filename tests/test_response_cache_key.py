@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 
-import negtrain.models.lm as lm
+import negtrain.serving.in_process as in_process
 from negtrain.cli import main
 from tiny_models import save_tiny_llama
 
@@ -22,13 +22,13 @@ def _responses(out):
 def test_a_cache_reused_across_a_weights_change_in_the_same_folder_misses(lm_env, tmp_path, monkeypatch):
     folder, cache = tmp_path / "model", tmp_path / "shared.sqlite"
     shutil.copytree(lm_env["llama"], folder)
-    greedy, computed = lm.greedy, []
+    greedy, computed = in_process.respond_ids, []
 
     def counting(model_, tokenizer, ids, *rest):
         computed.append(len(ids))
         return greedy(model_, tokenizer, ids, *rest)
 
-    monkeypatch.setattr(lm, "greedy", counting)
+    monkeypatch.setattr(in_process, "respond_ids", counting)
 
     def card(name):
         computed.clear()

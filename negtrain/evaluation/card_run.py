@@ -242,13 +242,6 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
     except BaseException:
         cache.close()
         raise
-    # A continued card adds this session to its provenance; a new one gets this one (write_resumed
-    # writes the record whole where there is none yet). A model in this process is described by
-    # its config, checkpoint and the precision it runs in; a served one by its server.
-    model = getattr(backend, "model", None)
-    precision = getattr(backend, "precision", "server") if here else "server"
-    provenance.write_resumed(out, provenance.collect(recipe, precision, getattr(model, "config", None), card.checkpoint if here else None,
-                                                     dtype=getattr(backend, "dtype_words", None)))
     need = [e for e in todo if needs_logprobs(get_benchmark(e.benchmark), e)]
     if need:
         ok, answer = backend.offers_prompt_logprobs()
@@ -261,8 +254,17 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
                 + (f"these can run: --benchmarks {','.join(dict.fromkeys(c.split('/')[0] for c in can))}" if can else "no benchmark asked for can run without them")
             )
     try:
-        # Every entry's prompts built and checked first: one that does not fit fails in seconds.
+        # Every entry's prompts built and checked first, before a model here loads its weights:
+        # one that does not fit fails in seconds.
         prepared = prepare_all(recipe, todo, backend)
+        if here:
+            getattr(backend, "model", None)  # the weights load now (the backend defers them to here)
+        # A continued card adds this session to its provenance; a new one gets this one
+        # (write_resumed writes the record whole where there is none yet). A model in this process
+        # is described by its config, checkpoint, precision and dtype; a served one by its server.
+        precision = getattr(backend, "precision", "server") if here else "server"
+        provenance.write_resumed(out, provenance.collect(recipe, precision, getattr(backend, "model_config", None),
+                                                         card.checkpoint if here else None, dtype=getattr(backend, "dtype_words", None)))
         for entry in todo:
             result = score_served(recipe, entry, backend, out, allow_missing=allow_missing, prepared=prepared[set_name(entry)])
             write_records(part_path(out, set_name(entry)), [result.record])

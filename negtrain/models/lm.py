@@ -73,47 +73,23 @@ from negtrain.serving.in_process import module_backend
 # Moved to prompting.py (text only, so a served card needs no Lightning); imported here where
 # lm.py uses them, and for the code that imports them from here.
 from negtrain.models.prompting import (  # noqa: F401
-    STOP_STRINGS,
     AnswerMode,
     PromptSettings,
-    answer_mode,
-    answer_outcome,
-    answer_text,
-    causal_answering,
     prompt_text,
     prompts_with_shots,
     target_text,
-    verbalizer_text,
-    zero_shot_text,
 )
-# Prompt ids and encodings, and the eval sets other than a prompt scored by the family's default,
-# are their own modules; imported here where this module uses them, and for the code that imports
-# them from here.
+# A prompt's ids and training encodings are their own module; imported here where this module
+# uses them, and for the code that imports them from here.
 from negtrain.models.lm_encoding import (  # noqa: F401
-    ANSWER_CONTEXT,
-    CLOZE_ENDINGS,
-    Fitting,
-    causal_answer_ids,
-    causal_prompt_ids,
     check_chat,
     choice_inputs,
-    cloze_metric,
-    cloze_prefix,
-    cloze_prefixes,
     continuation_ids,
-    encode_causal_eval,
     encode_causal_train,
     encode_seq2seq_eval,
-    encode_seq2seq_prompts,
-    fitted_choice_inputs,
-    label_continuations,
-    mark_cut,
     padded,
-    prompts_fitted,
     rendered_prompts,
-    seen_prompts,
     seq2seq_targets,
-    uses_chat,
 )
 from negtrain.models.lm_eval_sets import engine_eval_sets
 

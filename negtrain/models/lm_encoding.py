@@ -26,7 +26,7 @@ from negtrain.core.errors import ConfigError
 from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric
 from negtrain.models.cloze_vocab import CommonVocab, gold_or_skip
 from negtrain.models.choice_inputs import encode_choices, split_pair
-from negtrain.models.context import UNLIMITED, Context, cut_left, fit_shots, fit_split, rows_over, truncation_note
+from negtrain.models.context import UNLIMITED, Context, cut_left, fit_split, rows_over, truncation_note
 from negtrain.prompts.strategies import Prompt
 from negtrain.models.prompting import (
     PromptSettings,
@@ -138,21 +138,6 @@ class Fitting:
     context: Context
     where: str  # "benchmark/split"
     row_ids: Sequence[str]
-
-
-def prompts_fitted(tokenizer, prompts: Sequence[Prompt], shot_ids: list[list[str]] | None, settings, cfg: LanguageModelConfig,
-                   room: int, fitting: Fitting) -> tuple[list[Prompt], list[list[str]] | None]:
-    """``prompts`` with the most of their shots that fit the model's context (down to the entry's
-    ``min_shots``: :func:`negtrain.models.context.fit_shots`), measured as the model is given them
-    (after the chat template); as they are when the entry allows no fewer shots."""
-    if not settings.shots_to_fit or shot_ids is None:
-        return list(prompts), shot_ids
-
-    def lengths(part: Sequence[Prompt]) -> list[int]:
-        texts, chatted = rendered_prompts(tokenizer, part, cfg)
-        return [len(x) for x in tokenizer(texts, add_special_tokens=not chatted)["input_ids"]]
-
-    return fit_shots(prompts, shot_ids, lengths, room, fitting.context, settings.min_shots, fitting.where, fitting.row_ids)
 
 
 def encode_causal_eval(tokenizer, bench: Benchmark, texts: Sequence[str], cfg: LanguageModelConfig, answer_room: int, chatted: bool,

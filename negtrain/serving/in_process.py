@@ -25,7 +25,7 @@ imports Lightning or the training floor.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -81,10 +81,14 @@ class InProcessBackend:
     def __init__(self, model: Any, tokenizer: Any, batch_size: int, *, encoder_decoder: bool = False, truncate: str = "none",
                  autocast_dtype: torch.dtype | None = None, fp32_recheck_margin: float | None = None,
                  cache: ResponseCache | None = None, cache_settings: dict[str, Any] | None = None, name: str | None = None,
-                 model_config: Any = None) -> None:
+                 model_config: Any = None, loader: Callable[[], tuple[Any, dict[str, Any]]] | None = None) -> None:
         if truncate not in TRUNCATE:
             raise ConfigError(f"truncate {truncate!r}: one of {', '.join(TRUNCATE)}")
-        self.model = model
+        self._model = model
+        #: Loads the weights (and says what keys the cache) at the first answer, so every prompt of
+        #: a card is built and checked against the context before a large model loads.
+        self._loader = loader
+        self.model_config = model_config if model_config is not None else model.config
         self.tokenizer = tokenizer
         self.batch_size = batch_size
         self.encoder_decoder = encoder_decoder
@@ -96,12 +100,25 @@ class InProcessBackend:
             self.name = name
         # model_config: the model's config where the weights are not loaded yet (a family builds
         # and checks its eval sets' requests first).
-        self.context = model_context(model_config if model_config is not None else model.config, tokenizer, TRUNCATE[truncate])
+        self.context = model_context(self.model_config, tokenizer, TRUNCATE[truncate])
         #: What the records say the model ran in (provenance): the evaluation's precision, and the
         #: dtype it computed in, set by the factory.
         self.precision = "32-true"
         self.dtype_words: str | None = None
         self.inputs = Inputs(tokenizer, encoder_decoder, self.context, f"the {self.name} backend")
+
+    @property
+    def model(self) -> Any:
+        """The model, loaded here at its first use when the factory deferred it."""
+        if self._model is None and self._loader is not None:
+            loader, self._loader = self._loader, None
+            self._model, settings = loader()
+            self.cache_settings.update(settings)
+        return self._model
+
+    @model.setter
+    def model(self, model: Any) -> None:
+        self._model = model
 
     @classmethod
     def of_model(cls, model: Any, tokenizer: Any, *, encoder_decoder: bool, batch_size: int, truncate: str = "none",
@@ -157,6 +174,7 @@ class InProcessBackend:
         groups = self._fit_groups(scored)
         fitted_next = self._fit_next_tokens(next_tokens)
         keys: dict[int, str] = {}
+        model = self.model  # loaded now, when deferred: its weights key the cache
         if self.cache is not None:
             settings = {**self.cache_settings, "truncate": self.context.truncate}
             for i, r in generations + scored:
@@ -165,23 +183,29 @@ class InProcessBackend:
                 if found is not None:
                     answers[i] = found
                     counts.cached += 1
-        computed: list[tuple[int, Answer]] = []
-        training = getattr(self.model, "training", False)
-        self.model.eval()
+        computed = 0
+
+        def keep(done: list[tuple[int, Answer]]) -> None:
+            """A batch's answers, kept as soon as it is computed: a card killed later loses none of them."""
+            nonlocal computed
+            for i, a in done:
+                answers[i] = a
+                if i in keys and self.cache is not None:
+                    self.cache.put(keys[i], a)
+            computed += len(done)
+
+        training = getattr(model, "training", False)
+        model.eval()
         try:
             with torch.no_grad():
                 todo = [(i, g, f) for (i, g), f in zip(generations, fitted_generations, strict=True) if answers[i] is None]
-                computed += self._generate(todo)
-                computed += self._score([g for g in groups if any(answers[i] is None for i, _ in g.members)], answers)
-                computed += self._next(list(zip([i for i, _ in next_tokens], fitted_next, strict=True)))
+                self._generate(todo, keep)
+                self._score([g for g in groups if any(answers[i] is None for i, _ in g.members)], answers, keep)
+                self._next(list(zip([i for i, _ in next_tokens], fitted_next, strict=True)), keep)
         finally:
             if training:
-                self.model.train()
-        for i, a in computed:
-            answers[i] = a
-            if i in keys and self.cache is not None:
-                self.cache.put(keys[i], a)
-        counts.requests += len(computed)
+                model.train()
+        counts.requests += computed
         counts.tokens_out += sum(a.tokens_out for a in answers if a is not None)
         return answers
 
@@ -211,35 +235,34 @@ class InProcessBackend:
         rows = [self.inputs.next_token(r) for _, r in next_tokens]
         return self.inputs.fit(rows, [1] * len(rows), [r.example for _, r in next_tokens], [False] * len(rows))
 
-    def _generate(self, todo: list[tuple[int, Generation, Fitted]]) -> list[tuple[int, Answer]]:
-        # Generations with the same limits are one batched call (sorted by length there).
+    def _generate(self, todo: list[tuple[int, Generation, Fitted]], keep) -> None:
+        # Generations with the same limits, longest prompts first, a batch at a time.
         by_limits: dict[tuple[int, tuple[str, ...]], list[tuple[int, Generation, Fitted]]] = {}
         for item in todo:
             by_limits.setdefault((item[1].max_tokens, item[1].stop), []).append(item)
-        out = []
         for (max_tokens, stop), group in by_limits.items():
-            with self._autocast():
-                done = respond_ids(self.model, self.tokenizer, [f.ids for _, _, f in group], Limits(max_tokens, stop), self.batch_size,
-                                   self.encoder_decoder)
-            out += [(i, Answer(text=g.text, tokens_out=g.tokens, cut=f.cut, seen=f.seen)) for (i, _, f), g in zip(group, done, strict=True)]
-        return out
+            group.sort(key=lambda item: -len(item[2].ids))
+            for start in range(0, len(group), self.batch_size):
+                part = group[start:start + self.batch_size]
+                with self._autocast():
+                    done = respond_ids(self.model, self.tokenizer, [f.ids for _, _, f in part], Limits(max_tokens, stop), self.batch_size,
+                                       self.encoder_decoder)
+                keep([(i, Answer(text=g.text, tokens_out=g.tokens, cut=f.cut, seen=f.seen)) for (i, _, f), g in zip(part, done, strict=True)])
 
     def _continuations(self, groups: list[_Group], fp32: bool = False) -> ContinuationScores:
         with self._autocast(enabled=not fp32):
             return continuation_logprobs(self.model, [g.fitted.ids for g in groups], [[c for _, c in g.members] for g in groups],
                                          encoder_decoder=self.encoder_decoder, pad_id=self.tokenizer.pad_token_id)
 
-    def _score(self, groups: list[_Group], answers: list[Answer | None]) -> list[tuple[int, Answer]]:
+    def _score(self, groups: list[_Group], answers: list[Answer | None], keep) -> None:
         # The rows of one call have the same number of continuations; longest first within each number.
         by_k: dict[int, list[_Group]] = {}
         for g in groups:
             by_k.setdefault(len(g.members), []).append(g)
-        out = []
         for same in by_k.values():
             same.sort(key=lambda g: -(len(g.fitted.ids) + max(len(c) for _, c in g.members)))
             for start in range(0, len(same), self.batch_size):
-                out += self._score_batch(same[start:start + self.batch_size], answers)
-        return out
+                keep(self._score_batch(same[start:start + self.batch_size], answers))
 
     def _score_batch(self, groups: list[_Group], answers: list[Answer | None]) -> list[tuple[int, Answer]]:
         scores = self._continuations(groups)
@@ -255,12 +278,11 @@ class InProcessBackend:
                                           cut=g.fitted.cut, seen=g.fitted.seen)))
         return out
 
-    def _next(self, todo: list[tuple[int, Fitted]]) -> list[tuple[int, Answer]]:
+    def _next(self, todo: list[tuple[int, Fitted]], keep) -> None:
         """Next-token log-probabilities, right-padded batches read at each row's last real
-        position (as :func:`negtrain.models.lm_eval_sets.predict_cloze` reads them), in fp32."""
+        position, in fp32."""
         todo = sorted(todo, key=lambda item: -len(item[1].ids))
         device = next(self.model.parameters()).device
-        out = []
         for start in range(0, len(todo), self.batch_size):
             part = todo[start:start + self.batch_size]
             width = max(len(f.ids) for _, f in part)
@@ -273,8 +295,7 @@ class InProcessBackend:
                 logits = self.model(input_ids=ids, attention_mask=mask).logits
             last = logits[torch.arange(len(part), device=device), mask.sum(1) - 1].float()
             logprobs = torch.log_softmax(last, dim=-1).cpu()
-            out += [(i, Answer(next_logprobs=logprobs[r], cut=f.cut, seen=f.seen)) for r, (i, f) in enumerate(part)]
-        return out
+            keep([(i, Answer(next_logprobs=logprobs[r], cut=f.cut, seen=f.seen)) for r, (i, f) in enumerate(part)])
 
 
 def open_in_process(context: BackendContext) -> InProcessBackend:
@@ -292,23 +313,29 @@ def open_in_process(context: BackendContext) -> InProcessBackend:
     path = resolve_model_name(context.model)
     check_model_folder(path, recipe.model.family, f"--model {context.model}")
     tokenizer = load_lm_tokenizer(path, context.model)
-    model = load_model(path, recipe)
-    if context.checkpoint is not None:
-        load_checkpoint_weights(model, context.checkpoint)
+    from transformers import AutoConfig
+
+    config = AutoConfig.from_pretrained(path)
     autocast_dtype, weights_dtype = precision_dtypes(recipe.trainer.precision)
-    if weights_dtype is not None:
-        model = model.to(weights_dtype)
-    if torch.cuda.is_available() and not getattr(model, "hf_device_map", None):  # a quantized base is placed already
-        model = model.to("cuda")
-    model.eval()
-    settings = in_process_cache_settings(recipe, model, tokenizer, context.checkpoint) if context.cache is not None else {}
+
+    def load() -> tuple[Any, dict[str, Any]]:
+        model = load_model(path, recipe)
+        if context.checkpoint is not None:
+            load_checkpoint_weights(model, context.checkpoint)
+        if weights_dtype is not None:
+            model = model.to(weights_dtype)
+        if torch.cuda.is_available() and not getattr(model, "hf_device_map", None):  # a quantized base is placed already
+            model = model.to("cuda")
+        model.eval()
+        backend.dtype_words = dtype_words(model, autocast_dtype)
+        return model, (in_process_cache_settings(recipe, model, tokenizer, context.checkpoint) if context.cache is not None else {})
+
     backend = InProcessBackend(
-        model, tokenizer, recipe.data.eval_batch_size, encoder_decoder=bool(getattr(model.config, "is_encoder_decoder", False)),
+        None, tokenizer, recipe.data.eval_batch_size, encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
         truncate=recipe.evaluation.truncate, autocast_dtype=autocast_dtype, fp32_recheck_margin=recipe.model.fp32_recheck_margin,
-        cache=context.cache, cache_settings=settings, name=context.backend,
+        cache=context.cache, name=context.backend, model_config=config, loader=load,
     )
     backend.precision = evaluation_precision_name(recipe.trainer.precision)
-    backend.dtype_words = dtype_words(model, autocast_dtype)
     return backend
 
 
