@@ -44,7 +44,8 @@ eval set's rows are requests, answered by the in-process backend (:mod:`negtrain
 wrapped round this module's model, exactly as a report card's ``--backend hf`` answers them.
 
 This module holds the LightningModules and the builders; a prompt's ids and training encodings
-are :mod:`negtrain.models.lm_encoding`, the eval sets :mod:`negtrain.models.lm_eval_sets`.
+are :mod:`negtrain.models.lm_encoding`, the eval sets (one per entry, with its requests)
+:mod:`negtrain.models.lm_eval_sets`.
 """
 
 from __future__ import annotations

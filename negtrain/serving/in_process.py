@@ -1,12 +1,13 @@
-"""The in-process backend (the ``transformers`` and ``hf`` rows): a language model loaded in this
+"""The in-process backend (the ``hf`` and ``transformers`` rows): a language model loaded in this
 process, causal (Llama-style) or seq2seq (T5), answering the typed requests of
 :mod:`negtrain.engine.requests` as a server would, so a report card scored through it takes the
-served path (:mod:`negtrain.evaluation.served`). What each request is given the model as, and how
+one engine (:mod:`negtrain.engine.entry_requests`, :mod:`negtrain.evaluation.served`), and a
+language-model family's module answers its per-epoch eval sets through it (:func:`module_backend`). What each request is given the model as, and how
 a prompt is held to the model's context, is :mod:`negtrain.serving.in_process_inputs`; how the
 model is loaded, :mod:`negtrain.serving.in_process_load`.
 
 - :class:`~negtrain.engine.requests.Generation`: greedy, batched by length
-  (:func:`negtrain.models.generation.respond_ids`, the generation the ``hf`` families use), a
+  (:func:`negtrain.models.generation.respond_ids`), a
   seq2seq model decoding from the prompt as its encoder's input.
 - :class:`~negtrain.engine.requests.Loglikelihood`: the continuation's summed log-probability.
   Requests with the same context are one row: the context is run once for all its continuations
@@ -14,12 +15,14 @@ model is loaded, :mod:`negtrain.serving.in_process_load`.
   two continuations are within ``fp32_recheck_margin`` (summed or per token) is scored again in
   fp32, so a mixed-precision evaluation reports fp32's choice (``model.fp32_recheck_margin``).
 - :class:`~negtrain.engine.requests.NextToken`: the log-probabilities of the whole vocabulary as
-  the next token after the context, in fp32 (autocast off), as the ``hf`` backend's cloze probe
-  reads them (:func:`negtrain.models.lm_eval_sets.predict_cloze`). Never cached.
+  the next token after the context, in fp32 (autocast off), read at the context's last real
+  position. Never cached.
 
 Each kind is sorted by length (longest first) and batched ``batch_size`` at a time; answers come
 back in the requests' order. With a response cache, an answer already there is read
-(``counts.cached``), the others are computed (``counts.requests``) and stored. Nothing here
+(``counts.cached``), the others are computed (``counts.requests``) and stored a batch at a time,
+as each batch is computed. The factory defers loading the weights to the first answer, so a card
+checks every prompt against the context first. Nothing here
 imports Lightning or the training floor.
 """
 

@@ -120,8 +120,7 @@ def load_checkpoint_weights(model, checkpoint: Path, given_as: str = "--checkpoi
 
 
 def in_process_cache_settings(recipe: Any, model, tokenizer, checkpoint: Path | None) -> dict[str, Any]:
-    """What decides an in-process answer besides the request, by content and never by a path (as
-    ``training.run.response_cache_settings`` for the ``hf`` backend): the weights' digests
+    """What decides an in-process answer besides the request, by content and never by a path: the weights' digests
     (:func:`negtrain.models.provenance.weights_identity`), the tokenizer's content and chat
     template, the dtype the weights are in and the precision they are run in, and the model and
     adapter settings."""
