@@ -87,7 +87,7 @@ def test_any_template_error_is_named_and_suggests_the_turns(tokenizer):
 def test_evaluate_chat_system_on_a_gemma_style_template_is_one_error_line_before_loading(lm_env, tmp_path, capsys, monkeypatch):
     from transformers import AutoTokenizer
 
-    import negtrain.models.lm as lm
+    import negtrain.serving.in_process_load as in_process_load
 
     model = tmp_path / "gemma_style"
     shutil.copytree(lm_env["llama"], model)
@@ -98,7 +98,7 @@ def test_evaluate_chat_system_on_a_gemma_style_template_is_one_error_line_before
     def no_loading(*args, **kwargs):
         raise AssertionError("the weights were loaded before the chat template refused the prompt")
 
-    monkeypatch.setattr(lm, "load_base", no_loading)
+    monkeypatch.setattr(in_process_load, "load_base", no_loading)
     out = tmp_path / "card"
     code = main(["evaluate", "--model", str(model), "--family", "causal_lm", "--benchmarks", "scone", "--strategy", "conditional_q",
                  "--chat", "--system", "Answer briefly.", "--out", str(out), "--trainer.limit_val_batches=1"])

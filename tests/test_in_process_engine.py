@@ -50,10 +50,10 @@ def _backend(path: Path, seq2seq: bool = False, batch: int = 4, **settings) -> I
 
 
 def _scored(seq2seq: bool) -> list[Loglikelihood]:
-    # T5 reads the verbalizer without a leading space (the engine sends it so).
+    # T5 reads a verbalizer without a leading space, as a whole answer ending in EOS (the engine sends it so).
     conts = [c.strip() for c in CONTINUATIONS] if seq2seq else CONTINUATIONS
-    out = [Loglikelihood(ctx, c, example=f"b/test/{i}") for i, ctx in enumerate(CONTEXTS) for c in conts]
-    return [*out, Loglikelihood("Nobody is asleep at home.", conts[0], example="b/test/9")]
+    out = [Loglikelihood(ctx, c, example=f"b/test/{i}", eos=seq2seq) for i, ctx in enumerate(CONTEXTS) for c in conts]
+    return [*out, Loglikelihood("Nobody is asleep at home.", conts[0], example="b/test/9", eos=seq2seq)]
 
 
 @pytest.mark.parametrize("seq2seq", [False, True])
@@ -188,6 +188,8 @@ def test_a_second_call_is_answered_from_the_cache_and_next_tokens_never_are(mode
 
     cache = ResponseCache(tmp_path / "responses")
     backend = open_in_process(BackendContext(str(models["llama"]), cache=cache, recipe=_recipe(models["llama"])))
+    assert backend.cache_settings == {}  # the weights load (and key the cache) at the first answer
+    assert backend.model is not None
     assert backend.cache_settings["weights"]["content_sha256"] and backend.cache_settings["precision"] == "32-true"
     requests = [*_scored(False), Generation("True False", 3, example="b/test/5"), NextToken("False is", example="c/test/0")]
     first, again = Counts(), Counts()
@@ -241,7 +243,7 @@ def test_a_runs_checkpoint_is_loaded_into_the_model(models, tmp_path):
     del state["model.lm_head.weight"]
     torch.save({"state_dict": state, "negtrain_recipe": {}}, ckpt)
     with pytest.raises(ConfigError, match="its weights do not fit the recipe's model"):
-        open_in_process(BackendContext(str(models["llama"]), recipe=recipe, checkpoint=ckpt))
+        assert open_in_process(BackendContext(str(models["llama"]), recipe=recipe, checkpoint=ckpt)).model is None  # loaded at first use
 
 
 def test_an_adapter_runs_checkpoint_loads_its_adapter_weights(models, tmp_path):
@@ -316,7 +318,7 @@ def test_truncate_left_keeps_a_seq2seq_prompts_end_and_refuses_a_prompt_with_no_
     backend = InProcessBackend(model, tok, 4, encoder_decoder=True, truncate="left")
     assert backend.context.limit == 10
     prompt = "Is the following statement True or False? A dog is an animal."
-    got = backend.answer([Loglikelihood(prompt, "True"), Generation(prompt, 3)], Counts())
+    got = backend.answer([Loglikelihood(prompt, "True", eos=True), Generation(prompt, 3)], Counts())
     cfg = model_config(name=str(models["t5"]), family="seq2seq")
     encoded, cut = encode_seq2seq_prompts(tok, [prompt], cfg, False, Fitting(backend.context, "b/test", ["0"]))
     kept = encoded.input_ids.tolist()

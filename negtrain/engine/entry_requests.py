@@ -11,7 +11,7 @@ built and checked:
   strategy's answer rule or the family's default (a causal LM's first line; a seq2seq model's
   whole answer);
 - **verbalizers** (a label benchmark): one :class:`Loglikelihood` per label, the verbalizer as the
-  continuation (after a space for a causal LM, as its decoder target for a seq2seq model); the
+  continuation (after a space for a causal LM, as its decoder target with EOS for a seq2seq model); the
   label with the highest summed or per-token mean log-probability (``model.verbalizer_score``)
   wins;
 - **choices** (NeQA; a ScoNe-NLG log-likelihood strategy): one per choice, after the benchmark's
@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from jinja2.exceptions import TemplateError  # jinja2: a dependency of torch, and what chat templates run on
 
 from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, WrittenCompletions
 from negtrain.benchmarks.negated_lama import common_vocabulary
@@ -42,6 +43,7 @@ from negtrain.engine.prompts import Prepared, chats
 from negtrain.engine.requests import Answer, Generation, Loglikelihood, NextToken, Request
 from negtrain.metrics.cloze import cloze_rows, skipped_rows
 from negtrain.metrics.multiple_choice import first_argmax
+from negtrain.models.chat_template import refusal
 from negtrain.models.cloze_vocab import common_vocab
 from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
@@ -249,7 +251,8 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
         # The text the model is given where the backend renders the template itself (this
         # process); a server's own rendering is unknown, so its log holds the messages sent.
         render = getattr(backend, "chat_text", None)
-        built.rendered = [render(ms) if render else json.dumps(ms, ensure_ascii=False) for ms in messages]
+        built.rendered = [_rendered(render, ms, cfg, p) if render else json.dumps(ms, ensure_ascii=False)
+                          for ms, p in zip(messages, prompts, strict=True)]
     else:
         conversations = [()] * len(prompts)
         built.rendered = [p.text() for p in prompts]
@@ -275,11 +278,21 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
     conts = [space + verbalizer_text(verbalizer[label], cfg) for label in bench.labels]
     _distinct(backend, bench, conts)
     built.per_example = [
-        [Loglikelihood(p.text(), c, example=f"{row_name(name, e.id)} label {label!r}", messages=m)
+        [Loglikelihood(p.text(), c, example=f"{row_name(name, e.id)} label {label!r}", messages=m, eos=encoder_decoder)
          for c, label in zip(conts, bench.labels, strict=True)]
         for p, m, e in zip(prompts, conversations, examples, strict=True)
     ]
     return built
+
+
+def _rendered(render, messages: list[dict[str, str]], cfg, prompt) -> str:
+    """The chat as the backend's template renders it; a template that refuses the conversation
+    (Gemma's "System role not supported") is one error line saying what to change, before any
+    request is answered or weights loaded."""
+    try:
+        return render(messages)
+    except TemplateError as exc:
+        raise ConfigError(refusal(cfg, prompt, exc)) from exc
 
 
 def _distinct(backend, bench: Benchmark, conts: list[str]) -> None:

@@ -55,6 +55,10 @@ class Loglikelihood:
     #: continuation after it; empty: ``context`` as text. Only a backend that renders the template
     #: itself (the model in this process) can answer it.
     messages: tuple[tuple[str, str], ...] = ()
+    #: The continuation is a whole answer, ending the sequence: a seq2seq model scores it as its
+    #: decoder target with EOS (a verbalizer, as the family trains it). False: its tokens only (a
+    #: choice, as lm-evaluation-harness scores one). A causal LM scores the tokens either way.
+    eos: bool = False
 
     kind = "loglikelihood"
 
@@ -64,7 +68,7 @@ class Loglikelihood:
 
     def payload(self) -> dict[str, Any]:
         sent = {"messages": [list(m) for m in self.messages]} if self.messages else {"context": self.context}
-        return {"kind": self.kind, **sent, "continuation": self.continuation}
+        return {"kind": self.kind, **sent, "continuation": self.continuation, **({"eos": True} if self.eos else {})}
 
 
 @dataclass(frozen=True)

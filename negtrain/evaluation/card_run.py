@@ -221,6 +221,7 @@ def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh
 def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[RunRecord]]) -> None:
     """Every entry of ``todo`` through the card's backend (the engine), each kept as soon as it is scored."""
     from negtrain.evaluation.served import needs_logprobs, score_served
+    from negtrain.engine.entry_requests import entry_requests
     from negtrain.engine.prompts import prepare_all
     from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.cache import ResponseCache
@@ -257,6 +258,8 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
         # Every entry's prompts built and checked first, before a model here loads its weights:
         # one that does not fit fails in seconds.
         prepared = prepare_all(recipe, todo, backend)
+        # ...and turned into requests (a chat template that refuses the conversation says so here).
+        requests = {set_name(e): entry_requests(recipe, e, backend, prepared[set_name(e)]) for e in todo}
         if here:
             getattr(backend, "model", None)  # the weights load now (the backend defers them to here)
         # A continued card adds this session to its provenance; a new one gets this one
@@ -266,7 +269,8 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
         provenance.write_resumed(out, provenance.collect(recipe, precision, getattr(backend, "model_config", None),
                                                          card.checkpoint if here else None, dtype=getattr(backend, "dtype_words", None)))
         for entry in todo:
-            result = score_served(recipe, entry, backend, out, allow_missing=allow_missing, prepared=prepared[set_name(entry)])
+            result = score_served(recipe, entry, backend, out, allow_missing=allow_missing, prepared=prepared[set_name(entry)],
+                                  built=requests[set_name(entry)])
             write_records(part_path(out, set_name(entry)), [result.record])
             scored[set_name(entry)] = [result.record]
             c = result.counts

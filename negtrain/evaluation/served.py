@@ -20,10 +20,11 @@ from pathlib import Path
 from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.data.eval_set import ScoredSplit
 from negtrain.data.scoring import record_scored, scored_result
-from negtrain.engine.entry_requests import INCOMPLETE_TAIL, entry_requests, row_name  # noqa: F401  # also imported from here
+from negtrain.engine.entry_requests import INCOMPLETE_TAIL, EntryRequests, entry_requests, row_name  # noqa: F401  # also imported from here
 from negtrain.engine.prompts import Prepared, prepare_entry
 from negtrain.engine.requests import Counts
 from negtrain.io.records import CardRecord
+from negtrain.models.precision_note import precision_note
 from negtrain.models.prompting import AnswerMode, PromptSettings
 from negtrain.serving.backend import Backend
 
@@ -60,14 +61,16 @@ class ServedResult:
     counts: Counts
 
 
-def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool = False, prepared: Prepared | None = None) -> ServedResult:
+def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool = False, prepared: Prepared | None = None,
+                 built: EntryRequests | None = None) -> ServedResult:
     """Score one eval entry through ``backend``; write its predictions file into ``out`` and
     return its metrics line (with the requests it took under ``"requests"``). ``prepared``: its
     prompts as :func:`negtrain.engine.prompts.prepare_all` built and checked them before the
-    card's first request (built here when not given)."""
+    card's first request, and ``built`` its requests (each built here when not given)."""
     if prepared is None:
         prepared = prepare_entry(recipe, entry, backend)
-    built = entry_requests(recipe, entry, backend, prepared)
+    if built is None:
+        built = entry_requests(recipe, entry, backend, prepared)
     examples = built.examples
     counts = Counts()
     start = time.perf_counter()
@@ -88,7 +91,10 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
                          shots_rule=built.settings.shots_rule, prompts=rendered if log else None, variant=built.settings.variant,
                          log_samples=log, completions=built.completions, predicted_labels=built.predicted_labels,
                          cut_by=None if len(rows) == len(examples) else f"trainer.limit_val_batches={limit}")
-    scored.result = scored_result(built.metric, built.name, texts, also_note=prepared.note)
+    # A model here under an explicit lower precision says so, as a family's per-epoch record does.
+    precision_words = precision_note(recipe.trainer.precision) if hasattr(backend, "precision") else None
+    also = "; ".join(n for n in (prepared.note, precision_words) if n) or None
+    scored.result = scored_result(built.metric, built.name, texts, also_note=also)
     if log and built.mode is not AnswerMode.CHOICES and built.mode is not AnswerMode.CLOZE:
         scored.result.responses = [read.responses.get(i) for i in range(len(examples))]
     scored.result.tokens_generated = sum(read.tokens.values()) if built.mode.generates else None

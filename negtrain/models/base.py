@@ -17,6 +17,9 @@ from negtrain.data.eval_set import EvalSet
 from negtrain.data.scoring import scored_result
 from negtrain.core.errors import ConfigError
 from negtrain.models.adapters import trainable_state
+# What an eval record says of its precision is its own module, so a card answered by the engine
+# (no Lightning) says it in the same words; imported here where the records use it.
+from negtrain.models.precision_note import FP32_NUMBERS, precision_note  # noqa: F401
 from negtrain.models.schedules import lr_schedule
 
 
@@ -47,21 +50,6 @@ def close_calls(logits: torch.Tensor, margin: float | None) -> torch.Tensor | No
     top2 = logits.topk(2, dim=-1).values
     close = ((top2[:, 0] - top2[:, 1]) < margin).nonzero().squeeze(-1)
     return close if close.numel() else None
-
-
-#: trainer.precision values under which a model is evaluated in its own (checkpoint) dtype, with no
-#: autocast: ``auto`` (an evaluation never takes bf16 from the hardware, see
-#: :func:`negtrain.training.checks.evaluation_precision`) and fp32 itself.
-FP32_NUMBERS = ("auto", "32", "32-true")
-
-
-def precision_note(precision: str) -> str | None:
-    """What an eval record says when it was computed in a lower precision than the model's own
-    dtype (an explicit ``trainer.precision``), else None."""
-    if precision in FP32_NUMBERS:
-        return None
-    return (f"scored under trainer.precision {precision} (set explicitly): the numbers may differ from the model's "
-            "own dtype; the default (auto) evaluates in the checkpoint's dtype on every machine")
 
 
 def _metric_key(name: str) -> str:

@@ -88,9 +88,12 @@ class Inputs:
         """A log-likelihood request's context ids, continuation ids and whether the context is a rendered chat."""
         chatted = bool(r.messages)
         context = self.chat_text(r.messages) if chatted else r.context
-        if self.encoder_decoder:
+        if self.encoder_decoder and r.eos:  # a whole answer: the decoder target, with EOS
             cont = self._once(("target", r.continuation), lambda: continuation_ids(self.tokenizer, r.continuation, causal=False))
             ctx, _ = self.prompt(r)
+        elif self.encoder_decoder:  # a choice's tokens after the context, split as lm-evaluation-harness splits them
+            ctx, cont = self._once(("pair", context, r.continuation, chatted),
+                                   lambda: split_pair(self.tokenizer, context, r.continuation, causal=False))
         else:
             ctx, cont = self._once(("pair", context, r.continuation, chatted),
                                    lambda: split_pair(self.tokenizer, context, r.continuation, causal=True, add_special_tokens=not chatted))
