@@ -296,7 +296,7 @@ def _server_section(request: CardRequest) -> dict[str, Any] | None:
     if backend in IN_THIS_PROCESS:
         if given:
             raise ConfigError(f"{', '.join(s.option for s in flagged() if s.name in given)} go with --backend openai "
-                              f"(the {backend} backend loads the model in this process and sends no request body)")
+                              f"(the {backend} backend sends no request body: it loads the model in this process)")
         return None
     if not given.get("base_url"):
         if backend != "openai":  # a registered backend that reads no server
