@@ -79,6 +79,10 @@ class _Group:
 
 
 class InProcessBackend:
+    """A causal or seq2seq model in this process answering :mod:`negtrain.engine.requests` in
+    batches (see the module's docstring): the ``hf`` and ``transformers`` rows' backend, made by
+    :func:`open_in_process` for a card, and by :func:`module_backend` round a family's live model."""
+
     name = "transformers"
 
     def __init__(self, model: Any, tokenizer: Any, batch_size: int, *, encoder_decoder: bool = False, truncate: str = "none",
