@@ -62,10 +62,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
     served = p.add_argument_group("served model (--backend openai: --model is the served model's name)")
     served.add_argument("--backend", default="hf", metavar="NAME",
-                        help="hf: load the model here and score it through Lightning, as fit does (default); openai: an "
-                             "OpenAI-compatible server at --base-url; transformers: load the model here and answer the "
-                             "served path's requests (docs: served models); or a backend a plugin registered "
-                             "(negtrain.config.register_backend)")
+                        help="hf: load the model here and answer its requests, as fit's per-epoch evaluation does "
+                             "(default); transformers: the same backend under lm-evaluation-harness's name; openai: an "
+                             "OpenAI-compatible server at --base-url (docs: served models); or a backend a plugin "
+                             "registered (negtrain.config.register_backend)")
     # One flag per server setting, with its description as help: the settings are defined once
     # (negtrain/core/server_settings.py), and the recipe's evaluation.server section is made from them too.
     for setting in flagged():
