@@ -177,6 +177,7 @@ class InProcessBackend:
         # Every request is tokenized and held to the context before any is answered, so an error
         # counts them all and nothing was computed; plain texts in one call of the tokenizer.
         self.inputs.tokens_of([r.prompt for _, r in generations if not r.messages] + [r.context for _, r in next_tokens])
+        self.inputs.prefetch_pairs([r for _, r in scored])
         fitted_generations = self._fit_generations(generations)
         groups = self._fit_groups(scored)
         fitted_next = self._fit_next_tokens(next_tokens)

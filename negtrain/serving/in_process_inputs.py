@@ -35,6 +35,16 @@ from negtrain.models.context import Context, cut_left, rows_over
 from negtrain.models.lm_encoding import continuation_ids
 
 
+def causal_pair_texts(context: str, continuation: str) -> tuple[str, str]:
+    """The context and the context + continuation a causal LM's split tokenizes, as
+    :func:`negtrain.models.choice_inputs.split_pair` splits them: the context's trailing spaces go
+    with the continuation (lm-evaluation-harness's rule)."""
+    spaces = len(context) - len(context.rstrip())
+    if spaces:
+        context, continuation = context[:-spaces], context[-spaces:] + continuation
+    return context, context + continuation
+
+
 @dataclass(frozen=True)
 class Fitted:
     """A prompt's ids as the model is given them; whether they were cut to fit, and then the text kept."""
@@ -94,12 +104,24 @@ class Inputs:
         elif self.encoder_decoder:  # a choice's tokens after the context, split as lm-evaluation-harness splits them
             ctx, cont = self._once(("pair", context, r.continuation, chatted),
                                    lambda: split_pair(self.tokenizer, context, r.continuation, causal=False))
-        else:
+        elif chatted:
             ctx, cont = self._once(("pair", context, r.continuation, chatted),
-                                   lambda: split_pair(self.tokenizer, context, r.continuation, causal=True, add_special_tokens=not chatted))
+                                   lambda: split_pair(self.tokenizer, context, r.continuation, causal=True, add_special_tokens=False))
+        else:  # split_pair's split, from memoized tokens (prefetch_pairs tokenizes a batch's texts in one call)
+            head, whole = causal_pair_texts(context, r.continuation)
+            ctx = self.tokens(head)
+            cont = self.tokens(whole)[len(ctx):]
         if not cont:
             raise ConfigError(f"{r.example}: the continuation {r.continuation!r} has no tokens of its own")
         return list(ctx), list(cont), chatted
+
+    def prefetch_pairs(self, requests: Sequence[Loglikelihood]) -> None:
+        """A causal LM's plain log-likelihood requests: every context and context + continuation text
+        tokenized in one call, so :meth:`pair` finds them memoized."""
+        if self.encoder_decoder:
+            return
+        texts = [t for r in requests if not r.messages for t in causal_pair_texts(r.context, r.continuation)]
+        self.tokens_of(texts)
 
     def next_token(self, r: NextToken) -> list[int]:
         if self.encoder_decoder:
