@@ -134,7 +134,7 @@ def make_card(request: CardRequest, in_process: InProcessScorer | None = None) -
 
 
 def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe, in_process: InProcessScorer | None = None) -> None:
-    recipe, request = card.plan.recipe, card.request
+    recipe = card.plan.recipe
     served = through_engine(recipe)
     # A card answered through the engine runs in one process; a classifier's may run under DDP,
     # where only rank zero writes the card's files. The rank is the launcher's environment (as
@@ -169,8 +169,7 @@ def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe, in_process:
 
             fresh_note = in_process(part_recipe, card.checkpoint, lambda name: _staging(out, name), keep,
                                        provenance_of=loaded, provenance_dir=out, checkpoint_given_as=f"--model {card.shown}:",
-                                       fresh_head_remedy=FRESH_HEAD_REMEDY, plan=partial,
-                                       response_cache=request.cache or out / "responses.sqlite")
+                                       fresh_head_remedy=FRESH_HEAD_REMEDY, plan=partial)
             if fresh_note and rank == 0:  # kept, so the card of a continued run says it too
                 write_text(out / PARTS / FRESH_HEAD_NOTE, fresh_note + "\n")
     if rank == 0:  # under DDP every rank returns here; one writes the card

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from negtrain.core.errors import ConfigError
-from negtrain.io.checkpoints import read_checkpoint
+from negtrain.io.checkpoint_reading import read_checkpoint
 
 MODULE_PREFIX = "model."
 

@@ -37,7 +37,7 @@ from negtrain.config import families_where, family_names, on_test_split, selecti
 from negtrain.core.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import atomic_dir
-from negtrain.io.checkpoints import read_checkpoint
+from negtrain.io.checkpoint_reading import read_checkpoint
 from negtrain.models.sources import hub_id, resolve_model_name
 from negtrain.core.paths import check_output_dir
 from negtrain.runs.reading import RunDir, is_count

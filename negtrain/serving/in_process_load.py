@@ -14,8 +14,9 @@ from typing import Any
 import torch
 
 from negtrain.config import LanguageModelConfig, to_dict
-from negtrain.core.errors import ConfigError, NegtrainError
+from negtrain.core.errors import ConfigError
 from negtrain.data.encoded import tokenizer_signature
+from negtrain.io.checkpoint_reading import read_checkpoint
 from negtrain.models import provenance
 from negtrain.models.adapters import add_adapter, load_adapter_state, load_base
 from negtrain.models.freezing import freeze
@@ -67,32 +68,6 @@ def load_model(path: str, recipe: Any):
     return model
 
 
-def read_run_checkpoint(path: Path, what: str = "--checkpoint") -> dict[str, Any]:
-    """A negtrain run's checkpoint, loaded with ``weights_only``; anything else is one clear error.
-    The same checks as :func:`negtrain.io.checkpoints.read_checkpoint`, whose module imports
-    Lightning (its checkpoint writer), which the in-process backend never needs."""
-    import pickle
-    import zipfile
-
-    path = Path(path)
-    if not path.is_file():
-        raise NegtrainError(f"{what} {path}: no such file")
-    if not zipfile.is_zipfile(path):
-        raise NegtrainError(f"{what} {path}: not a PyTorch checkpoint (not a torch.save file)")
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:
-        raise NegtrainError(f"{what} {path}: holds pickled objects beyond tensors and plain data; not loaded (weights_only)") from None
-    except Exception as exc:  # truncated or damaged
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise NegtrainError(f"{what} {path}: truncated or damaged checkpoint ({first[:200]})") from exc
-    if not isinstance(ckpt, dict) or not isinstance(ckpt.get("state_dict"), dict):
-        raise NegtrainError(f"{what} {path}: not a Lightning checkpoint (no state_dict)")
-    if "negtrain_recipe" not in ckpt:
-        raise NegtrainError(f"{what} {path}: not a checkpoint of a negtrain run (no negtrain_recipe)")
-    return ckpt
-
-
 class _Holder(torch.nn.Module):
     """The model under the name the run's module gave it (``model.``), so a checkpoint's keys fit."""
 
@@ -104,7 +79,7 @@ class _Holder(torch.nn.Module):
 def load_checkpoint_weights(model, checkpoint: Path, given_as: str = "--checkpoint") -> None:
     """A run's checkpoint into ``model`` in place, as ``training.build.reload_weights`` loads it
     into the run's module: the whole state, or an adapter run's trainable weights only."""
-    state = read_run_checkpoint(checkpoint, given_as)
+    state = read_checkpoint(checkpoint, given_as)
     weights = {k: v for k, v in state["state_dict"].items() if k.startswith("model.")}
     if not weights:
         raise ConfigError(f"{given_as} {checkpoint}: holds no language model's weights (no model.* entries)")

@@ -17,7 +17,7 @@ from negtrain.data.eval_set import EvalSet
 from negtrain.data.sources import TrainSource
 from negtrain.core.errors import ConfigError, did_you_mean
 from negtrain.core.hub_access import check_hub_model
-from negtrain.io.checkpoints import read_checkpoint
+from negtrain.io.checkpoint_reading import read_checkpoint
 from negtrain.core.memory import release_freed_memory
 from negtrain.metrics.declared import Declared, declared_key, declared_keys
 from negtrain.models.adapters import load_adapter_state

@@ -360,7 +360,7 @@ WITH_CHECKPOINT = "score a trained checkpoint with --checkpoint, or start from a
 
 def evaluate_each(
     loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path], done: Callable[[str, Path, list[RunRecord]], None],
-    provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None, response_cache: Path | None = None,
+    provenance_of: LoadedRecipe | None = None, provenance_dir: Path | None = None,
     checkpoint_given_as: str = "--checkpoint", fresh_head_remedy: str = WITH_CHECKPOINT, plan: EvalPlan | None = None,
 ) -> str | None:
     """Score the recipe's eval sets one at a time with one loaded model, for a report card that
@@ -370,8 +370,8 @@ def evaluate_each(
     with the records the recorder wrote for it (handed on, so nothing reads the file back). A
     SIGTERM stops it with :class:`Stopped` (never a success); what ``done`` kept stays.
     ``provenance.json`` of ``provenance_of`` (the whole card's recipe) goes into ``provenance_dir``;
-    a continued card adds this session to the one it has. ``response_cache``: unused (a classifier
-    or masked LM keeps no answers; a language model's card answers through the engine's cache).
+    a continued card adds this session to the one it has. (A classifier or masked LM keeps no
+    answers; a language model's card answers through the engine, with its response cache.)
     ``checkpoint_given_as``: how the user named the checkpoint, for errors (a card's ``--model RUN``).
     ``plan``: the recipe as the caller resolved it (resolved here when not given).
     Returns the note printed when part of the model's head is fresh (its numbers are chance level),
