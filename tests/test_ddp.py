@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -20,14 +18,7 @@ import pytest
 
 import negtrain
 from negtrain.data.sampler import BatchSampler
-from tiny_models import save_tiny_bert_nli, write_recipe
-
-
-def _run(recipe: Path, out: Path, env: dict, *overrides: str) -> list[dict]:
-    cmd = [sys.executable, "-m", "negtrain", "fit", "--recipe", str(recipe), "--output-dir", str(out), *overrides]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+from tiny_models import fit_in_subprocess, save_tiny_bert_nli, write_recipe
 
 
 def test_two_cpu_processes_match_one(tmp_path):
@@ -70,9 +61,9 @@ def test_two_cpu_processes_match_one(tmp_path):
         groups.setdefault(ex.group, set()).add(rank_of[i])
     assert sum(len(r) == 2 for r in groups.values()) > 100
 
-    one = _run(recipe, tmp_path / "one", env)
+    one = fit_in_subprocess(recipe, tmp_path / "one", env)
     # A limit counts batches of data.batch_size, whatever the number of ranks: 6 of 16 = 12 of 8.
-    two = _run(recipe, tmp_path / "two", env, "--trainer.devices=2", "--trainer.strategy=ddp", "--data.batch_size=8", "--trainer.limit_train_batches=12")
+    two = fit_in_subprocess(recipe, tmp_path / "two", env, "--trainer.devices=2", "--trainer.strategy=ddp", "--data.batch_size=8", "--trainer.limit_train_batches=12")
 
     def evals(records):
         return [(r["epoch"], r["benchmark"], r["split"], r["metrics"]) for r in records if r["benchmark"] != "train"]

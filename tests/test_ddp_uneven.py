@@ -20,24 +20,15 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 import negtrain
-from tiny_models import save_tiny_bert_nli, write_recipe
+from tiny_models import fit_in_subprocess, save_tiny_bert_nli, write_recipe
 
 EPOCHS = 2
-
-
-def _run(recipe: Path, out: Path, env: dict, *overrides: str) -> list[dict]:
-    cmd = [sys.executable, "-m", "negtrain", "fit", "--recipe", str(recipe), "--output-dir", str(out), *overrides]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 @pytest.fixture(scope="module")
@@ -83,8 +74,8 @@ def test_two_ranks_train_as_one_on_uneven_data(world, rows):
     run_env = dict(env, NEGTRAIN_DATA_DIR=os.pathsep.join([str(cut), env["NEGTRAIN_DATA_DIR"]]))
     recipe = _recipe(base, model, f"uneven{rows}")
     one_dir, two_dir = base / f"one{rows}", base / f"two{rows}"
-    one = _run(recipe, one_dir, run_env)
-    two = _run(recipe, two_dir, run_env, "--trainer.devices=2", "--trainer.strategy=ddp", "--data.batch_size=8")
+    one = fit_in_subprocess(recipe, one_dir, run_env)
+    two = fit_in_subprocess(recipe, two_dir, run_env, "--trainer.devices=2", "--trainer.strategy=ddp", "--data.batch_size=8")
 
     def train(records):
         return [r for r in records if r["benchmark"] == "train"]

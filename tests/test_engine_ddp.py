@@ -14,26 +14,17 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 import negtrain
 from negtrain.cli import main
-from tiny_models import cut_world, write_recipe
+from tiny_models import cut_world, fit_in_subprocess, write_recipe
 
 SCONE_ROWS = 2  # per condition file: 12 examples, 2 contrast sets
 CONDAQA_ROWS = 6
 EPOCHS = 2
-
-
-def _run(recipe: Path, out: Path, env: dict, *overrides: str) -> list[dict]:
-    cmd = [sys.executable, "-m", "negtrain", "fit", "--recipe", str(recipe), "--output-dir", str(out), *overrides]
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
 def _evals(records: list[dict]) -> list[tuple]:
@@ -60,9 +51,9 @@ def test_two_cpu_processes_evaluate_a_causal_lm_through_the_engine_as_one(lm_wor
     env = dict(os.environ, NEGTRAIN_DATA_DIR=str(data), NEGTRAIN_CACHE_DIR=str(tmp_path / "cache"), NEGTRAIN_OFFLINE="1", OMP_NUM_THREADS="1")
     env["PYTHONPATH"] = os.pathsep.join([str(Path(negtrain.__file__).resolve().parents[1]), str(Path(__file__).parent), env.get("PYTHONPATH", "")])
 
-    one = _run(recipe, tmp_path / "one", env)
+    one = fit_in_subprocess(recipe, tmp_path / "one", env)
     # A limit counts batches of data.batch_size, whatever the number of ranks: 3 of 4 = 6 of 2.
-    two = _run(recipe, tmp_path / "two", env, "--trainer.devices=2", "--trainer.strategy=ddp", "--data.batch_size=2",
+    two = fit_in_subprocess(recipe, tmp_path / "two", env, "--trainer.devices=2", "--trainer.strategy=ddp", "--data.batch_size=2",
                "--trainer.limit_train_batches=6")
 
     assert [(e, b) for e, b, _, _ in _evals(one)] == [(e, b) for e in range(EPOCHS) for b in ("scone", "condaqa")]

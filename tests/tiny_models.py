@@ -205,3 +205,15 @@ def cut_world(world_data: Path, data: Path, scone_rows: int, condaqa_rows: int) 
         lines = (world_data / "AbhilashaRavichander/CondaQA/data" / name).resolve().read_text(encoding="utf-8").splitlines(keepends=True)
         (condaqa / name).write_text("".join(lines[:condaqa_rows]), encoding="utf-8")
     return data
+
+
+def fit_in_subprocess(recipe: Path, out: Path, env: dict, *overrides: str) -> list[dict]:
+    """``negtrain fit`` of ``recipe`` into ``out`` in its own process (as a DDP launch needs: the
+    ranks are that process's children), and the lines of its metrics.jsonl."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "negtrain", "fit", "--recipe", str(recipe), "--output-dir", str(out), *overrides]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+    return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
