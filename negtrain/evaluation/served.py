@@ -19,6 +19,7 @@ from pathlib import Path
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.data.eval_set import ScoredSplit
+from negtrain.data.sampler import kept_batches
 from negtrain.data.scoring import record_scored, scored_result
 from negtrain.engine.entry_requests import INCOMPLETE_TAIL, EntryRequests, entry_requests, row_name  # noqa: F401  # also imported from here
 from negtrain.engine.prompts import Prepared, prepare_entry
@@ -37,15 +38,10 @@ def served_unsupported(bench: Benchmark) -> str | None:
 
 
 def kept_rows(n: int, limit: int | float, batch_size: int) -> list[int]:
-    """The rows of a split of ``n`` that ``trainer.limit_val_batches`` keeps, in split order: an
-    int, that many batches of ``batch_size``; a float, that fraction of the batches (at least one);
-    1.0, every row. The record says what cut them (``subset``: n of N)."""
-    if isinstance(limit, float):
-        if limit >= 1.0:
-            return list(range(n))
-        batches = -(-n // batch_size)
-        return list(range(min(n, max(1, int(limit * batches)) * batch_size)))
-    return list(range(min(n, limit * batch_size)))
+    """The rows of a split of ``n`` that ``trainer.limit_val_batches`` keeps, in split order: the
+    batches of ``batch_size`` it keeps as ``fit`` keeps them (:func:`negtrain.data.sampler.kept_batches`).
+    The record says what cut them (``subset``: n of N)."""
+    return list(range(min(n, kept_batches(-(-n // batch_size), limit) * batch_size)))
 
 
 def needs_logprobs(bench: Benchmark, entry=None) -> bool:
