@@ -54,9 +54,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         except NegtrainError as exc:
             raise NegtrainError(f"{loaded.path}: {exc}") from exc
         from negtrain.runs.sweeps import SweepMetric
-        from negtrain.training.run import quiet_third_party_logs
+        from negtrain.core.third_party_logs import quiet_training_logs
 
-        quiet_third_party_logs()
+        quiet_training_logs()
         metric = SweepMetric(config["metric"]["name"], config["metric"]["goal"])
         run_local_sweep(loaded, args.recipe, extra, overrides, metric, args.local, seed=args.seed, parent=args.output_dir)
         return 0

@@ -231,7 +231,9 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
     allow_missing = server.allow_missing if server is not None else request.allow_missing
     here = recipe.evaluation.backend in IN_THIS_PROCESS
     if here:  # transformers' and the tokenizers' chatter, as a Lightning card quiets it
-        _quiet_model_logs()
+        from negtrain.core.third_party_logs import quiet_model_logs
+
+        quiet_model_logs()
         devices = recipe.trainer.devices
         if devices not in (1, "auto"):  # said, not silently ignored: the numbers are the same, the speed is not
             print(f"note: a language model's card answers its requests in one process, on one device; "
@@ -279,11 +281,3 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
         cache.close()
 
 
-def _quiet_model_logs() -> None:
-    """transformers' warnings and progress bars off, and the tokenizers' fork warning, for a card
-    whose model loads here (a card's own lines say what it does)."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()

@@ -15,6 +15,7 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import Recipe, SelectionConfig, TrainerConfig, load_yaml, selection_split, validate_recipe, validate_section
 from negtrain.core.errors import ConfigError, NegtrainError
 from negtrain.io.records import EvalRecord, RunRecord, TrainRecord, read_records
+from negtrain.metrics.cue_corpus import CUE_CORPUS_METRICS, CUE_CORPUS_NAME
 from negtrain.metrics.declared import find
 from negtrain.core.paths import contained
 
@@ -26,15 +27,13 @@ def is_count(eval_name: str, key: str) -> bool:
     declares (an eval set of an older or foreign run) is read as a score."""
     bench_name = eval_name.split("/")[0]
     try:
-        bench = get_benchmark(bench_name)
+        declared = get_benchmark(bench_name).reported_metrics
     except NegtrainError:
         # The cue-masking corpus is evaluated like a benchmark but is not registered.
-        from negtrain.objectives.cue_masking import CueCorpus
-
-        if bench_name != CueCorpus.name:
+        if bench_name != CUE_CORPUS_NAME:
             return False
-        bench = CueCorpus  # type: ignore[assignment]  # a class with the same declarations, not registered
-    found = find(bench.reported_metrics, key)
+        declared = CUE_CORPUS_METRICS
+    found = find(declared, key)
     return found is not None and found.kind == "count"
 
 
