@@ -42,9 +42,10 @@ class Example:
 
 
 #: Reported by every benchmark answered by greedy generation with an answer rule (a prompt
-#: strategy): how many responses no rule could read (scored as wrong); and by any benchmark a
-#: language model scores under ``evaluation.truncate: left``: how many prompts were cut.
-GENERATION_METRICS = (count("n_unparsed"), count("n_truncated"))
+#: strategy): how many responses no rule could read (scored as wrong), and how many were empty
+#: (scored as the rule reads "": ScoNe's "contains yes" reads it as "no"); and by any benchmark
+#: a language model scores under ``evaluation.truncate: left``: how many prompts were cut.
+GENERATION_METRICS = (count("n_unparsed"), count("n_empty"), count("n_truncated"))
 
 
 class AnswerKind(str, Enum):

@@ -84,6 +84,8 @@ class Read:
     cut: list[int] = field(default_factory=list)
     seen: dict[int, str] = field(default_factory=dict)
     incomplete_utf8: list[str] = field(default_factory=list)
+    #: The rows whose generated response is empty (nothing, or whitespace, before the stop).
+    empty: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -164,6 +166,8 @@ class EntryRequests:
                 out.incomplete_utf8.append(row_name(self.name, self.examples[i].id))
             response = cut_at_stop(answer.text, self.rule.stop)
             out.responses[i] = response
+            if not response.strip():  # scored as its rule reads "", and counted (n_empty)
+                out.empty.append(i)
             out.tokens[i] = answer.tokens_out
             value, text = answer_outcome(self.bench, self.examples[i], self.rule.read(response), self.completions, self.bench.labels)
             if text is not None:
@@ -201,6 +205,8 @@ class EntryRequests:
         """The metric updated with ``read``'s rows."""
         if read.index and read.predictions is not None:
             self.metric.update(torch.tensor(read.index, dtype=torch.long), read.predictions)
+        if read.empty:
+            self.metric.mark_empty(torch.tensor(read.empty, dtype=torch.long))
 
     def mark_cut(self, cut: Sequence[int]) -> None:
         """Under ``truncate: left``, the rows cut counted by the metric (``n_truncated``)."""

@@ -128,6 +128,45 @@ def subset_head(records) -> str:
             "not on whole splits; they are not the benchmarks' scores.")
 
 
+#: The share of a split's scored answers that, empty or unreadable, puts a warning above the
+#: card's table: past it the score says more about the answers' form than about negation.
+SILENT_ANSWERS_WARNING_SHARE = 0.2
+
+
+def silent_answers(metrics: dict) -> tuple[int, int, int] | None:
+    """(empty, unparsed, scored) of a split answered by generation with an answer rule; None for
+    one answered otherwise (or an older record without the counts)."""
+    if metrics.get("n_empty") is None or metrics.get("n") is None:
+        return None
+    return int(metrics["n_empty"]), int(metrics.get("n_unparsed") or 0), int(metrics["n"])
+
+
+def silent_answers_cell(metrics: dict) -> str:
+    """``empty 64, unparsed 0 of 64``: beside the score on the card and in the plot's key."""
+    counts = silent_answers(metrics)
+    if counts is None:
+        return ""
+    empty, unparsed, n = counts
+    return f"empty {empty:,}, unparsed {unparsed:,} of {n:,}"
+
+
+def silent_answers_head(records) -> str | None:
+    """The warning above a card's table when a split's empty or unreadable answers pass
+    :data:`SILENT_ANSWERS_WARNING_SHARE` of what it scored."""
+    over = []
+    for r in records:
+        counts = silent_answers(r["metrics"])
+        if counts and counts[2] and (counts[0] + counts[1]) / counts[2] > SILENT_ANSWERS_WARNING_SHARE:
+            over.append(f"{r['benchmark']}/{r['split']}" + (f" ({r['variant']})" if r.get("variant") else "")
+                        + f" ({silent_answers_cell(r['metrics'])})")
+    if not over:
+        return None
+    return (f"**Answers not read.** More than {SILENT_ANSWERS_WARNING_SHARE:.0%} of the answers were empty or unreadable on "
+            + ", ".join(over) + ". An empty answer is scored as the answer rule reads \"\" (ScoNe's \"contains yes\": "
+            "\"no\"), an unreadable one as wrong: these scores say how the model answered, not whether it understood "
+            "negation (try --chat, another strategy, or a larger max_new_tokens).")
+
+
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *, record: dict | None = None,
                   template: str | None = None, fresh_head: str | None = None, selected_on_test: str | None = None) -> str:
     """``record``: the card's provenance (:mod:`negtrain.models.provenance`), shown at the end;
@@ -152,6 +191,8 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
     cut = [r for r in evals if r.get("subset")]
     if cut:  # before the numbers it qualifies
         lines += [subset_head(cut), ""]
+    if (silent := silent_answers_head(evals)) is not None:  # before the numbers it qualifies
+        lines += [silent, ""]
     lines.append("| benchmark | split | score | baseline | " + " | ".join(BASELINE_HEADERS.get(c, c) for c in columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
     lines.append("|---|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     notes = []
@@ -162,6 +203,8 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
         acc = headline(m)
         acc_cell = "-" if acc is None else _with_ci(m[acc], spread.get(acc)) + ("" if acc == "accuracy" else f" ({acc})")
         acc_cell += " **≤ baseline**" if at_or_below(r) else ""
+        if silent_answers(m) is not None:  # a generated answer: how many were empty or unreadable
+            acc_cell += f" ({silent_answers_cell(m)})"
         n = m.get("n")
         scored = scored_count(m)
         if scored is not None and n and scored < SMALL_PART * n:
@@ -258,7 +301,7 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
         y = float(m[cons[0]]) if cons and m.get(cons[0]) is not None else NO_CONSISTENCY
         name = f"{r['benchmark']}/{r['split']}" + (f"/{r['variant']}" if r.get("variant") else "")
         points.append((name, acc, cons[0] if cons else None, float(m[acc]), y, highest(r.get("baseline")),
-                       at_or_below(r)))
+                       at_or_below(r), silent_answers_cell(m)))
     spots: list[list[int]] = []  # each: the points within SAME_SPOT of its first one
     for i, (_, _, _, x, y, *_) in enumerate(points):
         near = next((g for g in spots if abs(points[g[0]][3] - x) < SAME_SPOT and abs(points[g[0]][4] - y) < SAME_SPOT), None)
@@ -269,7 +312,7 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     key_rows = max(len(points), 1)
     fig, (ax, key) = plt.subplots(2, 1, figsize=(7.5, 5 + 0.17 * key_rows),
                                   gridspec_kw={"height_ratios": [5, 0.17 * key_rows + 0.2]})
-    for _, _, _, x, y, baseline, _ in points:
+    for _, _, _, x, y, baseline, *_ in points:
         if baseline is not None:
             ax.plot([baseline[1], x], [y, y], "-", color="grey", linewidth=0.6, zorder=1)
             ax.scatter([baseline[1]], [y], marker="|", s=80, color="grey", zorder=2)
@@ -293,10 +336,12 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     ax.grid(alpha=0.3)
     key.axis("off")
     lines = []
-    for i, (name, acc, consistency, x, y, baseline, below) in enumerate(points):
+    for i, (name, acc, consistency, x, y, baseline, below, silent) in enumerate(points):
         line = f"{i + 1:>2}  {name}: {acc} {x:.3f}, " + (f"{consistency} {y:.3f}" if y != NO_CONSISTENCY else "no consistency")
         if baseline is not None:
             line += f", {baseline[0]} {baseline[1]:.3f}" + (" (at or below)" if below else "")
+        if silent:
+            line += f"; answers {silent}"
         lines.append(line)
     key.text(0, 1, "\n".join(lines) or "(no benchmark has a headline score)", family="monospace",
              fontsize=7, va="top", ha="left", transform=key.transAxes)

@@ -111,7 +111,7 @@ def _line(lineno: int, id_: str, pred, label: str | None, fields: dict) -> Predi
 #: The fields of a prediction line that scoring reads besides id and prediction; the rest of a
 #: line (a model's raw response, a prompt) is dropped as the line is read, so memory follows the
 #: number of predictions, not the file's size.
-KEPT_FIELDS = ("id", "prediction", "unparsed", "loglikelihoods", "choice_chars")
+KEPT_FIELDS = ("id", "prediction", "unparsed", "empty", "loglikelihoods", "choice_chars")
 
 
 def _kept(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -367,10 +367,18 @@ def _choice_predictions(bench, rows, examples, position, path, notes) -> _Predic
     return _Predictions(metric, predictions, tuple(bench.labels), note_after_compute=True)
 
 
+def _mark_empty(metric, rows, position) -> None:
+    """The lines whose response was empty (``"empty": true``), counted as the run counted them."""
+    empty = [position[id_] for row in rows if row.fields.get("empty") is True for id_ in (row[1],)]
+    if empty:
+        metric.mark_empty(torch.tensor(empty, dtype=torch.long))
+
+
 def _text_predictions(bench, rows, examples, position, path, notes) -> _Predictions:
     """Free text: each answer right (1) or wrong (0) by the benchmark's rule; unreadable: UNPARSED."""
     metric = bench.metric(examples)
     metric.counts_unparsed = rows.generated
+    _mark_empty(metric, rows, position)
     predictions = torch.tensor(
         [UNPARSED if text is None else int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows],
         dtype=torch.long,
@@ -403,6 +411,7 @@ def _label_predictions(bench, rows, examples, position, path, notes) -> _Predict
 
     label_id = {label: i for i, label in enumerate(space)}
     metric.counts_unparsed = rows.generated
+    _mark_empty(metric, rows, position)
     predictions = torch.tensor([UNPARSED if label is None else label_id[as_label(label)] for *_, label in rows], dtype=torch.long)
     return _Predictions(metric, predictions, space)
 

@@ -139,6 +139,8 @@ class LMModule(NegtrainModule):
         with torch.no_grad(), self.fp32_scoring(batch["index"].device.type) if mode in (AnswerMode.CHOICES, AnswerMode.CLOZE) else nullcontext():
             answers = backend.answer(built.requests(rows), Counts())
         read = built.read(rows, answers)
+        if read.empty:  # counted by the metric (n_empty), as a card counts them
+            eval_set.metric.mark_empty(torch.tensor(read.empty, dtype=torch.long))
         name = eval_set.name
         if eval_set.log_samples and mode not in (AnswerMode.CHOICES, AnswerMode.CLOZE):
             self.eval_responses.setdefault(name, {}).update(read.responses)
