@@ -84,6 +84,15 @@ def test_the_cells_no_run_can_give_are_exactly_the_known_ones():
                     assert not other.fits(c.printed) or other.arithmetic(c.printed).split(" is not ")[1] not in c.note()
 
 
+def test_every_nli_protocol_has_its_papers_printed_cells():
+    from negtrain.benchmarks.base import NliBenchmark
+    from negtrain.prompts.protocols import protocols
+
+    nli_protocols = {name for name, p in protocols().items()
+                     if all(isinstance(get_benchmark(v.benchmark), NliBenchmark) for v in p.variants)}
+    assert nli_protocols == set(PRINTED) == {"scone-icl", "scone-finetuned", "negnli-table7", "nannli-tables"}
+
+
 def test_the_transcriptions_hold_every_cell_of_the_papers_tables():
     tables = Counter((p, c.table) for p, cells in PRINTED.items() for c in cells)
     assert tables == {("scone-finetuned", "Table 2 (DeBERTa)"): 30, ("scone-finetuned", "Table 6 (RoBERTa)"): 30,
