@@ -27,6 +27,8 @@ from negtrain.evaluation.card_render import n_of, subset_head
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord
 from negtrain.evaluation.nli_protocols import NLI_BREAKDOWNS, skipped_optional
+from negtrain.evaluation.paper_tables import PRINTED
+from negtrain.evaluation.printed_cells import notes as printed_notes
 from negtrain.metrics.uncertainty import estimate
 from negtrain.models import provenance
 from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
@@ -228,6 +230,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
         lines.append(f"| {row.label} | " + " | ".join(row.cells(protocol.columns, scale, protocol.decimals)) + f" | {row.tail} |")
     if baseline_note:
         lines += ["", baseline_note]
+    lines += printed_notes(PRINTED.get(protocol.name, []), "main")  # the paper's cells no run can give
     for table in protocol.tables:
         decimals = protocol.decimals if table.decimals is None else table.decimals
         lines += ["", f"## {table.title}", ""]
@@ -235,6 +238,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
             if table.breakdown not in BREAKDOWNS:
                 raise unknown_name("protocol table breakdown", table.breakdown, BREAKDOWNS)
             lines += BREAKDOWNS[table.breakdown](protocol, table, formats, out, scale, decimals, by_variant)
+            lines += printed_notes(PRINTED.get(protocol.name, []), table.breakdown)
             continue
         lines.append("| variant | " + " | ".join(_header(c) for c in table.columns) + " |")
         lines.append("|---|" + "---|" * len(table.columns))
