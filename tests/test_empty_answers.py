@@ -45,6 +45,11 @@ def test_a_model_that_says_nothing_is_counted_and_warned_of(silent_model, tmp_pa
     card = (out / "card.md").read_text()
     assert "**Answers not read.**" in card and "scone/test (empty 12, unparsed 0 of 12)" in card
     assert "(empty 12, unparsed 0 of 12)" in card.split("| scone |")[1].split("\n")[0]  # beside the score
+    # How it was asked: the strategy, its shots, its rule and budget, and how many answers used it all.
+    asked = card.split("## How the model was asked")[1].split("\n## ")[0]
+    # (the strategy's budget, 16, not --model.max_new_tokens; every answer spent it on <unk>s, decoded to nothing)
+    assert "| scone | test | generation | conditional_q | 0 | answer rule `contains_yes` on greedy text of at most 16 tokens (12 answers used all of them) |" in asked
+    assert line["asked"]["at_token_limit"] == 12 and line["asked"]["max_new_tokens"] == 16
     # A re-score of the card's predictions file counts the same empty answers.
     capsys.readouterr()
     assert main(["evaluate", "--benchmark", "scone", "--split", "test", "--predictions",

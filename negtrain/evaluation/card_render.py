@@ -125,7 +125,9 @@ def subset_head(records) -> str:
              + f" {int(r['metrics']['n']):,} of {int(r['subset']['of']):,}" for r in records]
     shown = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
     return (f"**Part of the data.** Cut by {', '.join(settings)}: these numbers rest on {shown} examples, "
-            "not on whole splits; they are not the benchmarks' scores.")
+            "not on whole splits; they are not the benchmarks' scores. The rows kept are whole contrast groups "
+            "(every member, so every condition a group spans), drawn with the recipe's seed: the same rows on "
+            "every backend and rerun.")
 
 
 #: The share of a split's scored answers that, empty or unreadable, puts a warning above the
@@ -165,6 +167,24 @@ def silent_answers_head(records) -> str | None:
             + ", ".join(over) + ". An empty answer is scored as the answer rule reads \"\" (ScoNe's \"contains yes\": "
             "\"no\"), an unreadable one as wrong: these scores say how the model answered, not whether it understood "
             "negation (try --chat, another strategy, or a larger max_new_tokens).")
+
+
+def how_asked_cells(asked: dict) -> str:
+    """A card's "How the model was asked" cells from a record's ``asked``
+    (:func:`negtrain.evaluation.served.how_asked`): mode, strategy, shots, and what decides."""
+    shots = str(asked.get("shots", 0)) + (f" (down to {asked['min_shots']} where they do not fit)" if asked.get("min_shots") is not None else "")
+    if asked.get("verbalizers"):
+        decides = "the higher log-likelihood of " + ", ".join(f"{label}: `{text!r}`" for label, text in asked["verbalizers"].items())
+    elif asked.get("answer_rule"):
+        decides = (f"answer rule `{asked['answer_rule']}` on greedy text of at most {asked.get('max_new_tokens')} tokens "
+                   f"({asked.get('at_token_limit', 0):,} answers used all of them)")
+    elif asked.get("mode") == "choices":
+        decides = "the choice with the higher log-likelihood after the question"
+    elif asked.get("mode") == "cloze":
+        decides = "the next-token distribution at the blank"
+    else:
+        decides = "-"
+    return f"{asked.get('mode', '-')} | {asked.get('strategy') or 'the benchmark default'} | {shots} | {decides}"
 
 
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *, record: dict | None = None,
@@ -254,6 +274,14 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
             "",
             *units,
         ]
+    asked = [r for r in evals if r.get("asked")]
+    if asked:
+        lines += ["", "## How the model was asked", "",
+                  "Per benchmark: how its answers were obtained (what the numbers above depend on besides the model).", "",
+                  "| benchmark | split | answer mode | strategy | shots | what decides the answer |", "|---|---|---|---|---|---|"]
+        for r in asked:
+            name = r["benchmark"] + (f" ({r['variant']})" if r.get("variant") else "")
+            lines.append(f"| {name} | {r['split']} | {how_asked_cells(r['asked'])} |")
     served = [r for r in evals if r.get("requests")]
     if served:
         lines += ["", "## Requests", "", "Per benchmark, the requests it took to the server (answers from the response cache included):", "",
