@@ -15,7 +15,7 @@ from negtrain.metrics.base import MISSING
 from tinad_fixture import row, write_split
 
 T, F = True, False
-OTHER_NEG = ("non-verbal", "synthetic", "subclausal")
+OTHER_NEG = ("non_verbal", "synthetic", "subclausal")
 
 # (row, predicted label) for each sentence, group by group; the comments give the expected checks
 # as (input, distractor, coherence, affirmation, negation).
@@ -94,7 +94,7 @@ def test_coherence_by_hand(tinad):
     assert out["accuracy"] == pytest.approx(22 / 29) and out["n"] == 29
     assert out["accuracy/distractor_affirmation"] == pytest.approx(5 / 7)
     assert out["accuracy/input_affirmation"] == pytest.approx(6 / 9)  # A B C C D D E F G
-    assert out["accuracy/non-verbal"] == 0.0 and out["accuracy/synthetic"] == 0.0
+    assert out["accuracy/non_verbal"] == 0.0 and out["accuracy/synthetic"] == 0.0
     assert out["accuracy/verbal"] == 1.0 and out["accuracy/clausal"] == 1.0
     assert out["accuracy/negation"] == pytest.approx(11 / 13)
 

@@ -10,6 +10,7 @@ predictions may be in, that the declared names are exactly the names its metric 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -86,10 +87,13 @@ class Declared:
         return self.name.endswith(">") and "<" in self.name
 
     def matches(self, key: str) -> bool:
+        """A family's ``<...>`` parts stand for any non-empty text and its other parts must be there
+        as written, in order: ``pattern/<NN>/confusion/<part>/<count>`` matches
+        ``pattern/01/confusion/all/TP``."""
         if not self.family:
             return key == self.name
-        prefix = self.name[: self.name.index("<")]
-        return key.startswith(prefix) and len(key) > len(prefix)
+        literal = re.split(r"<[^<>]*>", self.name)
+        return re.fullmatch(".+".join(re.escape(part) for part in literal), key, flags=re.DOTALL) is not None
 
 
 def _spaces(space: Sequence[str] | None, also_in: Iterable[Sequence[str]]) -> dict:
