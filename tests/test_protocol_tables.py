@@ -216,6 +216,15 @@ def test_tinad_protocol_pools_every_split_and_counts_table_5_by_hand(tmp_path, m
         cells = [c.strip() for c in line.strip("|").split("|")][2:]
         expected = [f"{100 * hand[pid, c][0] / hand[pid, c][1]:.2f}" for c in ("input_affirmation", "input_negation")]
         assert cells == expected, (pid, cells, expected)
+    # Figure 2: each pattern's overall accuracy (every cell), per split and pooled, percent with one decimal
+    figure = table[table.index("## Figure 2"):]
+    pooled = next(x for x in figure.splitlines() if x.startswith("| plain: pooled |"))
+    cells = [c.strip() for c in pooled.strip("|").split("|")][1:]
+    by_pattern = {p: [sum(c[i] for (q, _), c in hand.items() if q == p) for i in (0, 1)] for p in (1, 2, 3)}
+    assert cells == [f"{100 * r / n:.1f}" for r, n in by_pattern.values()] + ["-"] * 8
+    train = next(x for x in figure.splitlines() if x.startswith("| plain/train |"))
+    assert [c.strip() for c in train.strip("|").split("|")][3] == "-"  # train has no pattern #03: undefined, not 0
+    assert "Drawn in `protocol-figure2.png`" in figure and (out / "protocol-figure2.png").is_file()
     assert "Values in percent (the metric's fraction times 100), 1 decimal place(s)" in table
 
 

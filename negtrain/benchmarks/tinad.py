@@ -104,13 +104,14 @@ class Tinad(Benchmark):
         count("n"),
         # The authors' counts beside every accuracy and coherence score, and their per-pattern
         # breakdown: the split's names under pattern/<NN>/ (counts before the scores' family).
-        count("confusion/<part>/<TP|FP|FN|TN>"),
-        count("coherent/<score>"),
-        count("incoherent/<score>"),
-        count("pattern/<NN>/confusion/<part>/<TP|FP|FN|TN>"),
-        count("pattern/<NN>/coherent/<score>"),
-        count("pattern/<NN>/incoherent/<score>"),
-        score("pattern/<NN>/<metric>"),
+        # Details: in metrics.jsonl, not in the report's plots and tables.
+        count("confusion/<part>/<TP|FP|FN|TN>", detail=True),
+        count("coherent/<score>", detail=True),
+        count("incoherent/<score>", detail=True),
+        count("pattern/<NN>/confusion/<part>/<TP|FP|FN|TN>", detail=True),
+        count("pattern/<NN>/coherent/<score>", detail=True),
+        count("pattern/<NN>/incoherent/<score>", detail=True),
+        score("pattern/<NN>/<metric>", detail=True),
     )
     input_names = ("sentence",)
     source_filters = FILTERS

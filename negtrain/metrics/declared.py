@@ -73,6 +73,10 @@ class Declared:
     #: Further label spaces it is reported in besides ``space`` (ScoNe-NLG's paper metrics are
     #: reported for one annotator's judgements and for two annotators').
     also_in: tuple[tuple[str, ...], ...] = ()
+    #: One of a fine-grained breakdown beside the benchmark's own numbers (TINAD's per pattern and
+    #: its authors' counts): written to metrics.jsonl and printed by ``evaluate --predictions
+    #: --json``, left out of the report's plots and tables, which would drown in them.
+    detail: bool = False
 
     @property
     def role(self) -> Role:
@@ -101,12 +105,12 @@ def _spaces(space: Sequence[str] | None, also_in: Iterable[Sequence[str]]) -> di
 
 
 def score(name: str, lower_is_better: bool = False, space: Sequence[str] | None = None,
-          also_in: Iterable[Sequence[str]] = ()) -> Declared:
-    return Declared(name, higher_is_better=not lower_is_better, **_spaces(space, also_in))
+          also_in: Iterable[Sequence[str]] = (), detail: bool = False) -> Declared:
+    return Declared(name, higher_is_better=not lower_is_better, detail=detail, **_spaces(space, also_in))
 
 
-def count(name: str, space: Sequence[str] | None = None, also_in: Iterable[Sequence[str]] = ()) -> Declared:
-    return Declared(name, kind="count", **_spaces(space, also_in))
+def count(name: str, space: Sequence[str] | None = None, also_in: Iterable[Sequence[str]] = (), detail: bool = False) -> Declared:
+    return Declared(name, kind="count", detail=detail, **_spaces(space, also_in))
 
 
 def scores(names: Iterable[str], space: Sequence[str] | None = None, also_in: Iterable[Sequence[str]] = ()) -> tuple[Declared, ...]:
