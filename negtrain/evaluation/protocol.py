@@ -28,6 +28,7 @@ from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord
 from negtrain.evaluation.nli_protocols import NLI_BREAKDOWNS, skipped_optional
 from negtrain.evaluation.tinad_figure2 import figure2_legend, figure2_table, plot_figure2
+from negtrain.metrics.declared import role_of
 from negtrain.metrics.uncertainty import estimate
 from negtrain.models import provenance
 from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
@@ -178,10 +179,28 @@ def _cell(value: float | None, spread: dict | None, scale: float = 1.0, decimals
 
 
 def _mean_std(stats: dict | None, scale: float = 1.0, decimals: int = 2) -> str:
+    """``mean ± std`` over the splits; over fewer than all of them, which (a split with nothing to
+    score, e.g. no complete group in a limited run, has no value)."""
+    values = (stats or {}).get("values") or []
+    defined = sum(v is not None for v in values)
     if not stats or stats.get("mean") is None:
-        return "-"
+        return f"undefined (0 of {len(values)} splits)" if values else "-"
     std = stats.get("std")
-    return f"{stats['mean'] * scale:.{decimals}f}" + (f" ± {std * scale:.{decimals}f}" if std is not None else "")
+    shown = f"{stats['mean'] * scale:.{decimals}f}" + (f" ± {std * scale:.{decimals}f}" if std is not None else "")
+    return shown + (f" ({defined} of {len(values)} splits)" if defined < len(values) else "")
+
+
+def _groups(value: float | None, values: dict) -> str:
+    """A consistency's ``(k/n)``: of the n groups scored (``groups_scored``), k all right;
+    ``undefined (0 complete groups)`` where none was scored. Empty without a group count."""
+    n = values.get("groups_scored")
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return ""
+    if int(n) == 0:
+        return "undefined (0 complete groups)"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"({round(value * n)}/{int(n)})"
 
 
 def _header(column: Column) -> str:
@@ -201,7 +220,12 @@ class _Row:
     def cells(self, columns: tuple[Column, ...], scale: float, decimals: int) -> list[str]:
         if self.mean_std:
             return [_mean_std(self.values.get(c.metric), scale, decimals) for c in columns]
-        return [_cell(self.values.get(c.metric), self.spread.get(c.metric), scale, decimals) for c in columns]
+        out = []
+        for c in columns:
+            shown = _cell(self.values.get(c.metric), self.spread.get(c.metric), scale, decimals)
+            groups = _groups(self.values.get(c.metric), self.values) if role_of(c.metric) == "consistency" else ""
+            out.append(groups if groups.startswith("undefined") else f"{shown} {groups}" if groups else shown)
+        return out
 
 
 def own_demonstrations(variant: Variant) -> tuple[str, ...]:
