@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from negtrain import cli
-from negtrain.evaluation.predictions import score_file
+from negtrain.evaluation.predictions import format_scored, score_file
 from negtrain.io.records import EvalRecord
 from tinad_fixture import row, write_split
 
@@ -42,6 +42,10 @@ def tinad_record(tmp_path, monkeypatch):
     path.write_text("".join(json.dumps({"id": f"tinad/test/{i}", "prediction": p}) + "\n" for i, p in enumerate(predictions)))
     scored = score_file("tinad", "test", path, bootstrap=0)
     assert scored.metrics["accuracy/pattern/01"] == 1.0 and scored.metrics["accuracy/pattern/02"] == 0.5
+    # evaluate --predictions' table leaves the details to --json, and says how many
+    details = [k for k in scored.metrics if k.startswith(("pattern/", "confusion/", "coherent/", "incoherent/"))]
+    text = format_scored(scored)
+    assert f"(and {len(details)} numbers of the breakdown" in text and "confusion/" not in text and "accuracy/pattern/01" in text
     return {"epoch": 0, "stage": "validate", "benchmark": "tinad", "split": "test", "metrics": scored.metrics, "uncertainty": {}}
 
 
