@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from negtrain.benchmarks.registry import BENCHMARKS
@@ -235,7 +236,7 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
     return "\n".join(lines)
 
 
-def figure2_rows(records) -> list[tuple[str, dict]]:
+def figure2_rows(records) -> list[tuple[str, Mapping[str, float | None]]]:
     """The card's TINAD records as Figure 2's rows (one per split and variant)."""
     return tinad_rows((f"{r['benchmark']}/{r['split']}" + (f" ({r['variant']})" if r.get("variant") else ""), r["benchmark"], r["metrics"])
                       for r in records if isinstance(r, EvalRecord))
