@@ -1,5 +1,5 @@
 """TINAD's Figure 2 (accuracy per pattern) drawn: in a card (card.md's table and figure2.png) and
-in a report of two runs side by side, the numbers by hand; the breakdown's details stay in
+in a report of several runs side by side, the numbers by hand; the breakdown's details stay in
 metrics.jsonl, out of the report's tables."""
 
 from __future__ import annotations
@@ -79,19 +79,21 @@ def test_a_card_shows_figure_2_as_a_table_and_a_figure(tinad_record, tmp_path):
     assert "Figure 2" not in (out / "card.md").read_text() and not (out / "figure2.png").exists()
 
 
-def test_a_report_puts_two_runs_side_by_side_without_the_details(fake_run, tinad_record, tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    for run, pattern2 in ((a, 0.5), (b, 0.75)):
+def test_a_report_puts_several_runs_side_by_side_without_the_details(fake_run, tinad_record, tmp_path):
+    a, b, c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
+    for run, pattern2 in ((a, 0.5), (b, 0.75), (c, 0.25)):
         shutil.copytree(fake_run, run)
         line = dict(tinad_record, epoch=2, stage="fit", metrics=dict(tinad_record["metrics"], **{"accuracy/pattern/02": pattern2}))
         with (run / "metrics.jsonl").open("a") as f:
             f.write(json.dumps(line) + "\n")
-    assert cli.main(["report", "--run", str(a), "--run", str(b)]) == 0
-    out = a / "report-vs-b"
+    assert cli.main(["report", "--run", str(a), "--run", str(b), "--run", str(c)]) == 0
+    out = a / "report-vs-b-c"
     summary = (out / "summary.md").read_text()
-    _, first, second = _figure2_lines(summary)
+    _, first, second, third = _figure2_lines(summary)
     assert first[:3] == ["a: tinad/test", "1.0000", "0.5000"] and second[:3] == ["b: tinad/test", "1.0000", "0.7500"]
-    assert _rows_of(out / "figure2.png") == ["a: tinad/test", "b: tinad/test"]
+    assert third[:3] == ["c: tinad/test", "1.0000", "0.2500"]
+    assert _rows_of(out / "figure2.png") == ["a: tinad/test", "b: tinad/test", "c: tinad/test"]
+    assert "| tinad/test | accuracy | 0." in summary and "## Best epoch per metric: c" in summary
     # The per-pattern breakdown and the authors' counts are in metrics.jsonl, not in the tables.
     assert "pattern/01/coherence" in tinad_record["metrics"] and "confusion/all/TP" in tinad_record["metrics"]
     assert "| tinad/test | accuracy/pattern/01 |" in summary

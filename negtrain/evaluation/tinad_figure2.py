@@ -1,7 +1,7 @@
 """TINAD's Figure 2 (García-Ferrero et al. 2023, §6): the overall accuracy on each of the dataset's
 eleven patterns, one row per model. The paper's figure has one row per Vicuna-13B fine-tuned on
 one pattern; here a row is whatever was scored: a card's or a protocol's TINAD splits, or several
-runs side by side (``report`` with two runs).
+runs side by side (``report --run A --run B ...``: the paper's eleven).
 
 Each row's values are its record's ``accuracy/pattern/<NN>`` (every sentence of the pattern,
 affirmative and negated, with and without a distractor: the paper's "overall accuracy"); a

@@ -352,12 +352,14 @@ def evaluation_summary(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
     return redact_text("\n".join(lines) + "\n")
 
 
-def report(run_dir: Path, other: Path | None = None) -> Path:
+def report(run_dir: Path, other: Path | None = None, *more: Path) -> Path:
+    """``more``: further runs beside the first two (side by side in the plots, the tables and
+    TINAD's Figure 2, e.g. Figure 2's runs trained on one pattern each)."""
     if is_seed_group(run_dir):
         if other is not None:
             raise NegtrainError(f"--run {run_dir} is a seed group; report it alone (compare two groups' numbers from their summaries)")
         return seed_report(run_dir)
-    runs = [RunDir(run_dir)] + ([RunDir(other)] if other is not None else [])
+    runs = [RunDir(run_dir)] + [RunDir(p) for p in (other, *more) if p is not None]
     for run in runs:
         if not run.epochs:
             raise NegtrainError(f"--run {run.path}: metrics.jsonl holds no fit epochs to report")
@@ -365,7 +367,7 @@ def report(run_dir: Path, other: Path | None = None) -> Path:
     warnings = provenance.differences(provenance.read(runs[0].path), provenance.read(runs[1].path)) if len(runs) > 1 else []
     for warning in warnings:
         print(f"warning: {runs[0].name} (A) and {runs[1].name} (B): {warning}", flush=True)
-    out = runs[0].path / ("report" if len(runs) == 1 else f"report-vs-{runs[1].name}")
+    out = runs[0].path / ("report" if len(runs) == 1 else "report-vs-" + "-".join(r.name for r in runs[1:]))
     out.mkdir(parents=True, exist_ok=True)
     plot_metrics(runs, out / "metrics.png")
     if all(r.is_evaluation for r in runs):  # no training: no loss to plot (an earlier report's is stale)
