@@ -98,3 +98,11 @@ def test_a_report_puts_several_runs_side_by_side_without_the_details(fake_run, t
     assert "pattern/01/coherence" in tinad_record["metrics"] and "confusion/all/TP" in tinad_record["metrics"]
     assert "| tinad/test | accuracy/pattern/01 |" in summary
     assert "pattern/01/coherence" not in summary and "confusion/" not in summary and "coherent/" not in summary
+
+
+def test_the_viewer_is_told_which_numbers_are_details():
+    from negtrain.view.site_data import metric_info
+
+    info = metric_info("tinad", ["accuracy", "accuracy/pattern/01", "accuracy/non_verbal_input", "pattern/01/coherence", "confusion/all/TP"])
+    assert [k for k, v in info.items() if v["detail"]] == ["pattern/01/coherence", "confusion/all/TP"]
+    assert info["confusion/all/TP"]["count"] and not info["pattern/01/coherence"]["count"]
