@@ -106,3 +106,16 @@ def test_the_viewer_is_told_which_numbers_are_details():
     info = metric_info("tinad", ["accuracy", "accuracy/pattern/01", "accuracy/non_verbal_input", "pattern/01/coherence", "confusion/all/TP"])
     assert [k for k, v in info.items() if v["detail"]] == ["pattern/01/coherence", "confusion/all/TP"]
     assert info["confusion/all/TP"]["count"] and not info["pattern/01/coherence"]["count"]
+
+
+def test_the_per_epoch_table_counts_the_details_instead_of_printing_them(tinad_record):
+    from negtrain.benchmarks.registry import get_benchmark
+    from negtrain.data.eval_set import EvalResult
+    from negtrain.training.recorder import format_table
+
+    metrics = tinad_record["metrics"]
+    details = [k for k in metrics if k.startswith(("pattern/", "confusion/", "coherent/", "incoherent/"))]
+    text = format_table("validate:", [EvalResult("tinad/test", metrics, None)], [get_benchmark("tinad").is_count], width=100)
+    assert "accuracy/pattern/02" in text and "coherence/input" in text and "accuracy/non_verbal_input" not in text  # none in the fixture
+    assert "confusion/" not in text and "pattern/01/" not in text
+    assert f"and {len(details)} numbers of the breakdown" in " ".join(text.split())
