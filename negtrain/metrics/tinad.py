@@ -236,13 +236,14 @@ class TinadMetric(ExampleMetric):
                          in_groups: np.ndarray, *, accuracies: bool) -> dict[str, float]:
         """The authors' ``Scorer`` and ``Coherence_Scorer`` on the sentences ``rows`` and the groups
         ``in_groups``: confusion and coherent counts, and (``accuracies``) every accuracy but the
-        overall one and every coherence score. A part with no sentence among ``rows`` is left out
-        (a type's _input/_distractor stays wherever the type is)."""
+        overall one and every coherence score. In a pattern (``accuracies``) a part with no
+        sentence among ``rows`` is left out (a type's _input/_distractor stays wherever the type
+        is); the whole split counts every part it reports an accuracy for."""
         out: dict[str, float] = {}
         counts: dict[str, float] = {}
         for name, members in self.parts.items():
             base = name.rsplit("_", 1)[0] if name.endswith(("_input", "_distractor")) and name.rsplit("_", 1)[0] in self.type_members else name
-            if not (self.parts[base] & rows).any():
+            if accuracies and not (self.parts[base] & rows).any():
                 continue
             sel, r = seen & members & rows, right & members & rows
             tp, tn = int((r & self.gold).sum()), int((r & ~self.gold).sum())
