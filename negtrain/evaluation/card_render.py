@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from negtrain.benchmarks.registry import BENCHMARKS
 from negtrain.config import FAMILY_SECTIONS, IN_PROCESS, load_yaml, on_test_split, selection_split
 from negtrain.core.errors import NegtrainError
+from negtrain.evaluation.tinad_figure2 import draw_figure2, figure2_section, tinad_rows
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord
 from negtrain.metrics.baselines import at_or_below, highest
@@ -297,11 +299,18 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
     if skipped:
         lines += ["", "## Skipped", ""]
         lines += [f"- {s.benchmark}/{s.split}: {s.reason}" for s in skipped]
+    lines += figure2_section(figure2_rows(evals), "fractions")
     if notes:
         lines += ["", "## Notes", "", *notes]
     lines += ["", "Predictions: `predictions/`; every number above is what `negtrain evaluate --predictions` gives on those files.", ""]
     lines += provenance.markdown(record, file_table=False)  # the data files' hashes: provenance.json
     return "\n".join(lines)
+
+
+def figure2_rows(records) -> list[tuple[str, Mapping[str, float | None]]]:
+    """The card's TINAD records as Figure 2's rows (one per split and variant)."""
+    return tinad_rows((f"{r['benchmark']}/{r['split']}" + (f" ({r['variant']})" if r.get("variant") else ""), r["benchmark"], r["metrics"])
+                      for r in records if isinstance(r, EvalRecord))
 
 
 def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
@@ -396,3 +405,4 @@ def write_card(out: Path, records: list[RunRecord], model: str, family: str, ski
     write_text(out / "card.md", card_markdown(records, model, family, skipped, record=provenance.read(out), template=template,
                                                    fresh_head=fresh_head, selected_on_test=selected_on_test))
     plot_card(records, out / "card.png", f"{model} ({family})")
+    draw_figure2(figure2_rows(records), out, f"TINAD Figure 2: {model} ({family})")

@@ -499,10 +499,11 @@ def format_scored(s: Scored) -> str:
         boot = (f"95% CI: percentile bootstrap over {how['units']} resampled {how['unit']}s "
                 f"({how['resamples']} resamples, seed {how['seed']})" if how["resamples"] else "no bootstrap")
         lines.append(f"  (± standard error; {boot})")
+    details = {k for k in s.metrics if bench.declared(k).detail}  # e.g. TINAD's per-pattern breakdown: in --json only
     width = max((len(k) for k in s.metrics), default=0)
-    for k, v in s.metrics.items():
+    for k, v in ((k, v) for k, v in s.metrics.items() if k not in details):
         shown = "-" if math.isnan(v) else str(int(v)) if bench.is_count(k) else f"{v:.4f}"
         extra = f"{format_stderr(spread.get(k)):<8}  {format_interval(spread.get(k))}".rstrip() if k in spread and not math.isnan(v) else ""
         lines.append(f"  {k:<{width}}  {shown}{('  ' + extra) if extra else ''}")
-    lines += [f"note: {n}" for n in s.notes]
+    lines += [f"  (and {len(details)} numbers of the breakdown, per pattern and counts: see --json)"] * bool(details) + [f"note: {n}" for n in s.notes]
     return "\n".join(lines)

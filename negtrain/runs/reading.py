@@ -21,6 +21,18 @@ from negtrain.core.paths import contained
 
 
 
+def is_detail(eval_name: str, key: str) -> bool:
+    """Whether metric ``key`` of the eval set ``<benchmark>/<split>`` is one of its benchmark's
+    fine-grained details (:attr:`negtrain.metrics.declared.Declared.detail`: TINAD's per-pattern
+    breakdown and its authors' counts), which the report leaves out."""
+    try:
+        bench = get_benchmark(eval_name.split("/")[0])
+    except NegtrainError:
+        return False
+    found = find(bench.reported_metrics, key)
+    return found is not None and found.detail
+
+
 def is_count(eval_name: str, key: str) -> bool:
     """Whether metric ``key`` of the eval set ``<benchmark>/<split>`` counts examples or groups (printed
     as an integer, never plotted or ranked), as its benchmark declares. A name no benchmark
