@@ -18,6 +18,7 @@ from negtrain.benchmarks.files import pin_data_dirs
 from negtrain.commands import compare, env, evaluate, export, gguf_export, recipes, report, sweep, tiny_model, train, view
 from negtrain.core.errors import NegtrainError, Stopped
 from negtrain.core.paths import check_input_path
+from negtrain.core.secrets import redact_text
 from negtrain.core.stop_signals import stop_on_signals
 
 
@@ -95,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
     except NegtrainError as exc:
         if debug:
             raise
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        # An error may quote what the user gave (a URL with a key in its query): masked as every file is.
+        print(f"error: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 2
     except Stopped as stopped:
         # Never a success: a scheduler or a script must not take a stopped command for a finished one.

@@ -33,7 +33,7 @@ from negtrain.core.errors import ConfigError, unknown_name
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.evaluation.plan import EvalPlan, PlanRequest, head_cannot_score, resolve
 from negtrain.recipes import apply_overrides, parse_overrides
-from negtrain.core.secrets import redact_text, remember_secret
+from negtrain.core.secrets import key_name_problem, redact_text, remember_secret
 from negtrain.core.server_settings import flagged
 
 __all__ = ["CardPlan", "CardRequest", "card_recipe", "check_model_exists", "default_out", "family_from_config",
@@ -310,6 +310,8 @@ def _server_section(request: CardRequest) -> dict[str, Any] | None:
     server.update((k, v) for k, v in given.items() if k not in ("base_url", "extra_body"))
     if "extra_body" in given:
         server["extra_body"] = _json_object(given["extra_body"])
+    if given.get("key_env") and (problem := key_name_problem(given["key_env"], "--api-key-env")):
+        raise ConfigError(problem)
     if given.get("key_env"):
         # Known before anything is written (the lock file, the recipe): masked wherever it would appear.
         remember_secret(os.environ.get(given["key_env"]) or "")
