@@ -21,9 +21,19 @@ def chat_text(tokenizer, prompt: Prompt, cfg: LanguageModelConfig) -> str:
     """``prompt`` as the model is given it through the tokenizer's chat template."""
     messages = prompt.messages(cfg.system, cfg.fewshot_as_multiturn)
     try:
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     except TemplateError as exc:
         raise ConfigError(refusal(cfg, prompt, exc)) from exc
+    if not text:
+        raise ConfigError(empty_chat(f"'{cfg.name}'", "/".join(m["role"] for m in messages)))
+    return text
+
+
+def empty_chat(model: str, roles: str) -> str:
+    """One line for a chat template that renders a prompt as no text at all: the model would be
+    given nothing, and a generation from nothing fails deep in the model."""
+    return (f"the chat template of {model} renders the prompt ({roles} messages) as an empty text, so the model would "
+            "be given nothing; fix the template (tokenizer_config.json's chat_template), or score without it (drop --chat)")
 
 
 def refusal(cfg: LanguageModelConfig, prompt: Prompt, exc: Exception) -> str:

@@ -68,6 +68,7 @@ from negtrain.io.atomic import PART_SUFFIX, write_text
 from negtrain.core.paths import is_inside
 from negtrain.recipes import LoadedRecipe, load_recipe
 from negtrain.training.epochs import epoch_label
+from negtrain.training.resume_records import check_resumable
 
 RESUME_KEY = "negtrain_resume"
 FORMAT = 1
@@ -384,7 +385,7 @@ def check_run_dir(run_dir: Path) -> Path:
             if not ok:
                 raise _damaged(run_dir, f"{name} is not a {kind}", f"a run keeps its {name} as a {kind}; move the wrong one aside")
     _check_model_config(run_dir)
-    _check_resumable(run_dir)
+    check_resumable(run_dir)
     if (run_dir / "predictions").is_dir():
         for path in (run_dir / "predictions").iterdir():
             if path.suffix == ".jsonl" and not path.is_file():
@@ -396,36 +397,6 @@ def check_run_dir(run_dir: Path) -> Path:
         if folder.is_dir() and not os.access(folder, os.W_OK | os.X_OK):
             raise NegtrainError(f"--resume {run_dir}: {name}/ is not writable")
     return run_dir
-
-
-#: What ``fit --resume`` continues, said when it is handed something else.
-RUN_FOLDER = "a run folder is the --output-dir `fit` wrote: recipe.yaml, model/ and checkpoints/*.ckpt"
-
-
-def _has_checkpoint(run_dir: Path) -> bool:
-    folder = run_dir / "checkpoints"
-    return folder.is_dir() and any(
-        not p.name.startswith(".") and not p.name.endswith(PART_SUFFIX) for p in folder.glob("*.ckpt"))
-
-
-def _check_resumable(run_dir: Path) -> None:
-    """Records without a checkpoint are never resumed: resuming would train from the start and
-    rewind (delete) those records. Such a folder is a report card's or an evaluation's (the user
-    meant the run's folder), or a finished run whose checkpoints were deleted; either way the
-    records stay, and starting over is the user's explicit choice."""
-    if _has_checkpoint(run_dir):
-        return
-    metrics = run_dir / "metrics.jsonl"
-    if not metrics.is_file() or metrics.stat().st_size == 0:
-        return  # killed before its first record: training from the start loses nothing
-    if (run_dir / "card.md").exists() or not (run_dir / "model").is_dir():
-        found = "a report card's folder (card.md)" if (run_dir / "card.md").exists() else "an evaluation's folder (no model/)"
-        raise NegtrainError(f"--resume {run_dir}: this is {found} with records and no checkpoint, not a run to continue; "
-                            f"{RUN_FOLDER}")
-    raise NegtrainError(
-        f"--resume {run_dir}: the run has records (metrics.jsonl) but no checkpoint (checkpoints/*.ckpt was deleted?), "
-        f"so resuming would train it again over them; to start over, train into a new folder: "
-        f"python -m negtrain fit --recipe {run_dir / 'recipe.yaml'} --output-dir NEW_DIR")
 
 
 def _check_model_config(run_dir: Path) -> None:
