@@ -10,6 +10,9 @@ Arguments a subcommand does not declare are passed to it as ``extra`` (recipe ov
 from __future__ import annotations
 
 import argparse
+import errno
+import io
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -83,6 +86,35 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code. Output that cannot be written ends the command in one line
+    (a full disk) or quietly (a reader that went away: ``| head -1``), never a traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit, where an error is a traceback
+        return code
+    except BrokenPipeError:
+        _stdout_to_devnull()
+        return 128 + 13  # as a Unix tool killed by SIGPIPE: quietly, and never read as a success
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        _stdout_to_devnull()
+        print(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror} (a full disk or device)", file=sys.stderr)
+        return 1
+
+
+def _stdout_to_devnull() -> None:
+    """Point standard output at the null device, so what is left in its buffer is not written
+    again (and fails again) when the interpreter exits."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # an output without a file descriptor (a test's capture): nothing is flushed at exit
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     pin_data_dirs()

@@ -44,10 +44,16 @@ def default_out(paths: list[Path]) -> Path:
     return first / ("view" if len(paths) == 1 else "view-vs-" + "-".join(Path(p).resolve().name for p in paths[1:]))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _script(global_name: str, key: str | None, value: Any) -> str:
     """A data file: one JSON value assigned to a global (keyed, for the per-set files). JSON is a
     subset of JavaScript, and json.dumps escapes every quote and control character."""
     body = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # A lone surrogate (a served answer cut inside an emoji, "\ud83d") has no UTF-8 form: written
+    # as its JSON escape, which JavaScript reads as the same string.
+    body = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", body)
     if key is None:
         return f"window.{global_name}={body};\n"
     return f"window.{global_name}=window.{global_name}||{{}};window.{global_name}[{json.dumps(key)}]={body};\n"
