@@ -91,3 +91,16 @@ def test_a_fifo_or_device_as_predictions_is_refused_not_waited_on(tmp_path, kind
     assert proc.returncode == 2
     said = "a named pipe (FIFO)" if kind == "fifo" else "a device"
     assert err.splitlines() == [f"error: --predictions {path}: is {said}, not a file; give a file (reading it could wait forever)"]
+
+
+@pytest.mark.parametrize("limit", ["0", "0.0"])
+def test_a_card_limited_to_no_batch_is_refused(lm_env, tmp_path, capsys, limit):
+    """A card of ``--trainer.limit_val_batches=0`` read "0 of 20", bootstrapped over 20 and printed
+    ``tinad/test: None``."""
+    out = tmp_path / "card"
+    assert main(["evaluate", "--model", str(lm_env["llama"]), "--benchmarks", "tinad", "--out", str(out),
+                 f"--trainer.limit_val_batches={limit}"]) == 2
+    captured = capsys.readouterr()
+    assert "None" not in captured.out
+    assert "--trainer.limit_val_batches=0: a report card would score no example" in one_error(captured.err)
+    assert not (out / "card.md").exists()

@@ -372,6 +372,9 @@ def plan_card(request: CardRequest) -> CardPlan:
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)
+    if recipe.trainer.limit_val_batches == 0:  # fit's "no evaluation"; a card of nothing would print None
+        raise ConfigError("--trainer.limit_val_batches=0: a report card would score no example; give a number of batches "
+                          "(or a fraction) above 0, or drop it to score every example")
     served_model = recipe.evaluation.backend not in IN_THIS_PROCESS
     # Resolved once, here, before any model is loaded: unsupported pairs and unreadable benchmarks
     # are found in seconds, and the skipped ones go into the card.
