@@ -6,7 +6,6 @@ without being echoed."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
