@@ -66,3 +66,11 @@ def test_a_finished_run_without_its_checkpoints_is_refused_with_the_way_to_start
     line = _refused(run, capsys, monkeypatch)
     assert "has records (metrics.jsonl) but no checkpoint" in line
     assert f"to start over, train into a new folder: python -m negtrain fit --recipe {run / 'recipe.yaml'} --output-dir NEW_DIR" in line
+
+
+def test_a_folder_without_a_recipe_says_what_a_run_folder_is(tmp_path, capsys, monkeypatch):
+    folder = tmp_path / "predictions-only"
+    folder.mkdir()
+    (folder / "metrics.jsonl").write_text('{"epoch": 0, "benchmark": "monli", "split": "test", "metrics": {}}\n')
+    line = _refused(folder, capsys, monkeypatch)
+    assert "not a negtrain run directory (no recipe.yaml); a run folder is the --output-dir `fit` wrote" in line

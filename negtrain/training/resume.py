@@ -68,7 +68,7 @@ from negtrain.io.atomic import PART_SUFFIX, write_text
 from negtrain.core.paths import is_inside
 from negtrain.recipes import LoadedRecipe, load_recipe
 from negtrain.training.epochs import epoch_label
-from negtrain.training.resume_records import check_resumable
+from negtrain.training.resume_records import RUN_FOLDER, check_resumable
 
 RESUME_KEY = "negtrain_resume"
 FORMAT = 1
@@ -377,7 +377,7 @@ def check_run_dir(run_dir: Path) -> Path:
     if not run_dir.is_dir():
         raise NegtrainError(f"--resume {run_dir}: not a directory")
     if not (run_dir / "recipe.yaml").exists():
-        raise NegtrainError(f"--resume {run_dir}: not a negtrain run directory (no recipe.yaml)")
+        raise NegtrainError(f"--resume {run_dir}: not a negtrain run directory (no recipe.yaml); {RUN_FOLDER}")
     for name, kind in RUN_ENTRIES.items():
         path = run_dir / name
         if path.exists() or path.is_symlink():
