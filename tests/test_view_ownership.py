@@ -85,3 +85,17 @@ def test_a_data_folder_symlinked_out_of_the_site_is_refused_and_untouched(cards,
     line = one_error(view(capsys, a, "--out", site)[2])
     assert f"data is a symlink to {elsewhere}, out of the site" in line
     assert {p.name: p.read_bytes() for p in elsewhere.iterdir()} == before
+
+
+def test_a_site_of_the_earlier_manifest_is_rewritten_and_its_stale_files_kept(cards, tmp_path, capsys):  # noqa: F811
+    """A manifest without hashes (as sites were written before) proves nothing: its site files are
+    replaced, but none is removed; the next manifest records hashes."""
+    a, b = cards
+    site = tmp_path / "site"
+    assert view(capsys, a, b, "--out", site)[0] == 0
+    _edit_manifest(site, lambda m: m.pop("sha256"))
+    code, out, err = view(capsys, a, "--out", site)
+    assert code == 0, err
+    assert (site / "data" / "s1e0.js").is_file() and "data/s1e0.js" in out
+    manifest = json.loads((site / "negtrain-view.json").read_text())
+    assert set(manifest["sha256"]) == set(manifest["files"]) and "data/s1e0.js" not in manifest["files"]
