@@ -13,6 +13,7 @@ import argparse
 import errno
 import io
 import os
+import select
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -93,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stdout.flush()  # here, not at the interpreter's exit, where an error is a traceback
         return code
     except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # another pipe or socket (a server that hung up): not the reader of the output
         _stdout_to_devnull()
         return 128 + 13  # as a Unix tool killed by SIGPIPE: quietly, and never read as a success
     except OSError as exc:
@@ -101,6 +104,16 @@ def main(argv: list[str] | None = None) -> int:
         _stdout_to_devnull()
         print(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror} (a full disk or device)", file=sys.stderr)
         return 1
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll says so: POLLERR)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
 
 
 def _stdout_to_devnull() -> None:
