@@ -11,6 +11,7 @@ from negtrain.config.backends import IN_THIS_PROCESS, SENDS_NO_REQUEST_BODY, che
 from negtrain.config.section import Section
 from negtrain.core.card_settings import CARD_SETTINGS
 from negtrain.core.errors import ConfigError
+from negtrain.core.secrets import key_name_problem
 from negtrain.core.server_settings import SERVER_SETTINGS, extra_body_problem
 
 
@@ -37,6 +38,14 @@ class ServerConfig(Section):
         if problem:
             raise ValueError(f"extra_body: {problem}")
         return self
+
+    @field_validator("key_env", mode="before")  # before the name's pattern, whose error quotes the value
+    @classmethod
+    def _a_name_not_a_key(cls, v: Any) -> Any:
+        problem = key_name_problem(v, "key_env") if isinstance(v, str) and v else None
+        if problem:
+            raise ValueError(problem)
+        return v
 
     @field_validator("base_url")
     @classmethod

@@ -33,7 +33,7 @@ from negtrain.core.errors import ConfigError, unknown_name
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.evaluation.plan import EvalPlan, PlanRequest, head_cannot_score, resolve
 from negtrain.recipes import apply_overrides, parse_overrides
-from negtrain.core.secrets import redact_text, remember_secret
+from negtrain.core.secrets import key_name_problem, redact_text, remember_secret
 from negtrain.core.server_settings import flagged
 
 __all__ = ["CardPlan", "CardRequest", "card_recipe", "check_model_exists", "default_out", "family_from_config",
@@ -310,6 +310,8 @@ def _server_section(request: CardRequest) -> dict[str, Any] | None:
     server.update((k, v) for k, v in given.items() if k not in ("base_url", "extra_body"))
     if "extra_body" in given:
         server["extra_body"] = _json_object(given["extra_body"])
+    if given.get("key_env") and (problem := key_name_problem(given["key_env"], "--api-key-env")):
+        raise ConfigError(problem)
     if given.get("key_env"):
         # Known before anything is written (the lock file, the recipe): masked wherever it would appear.
         remember_secret(os.environ.get(given["key_env"]) or "")
@@ -370,6 +372,9 @@ def plan_card(request: CardRequest) -> CardPlan:
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)
+    if recipe.trainer.limit_val_batches == 0:  # fit's "no evaluation"; a card of nothing would print None
+        raise ConfigError("--trainer.limit_val_batches=0: a report card would score no example; give a number of batches "
+                          "(or a fraction) above 0, or drop it to score every example")
     served_model = recipe.evaluation.backend not in IN_THIS_PROCESS
     # Resolved once, here, before any model is loaded: unsupported pairs and unreadable benchmarks
     # are found in seconds, and the skipped ones go into the card.

@@ -113,7 +113,9 @@ class Prompt:
         return self.prefix + solved + self.before_query + self.query
 
     def messages(self, system: str | None = None, multiturn: bool = False) -> list[dict[str, str]]:
-        out = [{"role": "system", "content": system}] if system else []
+        # An empty system message is one too (--system ''): a template adds its own default only
+        # where the conversation has none.
+        out = [{"role": "system", "content": system}] if system is not None else []
         if not multiturn or not self.shots:
             return out + [{"role": "user", "content": self.text()}]
         for i, (q, a) in enumerate(self.shots):
