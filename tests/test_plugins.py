@@ -190,3 +190,13 @@ def test_register_strategies_joins_a_shipped_benchmarks_strategies_and_refuses_a
     assert set(strategies("tinad")) == shipped  # refused whole
     with pytest.raises(ConfigError, match="no such file"):
         register_strategies(tmp_path / "absent.yaml")
+
+
+def test_the_docs_plugin_is_the_fixture_file_for_file():
+    """docs/extending.md shows every file of the example plugin, verbatim: what a reader copies is
+    what the tests install and score."""
+    page = (REPO / "docs/extending.md").read_text(encoding="utf-8")
+    shown = dict(re.findall(r"<!-- plugin file: (\S+) -->\n`\S+`:\n\n```\w+\n(.*?)```\n", page, re.S))
+    files = {p.relative_to(FIXTURE).as_posix(): p.read_text(encoding="utf-8") for p in sorted(FIXTURE.rglob("*"))
+             if p.is_file() and "__pycache__" not in p.parts and "egg-info" not in p.as_posix() and "build" not in p.parts}
+    assert shown == files

@@ -349,7 +349,7 @@ def family_section(name: str, where: str) -> type[ModelSection]:
         raise ConfigError(
             f"{where}: family '{name}' is not in this process's table of families ({', '.join(FAMILY_SECTIONS)}); "
             "a family registered in another process must be registered here too: call "
-            "negtrain.config.register_family(<its section>) before the command runs (docs: Extending)"
+            "negtrain.config.register_family(<its section>) before the command runs, or install it as a plugin (docs: Extending)"
         )
     return section
 

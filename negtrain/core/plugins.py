@@ -193,7 +193,7 @@ def plugin_lines() -> list[str]:
         if plugin.error is not None:
             lines.append(f"  {plugin.label} ({plugin.entry_point}): not loaded: {plugin.error}")
             continue
-        added = {}
+        added: dict[str, list[str]] = {}
         for kind, name in plugin.added:
             added.setdefault(kind, []).append(name)
         what = "; ".join(f"{kind} {', '.join(names)}" for kind, names in added.items()) or "nothing"
