@@ -140,11 +140,6 @@ def load_plugins() -> list[Plugin]:
     return _loaded
 
 
-def plugins() -> list[Plugin]:
-    """The plugins of this process (loading them if no table was read yet)."""
-    return load_plugins()
-
-
 def _distribution(point: EntryPoint) -> tuple[str, str]:
     dist = point.dist
     return (dist.name, dist.version) if dist is not None else ("(unknown distribution)", "")
