@@ -140,6 +140,22 @@ def test_a_broken_plugin_is_one_line_and_adds_nothing_and_the_command_goes_on(tm
     assert imported.stdout.strip() == "None" and imported.stderr == ""
 
 
+def test_a_plugins_family_is_a_column_of_the_matrix_and_a_choice_of_evaluate_family(tmp_path):
+    site = tmp_path / "site"
+    _fake_distribution(site, "nli-twin", "nli_twin", (
+        "from typing import Literal\n"
+        "from negtrain.config import NliModelConfig, register_family\n\n"
+        "class NliTwin(NliModelConfig):\n    family: Literal['nli_twin'] = 'nli_twin'\n\n"
+        "def register():\n    register_family(NliTwin)\n"))
+    done = _negtrain(["evaluate", "--list", "--json"], tmp_path, site)
+    assert done.returncode == 0 and done.stderr == ""
+    rows = {r["benchmark"]: r for r in json.loads(done.stdout)}
+    assert rows["monli"]["families"]["nli_twin"]["supported"] and not rows["negated_lama"]["families"]["nli_twin"]["supported"]
+    assert "  nli-twin 0.2 (nli_twin): family nli_twin" in _negtrain(["recipes"], tmp_path, site).stdout.splitlines()
+    typo = _negtrain(["evaluate", "--model", "m", "--family", "nli_twim"], tmp_path, site)
+    assert typo.returncode == 2 and "'nli_twin'" in typo.stderr and "Traceback" not in typo.stderr
+
+
 class _Extra(Monli):
     name = "extra_nli"
 

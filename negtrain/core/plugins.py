@@ -116,6 +116,10 @@ class PluginTable(dict[K, V]):
         load_plugins()
         return super().items()
 
+    def copy(self) -> dict[K, V]:  # type: ignore[override]  # a plain dict of the rows, after loading
+        load_plugins()
+        return dict(super().items())
+
     def __setitem__(self, key: K, value: V) -> None:
         super().__setitem__(key, value)
         if _current is not None:
