@@ -13,7 +13,7 @@ import pytest
 from negtrain.cli import main
 from negtrain.config import CausalLmModelConfig
 from negtrain.core.errors import ConfigError
-from negtrain.models.lm import rendered_prompts
+from negtrain.models.lm_encoding import rendered_prompts
 from negtrain.prompts.strategies import Prompt
 from negtrain.models.tiny import llama_tokenizer
 from tiny_models import corpus

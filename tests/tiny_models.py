@@ -88,7 +88,7 @@ def choice_loglikelihoods_one_at_a_time(model: Path, family: str, bench, example
 
     from negtrain.config import model_config
     from negtrain.models.continuation import continuation_logprobs
-    from negtrain.models.lm import choice_inputs
+    from negtrain.models.lm_encoding import choice_inputs
 
     causal = family == "causal_lm"
     tok = AutoTokenizer.from_pretrained(model)

@@ -19,8 +19,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from negtrain.core import labels as nli
 from negtrain.benchmarks import rows
 from negtrain.benchmarks.files import DataFile
-# The readers live in rows.py; benchmark modules and callers import them from here as before.
-from negtrain.benchmarks.rows import MAX_CSV_FIELD, Row, jsonl_rows, local, parse_json_line, read_csv, read_jsonl  # noqa: F401
+from negtrain.benchmarks.rows import local
 from negtrain.core.errors import ConfigError, DataError, did_you_mean, unknown_name
 from negtrain.metrics.declared import Declared, count, find
 

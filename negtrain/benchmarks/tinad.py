@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
-from negtrain.benchmarks.base import Benchmark, Example, Row, local, read_jsonl
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.rows import Row, local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
 from negtrain.benchmarks.row_filters import RowFilter
 from negtrain.metrics.declared import count, score, scores

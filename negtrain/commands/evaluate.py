@@ -199,6 +199,8 @@ def listing() -> list[dict]:
                 "verbalizer": scoring["verbalizer"],
                 "strategies": scoring["strategies"],
                 "not_reproducible": scoring["not_reproducible"],
+                # The distribution of the plugin that added it; None: it ships with negtrain.
+                "plugin": BENCHMARKS.origin(name),
             }
         )
     return out
@@ -226,11 +228,21 @@ def format_protocols() -> list[str]:
     return lines
 
 
+def format_backends() -> list[str]:
+    from negtrain.config.backends import BACKENDS
+    from negtrain.core.plugins import plugin_mark
+
+    return ["backends (--backend NAME): " + ", ".join(name + plugin_mark(BACKENDS, name) for name in BACKENDS)]
+
+
 def format_listing() -> str:
+    from negtrain.core.plugins import plugin_lines
+
     rows = listing()
-    lines = [format_matrix(rows), "", *format_protocols(), ""]
+    plugins = plugin_lines()
+    lines = [format_matrix(rows), "", *format_backends(), "", *format_protocols(), "", *plugins, *([""] if plugins else [])]
     for b in rows:
-        lines.append(f"{b['benchmark']}")
+        lines.append(f"{b['benchmark']}" + (f" (plugin {b['plugin']})" if b["plugin"] else ""))
         lines.append(f"  splits:  {', '.join(b['splits'])}")
         lines.append(f"  labels:  {', '.join(b['labels']) or '(open vocabulary: predictions are token strings)'}")
         if len(b["prediction_labels"]) > 1:

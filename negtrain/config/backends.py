@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from negtrain.core.errors import ConfigError, unknown_name
+from negtrain.core.plugins import PluginTable
 
 #: The default backend: the model loaded in this process. It answers the language-model families'
 #: requests like any row; a classifier (NLI) or masked LM, whose head or masked token is not a text
@@ -26,21 +27,22 @@ from negtrain.core.errors import ConfigError, unknown_name
 IN_PROCESS = "hf"
 
 #: Backend name -> its factory, ``"module:function"`` (imported only when a card uses it) or the
-#: function itself (a registered one). Read when used, never copied at import.
-BACKENDS: dict[str, str | Callable[..., Any]] = {
+#: function itself (a registered one). Read when used, never copied at import: its first read loads
+#: the installed plugins, which may add rows (negtrain.core.plugins).
+BACKENDS: PluginTable[str, str | Callable[..., Any]] = PluginTable("backend", {
     # The model loaded in this process (any language-model family, a run directory, adapters,
     # --truncate left, chat templates, cloze probes), answering the typed requests.
     IN_PROCESS: "negtrain.serving.in_process:open_in_process",
     "openai": "negtrain.serving.openai:open_openai",
     # The same backend as hf, under lm-evaluation-harness's name for it.
     "transformers": "negtrain.serving.in_process:open_in_process",
-}
+})
 #: The backends that load the model in this process: they take a run directory, an adapter, any
 #: family and --truncate left, and send no request, so a server's ``extra_body`` would be ignored.
 IN_THIS_PROCESS = frozenset({IN_PROCESS, "transformers"})
 SENDS_NO_REQUEST_BODY = IN_THIS_PROCESS
 #: The backends that ship; :func:`unregister_backend` removes only those added at run time.
-SHIPPED_BACKENDS = frozenset(BACKENDS)
+SHIPPED_BACKENDS = BACKENDS.shipped
 
 
 def backend_names() -> tuple[str, ...]:
@@ -67,7 +69,8 @@ def register_backend(name: str, factory: str | Callable[..., Any]) -> str:
     if not isinstance(name, str) or not name.isidentifier():
         raise ConfigError(f"register_backend: a backend's name is a word (letters, digits, _), got {name!r}")
     if name in BACKENDS:
-        raise ConfigError(f"register_backend: the table already has a backend '{name}'")
+        held = "ships with negtrain" if name in SHIPPED_BACKENDS else f"was added by {BACKENDS.origin(name) or 'a register_backend call'}"
+        raise ConfigError(f"register_backend: the table already has a backend '{name}' ({held})")
     if isinstance(factory, str):
         module, _, function = factory.partition(":")
         if not module or not function:

@@ -28,7 +28,8 @@ from typing import Any
 import torch
 
 from negtrain.core import labels as nli
-from negtrain.benchmarks.base import AnswerKind, Benchmark, Row, jsonl_rows
+from negtrain.benchmarks.base import AnswerKind, Benchmark
+from negtrain.benchmarks.rows import Row, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.core.errors import DataError
 from negtrain.metrics.base import UNPARSED

@@ -22,7 +22,7 @@ from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.data.eval_set import ScoredSplit
 from negtrain.data.row_limit import limited_rows
 from negtrain.data.scoring import record_scored, scored_result
-from negtrain.engine.entry_requests import INCOMPLETE_TAIL, EntryRequests, entry_requests, row_name  # noqa: F401  # also imported from here
+from negtrain.engine.entry_requests import EntryRequests, entry_requests, row_name
 from negtrain.engine.prompts import Prepared, prepare_entry
 from negtrain.engine.requests import Counts, Generation, Loglikelihood
 from negtrain.io.records import CardRecord

@@ -20,7 +20,6 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from negtrain.io.atomic import write_with
 # Reading one needs no Lightning: its own module, so the in-process backend reads a run's checkpoint
 # without importing Lightning; imported here for the code that reads it from here.
-from negtrain.io.checkpoint_reading import read_checkpoint  # noqa: F401
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):

@@ -26,7 +26,8 @@ from negtrain.metrics.mlm import HeldOutMLMMetric
 from negtrain.models.mlm_inputs import encode_cue_texts, read_text_lines
 from negtrain.negation.cues import CueDetector, split_sentences
 from negtrain.objectives.base import Loss, Objective, Prepared
-from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec, batch_generator, mask_tokens
+from negtrain.objectives.masking import CueMaskingTransform, MaskingSpec, batch_generator, mask_tokens
+from negtrain.data.collate import IGNORE
 
 CUE_TOKEN = "[CUE]"
 

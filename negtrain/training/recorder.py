@@ -54,7 +54,7 @@ from tqdm import tqdm
 
 # The one scoring path (data/scoring.py) lives on the data floor, so a served card writes its line
 # as a run does, without Lightning.
-from negtrain.data.eval_set import EvalResult, EvalSet, json_number as _json_number  # noqa: F401
+from negtrain.data.eval_set import EvalResult, EvalSet, json_number as _json_number
 from negtrain.data.scoring import record_scored
 from negtrain.config import selection_split
 from negtrain.data.module import NegtrainData

@@ -27,12 +27,13 @@ from negtrain.core.memory import release_freed_memory
 from negtrain.models.adapters import save_adapter_config
 from negtrain.core.paths import resume_command
 from negtrain.evaluation.plan import EvalPlan
-from negtrain.recipes import LoadedRecipe, recipe_needs, resolved_recipe_yaml  # noqa: F401 (imported from here too)
+from negtrain.recipes import LoadedRecipe, recipe_needs, resolved_recipe_yaml
 from negtrain.core.secrets import redact_text
 from negtrain.core.third_party_logs import quiet_training_logs
 from negtrain.models import provenance
 from negtrain.training import progress_lines, tracking
-from negtrain.training.build import Built, best_score, build, reload_weights
+from negtrain.training.build import best_score, build, reload_weights
+from negtrain.models.contract import Built
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import evaluation_precision, trainer_precision
 from negtrain.training.preemption import MidEpochCheckpoint
