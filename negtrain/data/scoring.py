@@ -33,7 +33,7 @@ def _with_empty(fields: list[dict | None] | None, empty) -> list[dict | None] | 
     so that ``evaluate --predictions`` counts them (``n_empty``) as the run did."""
     if empty is None or not empty.any():
         return fields
-    out = list(fields) if fields is not None else [None] * len(empty)
+    out: list[dict | None] = list(fields) if fields is not None else [None] * len(empty)
     for i in empty.nonzero()[0].tolist():
         out[i] = {**(out[i] or {}), "empty": True}
     return out

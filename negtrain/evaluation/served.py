@@ -130,6 +130,3 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
         record["incomplete_utf8"] = read.incomplete_utf8
     return ServedResult(CardRecord(record), counts)
 
-
-#: The old name of :func:`negtrain.engine.entry_requests.row_name`.
-_row = row_name
