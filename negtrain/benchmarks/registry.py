@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.blimp import BlimpNpi
 from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.benchmarks.monli import Monli
@@ -33,6 +34,7 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "negated_lama-low_ranked": NegatedLamaLowRanked,
     "neqa": Neqa,
     "neqa-lettered": NeqaLettered,
+    "blimp-npi": BlimpNpi,
 }
 
 

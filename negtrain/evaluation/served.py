@@ -72,7 +72,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     start = time.perf_counter()
     limit = recipe.trainer.limit_val_batches
     rows = kept_rows(len(examples), limit, recipe.data.eval_batch_size)
-    answers = backend.answer(built.requests(rows), counts, allow_missing)
+    answers = built.answer_in_parts(backend, rows, counts, allow_missing, recipe.data.eval_batch_size)
     read = built.read(rows, answers)
     built.update(read)
     built.mark_cut(read.cut)
@@ -89,7 +89,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
                          cut_by=None if len(rows) == len(examples) else f"trainer.limit_val_batches={limit}")
     # A model here under an explicit lower precision says so, as a family's per-epoch record does.
     precision_words = precision_note(recipe.trainer.precision) if hasattr(backend, "precision") else None
-    also = "; ".join(n for n in (prepared.note, precision_words) if n) or None
+    also = "; ".join(n for n in (built.note, precision_words) if n) or None
     scored.result = scored_result(built.metric, built.name, texts, also_note=also)
     if log and built.mode is not AnswerMode.CHOICES and built.mode is not AnswerMode.CLOZE:
         scored.result.responses = [read.responses.get(i) for i in range(len(examples))]
