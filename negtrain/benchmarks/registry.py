@@ -10,6 +10,7 @@ from negtrain.benchmarks.monli import Monli
 from negtrain.benchmarks.negated_lama import NegatedLama, NegatedLamaHighRanked, NegatedLamaLowRanked
 from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.benchmarks.neqa import Neqa, NeqaLettered
+from negtrain.benchmarks.nubench import Nubench
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
@@ -35,6 +36,7 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "neqa": Neqa,
     "neqa-lettered": NeqaLettered,
     "blimp-npi": BlimpNpi,
+    "nubench": Nubench,
 }
 
 
