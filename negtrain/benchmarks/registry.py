@@ -11,6 +11,7 @@ from negtrain.benchmarks.negated_lama import NegatedLama, NegatedLamaHighRanked,
 from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.benchmarks.neqa import Neqa, NeqaLettered
 from negtrain.benchmarks.nubench import Nubench
+from negtrain.benchmarks.nevir import Nevir
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
@@ -37,6 +38,7 @@ BENCHMARKS: dict[str, type[Benchmark]] = {
     "neqa-lettered": NeqaLettered,
     "blimp-npi": BlimpNpi,
     "nubench": Nubench,
+    "nevir": Nevir,
 }
 
 

@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from jinja2.exceptions import TemplateError  # jinja2: a dependency of torch, and what chat templates run on
 
-from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, WrittenCompletions
+from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, PerChoiceContexts, WrittenCompletions, choice_contexts
 from negtrain.benchmarks.negated_lama import common_vocabulary
 from negtrain.core.errors import ConfigError
 from negtrain.engine.empty_context import empty_context_text
@@ -257,10 +257,13 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
                 built.shared_context = True
                 said = f"each choice scored after the model's {prefix!r} token" if prefix else "each choice scored after the BOS token the tokenizer adds"
                 built.note = "; ".join(n for n in (built.note, f"{said}, as lm-evaluation-harness scores an empty context") if n)
+        # A benchmark whose choices follow contexts of their own (NevIR) gives them; the others one for all.
+        per_choice = ([choice_contexts(bench, e) for e in examples] if isinstance(bench, PerChoiceContexts) and not settings.strategy
+                      else [[c] * len(bench.choices(e)) for e, c in zip(examples, contexts, strict=True)])
         built.per_example = [
             [Loglikelihood(context, bench.target_delimiter + o, example=f"{row_name(name, e.id)} choice {j}")
-             for j, o in enumerate(bench.choices(e))]
-            for e, context in zip(examples, contexts, strict=True)
+             for j, (o, context) in enumerate(zip(bench.choices(e), own, strict=True))]
+            for e, own in zip(examples, per_choice, strict=True)
         ]
         return built
     assert prepared.prompts is not None
