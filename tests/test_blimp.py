@@ -16,7 +16,7 @@ import torch
 from negtrain.benchmarks.blimp import FILES, BlimpNpi
 from negtrain.core.errors import ConfigError, DataError
 from negtrain.metrics.blimp import BlimpMetric
-from tiny_models import save_tiny_llama, validate_tiny
+from tiny_models import save_tiny_gpt2_style, save_tiny_llama, validate_tiny
 
 
 def _row(uid: str, pair: int, good: str, bad: str) -> dict:
@@ -168,23 +168,6 @@ def test_predictions_files_score_by_index_or_sentence(tmp_path, monkeypatch):
 # A tiny causal LM: per-pair log-likelihoods and choices against a hand computation
 
 
-def _gpt2_style(src: Path, out: Path) -> Path:
-    """The tiny Llama with a tokenizer that adds no special token (as GPT-2's), whose BOS is its EOS
-    (as GPT-2's ``<|endoftext|>``): lm-eval's prefix is then that token, given as its text."""
-    import shutil
-
-    from tokenizers import processors
-    from transformers import AutoTokenizer
-
-    shutil.copytree(src, out)
-    tok = AutoTokenizer.from_pretrained(out)
-    tok.backend_tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
-    tok.bos_token = tok.eos_token
-    tok.save_pretrained(out)
-    assert tok("")["input_ids"] == [] and tok.bos_token_id == tok.eos_token_id
-    return out
-
-
 def _by_hand(path: Path, sentences: list[str]) -> list[float]:
     """lm-eval's HFLM on an empty context: [prefix_token_id] + tok_encode(" " + sentence,
     add_special_tokens=False), every sentence token's log-probability summed, one sentence alone."""
@@ -210,7 +193,11 @@ def test_a_tiny_causal_lm_scores_each_pair_as_by_hand(tokenizer, tmp_path, monke
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(_write_fixture(tmp_path / "data")))
     path = save_tiny_llama(tmp_path / "llama", None, seed=1)
     if tokenizer == "gpt2_style":
-        path = _gpt2_style(path, tmp_path / "gpt2_style")
+        path = save_tiny_gpt2_style(path, tmp_path / "gpt2_style")
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(path)
+        assert tok("")["input_ids"] == [] and tok.bos_token_id == tok.eos_token_id
     examples = BlimpNpi().load("all")
     hand = _by_hand(path, [s for e in examples for s in e.inputs])
     hand_pairs = [(hand[2 * i], hand[2 * i + 1]) for i in range(len(examples))]
