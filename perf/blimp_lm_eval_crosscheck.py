@@ -16,7 +16,7 @@ sentence's log-likelihood.
 
 Needs the optional extra ``crosscheck`` (lm-eval). Offline:
 
-    NEGTRAIN_DATA_DIR=../shared/data python perf/blimp_lm_eval_crosscheck.py
+    NEGTRAIN_DATA_DIR=path/to/data python perf/blimp_lm_eval_crosscheck.py
 
 Writes perf/results/blimp_lm_eval_crosscheck.{json,md}. Exit code 1 if any accuracy differs.
 """
