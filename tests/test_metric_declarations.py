@@ -24,7 +24,7 @@ SPLITS = {
     "scone": "test", "scone_nlg": "test", "monli": "test", "mnli": "validation_matched", "negnli-rte": "all", "negnli-snli": "all",
     "negnli-mnli": "all", "nannli": "test", "condaqa": "dev", "tinad": "test", "negated_probes": "test",
     "neqa": "test", "neqa-lettered": "test", "negated_lama": "test", "negated_lama-high_ranked": "test",
-    "negated_lama-low_ranked": "test",
+    "negated_lama-low_ranked": "test", "blimp-npi": "all", "nubench": "test", "nevir": "test",
 }
 
 

@@ -93,6 +93,22 @@ class ChoiceQuestions(Protocol):
 
 
 @runtime_checkable
+class PerChoiceContexts(Protocol):
+    """A multiple-choice benchmark whose choices follow different contexts (NevIR: one query after
+    each of two documents): ``choice_contexts(example)[j]`` is what choice j is scored after."""
+
+    def choice_contexts(self, example: Example) -> Sequence[str]: ...
+
+
+def choice_contexts(bench: ChoiceQuestions, example: Example) -> list[str]:
+    """What each choice of ``example`` is scored after: the benchmark's own context for every
+    choice, or one per choice where the benchmark gives them (:class:`PerChoiceContexts`)."""
+    if isinstance(bench, PerChoiceContexts):
+        return list(bench.choice_contexts(example))
+    return [bench.context(example)] * len(bench.choices(example))
+
+
+@runtime_checkable
 class WrittenCompletions(Protocol):
     """What a multiple-choice benchmark whose generated completions people judge (ScoNe-NLG)
     provides: the metric its completions report before they are judged."""

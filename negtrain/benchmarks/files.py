@@ -85,6 +85,9 @@ class HubSplit:
     dataset: str  # "namespace/name", e.g. "nyu-mll/multi_nli"
     split: str
     config: str | None = None  # the dataset's configuration name, if it has several
+    #: The dataset is gated on the Hub (its conditions accepted there): fetching it needs the
+    #: user's token, ``HF_TOKEN`` in the environment (or one saved by ``hf auth login``).
+    gated: bool = False
 
     @property
     def relpath(self) -> Path:
@@ -98,12 +101,16 @@ class HubSplit:
     @property
     def origin(self) -> str:
         config = f", configuration {self.config}" if self.config else ""
-        return f"Hub dataset {self.dataset} (split {self.split}{config})"
+        gated = "; gated: accept its conditions on the Hub and set HF_TOKEN" if self.gated else ""
+        return f"Hub dataset {self.dataset} (split {self.split}{config}{gated})"
 
     def download(self, target: Path) -> None:
         problem = check_hub_dataset()
         if problem:  # one clear reason now, not a minute of retries first
             raise OSError(problem)
+        if self.gated and not hub_token():
+            raise OSError(f"{self.dataset} is gated and no Hugging Face token was found: accept its conditions on the Hub, "
+                          "then set HF_TOKEN to your token (or run `hf auth login`)")
         from datasets import load_dataset  # heavy; only needed on this path
 
         try:
@@ -151,6 +158,19 @@ class PackagedFile:
 
     def download(self, target: Path) -> None:
         raise OSError(f"{self.origin} ships inside its package; it is not downloaded")
+
+
+def hub_token() -> str | None:
+    """The user's Hugging Face token: ``HF_TOKEN`` (or the older ``HUGGING_FACE_HUB_TOKEN``), else
+    the one ``hf auth login`` saved."""
+    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if token:
+        return token
+    try:
+        from huggingface_hub import get_token  # only asked on the way to a download
+    except ImportError:
+        return None
+    return get_token()
 
 
 def data_dirs() -> list[Path]:

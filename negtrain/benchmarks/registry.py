@@ -4,12 +4,15 @@ outside the package (a plugin's, or a test's) is one call, :func:`register_bench
 from __future__ import annotations
 
 from negtrain.benchmarks.base import Benchmark
+from negtrain.benchmarks.blimp import BlimpNpi
 from negtrain.benchmarks.mnli import Mnli
 from negtrain.benchmarks.condaqa import Condaqa
 from negtrain.benchmarks.monli import Monli
 from negtrain.benchmarks.negated_lama import NegatedLama, NegatedLamaHighRanked, NegatedLamaLowRanked
 from negtrain.benchmarks.negated_probes import NegatedProbes
 from negtrain.benchmarks.neqa import Neqa, NeqaLettered
+from negtrain.benchmarks.nubench import Nubench
+from negtrain.benchmarks.nevir import Nevir
 from negtrain.benchmarks.nannli import NanNli
 from negtrain.benchmarks.negnli import NegnliMnli, NegnliRte, NegnliSnli
 from negtrain.benchmarks.scone import Scone
@@ -37,6 +40,9 @@ BENCHMARKS: PluginTable[str, type[Benchmark]] = PluginTable("benchmark", {
     "negated_lama-low_ranked": NegatedLamaLowRanked,
     "neqa": Neqa,
     "neqa-lettered": NeqaLettered,
+    "blimp-npi": BlimpNpi,
+    "nubench": Nubench,
+    "nevir": Nevir,
 })
 
 

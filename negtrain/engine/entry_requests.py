@@ -36,9 +36,10 @@ from typing import Any
 import torch
 from jinja2.exceptions import TemplateError  # jinja2: a dependency of torch, and what chat templates run on
 
-from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, WrittenCompletions
+from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, PerChoiceContexts, WrittenCompletions, choice_contexts
 from negtrain.benchmarks.negated_lama import common_vocabulary
 from negtrain.core.errors import ConfigError
+from negtrain.engine.empty_context import empty_context_text
 from negtrain.engine.prompts import Prepared, chats
 from negtrain.engine.requests import Answer, Generation, Loglikelihood, NextToken, Request
 from negtrain.metrics.cloze import cloze_rows, skipped_rows
@@ -114,6 +115,10 @@ class EntryRequests:
     #: Cloze: LAMA's common vocabulary and each probe's gold id, as this model's token ids.
     cloze: tuple[torch.Tensor, torch.Tensor] | None = None
     context: Any = None  # the backend's models.context.Context, when it has one
+    #: Every row's requests share one context (an empty one, BLiMP): a backend that answers
+    #: requests of one context as one batch row would put every row in one batch, so they are
+    #: answered ``eval_batch_size`` rows at a time (:meth:`answer_in_parts`).
+    shared_context: bool = False
 
     @property
     def completions(self) -> bool:
@@ -127,6 +132,15 @@ class EntryRequests:
     def requests(self, rows: Sequence[int]) -> list[Request]:
         """The requests of ``rows``, in row order."""
         return [r for i in rows for r in self.per_example[i]]
+
+    def answer_in_parts(self, backend, rows: Sequence[int], counts, allow_missing: bool, rows_per_call: int) -> list[Answer | None]:
+        """``backend``'s answers to the requests of ``rows``: in one call, or, for an entry whose rows
+        share one context, ``rows_per_call`` rows a call."""
+        step = max(rows_per_call, 1) if self.shared_context else max(len(rows), 1)
+        answers: list[Answer | None] = []
+        for start in range(0, len(rows), step):
+            answers.extend(backend.answer(self.requests(rows[start:start + step]), counts, allow_missing))
+        return answers
 
     def read(self, rows: Sequence[int], answers: Sequence[Answer | None]) -> Read:
         """The answers of ``rows`` (as :meth:`requests` listed them; None: a request that failed
@@ -243,10 +257,19 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
             built.rendered = contexts
         else:
             contexts = [bench.context(e) for e in examples]
+            if "" in contexts:  # a whole sentence is the choice (BLiMP): after BOS/EOS, as lm-eval scores it
+                prefix = empty_context_text(backend, name)
+                contexts = [c or prefix for c in contexts]
+                built.shared_context = True
+                said = f"each choice scored after the model's {prefix!r} token" if prefix else "each choice scored after the BOS token the tokenizer adds"
+                built.note = "; ".join(n for n in (built.note, f"{said}, as lm-evaluation-harness scores an empty context") if n)
+        # A benchmark whose choices follow contexts of their own (NevIR) gives them; the others one for all.
+        per_choice = ([choice_contexts(bench, e) for e in examples] if isinstance(bench, PerChoiceContexts) and not settings.strategy
+                      else [[c] * len(bench.choices(e)) for e, c in zip(examples, contexts, strict=True)])
         built.per_example = [
             [Loglikelihood(context, bench.target_delimiter + o, example=f"{row_name(name, e.id)} choice {j}")
-             for j, o in enumerate(bench.choices(e))]
-            for e, context in zip(examples, contexts, strict=True)
+             for j, (o, context) in enumerate(zip(bench.choices(e), own, strict=True))]
+            for e, own in zip(examples, per_choice, strict=True)
         ]
         return built
     assert prepared.prompts is not None

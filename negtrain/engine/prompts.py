@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from negtrain.benchmarks.base import ChoiceQuestions, Example
+from negtrain.benchmarks.base import ChoiceQuestions, Example, choice_contexts
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.models.context import Context, fit_shots, rows_over
 from negtrain.models.prompting import AnswerMode, PromptSettings, causal_answering, prompts_with_shots, verbalizer_text
@@ -83,7 +83,8 @@ def prepare_entry(recipe, entry, backend, examples: Sequence[Example] | None = N
             if getattr(backend, "encoder_decoder", False):
                 over = rows_over(measure([bench.context(e) for e in examples]), 0, context, name, row_ids)
             else:
-                texts = [[bench.context(e) + bench.target_delimiter + o for o in bench.choices(e)] for e in examples]
+                texts = [[c + bench.target_delimiter + o for c, o in zip(choice_contexts(bench, e), bench.choices(e), strict=True)]
+                         for e in examples]
                 over = rows_over(_longest(measure, texts), 0, context, name, row_ids)
             return Prepared(None, None, cut=over)
         return Prepared(None, None)

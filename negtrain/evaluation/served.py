@@ -22,7 +22,7 @@ from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.data.eval_set import ScoredSplit
 from negtrain.data.row_limit import limited_rows
 from negtrain.data.scoring import record_scored, scored_result
-from negtrain.engine.entry_requests import EntryRequests, entry_requests, row_name
+from negtrain.engine.entry_requests import EntryRequests, entry_requests
 from negtrain.engine.prompts import Prepared, prepare_entry
 from negtrain.engine.requests import Counts, Generation, Loglikelihood
 from negtrain.io.records import CardRecord
@@ -89,7 +89,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     # A row limit keeps whole contrast groups drawn with the seed, as fit's evaluation does.
     limited = limited_rows(examples, limit, recipe.data.eval_batch_size, recipe.seed, built.name)
     rows = list(range(len(examples))) if limited is None else limited
-    answers = backend.answer(built.requests(rows), counts, allow_missing)
+    answers = built.answer_in_parts(backend, rows, counts, allow_missing, recipe.data.eval_batch_size)
     read = built.read(rows, answers)
     built.update(read)
     built.mark_cut(read.cut)
@@ -106,7 +106,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
                          cut_by=None if len(rows) == len(examples) else f"trainer.limit_val_batches={limit}")
     # A model here under an explicit lower precision says so, as a family's per-epoch record does.
     precision_words = precision_note(recipe.trainer.precision) if hasattr(backend, "precision") else None
-    also = "; ".join(n for n in (prepared.note, precision_words) if n) or None
+    also = "; ".join(n for n in (built.note, precision_words) if n) or None
     scored.result = scored_result(built.metric, built.name, texts, also_note=also)
     if log and built.mode is not AnswerMode.CHOICES and built.mode is not AnswerMode.CLOZE:
         scored.result.responses = [read.responses.get(i) for i in range(len(examples))]
