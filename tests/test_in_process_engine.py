@@ -170,7 +170,7 @@ def test_a_chat_context_is_the_rendered_template_and_the_continuation_follows_it
     assert got[0].logprob != pytest.approx(got[1].logprob, abs=1e-4)  # the plain context is another prompt
     plain = _backend(models["llama"])
     for request in (Loglikelihood("q", " yes", messages=chat), Generation("q", 2, (), chat)):
-        with pytest.raises(ConfigError, match="the tokenizer of the transformers backend's model has no chat template; drop --chat"):
+        with pytest.raises(ConfigError, match="the tokenizer of the hf backend's model has no chat template; drop --chat"):
             plain.answer([request], Counts())
 
 

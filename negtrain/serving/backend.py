@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
-from negtrain.config.backends import BACKENDS, check_backend
+from negtrain.config.backends import DEFAULT_BACKEND, backend_row
 from negtrain.core.errors import ConfigError
 from negtrain.serving.cache import ResponseCache
 from negtrain.engine.requests import Answer, Counts, Request
@@ -27,7 +27,46 @@ from negtrain.engine.requests import Answer, Counts, Request
 
 @runtime_checkable
 class Backend(Protocol):
+    """What the engine asks of a backend, every member declared (nothing is probed for): what it
+    answers (``answer``, ``offers_prompt_logprobs``, ``stop``), and what it is, which decides how an
+    entry's prompts are built and checked (:mod:`negtrain.engine.prompts`) and what the records say.
+    A backend whose model is not here (a server, a table) subclasses :class:`BackendBase`, which
+    declares it has none of a local model's abilities."""
+
     name: str
+    #: Whether the model runs in this process (its weights, tokenizer and precision are here).
+    loads_here: bool
+    #: The model's tokenizer when it is here (cloze vocabularies, verbalizers told apart); else None.
+    tokenizer: Any
+    #: The context every prompt is held to (a :class:`negtrain.models.context.Context`) when the
+    #: backend can count a prompt's tokens; None: a server's context decides.
+    context: Any
+    #: Whether the model is an encoder-decoder (its answer takes none of the prompt's room).
+    encoder_decoder: bool
+    #: The evaluation's precision and the dtype the model computes in, as the records say them
+    #: (None where the model is not here), and the model's config (provenance).
+    precision: str | None
+    dtype_words: str | None
+    model_config: Any
+
+    @property
+    def where(self) -> str:
+        """Words naming where the requests go, for an error (``the server at URL``)."""
+        ...
+
+    def prompt_lengths(self, texts: Sequence[str], chat: bool = False) -> list[int]:
+        """Each text's length in tokens as the model is given it (``chat``: a template's rendering,
+        which holds its own special tokens). Asked only where :attr:`context` is not None."""
+        ...
+
+    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
+        """The messages as the model is given them, through the template applied here; None where
+        the backend sends the messages and its server renders them."""
+        ...
+
+    def load(self) -> None:
+        """Load the weights now, where the backend deferred them until every prompt was checked."""
+        ...
 
     def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
         """One answer per request, in order (None only with ``allow_missing``, named in ``counts.missing``)."""
@@ -43,6 +82,50 @@ class Backend(Protocol):
         ...
 
 
+#: The members every backend declares (:class:`Backend`), named in the error for one that lacks some.
+MEMBERS = ("name", "loads_here", "tokenizer", "context", "encoder_decoder", "precision", "dtype_words", "model_config", "where",
+           "prompt_lengths", "chat_text", "load", "answer", "offers_prompt_logprobs", "stop")
+
+
+class BackendBase:
+    """The declared abilities of a backend whose model is not in this process: no tokenizer, no
+    context it can count (every prompt is sent whole, with all its shots), no template of its own
+    (a chat is sent as messages), no precision or weights to load. A subclass sets ``name`` and
+    defines ``answer``; ``offers_prompt_logprobs`` says yes and ``stop`` does nothing unless it
+    says otherwise."""
+
+    name: str = ""
+    loads_here: bool = False
+    tokenizer: Any = None
+    context: Any = None
+    encoder_decoder: bool = False
+    precision: str | None = None
+    dtype_words: str | None = None
+    model_config: Any = None
+
+    @property
+    def where(self) -> str:
+        return f"the backend {self.name}"
+
+    def prompt_lengths(self, texts: Sequence[str], chat: bool = False) -> list[int]:
+        raise NotImplementedError(f"{self.where} cannot count a prompt's tokens (it has no context)")
+
+    def chat_text(self, messages: list[dict[str, str]]) -> str | None:
+        return None
+
+    def load(self) -> None:
+        pass
+
+    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
+        raise NotImplementedError
+
+    def offers_prompt_logprobs(self) -> tuple[bool, str]:
+        return True, ""
+
+    def stop(self) -> None:
+        pass
+
+
 @dataclass(frozen=True)
 class BackendContext:
     """What a backend's factory is given: the model's name (``model.name``), the recipe's
@@ -56,12 +139,12 @@ class BackendContext:
     cache: ResponseCache | None = None
     recipe: Any = None  # negtrain.config.Recipe | None
     checkpoint: Path | None = None  # a run's .ckpt (a card's --model RUN)
-    backend: str = "transformers"
+    backend: str = DEFAULT_BACKEND
 
 
 def backend_factory(name: str):
     """The factory of backend ``name``, imported from its ``"module:function"`` when the table names it so."""
-    factory = BACKENDS[check_backend(name)]
+    factory = backend_row(name).factory
     if not isinstance(factory, str):
         return factory
     module, _, function = factory.partition(":")
@@ -76,6 +159,7 @@ def open_backend(name: str, context: BackendContext) -> Backend:
     it answers as)."""
     backend = backend_factory(name)(replace(context, backend=name))
     if not isinstance(backend, Backend):
-        missing = [m for m in ("name", "answer", "offers_prompt_logprobs", "stop") if not hasattr(backend, m)]
-        raise ConfigError(f"backend {name}: its factory returned {type(backend).__name__}, which lacks {', '.join(missing)}")
+        missing = [m for m in MEMBERS if m not in dir(backend)]
+        raise ConfigError(f"backend {name}: its factory returned {type(backend).__name__}, which lacks {', '.join(missing)} "
+                          "(a backend whose model is not here subclasses negtrain.serving.backend.BackendBase for them)")
     return backend

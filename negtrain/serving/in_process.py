@@ -33,6 +33,7 @@ from typing import Any
 
 import torch
 
+from negtrain.config.backends import DEFAULT_BACKEND
 from negtrain.core.errors import ConfigError
 from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, NextToken, Request, cache_key
 from negtrain.models.context import model_context, rows_over
@@ -83,7 +84,9 @@ class InProcessBackend:
     batches (see the module's docstring): the ``hf`` and ``transformers`` rows' backend, made by
     :func:`open_in_process` for a card, and by :func:`module_backend` round a family's live model."""
 
-    name = "transformers"
+    name = DEFAULT_BACKEND
+    #: The model is in this process (the backend's declared abilities, :class:`negtrain.serving.backend.Backend`).
+    loads_here = True
 
     def __init__(self, model: Any, tokenizer: Any, batch_size: int, *, encoder_decoder: bool = False, truncate: str = "none",
                  autocast_dtype: torch.dtype | None = None, fp32_recheck_margin: float | None = None,
@@ -130,16 +133,25 @@ class InProcessBackend:
     @classmethod
     def of_model(cls, model: Any, tokenizer: Any, *, encoder_decoder: bool, batch_size: int, truncate: str = "none",
                  autocast_dtype: torch.dtype | None = None, fp32_recheck_margin: float | None = None,
-                 name: str = "hf") -> "InProcessBackend":
+                 name: str = DEFAULT_BACKEND) -> "InProcessBackend":
         """A backend over a model already in memory (the fit path's live model): no cache, since
         its weights change between calls."""
         return cls(model, tokenizer, batch_size, encoder_decoder=encoder_decoder, truncate=truncate, autocast_dtype=autocast_dtype,
                    fp32_recheck_margin=fp32_recheck_margin, name=name)
 
-    def prompt_lengths(self, texts: Sequence[str]) -> list[int]:
-        """Each text's length in tokens as this backend gives it the model (special tokens added), so
-        a card checks every prompt against :attr:`context` before the first request."""
-        return [len(ids) for ids in self.inputs.tokens_of(texts)]
+    @property
+    def where(self) -> str:
+        return self.inputs.where
+
+    def load(self) -> None:
+        """The weights, loaded now where the factory deferred them (a card has checked every prompt)."""
+        self.model  # noqa: B018  # the property loads them
+
+    def prompt_lengths(self, texts: Sequence[str], chat: bool = False) -> list[int]:
+        """Each text's length in tokens as this backend gives it the model (special tokens added; a
+        chat's rendering, ``chat``, holds its own), so a card checks every prompt against
+        :attr:`context` before the first request."""
+        return [len(ids) for ids in self.inputs.tokens_of(texts, special=not chat)]
 
     def _prompt_ids(self, g: Generation) -> list[int]:
         return self.inputs.prompt(g)[0]
@@ -365,5 +377,5 @@ def module_backend(tokenizer, recipe, model_config, *, encoder_decoder: bool) ->
     autocast_dtype, _ = precision_dtypes(recipe.trainer.precision)
     return InProcessBackend(
         None, tokenizer, recipe.data.eval_batch_size, encoder_decoder=encoder_decoder, truncate=recipe.evaluation.truncate,
-        autocast_dtype=autocast_dtype, fp32_recheck_margin=recipe.model.fp32_recheck_margin, name="hf", model_config=model_config,
+        autocast_dtype=autocast_dtype, fp32_recheck_margin=recipe.model.fp32_recheck_margin, name=DEFAULT_BACKEND, model_config=model_config,
     )

@@ -40,6 +40,7 @@ from negtrain.core.secrets import redact_text, remember_secret
 from negtrain.core.server_settings import SERVER_SETTINGS
 from negtrain.serving import answers, http
 from negtrain.serving.answers import Malformed
+from negtrain.serving.backend import BackendBase
 from negtrain.serving.cache import ResponseCache
 from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, NextToken, Request, cache_key
 
@@ -109,10 +110,12 @@ class _Transient(Exception):
         self.wait = wait
 
 
-class OpenAIBackend:
-    name = "openai"
+class OpenAIBackend(BackendBase):
+    """A client of an OpenAI-compatible server: the model is not here (no tokenizer, no context it
+    can count, the server's chat template), :class:`negtrain.serving.backend.BackendBase`."""
 
-    def __init__(self, settings: ServerSettings, cache: ResponseCache | None) -> None:
+    def __init__(self, settings: ServerSettings, cache: ResponseCache | None, name: str) -> None:
+        self.name = name  # the table row it answers as, which keys its cache
         self.settings = settings
         self.cache = cache
         key = None
@@ -129,6 +132,10 @@ class OpenAIBackend:
         self._stop = threading.Event()
         self._inflight = http.InFlight()
         self.sent = 0  # requests sent by this process, against max_requests
+
+    @property
+    def where(self) -> str:
+        return f"the server at {self.settings.api_root}"
 
     def stop(self) -> None:
         """End every request in flight and send no other (a signal stopped the card)."""
@@ -379,4 +386,4 @@ def open_openai(context) -> OpenAIBackend:
         raise ConfigError("backend openai needs a server section (base_url)")
     settings = ServerSettings(server.base_url, context.model, server.key_env, server.concurrency, server.timeout,
                               server.retries, server.max_requests, server.extra_body)
-    return OpenAIBackend(settings, context.cache)
+    return OpenAIBackend(settings, context.cache, context.backend)

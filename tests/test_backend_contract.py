@@ -1,0 +1,141 @@
+"""The backend contract is declared, not probed: every ability the engine uses is a member of
+:class:`negtrain.serving.backend.Backend` (or of the backend's row of the table,
+:class:`negtrain.config.backends.BackendRow`), so the package holds no ``getattr``/``hasattr`` of
+a backend object and names no backend outside the table (negtrain/config/backends.py): it asks
+the row (``loads_here``, ``needs_server``, ``chat_template``) or the object. A backend that
+loads its model here is one row too."""
+
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from negtrain.cli import main
+from negtrain.config import BACKENDS, SHIPPED_BACKENDS, backend_row, register_backend, unregister_backend
+from negtrain.core.errors import ConfigError
+from negtrain.serving.backend import MEMBERS, Backend, BackendBase, BackendContext, open_backend
+
+PACKAGE = Path(__file__).resolve().parents[1] / "negtrain"
+TABLE = PACKAGE / "config" / "backends.py"
+#: Where "transformers" names the Python library (its version, a model card's library_name), not a backend.
+LIBRARY_NAME = {"models/gguf.py", "models/provenance.py", "release/export.py"}
+
+
+def _modules():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path != TABLE:
+            yield path.relative_to(PACKAGE).as_posix(), ast.parse(path.read_text(encoding="utf-8"))
+
+
+def _names_a_backend(node: ast.AST) -> bool:
+    """Whether ``node`` is a backend object: a name or attribute called ``backend`` (or ``*_backend``)."""
+    name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else ""
+    return name == "backend" or name.endswith("_backend")
+
+
+def _backend_literals(node: ast.AST) -> list[str]:
+    values = node.elts if isinstance(node, (ast.Tuple, ast.List, ast.Set)) else [node]
+    return [v.value for v in values if isinstance(v, ast.Constant) and v.value in SHIPPED_BACKENDS]
+
+
+def probes(tree: ast.AST) -> list[int]:
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+            and n.func.id in ("getattr", "hasattr") and n.args and _names_a_backend(n.args[0])]
+
+
+def compared_names(tree: ast.AST) -> list[int]:
+    return [n.lineno for n in ast.walk(tree) if isinstance(n, ast.Compare)
+            and any(_backend_literals(side) for side in [n.left, *n.comparators])]
+
+
+def test_the_checks_see_what_they_look_for():
+    tree = ast.parse("getattr(backend, 'tokenizer', None)\nhasattr(self.backend, 'x')\ngetattr(model, 'config')\n"
+                     "backend.name in ('hf', 'transformers')\nx == 'openai'\nx == 'other'\n")
+    assert probes(tree) == [1, 2] and compared_names(tree) == [4, 5]
+
+
+def test_no_module_probes_a_backend_or_compares_a_backend_name():
+    found = [f"{path}:{line}: getattr/hasattr of a backend" for path, tree in _modules() for line in probes(tree)]
+    found += [f"{path}:{line}: a backend's name compared" for path, tree in _modules() for line in compared_names(tree)]
+    assert not found, "; ".join(found)
+
+
+def test_no_module_names_a_backend_outside_the_table():
+    found = []
+    for path, tree in _modules():
+        for n in ast.walk(tree):
+            if isinstance(n, ast.Constant) and n.value in SHIPPED_BACKENDS and not (path in LIBRARY_NAME and n.value == "transformers"):
+                found.append(f"{path}:{n.lineno}: {n.value!r}")
+            if isinstance(n, ast.Name) and n.id in ("IN_PROCESS", "IN_THIS_PROCESS"):
+                found.append(f"{path}:{n.lineno}: {n.id}")
+    assert not found, "a backend named outside negtrain/config/backends.py (ask its row): " + "; ".join(found)
+
+
+def test_the_protocol_declares_every_member_the_engine_uses():
+    declared = set(Backend.__annotations__) | {k for k in vars(Backend) if not k.startswith("_")}
+    assert set(MEMBERS) == declared
+    assert isinstance(BackendBase(), Backend)
+
+
+def test_the_shipped_rows_say_what_they_are():
+    assert [(n, r.loads_here, r.needs_server, r.chat_template) for n, r in BACKENDS.items() if n in SHIPPED_BACKENDS] == [
+        ("hf", True, False, "tokenizer"), ("openai", False, True, "server"), ("transformers", True, False, "tokenizer")]
+
+
+def test_a_backend_that_declares_too_little_is_refused_naming_what_it_lacks():
+    class FourMembers:
+        name = "four"
+
+        def answer(self, requests, counts, allow_missing=False):
+            return []
+
+        def offers_prompt_logprobs(self):
+            return True, ""
+
+        def stop(self):
+            pass
+
+    register_backend("four", lambda context: FourMembers())
+    try:
+        with pytest.raises(ConfigError, match=r"backend four: its factory returned FourMembers, which lacks loads_here, tokenizer, "
+                                              r"context, .*chat_text, load \(a backend whose model is not here subclasses "
+                                              r"negtrain.serving.backend.BackendBase for them\)"):
+            open_backend("four", BackendContext("m"))
+    finally:
+        unregister_backend("four")
+
+
+def test_register_backend_declares_the_row():
+    register_backend("mine", "my_package.backend:open_mine", loads_here=True, chat_template="tokenizer")
+    try:
+        row = backend_row("mine")
+        assert (row.factory, row.loads_here, row.needs_server, row.chat_template) == ("my_package.backend:open_mine", True, False, "tokenizer")
+    finally:
+        unregister_backend("mine")
+    with pytest.raises(ConfigError, match="chat_template is 'tokenizer', 'server' or None"):
+        register_backend("odd", "m:f", chat_template="jinja")  # type: ignore[arg-type]  # the wrong value this test gives
+
+
+def test_a_backend_that_loads_its_model_here_is_one_row(lm_env, tmp_path):
+    """A row for the in-process factory under another name is a backend like hf: it takes
+    --truncate left (refused for a backend that answers elsewhere) and scores the card hf scores,
+    to the byte."""
+    register_backend("local", "negtrain.serving.in_process:open_in_process", loads_here=True, chat_template="tokenizer")
+    try:
+        cards = {}
+        for backend in ("hf", "local"):
+            out = tmp_path / backend
+            assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--backend", backend,
+                         "--benchmarks", "tinad", "--truncate", "left", "--trainer.torch_threads=1", "--out", str(out)]) == 0
+            cards[backend] = out
+    finally:
+        unregister_backend("local")
+    files = sorted(p.name for p in (cards["hf"] / "predictions").glob("*.jsonl"))
+    assert files and files == sorted(p.name for p in (cards["local"] / "predictions").glob("*.jsonl"))
+    for name in files:
+        assert (cards["hf"] / "predictions" / name).read_bytes() == (cards["local"] / "predictions" / name).read_bytes()
+    hf, local = (json.loads((cards[b] / "metrics.jsonl").read_text().splitlines()[0]) for b in ("hf", "local"))
+    assert hf["metrics"] == local["metrics"]
