@@ -101,7 +101,7 @@ def test_a_backend_that_declares_too_little_is_refused_naming_what_it_lacks():
     register_backend("four", lambda context: FourMembers())
     try:
         with pytest.raises(ConfigError, match=r"backend four: its factory returned FourMembers, which lacks loads_here, tokenizer, "
-                                              r"context, .*chat_text, load \(a backend whose model is not here subclasses "
+                                              r"context, .*chat_text, load, cache_identity \(a backend whose model is not here subclasses "
                                               r"negtrain.serving.backend.BackendBase for them\)"):
             open_backend("four", BackendContext("m"))
     finally:
@@ -139,3 +139,56 @@ def test_a_backend_that_loads_its_model_here_is_one_row(lm_env, tmp_path):
         assert (cards["hf"] / "predictions" / name).read_bytes() == (cards["local"] / "predictions" / name).read_bytes()
     hf, local = (json.loads((cards[b] / "metrics.jsonl").read_text().splitlines()[0]) for b in ("hf", "local"))
     assert hf["metrics"] == local["metrics"]
+
+
+def test_the_cache_wrapper_keeps_each_answer_as_it_comes_and_reads_it_back(tmp_path):
+    """One wrapper caches any backend that declares what keys its answers: an answer is kept the
+    moment the backend hands it on, so a request that fails later loses none already answered, and
+    a rerun asks only the rest; the cached answers' tokens are counted as the backend counts its own."""
+    from negtrain.engine.requests import Answer, Counts, Generation
+    from negtrain.serving.cache import ResponseCache
+    from negtrain.serving.response_caching import CachingBackend
+
+    class Upper(BackendBase):
+        """A STAND-IN for a model: answers a prompt with it upper-cased, failing at ``fail_at``."""
+
+        name = "upper"
+
+        def __init__(self, fail_at: str | None = None) -> None:
+            self.fail_at, self.asked = fail_at, []
+
+        def cache_identity(self, request):
+            return {"model": "upper-1"}
+
+        def answer(self, requests, counts, allow_missing=False, on_answer=None):
+            out = []
+            for i, r in enumerate(requests):
+                if r.prompt == self.fail_at:
+                    raise ConfigError(f"{r.example}: failed")
+                self.asked.append(r.prompt)
+                out.append(Answer(text=r.prompt.upper(), tokens_out=1))
+                counts.requests += 1
+                counts.tokens_out += 1
+                if on_answer is not None:
+                    on_answer(i, out[-1])
+            return out
+
+    requests = [Generation(p, 4, example=f"b/s/{p}") for p in ("a", "b", "c")]
+    cache = ResponseCache(tmp_path / "responses")
+    failing = Upper(fail_at="c")
+    with pytest.raises(ConfigError, match="b/s/c: failed"):
+        CachingBackend(failing, cache).answer(requests, Counts())
+    assert failing.asked == ["a", "b"]
+    again, counts = Upper(), Counts()
+    answers = CachingBackend(again, cache).answer(requests, counts)
+    assert again.asked == ["c"] and [a.text for a in answers] == ["A", "B", "C"]
+    assert (counts.requests, counts.cached, counts.tokens_out) == (1, 2, 3)
+    # a backend that declares no identity (BackendBase's) is never cached
+    class Plain(Upper):
+        def cache_identity(self, request):
+            return None
+
+    plain = Plain()
+    CachingBackend(plain, cache).answer(requests, Counts())
+    assert plain.asked == ["a", "b", "c"]
+    cache.close()

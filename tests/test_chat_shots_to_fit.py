@@ -177,3 +177,28 @@ def test_validate_of_a_chat_recipe_fails_before_the_weights_when_a_row_fits_neit
     _no_weights(monkeypatch)
     with pytest.raises(ConfigError, match=rf"condaqa/{SPLIT}: .* even with 8 shot\(s\).* row {world['ids'][3]} is {world['eight'][3]} tokens"):
         validate_tiny(model, "causal_lm", [ENTRY], world["tmp"] / "run", eval_batch_size=4, model_settings={"max_new_tokens": ROOM, "chat": True})
+
+
+def test_fit_of_a_chat_recipe_fits_shots_in_its_per_epoch_evaluation(world):
+    """``fit``'s per-epoch evaluation of a causal LM under ``model.chat`` (one step on split 1's
+    nine shots): the long row is given eight, measured on the chat the model is given."""
+    from negtrain.config import validate_recipe
+    from negtrain.recipes import LoadedRecipe
+    from negtrain.training.run import fit
+
+    model = _model(world, world["nine"][3] + ROOM - 1)
+    raw = {
+        "description": "tiny causal LM, fit under --chat",
+        "model": {"name": str(model), "family": "causal_lm", "max_length": 256, "max_new_tokens": ROOM, "chat": True},
+        "data": {"train": [{"benchmark": "condaqa", "split": "fewshot_train_1"}], "eval": [ENTRY], "batch_size": 4,
+                 "eval_batch_size": 4},
+        "trainer": {"enable_progress_bar": False, "accelerator": "cpu", "max_epochs": 1, "torch_threads": 1},
+        "evaluation": {"bootstrap": 0},
+        "logger": "none",
+    }
+    out = world["tmp"] / "fit"
+    fit(LoadedRecipe("tiny", world["tmp"] / "fit.yaml", validate_recipe(raw, "test")), out)
+    (path,) = (out / "predictions").glob(f"condaqa-{SPLIT}-*.jsonl")
+    lines = {x["id"]: x for x in _lines(path)}
+    assert [lines[i]["n_shots"] for i in world["ids"]] == [9, 9, 9, 8]
+    assert lines[world["ids"][3]]["prompt"].startswith("<s>[INST]")

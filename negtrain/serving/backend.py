@@ -14,7 +14,7 @@ requests and reads the answers, whatever backend gave them.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -22,6 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 from negtrain.config.backends import DEFAULT_BACKEND, backend_row
 from negtrain.core.errors import ConfigError
 from negtrain.serving.cache import ResponseCache
+from negtrain.serving.response_caching import CachingBackend
 from negtrain.engine.requests import Answer, Counts, Request
 
 
@@ -33,21 +34,48 @@ class Backend(Protocol):
     A backend whose model is not here (a server, a table) subclasses :class:`BackendBase`, which
     declares it has none of a local model's abilities."""
 
-    name: str
-    #: Whether the model runs in this process (its weights, tokenizer and precision are here).
-    loads_here: bool
-    #: The model's tokenizer when it is here (cloze vocabularies, verbalizers told apart); else None.
-    tokenizer: Any
-    #: The context every prompt is held to (a :class:`negtrain.models.context.Context`) when the
-    #: backend can count a prompt's tokens; None: a server's context decides.
-    context: Any
-    #: Whether the model is an encoder-decoder (its answer takes none of the prompt's room).
-    encoder_decoder: bool
-    #: The evaluation's precision and the dtype the model computes in, as the records say them
-    #: (None where the model is not here), and the model's config (provenance).
-    precision: str | None
-    dtype_words: str | None
-    model_config: Any
+    # Read-only members: a backend may hold them as attributes (the model here) or compute them
+    # (the response cache round another backend hands on the wrapped one's).
+    @property
+    def name(self) -> str:
+        """The table row it answers as (which keys its response cache)."""
+        ...
+
+    @property
+    def loads_here(self) -> bool:
+        """Whether the model runs in this process (its weights, tokenizer and precision are here)."""
+        ...
+
+    @property
+    def tokenizer(self) -> Any:
+        """The model's tokenizer when it is here (cloze vocabularies, verbalizers told apart); else None."""
+        ...
+
+    @property
+    def context(self) -> Any:
+        """The context every prompt is held to (a :class:`negtrain.models.context.Context`) when
+        the backend can count a prompt's tokens; None: a server's context decides."""
+        ...
+
+    @property
+    def encoder_decoder(self) -> bool:
+        """Whether the model is an encoder-decoder (its answer takes none of the prompt's room)."""
+        ...
+
+    @property
+    def precision(self) -> str | None:
+        """The evaluation's precision where the model is here, as the records say it; else None."""
+        ...
+
+    @property
+    def dtype_words(self) -> str | None:
+        """The dtype the model computes in, as the records say it (None where it is not here)."""
+        ...
+
+    @property
+    def model_config(self) -> Any:
+        """The model's config where it is here (provenance); else None."""
+        ...
 
     @property
     def where(self) -> str:
@@ -68,8 +96,17 @@ class Backend(Protocol):
         """Load the weights now, where the backend deferred them until every prompt was checked."""
         ...
 
-    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
-        """One answer per request, in order (None only with ``allow_missing``, named in ``counts.missing``)."""
+    def cache_identity(self, request: Request) -> dict[str, Any] | None:
+        """What decides ``request``'s answer besides the request (the server and model; a model
+        here's weights, tokenizer, template, precision), which keys it in the response cache round
+        the backend (:mod:`negtrain.serving.response_caching`); None: never cached."""
+        ...
+
+    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False,
+               on_answer: Callable[[int, Answer], None] | None = None) -> list[Answer | None]:
+        """One answer per request, in order (None only with ``allow_missing``, named in
+        ``counts.missing``); each handed to ``on_answer`` (its position, the answer) as soon as it
+        is computed, where the backend declares a :meth:`cache_identity` (the cache keeps it then)."""
         ...
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
@@ -84,15 +121,15 @@ class Backend(Protocol):
 
 #: The members every backend declares (:class:`Backend`), named in the error for one that lacks some.
 MEMBERS = ("name", "loads_here", "tokenizer", "context", "encoder_decoder", "precision", "dtype_words", "model_config", "where",
-           "prompt_lengths", "chat_text", "load", "answer", "offers_prompt_logprobs", "stop")
+           "prompt_lengths", "chat_text", "load", "cache_identity", "answer", "offers_prompt_logprobs", "stop")
 
 
 class BackendBase:
     """The declared abilities of a backend whose model is not in this process: no tokenizer, no
     context it can count (every prompt is sent whole, with all its shots), no template of its own
-    (a chat is sent as messages), no precision or weights to load. A subclass sets ``name`` and
-    defines ``answer``; ``offers_prompt_logprobs`` says yes and ``stop`` does nothing unless it
-    says otherwise."""
+    (a chat is sent as messages), no precision or weights to load, and no answer cached (it
+    declares no :meth:`cache_identity`). A subclass sets ``name`` and defines ``answer``;
+    ``offers_prompt_logprobs`` says yes and ``stop`` does nothing unless it says otherwise."""
 
     name: str = ""
     loads_here: bool = False
@@ -116,7 +153,11 @@ class BackendBase:
     def load(self) -> None:
         pass
 
-    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
+    def cache_identity(self, request: Request) -> dict[str, Any] | None:
+        return None
+
+    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False,
+               on_answer: Callable[[int, Answer], None] | None = None) -> list[Answer | None]:
         raise NotImplementedError
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
@@ -155,11 +196,12 @@ def backend_factory(name: str):
 
 
 def open_backend(name: str, context: BackendContext) -> Backend:
-    """Backend ``name`` made by its factory, checked to answer requests (the context names the row
-    it answers as)."""
+    """Backend ``name`` made by its factory, checked to declare every member of :class:`Backend`
+    (the context names the row it answers as), with the context's response cache round it
+    (:class:`negtrain.serving.response_caching.CachingBackend`) when there is one."""
     backend = backend_factory(name)(replace(context, backend=name))
     if not isinstance(backend, Backend):
         missing = [m for m in MEMBERS if m not in dir(backend)]
         raise ConfigError(f"backend {name}: its factory returned {type(backend).__name__}, which lacks {', '.join(missing)} "
                           "(a backend whose model is not here subclasses negtrain.serving.backend.BackendBase for them)")
-    return backend
+    return CachingBackend(backend, context.cache) if context.cache is not None else backend

@@ -30,7 +30,7 @@ import json
 import os
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -238,9 +238,16 @@ class OpenAIBackend(BackendBase):
         except Malformed as exc:
             raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from exc
 
-    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
-        """The answer to every request, from the cache or the server, in order. A request that
-        fails after its retries stops everything (:class:`RequestFailed`), or with
+    def cache_identity(self, request: Request) -> dict[str, Any] | None:
+        """What keys a request's answer besides itself (the response cache round this backend,
+        :mod:`negtrain.serving.response_caching`): the server, the model, a generation's extra fields."""
+        return self.settings.identity(request)
+
+    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False,
+               on_answer: Callable[[int, Answer], None] | None = None) -> list[Answer | None]:
+        """The answer to every request from the server, in order, each handed to ``on_answer`` as
+        it comes (the response cache keeps it then: a failure later loses no answer paid for). A
+        request that fails after its retries stops everything (:class:`RequestFailed`), or with
         ``allow_missing`` is None and named in ``counts.missing``. A signal (a ``Stopped`` raised in
         this thread while it waits) ends the requests in flight at once and sends no other."""
         for r in requests:  # what no OpenAI-compatible endpoint answers: refused before anything is sent
@@ -250,16 +257,8 @@ class OpenAIBackend(BackendBase):
             if isinstance(r, Loglikelihood) and r.chat:
                 raise ConfigError(f"{r.example}: a chat's continuation log-probability needs the template rendered where it is "
                                   "scored, which a chat endpoint does not give; drop --chat, or use --backend hf")
-        keys = [cache_key(self.name, self.settings.identity(r), r) for r in requests]
         answers_: list[Answer | None] = [None] * len(requests)
-        todo = []
-        for i, key in enumerate(keys):
-            hit = self.cache.get(key) if self.cache is not None else None
-            if hit is None:
-                todo.append(i)
-            else:
-                answers_[i] = hit
-                counts.cached += 1
+        todo = list(range(len(requests)))
         sent_before = self.sent
 
         def one(i: int) -> None:
@@ -275,8 +274,8 @@ class OpenAIBackend(BackendBase):
                 with self._lock:
                     counts.missing.append(f"{requests[i].example} ({exc})")
                 return
-            if self.cache is not None:
-                self.cache.put(keys[i], answer)  # committed with its batch (serving/cache.py)
+            if on_answer is not None:
+                on_answer(i, answer)  # the cache commits it with its batch (serving/cache.py)
             answers_[i] = answer
 
         self._stop.clear()
