@@ -192,3 +192,26 @@ def test_the_cache_wrapper_keeps_each_answer_as_it_comes_and_reads_it_back(tmp_p
     CachingBackend(plain, cache).answer(requests, Counts())
     assert plain.asked == ["a", "b", "c"]
     cache.close()
+
+
+def test_the_cards_chat_template_line_is_the_rows():
+    """What a card says of its chat template follows the row: hf and transformers (the tokenizer's,
+    the same backend under two names: a run's model.chat_template holds on both), openai (the
+    server's), a registered backend that declares nothing (its own business)."""
+    from negtrain.config import validate_recipe
+    from negtrain.evaluation.card_render import chat_template_line
+
+    def line(backend: str, **model) -> str | None:
+        server = {"server": {"base_url": "http://127.0.0.1:1/v1"}} if backend_row(backend).needs_server else {}
+        return chat_template_line(validate_recipe({"description": "d", "model": {"name": "m", "family": "causal_lm", **model},
+                                                   "data": {"eval": [{"benchmark": "scone", "split": "test"}]}, "evaluation": {"backend": backend, **server}}, "test"))
+
+    run = "Chat template: the tokenizer's where it has one (the run's model.chat_template: true)."
+    assert line("hf", chat_template=True) == line("transformers", chat_template=True) == run
+    assert line("hf", chat=True) == line("transformers", chat=True) == "Chat template: the tokenizer's, applied to every prompt (--chat)."
+    assert line("openai", chat=True) == "Chat template: the server's, through /v1/chat/completions (--chat)."
+    register_backend("elsewhere", lambda context: None)
+    try:
+        assert line("elsewhere", chat=True) == "Chat template: whatever the elsewhere backend applies; prompts sent as written."
+    finally:
+        unregister_backend("elsewhere")
