@@ -34,17 +34,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from jinja2.exceptions import TemplateError  # jinja2: a dependency of torch, and what chat templates run on
 
 from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, PerChoiceContexts, WrittenCompletions, choice_contexts
 from negtrain.benchmarks.negated_lama import common_vocabulary
 from negtrain.core.errors import ConfigError
 from negtrain.engine.empty_context import empty_context_text
-from negtrain.engine.prompts import Prepared, chats
+from negtrain.engine.prompts import Prepared, chat_messages, chats, rendered_chat
 from negtrain.engine.requests import Answer, Generation, Loglikelihood, NextToken, Request
 from negtrain.metrics.cloze import cloze_rows, skipped_rows
 from negtrain.metrics.multiple_choice import first_argmax
-from negtrain.models.chat_template import refusal
 from negtrain.models.cloze_vocab import common_vocab
 from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
@@ -57,9 +55,12 @@ INCOMPLETE_TAIL = "\ufffd"
 
 
 def row_name(name: str, example_id: str) -> str:
-    """A request's row, ``<benchmark>/<split>/<id>``, for errors and notes: an id that already
-    starts with the benchmark and split (MoNLI's) is not prefixed twice."""
-    return example_id if example_id.startswith(f"{name}/") else f"{name}/{example_id}"
+    """A request's row, ``<benchmark>/<split>/<id>`` (``name`` is the entry's
+    ``benchmark/split[/variant]``), for errors and notes: an id that already starts with the
+    benchmark and split (MoNLI's, CondaQA's) is named once, as it is, also under a protocol's
+    variant."""
+    benchmark_split = "/".join(name.split("/")[:2])
+    return example_id if example_id.startswith(f"{benchmark_split}/") else f"{name}/{example_id}"
 
 
 def default_answering(cfg, encoder_decoder: bool) -> Answering:
@@ -240,11 +241,11 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
     name = f"{bench.name}/{entry.split}" + (f"/{settings.variant}" if settings.variant else "")
     answering = settings.generating_answer(bench)
     mode = settings.answer_mode(bench)
-    encoder_decoder = bool(getattr(backend, "encoder_decoder", False))
+    encoder_decoder = backend.encoder_decoder
     built = EntryRequests(
         name, bench, entry.split, examples, settings, mode, answering, None, [], bench.metric(examples),
         shot_ids=prepared.shot_ids, note=prepared.note, verbalizer_score=cfg.verbalizer_score,
-        context=getattr(backend, "context", None),
+        context=backend.context,
     )
     if mode is AnswerMode.CLOZE:
         _cloze_requests(built, backend)
@@ -275,12 +276,11 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
     assert prepared.prompts is not None
     prompts = prepared.prompts
     if chats(cfg, backend, mode):
-        messages = [p.messages(cfg.system, cfg.fewshot_as_multiturn) for p in prompts]
+        messages = [chat_messages(cfg, p) for p in prompts]
         conversations = [tuple((m["role"], m["content"]) for m in ms) for ms in messages]
         # The text the model is given where the backend renders the template itself (this
-        # process); a server's own rendering is unknown, so its log holds the messages sent.
-        render = getattr(backend, "chat_text", None)
-        built.rendered = [_rendered(render, ms, cfg, p) if render else json.dumps(ms, ensure_ascii=False)
+        # process); a server's own rendering is unknown (None), so its log holds the messages sent.
+        built.rendered = [text if (text := rendered_chat(backend, cfg, p)) is not None else json.dumps(ms, ensure_ascii=False)
                           for ms, p in zip(messages, prompts, strict=True)]
     else:
         conversations = [()] * len(prompts)
@@ -314,20 +314,10 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
     return built
 
 
-def _rendered(render, messages: list[dict[str, str]], cfg, prompt) -> str:
-    """The chat as the backend's template renders it; a template that refuses the conversation
-    (Gemma's "System role not supported") is one error line saying what to change, before any
-    request is answered or weights loaded."""
-    try:
-        return render(messages)
-    except TemplateError as exc:
-        raise ConfigError(refusal(cfg, prompt, exc)) from exc
-
-
 def _distinct(backend, bench: Benchmark, conts: list[str]) -> None:
     """Two labels whose verbalizers are the same tokens cannot be told apart: refused by every
     backend whose tokenizer is here (a server's is not, and is left to its answers)."""
-    tokenizer = getattr(backend, "tokenizer", None)
+    tokenizer = backend.tokenizer
     if tokenizer is None:
         return
     seen: dict[tuple[int, ...], str] = {}
@@ -342,10 +332,10 @@ def _distinct(backend, bench: Benchmark, conts: list[str]) -> None:
 
 
 def _cloze_requests(built: EntryRequests, backend) -> None:
-    tokenizer = getattr(backend, "tokenizer", None)
+    tokenizer = backend.tokenizer
     if tokenizer is None:
         raise ConfigError(f"{built.name}: a cloze probe needs the whole next-token distribution, which only a model in this "
-                          f"process gives (backend {getattr(backend, 'name', backend)} cannot)")
+                          f"process gives (backend {backend.name} cannot)")
     common = common_vocab(tokenizer, common_vocabulary(), causal=True)
     metric, gold = cloze_metric(tokenizer, built.examples, common)
     built.metric = metric

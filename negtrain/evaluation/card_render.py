@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from negtrain.benchmarks.registry import BENCHMARKS
-from negtrain.config import FAMILY_SECTIONS, IN_PROCESS, load_yaml, on_test_split, selection_split
+from negtrain.config import FAMILY_SECTIONS, backend_row, load_yaml, on_test_split, selection_split
 from negtrain.core.errors import NegtrainError
 from negtrain.evaluation.tinad_figure2 import draw_figure2, figure2_section, tinad_rows
 from negtrain.io.atomic import write_text
@@ -28,12 +28,10 @@ def chat_template_line(recipe) -> str | None:
     model = recipe.model
     if not FAMILY_SECTIONS[model.family].reads_prompts:
         return None
-    if recipe.evaluation.backend == "transformers":  # the served path, rendered here as the hf backend renders
-        return ("Chat template: the tokenizer's, applied to every prompt (--chat)." if model.chat
-                else "Chat template: none; prompts as written (no --chat).")
-    if recipe.evaluation.backend not in (IN_PROCESS, "openai"):
+    applied = backend_row(recipe.evaluation.backend).chat_template
+    if applied is None:
         return f"Chat template: whatever the {recipe.evaluation.backend} backend applies; prompts sent as written."
-    if recipe.evaluation.backend == "openai":
+    if applied == "server":
         line = ("Chat template: the server's, through /v1/chat/completions (--chat)." if model.chat
                 else "Chat template: none; prompts as written, through /v1/completions (no --chat).")
         return line + extra_body_words(recipe.evaluation.server)

@@ -105,7 +105,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
                          log_samples=log, completions=built.completions, predicted_labels=built.predicted_labels,
                          cut_by=None if len(rows) == len(examples) else f"trainer.limit_val_batches={limit}")
     # A model here under an explicit lower precision says so, as a family's per-epoch record does.
-    precision_words = precision_note(recipe.trainer.precision) if hasattr(backend, "precision") else None
+    precision_words = precision_note(recipe.trainer.precision) if backend.loads_here else None
     also = "; ".join(n for n in (built.note, precision_words) if n) or None
     scored.result = scored_result(built.metric, built.name, texts, also_note=also)
     if log and built.mode is not AnswerMode.CHOICES and built.mode is not AnswerMode.CLOZE:

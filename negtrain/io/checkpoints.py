@@ -30,4 +30,4 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location: Any | None = None, weights_only: bool | None = None) -> dict[str, Any]:
         # torch.load takes a device name; Lightning annotates map_location as a callable only.
-        return super().load_checkpoint(path, map_location=map_location or "cpu", weights_only=True if weights_only is None else weights_only)  # type: ignore[arg-type]
+        return super().load_checkpoint(path, map_location=map_location or "cpu", weights_only=True if weights_only is None else weights_only)  # type: ignore[arg-type]  # a device name, as above

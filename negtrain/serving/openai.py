@@ -30,7 +30,7 @@ import json
 import os
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +40,7 @@ from negtrain.core.secrets import redact_text, remember_secret
 from negtrain.core.server_settings import SERVER_SETTINGS
 from negtrain.serving import answers, http
 from negtrain.serving.answers import Malformed
+from negtrain.serving.backend import BackendBase
 from negtrain.serving.cache import ResponseCache
 from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, NextToken, Request, cache_key
 
@@ -109,10 +110,12 @@ class _Transient(Exception):
         self.wait = wait
 
 
-class OpenAIBackend:
-    name = "openai"
+class OpenAIBackend(BackendBase):
+    """A client of an OpenAI-compatible server: the model is not here (no tokenizer, no context it
+    can count, the server's chat template), :class:`negtrain.serving.backend.BackendBase`."""
 
-    def __init__(self, settings: ServerSettings, cache: ResponseCache | None) -> None:
+    def __init__(self, settings: ServerSettings, cache: ResponseCache | None, name: str) -> None:
+        self.name = name  # the table row it answers as, which keys its cache
         self.settings = settings
         self.cache = cache
         key = None
@@ -129,6 +132,10 @@ class OpenAIBackend:
         self._stop = threading.Event()
         self._inflight = http.InFlight()
         self.sent = 0  # requests sent by this process, against max_requests
+
+    @property
+    def where(self) -> str:
+        return f"the server at {self.settings.api_root}"
 
     def stop(self) -> None:
         """End every request in flight and send no other (a signal stopped the card)."""
@@ -231,9 +238,16 @@ class OpenAIBackend:
         except Malformed as exc:
             raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from exc
 
-    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
-        """The answer to every request, from the cache or the server, in order. A request that
-        fails after its retries stops everything (:class:`RequestFailed`), or with
+    def cache_identity(self, request: Request) -> dict[str, Any] | None:
+        """What keys a request's answer besides itself (the response cache round this backend,
+        :mod:`negtrain.serving.response_caching`): the server, the model, a generation's extra fields."""
+        return self.settings.identity(request)
+
+    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False,
+               on_answer: Callable[[int, Answer], None] | None = None) -> list[Answer | None]:
+        """The answer to every request from the server, in order, each handed to ``on_answer`` as
+        it comes (the response cache keeps it then: a failure later loses no answer paid for). A
+        request that fails after its retries stops everything (:class:`RequestFailed`), or with
         ``allow_missing`` is None and named in ``counts.missing``. A signal (a ``Stopped`` raised in
         this thread while it waits) ends the requests in flight at once and sends no other."""
         for r in requests:  # what no OpenAI-compatible endpoint answers: refused before anything is sent
@@ -243,16 +257,8 @@ class OpenAIBackend:
             if isinstance(r, Loglikelihood) and r.chat:
                 raise ConfigError(f"{r.example}: a chat's continuation log-probability needs the template rendered where it is "
                                   "scored, which a chat endpoint does not give; drop --chat, or use --backend hf")
-        keys = [cache_key(self.name, self.settings.identity(r), r) for r in requests]
         answers_: list[Answer | None] = [None] * len(requests)
-        todo = []
-        for i, key in enumerate(keys):
-            hit = self.cache.get(key) if self.cache is not None else None
-            if hit is None:
-                todo.append(i)
-            else:
-                answers_[i] = hit
-                counts.cached += 1
+        todo = list(range(len(requests)))
         sent_before = self.sent
 
         def one(i: int) -> None:
@@ -268,8 +274,8 @@ class OpenAIBackend:
                 with self._lock:
                     counts.missing.append(f"{requests[i].example} ({exc})")
                 return
-            if self.cache is not None:
-                self.cache.put(keys[i], answer)  # committed with its batch (serving/cache.py)
+            if on_answer is not None:
+                on_answer(i, answer)  # the cache commits it with its batch (serving/cache.py)
             answers_[i] = answer
 
         self._stop.clear()
@@ -379,4 +385,4 @@ def open_openai(context) -> OpenAIBackend:
         raise ConfigError("backend openai needs a server section (base_url)")
     settings = ServerSettings(server.base_url, context.model, server.key_env, server.concurrency, server.timeout,
                               server.retries, server.max_requests, server.extra_body)
-    return OpenAIBackend(settings, context.cache)
+    return OpenAIBackend(settings, context.cache, context.backend)

@@ -17,7 +17,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
-from negtrain.config import IN_THIS_PROCESS, check_selection, selected_on_test_note, selection_bias_note
+from negtrain.config import check_selection, loads_here, selected_on_test_note, selection_bias_note
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
@@ -61,7 +61,7 @@ def _check_new_run_dir(run_dir: Path) -> None:
 def _build(loaded: LoadedRecipe, stage: str, plan: EvalPlan | None = None) -> tuple[LoadedRecipe, Built]:
     """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file;
     with the recipe as resolved (negtrain.evaluation.plan), which the run records."""
-    if loaded.recipe.evaluation.backend not in IN_THIS_PROCESS:
+    if not loads_here(loaded.recipe.evaluation.backend):
         # Training and validate/test load the model here; a served model is scored by a card.
         raise ConfigError(
             f"{loaded.path}: evaluation.backend {loaded.recipe.evaluation.backend}: a served model is scored by a report card "

@@ -307,7 +307,7 @@ def site_server(out: Path, port: int) -> http.server.ThreadingHTTPServer:
     except OSError as exc:
         raise NegtrainError(f"--serve {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})") from exc
     bound = server.server_address[1]
-    server.site_hosts = (f"127.0.0.1:{bound}", f"localhost:{bound}")  # type: ignore[attr-defined]
+    server.site_hosts = (f"127.0.0.1:{bound}", f"localhost:{bound}")  # type: ignore[attr-defined]  # read by the handler (_SiteOnly); the stdlib server declares no such field
     return server
 
 
