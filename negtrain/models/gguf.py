@@ -88,7 +88,9 @@ def write_folder(path: Path, target: Path) -> dict[str, Any]:
     dtype = getattr(torch, meta["dtype"])
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        loaded, info = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype, output_loading_info=True)
+        # With output_loading_info, a (model, what loading found) pair, which the stubs do not know.
+        pair: Any = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype, output_loading_info=True)
+        loaded, info = pair
     except Exception as exc:  # noqa: BLE001 - an architecture transformers cannot read from GGUF
         raise ConfigError(f"model '{path}': transformers cannot load this GGUF file ({type(exc).__name__}: "
                           f"{' '.join(str(exc).split())[:300]})") from exc
