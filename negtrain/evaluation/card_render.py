@@ -13,6 +13,7 @@ from pathlib import Path
 from negtrain.benchmarks.registry import BENCHMARKS
 from negtrain.config import FAMILY_SECTIONS, backend_row, load_yaml, on_test_split, selection_split
 from negtrain.core.errors import NegtrainError
+from negtrain.core.server_settings import changing_fields, let_through
 from negtrain.evaluation.tinad_figure2 import draw_figure2, figure2_section, tinad_rows
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord
@@ -53,7 +54,7 @@ def extra_body_words(server) -> str:
     if server is None or not server.extra_body:
         return ""
     sent = json.dumps(server.extra_body, sort_keys=True, ensure_ascii=False)
-    allowed = [k for k in server.extra_body if k.lower() in {a.lower() for a in server.extra_body_allow}]
+    allowed = [path for path in changing_fields(server.extra_body) if let_through(path, server.extra_body_allow)]
     return (f" Every generation request also sent (--extra-body): {sent}"
             + (f"; of these, {', '.join(allowed)} change what is scored (--extra-body-allow)." if allowed else "."))
 
