@@ -43,7 +43,7 @@ COMMANDS: dict[str, Command] = {
                         (("checkpoint", "--checkpoint"),)),
     "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval,
                         (("checkpoint", "--checkpoint"),)),
-    "evaluate": Command("score a predictions file from any system on a benchmark split (--list: the benchmarks)", evaluate.add_arguments, evaluate.run,
+    "evaluate": Command("score a model on the benchmarks, as a report card (--model), a paper's protocol (--protocol), or a predictions file from any system (--predictions); --list: the benchmarks", evaluate.add_arguments, evaluate.run,
                         (("predictions", "--predictions"),)),
     "compare": Command("paired bootstrap comparison of two runs, report cards or predictions files (B - A per metric)", compare.add_arguments, compare.run,
                        (("a", "A"), ("b", "B"))),
