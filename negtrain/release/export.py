@@ -34,6 +34,7 @@ import yaml
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import families_where, family_names, on_test_split, selection_bias_note
 from negtrain.core.errors import NegtrainError
+from negtrain.metrics.baselines import at_or_below, highest
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import atomic_dir
 from negtrain.models.sources import hub_id, resolve_model_name
@@ -229,11 +230,19 @@ def _benchmark(name: str):
         return None
 
 
-def _dataset_id(bench, split: str) -> str:
-    """The repository the benchmark is read from (a Hub dataset or its authors' GitHub repo);
-    the benchmark's name for data with no public source."""
+def _dataset_id(bench, split: str) -> str | None:
+    """The Hub dataset the benchmark is read from; None where it comes from elsewhere (its
+    authors' GitHub repository: :func:`_dataset_link`), since a card's ``datasets`` must resolve
+    on the Hub."""
     files = bench.files(split)
-    return getattr(files[0], "repo", None) or bench.name if files else bench.name
+    return getattr(files[0], "dataset", None) if files else None
+
+
+def _dataset_link(bench, split: str) -> str | None:
+    """Where a benchmark not on the Hub is published: its authors' repository, as a link."""
+    files = bench.files(split)
+    repo = getattr(files[0], "repo", None) if files else None
+    return f"https://github.com/{repo}" if repo else None
 
 
 def _metric_entry(name: str, value: float) -> dict[str, Any]:
@@ -280,8 +289,8 @@ def card_metadata(
     for name, metrics in results.items():
         bench_name, _, split = name.partition("/")
         bench = _benchmark(bench_name)
-        dataset = _dataset_id(bench, split) if bench is not None else bench_name
-        if dataset not in benches:
+        dataset = _dataset_id(bench, split) if bench is not None else None
+        if dataset is not None and dataset not in benches:
             benches.append(dataset)
         values = [
             _metric_entry(k, v) for k, v in metrics.items()
@@ -290,7 +299,9 @@ def card_metadata(
         if values:
             entries.append({
                 "task": {"type": "text-classification", "name": "Natural Language Inference"},
-                "dataset": {"name": f"{bench_name} ({split})", "type": dataset, "split": split},
+                # A Hub dataset id where there is one; else the benchmark's name (the card's
+                # Results section links its authors' repository).
+                "dataset": {"name": f"{bench_name} ({split})", "type": dataset or bench_name, "split": split},
                 "metrics": values,
             })
     meta: dict[str, Any] = {}
@@ -300,9 +311,10 @@ def card_metadata(
         "library_name": "peft" if adapter_only else "transformers",
         "pipeline_tag": "text-classification",
         "license": license,
-        "datasets": benches,
-        "tags": ["negtrain", "negation", "natural-language-inference", *[n.split("/")[0] for n in results],
-                 *(["unfinished-run"] if run.unfinished else [])],
+        **({"datasets": benches} if benches else {}),
+        # each tag once: a benchmark evaluated on several splits is one tag
+        "tags": list(dict.fromkeys(["negtrain", "negation", "natural-language-inference", *[n.split("/")[0] for n in results],
+                                    *(["unfinished-run"] if run.unfinished else [])])),
         "model-index": [{"name": model_name, "results": entries}],
     })
     return meta
@@ -350,14 +362,30 @@ def model_card(
         lines += ["", "The run's LoRA adapter is merged into the base weights: this is a plain transformers model."]
     if labels:
         lines += ["", "Labels: " + ", ".join(f"{k} = `{v}`" for k, v in sorted(labels.items(), key=lambda kv: int(kv[0]))) + "."]
-    lines += ["", f"## Results (epoch {epoch})", "", "| benchmark | split | metric | value | ± stderr | 95% CI |", "|---|---|---|---|---|---|"]
+    records = run.epoch(epoch).lines if epoch >= 0 else {}
+    lines += ["", f"## Results (epoch {epoch})", "", "| benchmark | split | metric | value | ± stderr | 95% CI | baseline |", "|---|---|---|---|---|---|---|"]
+    below = []
     for name, metrics in results.items():
         bench_name, _, split = name.partition("/")
+        record = records.get(name) or {}
+        top, scored_by = highest(record.get("baseline")), (record.get("baseline") or {}).get("metric")
+        if at_or_below(record):
+            below.append(name)
         for key, value in metrics.items():
             entry = spread.get(name, {}).get(key)
-            lines.append(f"| {bench_name} | {split} | {key} | {_fmt(value, key, name)} | {format_stderr(entry) or '-'} | {format_interval(entry) or '-'} |")
+            value_cell = _fmt(value, key, name) + (" **≤ baseline**" if key == scored_by and name in below else "")
+            baseline_cell = f"{top[1]:.4f} ({top[0]})" if top is not None and key == scored_by else ""
+            lines.append(f"| {bench_name} | {split} | {key} | {value_cell} | {format_stderr(entry) or '-'} | {format_interval(entry) or '-'} | {baseline_cell} |")
+    if below:
+        lines += ["", f"**At or below baseline:** on {', '.join(below)} this model does no better than the best constant "
+                  "prediction or chance (the baseline column), so those numbers say nothing about negation."]
     lines += ["", "Metrics are scored as each benchmark's paper defines them; `-` marks a metric that was undefined "
-              "(e.g. no complete contrast set was evaluated)."]
+              "(e.g. no complete contrast set was evaluated). baseline: the higher of majority (the score of the best "
+              "constant prediction on the same examples) and chance (uniform guessing), beside the metric it applies to."]
+    links = {name.split("/")[0]: link for name in results if (b := _benchmark(name.split("/")[0])) is not None
+             and _dataset_id(b, name.split("/")[1]) is None and (link := _dataset_link(b, name.split("/")[1]))}
+    if links:
+        lines += ["", "Data, as its authors published it: " + ", ".join(f"[{k}]({v})" for k, v in links.items()) + "."]
     if bootstrap:
         units = "; ".join(f"{name}: {b['units']} {b['unit']}s" for name, b in bootstrap.items())
         lines += ["", "The standard error of a per-item mean is lm-evaluation-harness's (sample standard deviation / √n); "
@@ -423,7 +451,9 @@ def model_card(
         note = f"`{inherited}`, inherited from the base model `{recipe.model.name}` (its model card)."
     else:
         note = "Not known (`license: other`): set the license of the weights before publishing (`--license`)."
-    datasets = ", ".join(f"`{d}`" for d in meta["datasets"])
+    # Every benchmark the card reports, by its Hub id or its name (its link is in Results).
+    datasets = ", ".join(f"`{d}`" for d in dict.fromkeys(
+        [*meta.get("datasets", []), *(r["dataset"]["type"] for r in meta["model-index"][0]["results"])]))
     lines += ["", "## License", "", note]
     if datasets:
         lines += ["", f"The training and evaluation data ({datasets}) carry their own licenses; check them too."]

@@ -60,6 +60,8 @@ class EpochResults:
     uncertainty: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
     #: "<benchmark>/<split>" -> {"unit", "units", "resamples", "seed"} of the bootstrap
     bootstrap: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: "<benchmark>/<split>" -> its whole metrics line (its baseline, directions, subset, ...)
+    lines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 class RunDir:
@@ -132,6 +134,7 @@ class RunDir:
                 ep.train = r
             elif isinstance(r, EvalRecord):
                 ep.evals[r.name] = r.metrics
+                ep.lines[r.name] = r.line
                 ep.uncertainty[r.name] = r.uncertainty
                 if r.bootstrap:
                     ep.bootstrap[r.name] = r.bootstrap
