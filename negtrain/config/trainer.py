@@ -69,9 +69,10 @@ class TrainerConfig(Section):
     progress_every_s: float = Field(
         60.0,
         ge=0,
-        description="When stdout is not a terminal (nohup, SLURM, CI, a redirect): print a progress line "
-        "(epoch, step of total, examples/s, elapsed, ETA) every this many seconds while training and evaluating. "
-        "0: none. On a terminal the progress bar shows it instead.",
+        description="The progress line (epoch, step of total, examples/s, elapsed, an ETA that counts evaluation): "
+        "in a log (nohup, SLURM, CI, a redirect) a new line every this many seconds while training and evaluating; "
+        "in a terminal the same line redrawn every second. 0: none (Lightning's progress bar instead, if "
+        "enable_progress_bar).",
     )
     checkpoint_every_n_steps: int | None = Field(
         None,

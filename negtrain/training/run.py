@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import os
+import re
 import shlex
 import signal
 from collections.abc import Callable
@@ -229,7 +230,9 @@ def _make_trainer(t, run_dir: Path, callbacks: list, logger, checkpoint_io, prec
         limit_test_batches=_off_or_all(t.limit_val_batches),
         log_every_n_steps=t.log_every_n_steps,
         deterministic=t.deterministic,
-        enable_progress_bar=t.enable_progress_bar,
+        # One progress display: the progress line, in a terminal as in a log (progress_lines);
+        # Lightning's bar only where the line is off (progress_every_s: 0).
+        enable_progress_bar=t.enable_progress_bar and not progress_lines.wanted(t.progress_every_s),
         callbacks=callbacks,
         logger=logger if logger is not None else False,
         num_sanity_val_steps=0,
@@ -281,6 +284,8 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
     _write_provenance(run_dir, record, resuming)
     if command and not resuming:
         write_text(run_dir / "command.txt", redact_text(shlex.join(command)) + "\n")
+    if trainer.is_global_zero:  # where to look while it runs, said before it does
+        print(f"run directory: {run_dir}" + (" (resumed)" if resuming else ""), flush=True)
     if not (resuming and (run_dir / "model" / "config.json").is_file()):
         with atomic_dir(run_dir / "model", replace=True) as tmp:
             built.tokenizer.save_pretrained(tmp)
@@ -437,6 +442,12 @@ def expected_rate(loaded: LoadedRecipe, t) -> tuple[float, str] | None:
     run is not compared with a CPU measurement, nor the other way round)."""
     try:
         needs = recipe_needs(loaded.path)
+        if needs is None:  # a run's own recipe.yaml (fit --resume) has no header: its recipe's has
+            from negtrain.recipes import available_recipes
+
+            recorded = re.match(r"# recipe: (\S+)", loaded.path.read_text(encoding="utf-8"))  # the line a run's recipe.yaml starts with
+            shipped = available_recipes().get(recorded.group(1) if recorded else loaded.name)
+            needs = recipe_needs(shipped) if shipped is not None else None
     except (OSError, NegtrainError):
         return None
     if needs is None or needs.rate is None:
