@@ -41,3 +41,23 @@ def test_no_generated_output_is_committed():
     tracked = subprocess.run(["git", "ls-files", "runs", "cards", "models", "site"], cwd=REPO,
                              capture_output=True, text=True, env={**os.environ, "GIT_DIR": str(REPO / ".git")}).stdout
     assert tracked == ""
+
+
+def test_a_forked_child_still_dies_of_sigterm(tmp_path):
+    # A multiprocessing pool's worker inherits the handler; its pool ends it with SIGTERM, which
+    # must end it (not raise inside it: a worker once hung on its pool's lock, and the suite with it).
+    (tmp_path / "conftest.py").write_text("from suite_tally import pytest_configure  # noqa: F401\n")
+    (tmp_path / "test_pool.py").write_text(
+        "import multiprocessing, time\n"
+        "def _sleep(x):\n    time.sleep(30)\n"
+        "def test_pool_terminates():\n"
+        "    pool = multiprocessing.get_context('fork').Pool(2)\n"
+        "    pool.map_async(_sleep, range(4))\n"
+        "    time.sleep(0.5)\n"
+        "    start = time.monotonic()\n"
+        "    pool.terminate(); pool.join()\n"
+        "    assert time.monotonic() - start < 10\n"
+    )
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_pool.py"], cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": str(REPO / "tests")}, capture_output=True, text=True, timeout=60)
+    assert "1 passed" in done.stdout, done.stdout + done.stderr
