@@ -50,6 +50,8 @@ def test_a_model_that_says_nothing_is_counted_and_warned_of(silent_model, tmp_pa
     # (the strategy's budget, 16, not --model.max_new_tokens; every answer spent it on <unk>s, decoded to nothing)
     assert "| scone | test | generation | conditional_q | 0 | answer rule `contains_yes` on greedy text of at most 16 tokens (12 answers used all of them) |" in asked
     assert line["asked"]["at_token_limit"] == 12 and line["asked"]["max_new_tokens"] == 16
+    # tokens in, for a model in this process too: the prompts' tokens it read (once 0 on every such card)
+    assert line["requests"]["tokens_in"] > 12 * 10 and line["requests"]["tokens_out"] == 12 * 16
     # A re-score of the card's predictions file counts the same empty answers.
     capsys.readouterr()
     assert main(["evaluate", "--benchmark", "scone", "--split", "test", "--predictions",

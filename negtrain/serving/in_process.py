@@ -229,6 +229,7 @@ class InProcessBackend:
             if training:
                 model.train()
         counts.requests += computed
+        counts.tokens_in += sum(a.tokens_in for a in answers if a is not None)
         counts.tokens_out += sum(a.tokens_out for a in answers if a is not None)
         return answers
 
@@ -270,7 +271,8 @@ class InProcessBackend:
                 with self._autocast():
                     done = respond_ids(self.model, self.tokenizer, [f.ids for _, _, f in part], Limits(max_tokens, stop), self.batch_size,
                                        self.encoder_decoder)
-                keep([(i, Answer(text=g.text, tokens_out=g.tokens, cut=f.cut, seen=f.seen)) for (i, _, f), g in zip(part, done, strict=True)])
+                keep([(i, Answer(text=g.text, tokens_in=len(f.ids), tokens_out=g.tokens, cut=f.cut, seen=f.seen))
+                      for (i, _, f), g in zip(part, done, strict=True)])
 
     def _continuations(self, groups: list[_Group], fp32: bool = False) -> ContinuationScores:
         with self._autocast(enabled=not fp32):
@@ -295,9 +297,11 @@ class InProcessBackend:
                 scores.logprob[close] = self._continuations([groups[r] for r in close], fp32=True).logprob
         out = []
         for row, g in enumerate(groups):
-            for j, (i, _) in enumerate(g.members):
+            for j, (i, cont) in enumerate(g.members):
+                # tokens in: what the model read, a group's context once (with its first member)
+                read = len(cont) + (len(g.fitted.ids) if j == 0 else 0)
                 out.append((i, Answer(logprob=float(scores.logprob[row, j]), n_tokens=int(scores.n_tokens[row, j]),
-                                      cut=g.fitted.cut, seen=g.fitted.seen)))
+                                      cut=g.fitted.cut, seen=g.fitted.seen, tokens_in=read)))
         return out
 
     def _next(self, todo: list[tuple[int, Fitted]], keep) -> None:
@@ -317,7 +321,7 @@ class InProcessBackend:
                 logits = self.model(input_ids=ids, attention_mask=mask).logits
             last = logits[torch.arange(len(part), device=device), mask.sum(1) - 1].float()
             logprobs = torch.log_softmax(last, dim=-1).cpu()
-            keep([(i, Answer(next_logprobs=logprobs[r], cut=f.cut, seen=f.seen)) for r, (i, f) in enumerate(part)])
+            keep([(i, Answer(next_logprobs=logprobs[r], cut=f.cut, seen=f.seen, tokens_in=len(f.ids))) for r, (i, f) in enumerate(part)])
 
 
 def open_in_process(context: BackendContext) -> InProcessBackend:
