@@ -89,7 +89,7 @@ def test_a_fifo_or_device_as_predictions_is_refused_not_waited_on(tmp_path, kind
         proc.kill()
         pytest.fail(f"evaluate waited on the {kind}")
     assert proc.returncode == 2
-    said = "a named pipe (FIFO)" if kind == "fifo" else "a device"
+    said = "a named pipe (FIFO)" if kind == "fifo" else "a character device"
     assert err.splitlines() == [f"error: --predictions {path}: is {said}, not a file; give a file (reading it could wait forever)"]
 
 

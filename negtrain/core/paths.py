@@ -40,8 +40,8 @@ def check_not_special(path: Path, what: str) -> None:
         mode = Path(path).stat().st_mode
     except OSError:
         return  # not there, or not readable: the caller's own check names it
-    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
-            else "a socket" if stat.S_ISSOCK(mode) else None)
+    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a character device" if stat.S_ISCHR(mode)
+            else "a block device" if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode) else None)
     if kind:
         raise ConfigError(f"{what} {path}: is {kind}, not a file; give a file (reading it could wait forever)")
 

@@ -20,9 +20,12 @@ tokenizes text itself, so negtrain cannot put the token before the sentence).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from negtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:  # the serving floor's protocol, for the annotation only
+    from negtrain.serving.backend import Backend
 
 
 def prefix_token_id(tokenizer: Any) -> int | None:
@@ -30,17 +33,17 @@ def prefix_token_id(tokenizer: Any) -> int | None:
     return tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
 
 
-def empty_context_text(backend: Any, where: str) -> str:
-    """The context text whose ids are ``[prefix_token_id]`` for ``backend``'s tokenizer."""
-    tokenizer = getattr(backend, "tokenizer", None)
-    name = getattr(backend, "name", "this")
+def empty_context_text(backend: Backend, where: str) -> str:
+    """The context text whose ids are ``[prefix_token_id]`` for ``backend``'s tokenizer (one it
+    declares: a served backend declares none)."""
+    tokenizer, name = backend.tokenizer, backend.name
     if tokenizer is None:
         raise ConfigError(
             f"{where}: each sentence is scored from an empty context, after the model's BOS (or EOS) token as "
             f"lm-evaluation-harness scores it; the {name} backend's server tokenizes the text itself, so negtrain "
             "cannot give it that token: score it with --backend hf (the model in this process)"
         )
-    if getattr(backend, "encoder_decoder", False):
+    if backend.encoder_decoder:
         raise ConfigError(f"{where}: an empty context is scored for a causal LM only, not an encoder-decoder")
     prefix = prefix_token_id(tokenizer)
     if prefix is None:
