@@ -38,6 +38,7 @@ from jinja2.exceptions import TemplateError  # jinja2: a dependency of torch, an
 
 from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, WrittenCompletions
 from negtrain.benchmarks.negated_lama import common_vocabulary
+from negtrain.config import eval_set_name
 from negtrain.core.errors import ConfigError
 from negtrain.engine.prompts import Prepared, chats
 from negtrain.engine.requests import Answer, Generation, Loglikelihood, NextToken, Request
@@ -217,7 +218,7 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
     cfg = recipe.model
     examples = list(bench.load(entry.split)) if examples is None else list(examples)
     settings = PromptSettings.of(entry)
-    name = f"{bench.name}/{entry.split}" + (f"/{settings.variant}" if settings.variant else "")
+    name = eval_set_name(bench.name, entry.split, settings.variant)
     answering = settings.generating_answer(bench)
     mode = settings.answer_mode(bench)
     encoder_decoder = bool(getattr(backend, "encoder_decoder", False))

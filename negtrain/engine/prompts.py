@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 from negtrain.benchmarks.base import ChoiceQuestions, Example
 from negtrain.benchmarks.registry import get_benchmark
+from negtrain.config import eval_set_name
 from negtrain.models.context import Context, fit_shots, rows_over
 from negtrain.models.prompting import AnswerMode, PromptSettings, causal_answering, prompts_with_shots, verbalizer_text
 from negtrain.prompts.strategies import Prompt
@@ -60,7 +61,7 @@ def chats(cfg, backend, mode: AnswerMode) -> bool:
 
 
 def entry_name(entry) -> str:
-    return f"{entry.benchmark}/{entry.split}" + (f"/{entry.variant}" if getattr(entry, "variant", None) else "")
+    return eval_set_name(entry.benchmark, entry.split, getattr(entry, "variant", None))
 
 
 def prepare_entry(recipe, entry, backend, examples: Sequence[Example] | None = None) -> Prepared:

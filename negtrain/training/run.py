@@ -17,7 +17,8 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
-from negtrain.config import IN_THIS_PROCESS, check_selection, selected_on_test_note, selection_bias_note
+from negtrain.benchmarks.test_rows import check_recipe_selection, check_training, test_rows_trained, trained_on_test_note
+from negtrain.config import IN_THIS_PROCESS, selected_on_test_note, selection_bias_note
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
@@ -90,8 +91,12 @@ def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = No
     if stage == "fit":
         sel, rule = built.selection, loaded.recipe.selection
         selection = {"epoch": rule.epoch, "metric": sel.monitor if sel else None, "on_test_split": bool(sel and sel.on_test)}
-    return provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint,
-                              dtype=computed_dtype(built.module.model, precision), selection=selection)
+    record = provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint,
+                                dtype=computed_dtype(built.module.model, precision), selection=selection)
+    trained = test_rows_trained(loaded.recipe) if stage == "fit" else []
+    if trained:  # trained on rows of a split it reports as test (data.allow_test_rows: true)
+        record["trained_on_test"] = [{"train": source, "reported": reported} for source, reported in trained]
+    return record
 
 
 #: What a Lightning precision computes in; None: the weights' own dtype (no cast, no autocast).
@@ -138,7 +143,8 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     sel = built.selection if stage == "fit" else None
     callbacks: list[pl.Callback] = [
         RunRecorder(run_dir, stage=stage, listeners=[tracker.record] if tracker else [],
-                    selected_on_test=sel.monitor if sel and sel.on_test else None),
+                    selected_on_test=sel.monitor if sel and sel.on_test else None,
+                    trained_on_test={reported: source for source, reported in test_rows_trained(loaded.recipe)}),
         ReleaseFreedMemory(),
     ]
     if stage == "fit" and t.ema_decay is not None:
@@ -251,8 +257,9 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
     The run directory is locked (:mod:`negtrain.io.run_lock`) before anything is built, so a second
     ``fit`` into it is refused at once, and stays locked until the run ends.
     """
-    if not resuming:  # a run recorded before the rule continues as it started
-        check_selection(loaded.recipe.selection, str(loaded.path))
+    if not (resuming and _marked_on_test(output_dir, loaded)):  # a run recorded as selected on test goes on as it started
+        check_recipe_selection(loaded.recipe, str(loaded.path))
+    check_training(loaded.recipe, str(loaded.path))
     output_dir = output_dir or default_run_dir(loaded.name)
     with run_lock(output_dir):
         try:
@@ -261,6 +268,15 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
             if stopped.printed or not (output_dir / "recipe.yaml").is_file():
                 raise  # said already (a checkpoint was written), or nothing to continue
             raise stopped.continue_with(f"{output_dir} keeps its newest checkpoint", resume_command(output_dir)) from stopped
+
+
+def _marked_on_test(run_dir: Path | None, loaded: LoadedRecipe) -> bool:
+    """Whether the run in ``run_dir`` recorded (provenance.json) that it picks its epoch by the
+    recipe's metric on a test split: a run begun before the rule was kept continues as it began;
+    a recipe.yaml edited since to select on test is checked like a new one."""
+    record = provenance.read(run_dir) if run_dir is not None else None
+    selection = (record or {}).get("selection") or {}
+    return bool(selection.get("on_test_split")) and selection.get("metric") == loaded.recipe.selection.metric
 
 
 def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:
@@ -306,7 +322,9 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
             else:
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
             if sel.on_test:
-                print("\n".join(wrapped(f"warning: {selected_on_test_note(sel.monitor)}", table_width(), indent="  ")))
+                print("\n".join(wrapped(f"warning: {selected_on_test_note(sel.monitor, sel.why)}", table_width(), indent="  ")))
+        for source, reported in test_rows_trained(loaded.recipe):
+            print("\n".join(wrapped(f"warning: {trained_on_test_note(source, reported)}", table_width(), indent="  ")))
         print(f"run directory: {run_dir}")
     return run_dir
 
@@ -329,6 +347,7 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     ``provenance.json`` is written beside it (into a folder that has none)."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
+    check_recipe_selection(loaded.recipe, str(loaded.path))  # the run's selection, against what this stage reports too
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     loaded, built = _build(loaded, stage)
     if not built.data.eval_sets:
