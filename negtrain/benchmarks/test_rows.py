@@ -37,7 +37,7 @@ def _benchmark(name: str, split: str) -> Benchmark | None:
     return bench if split in bench.splits else None
 
 
-def test_split_reason(benchmark: str, split: str) -> str | None:
+def own_test_rows(benchmark: str, split: str) -> str | None:
     """Why ``benchmark/split`` holds test rows by itself; None when it does not."""
     if is_test_split(split):
         return f"the test split {benchmark}/{split}"
@@ -51,17 +51,17 @@ def test_split_reason(benchmark: str, split: str) -> str | None:
     return f"{benchmark}/{split}, which holds every row of {benchmark}/{inside[0]}" if inside else None
 
 
-def test_rows_reason(benchmark: str, split: str, reported: Iterable[Split]) -> str | None:
+def run_test_rows(benchmark: str, split: str, reported: Iterable[Split]) -> str | None:
     """Why ``benchmark/split`` holds test rows for a run that reports the splits ``reported``
     (by itself, or shared with a reported split that holds them); None when it does not."""
-    own = test_split_reason(benchmark, split)
+    own = own_test_rows(benchmark, split)
     if own is not None:
         return own
     bench = _benchmark(benchmark, split)
     if bench is None:
         return None
     for name, other in reported:
-        if name == benchmark and other != split and other in bench.splits and test_split_reason(name, other) \
+        if name == benchmark and other != split and other in bench.splits and own_test_rows(name, other) \
                 and bench.shares_rows(split, other):
             how = "which lies inside" if bench.holds(other, split) else "which shares rows with"
             return f"{benchmark}/{split}, {how} {name}/{other} (reported by the run)"
@@ -94,7 +94,7 @@ class SelectionChoice:
 def metric_test_reason(metric: str, reported: Iterable[Split]) -> str | None:
     """Why the split of ``<benchmark>/<split>/<metric>`` holds test rows for the run; None when not."""
     benchmark, _, split = (selection_split(metric) or "").partition("/")
-    return test_rows_reason(benchmark, split, reported)
+    return run_test_rows(benchmark, split, reported)
 
 
 def choose_selection(selection: SelectionConfig, sets: Mapping[str, Sequence[str]], reported: Iterable[Split], where: str,
@@ -154,10 +154,10 @@ def check_recipe_selection(recipe: Recipe, where: str) -> None:
         choose_selection(recipe.selection, {}, reported_splits(recipe), where)
 
 
-def test_rows_trained(recipe: Recipe) -> list[tuple[str, str]]:
+def trained_test_rows(recipe: Recipe) -> list[tuple[str, str]]:
     """(training split, reported test split) for each ``data.train`` source that shares rows with a
     split the run reports that holds test rows by itself (NegNLI ``train85`` and ``test``)."""
-    reported = [(name, split) for name, split in reported_splits(recipe) if test_split_reason(name, split) is not None]
+    reported = [(name, split) for name, split in reported_splits(recipe) if own_test_rows(name, split) is not None]
     out = []
     for source in recipe.data.train:
         bench = _benchmark(source.benchmark, source.split)
@@ -177,7 +177,7 @@ def trained_on_test_note(source: str, reported: str) -> str:
 def check_training(recipe: Recipe, where: str) -> list[tuple[str, str]]:
     """Refuse, in one line, training on rows of a split the run reports as test, unless
     ``data.allow_test_rows`` is true; returns what was allowed (for the records to say)."""
-    found = test_rows_trained(recipe)
+    found = trained_test_rows(recipe)
     if found and not recipe.data.allow_test_rows:
         source, reported = found[0]
         raise ConfigError(

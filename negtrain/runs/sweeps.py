@@ -75,6 +75,9 @@ def resolve_metric(recipe: Recipe) -> SweepMetric:
         sets.setdefault(key[: -len(d.name) - 1], []).append(d)
     reported = reported_splits(recipe)
     names = {name: [d.name for d in ds] for name, ds in sets.items()}
+    for field, named in (("sweep.metric", recipe.sweep.metric), ("selection.metric", recipe.selection.metric)):
+        if named and declared_key(sets, named) is None:
+            raise ConfigError(f"{field}: '{named}' is not reported by the eval benchmarks{did_you_mean(named, available)}")
     if recipe.sweep.metric:
         choose_selection(recipe.selection, names, reported, "sweep", metric=recipe.sweep.metric, field="sweep.metric")
     # A named selection.metric is checked too, though the trials select by the sweep's metric.
@@ -83,9 +86,7 @@ def resolve_metric(recipe: Recipe) -> SweepMetric:
         chosen = SelectionChoice(recipe.sweep.metric)
     assert chosen is not None  # there are eval sets
     found = declared_key(sets, chosen.metric)
-    if found is None:
-        field = "sweep.metric" if recipe.sweep.metric else "selection.metric"
-        raise ConfigError(f"{field}: '{chosen.metric}' is not reported by the eval benchmarks{did_you_mean(chosen.metric, available)}")
+    assert found is not None  # a named metric was checked above; a default is a declared one
     return SweepMetric(chosen.metric, "maximize" if found.higher_is_better else "minimize")
 
 

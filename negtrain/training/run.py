@@ -17,7 +17,7 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
-from negtrain.benchmarks.test_rows import check_recipe_selection, check_training, test_rows_trained, trained_on_test_note
+from negtrain.benchmarks.test_rows import check_recipe_selection, check_training, trained_test_rows, trained_on_test_note
 from negtrain.config import IN_THIS_PROCESS, selected_on_test_note, selection_bias_note
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
@@ -28,7 +28,7 @@ from negtrain.core.memory import release_freed_memory
 from negtrain.models.adapters import save_adapter_config
 from negtrain.core.paths import resume_command
 from negtrain.evaluation.plan import EvalPlan
-from negtrain.recipes import LoadedRecipe, recipe_needs, resolved_recipe_yaml  # noqa: F401 (imported from here too)
+from negtrain.recipes import LoadedRecipe, load_recipe, recipe_needs, resolved_recipe_yaml  # noqa: F401 (imported from here too)
 from negtrain.core.secrets import redact_text
 from negtrain.models import provenance
 from negtrain.training import progress_lines, tracking
@@ -93,7 +93,7 @@ def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = No
         selection = {"epoch": rule.epoch, "metric": sel.monitor if sel else None, "on_test_split": bool(sel and sel.on_test)}
     record = provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint,
                                 dtype=computed_dtype(built.module.model, precision), selection=selection)
-    trained = test_rows_trained(loaded.recipe) if stage == "fit" else []
+    trained = trained_test_rows(loaded.recipe) if stage == "fit" else []
     if trained:  # trained on rows of a split it reports as test (data.allow_test_rows: true)
         record["trained_on_test"] = [{"train": source, "reported": reported} for source, reported in trained]
     return record
@@ -144,7 +144,7 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     callbacks: list[pl.Callback] = [
         RunRecorder(run_dir, stage=stage, listeners=[tracker.record] if tracker else [],
                     selected_on_test=sel.monitor if sel and sel.on_test else None,
-                    trained_on_test={reported: source for source, reported in test_rows_trained(loaded.recipe)}),
+                    trained_on_test={reported: source for source, reported in trained_test_rows(loaded.recipe)}),
         ReleaseFreedMemory(),
     ]
     if stage == "fit" and t.ema_decay is not None:
@@ -257,9 +257,9 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
     The run directory is locked (:mod:`negtrain.io.run_lock`) before anything is built, so a second
     ``fit`` into it is refused at once, and stays locked until the run ends.
     """
-    if not (resuming and _marked_on_test(output_dir, loaded)):  # a run recorded as selected on test goes on as it started
+    if not resuming:  # a resumed run was checked before it was rewound (resume)
         check_recipe_selection(loaded.recipe, str(loaded.path))
-    check_training(loaded.recipe, str(loaded.path))
+        check_training(loaded.recipe, str(loaded.path))
     output_dir = output_dir or default_run_dir(loaded.name)
     with run_lock(output_dir):
         try:
@@ -270,13 +270,19 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
             raise stopped.continue_with(f"{output_dir} keeps its newest checkpoint", resume_command(output_dir)) from stopped
 
 
-def _marked_on_test(run_dir: Path | None, loaded: LoadedRecipe) -> bool:
-    """Whether the run in ``run_dir`` recorded (provenance.json) that it picks its epoch by the
-    recipe's metric on a test split: a run begun before the rule was kept continues as it began;
-    a recipe.yaml edited since to select on test is checked like a new one."""
-    record = provenance.read(run_dir) if run_dir is not None else None
-    selection = (record or {}).get("selection") or {}
-    return bool(selection.get("on_test_split")) and selection.get("metric") == loaded.recipe.selection.metric
+def _check_resumed_recipe(run_dir: Path) -> None:
+    """The selection and training rules on a run's recipe.yaml, before ``fit --resume`` rewinds
+    anything: one edited since to select or train on test rows is refused like a new recipe. A
+    run that recorded (provenance.json) picking its epoch by the same metric on test goes on as it
+    began. A recipe.yaml that cannot be read is left to the resume's own checks to name."""
+    try:
+        loaded = load_recipe(str(Path(run_dir) / "recipe.yaml"))
+    except (NegtrainError, OSError):
+        return
+    selection = (provenance.read(Path(run_dir)) or {}).get("selection") or {}
+    if not (selection.get("on_test_split") and selection.get("metric") == loaded.recipe.selection.metric):
+        check_recipe_selection(loaded.recipe, str(loaded.path))
+    check_training(loaded.recipe, str(loaded.path))
 
 
 def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:
@@ -323,7 +329,7 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
             if sel.on_test:
                 print("\n".join(wrapped(f"warning: {selected_on_test_note(sel.monitor, sel.why)}", table_width(), indent="  ")))
-        for source, reported in test_rows_trained(loaded.recipe):
+        for source, reported in trained_test_rows(loaded.recipe):
             print("\n".join(wrapped(f"warning: {trained_on_test_note(source, reported)}", table_width(), indent="  ")))
         print(f"run directory: {run_dir}")
     return run_dir
@@ -333,6 +339,7 @@ def resume(run_dir: Path) -> Path:
     """``fit --resume``: continue ``run_dir`` from its newest complete checkpoint (see
     :mod:`negtrain.training.resume`), or say that it is already complete."""
     check_run_dir(run_dir)  # what is wrong with it, before the lock would create or write anything
+    _check_resumed_recipe(run_dir)
     with run_lock(run_dir):
         plan = plan_resume(run_dir)
         if plan is None:
