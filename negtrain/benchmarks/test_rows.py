@@ -98,7 +98,7 @@ def metric_test_reason(metric: str, reported: Iterable[Split]) -> str | None:
 
 
 def choose_selection(selection: SelectionConfig, sets: Mapping[str, Sequence[str]], reported: Iterable[Split], where: str,
-                     *, metric: str | None = None, field: str = "selection.metric") -> SelectionChoice | None:
+                     *, metric: str | None = None, field: str = "selection.metric", named_checked: bool = False) -> SelectionChoice | None:
     """The selection metric and its check, the one place they are decided (fit, resume, sweep and
     the records read the choice).
 
@@ -107,12 +107,17 @@ def choose_selection(selection: SelectionConfig, sets: Mapping[str, Sequence[str
     sweep's) instead of ``selection.metric``. A named metric on a split holding test rows is refused
     in one line unless ``selection.allow_test_split`` is true. Unset, the first metric of the first
     eval set that holds no test rows is chosen; where every set holds them, the first set's with
-    ``allow_test_split``, else one line. None: nothing to select on (no eval set, nothing named)."""
+    ``allow_test_split``, else one line. None: nothing to select on (no eval set, nothing named, or
+    ``selection.epoch: last``, which picks nothing, with no metric named). ``named_checked``: a named
+    metric was checked before anything was built (fit, resume: a run begun before the rule goes on
+    as it began), so it is only marked here."""
     reported = list(reported)
     named = metric if metric is not None else selection.metric
+    if metric is None and selection.epoch == "last":  # the last epoch is kept: nothing is picked on any split
+        return SelectionChoice(named) if named else None
     if named:
         reason = metric_test_reason(named, reported)
-        if reason is not None and not selection.allow_test_split:
+        if reason is not None and not selection.allow_test_split and not named_checked:
             split = selection_split(named)
             what = f"the test split {split}, whose numbers the run then reports" if is_test_split(split or "") else reason
             raise ConfigError(

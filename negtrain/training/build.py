@@ -52,16 +52,17 @@ def declared_metrics(eval_set: EvalSet) -> tuple[Declared, ...]:
 
 
 def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet], where: str = "") -> Selection | None:
-    """The metric that picks the kept epoch (the rule: negtrain.benchmarks.test_rows.choose_selection);
-    None where nothing is selected (no eval set, or ``selection.epoch: last``, which keeps the last epoch)."""
+    """The metric that picks the kept epoch (the rule: negtrain.benchmarks.test_rows.choose_selection;
+    a named metric was checked by fit or resume before anything was built, the default is checked
+    here); None where nothing is selected (no eval set, or ``selection.epoch: last``, which keeps
+    the last epoch)."""
     if not eval_sets:
         return None
     declared = {s.name: declared_metrics(s) for s in eval_sets}
-    if recipe.selection.epoch == "last" and not recipe.selection.metric:
-        return None
     choice = choose_selection(recipe.selection, {name: [d.name for d in ds] for name, ds in declared.items()},
-                              reported_splits(recipe), where or "selection")
-    assert choice is not None  # there is an eval set
+                              reported_splits(recipe), where or "selection", named_checked=True)
+    if choice is None:  # selection.epoch: last, no metric named
+        return None
     found = declared_key(declared, choice.metric)
     if found is None:
         raise ConfigError(f"selection.metric: '{choice.metric}' is not reported by the eval benchmarks{did_you_mean(choice.metric, declared_keys(declared))}")

@@ -273,13 +273,16 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
 def _check_resumed_recipe(run_dir: Path) -> None:
     """The selection and training rules on a run's recipe.yaml, before ``fit --resume`` rewinds
     anything: one edited since to select or train on test rows is refused like a new recipe. A
-    run that recorded (provenance.json) picking its epoch by the same metric on test goes on as it
-    began. A recipe.yaml that cannot be read is left to the resume's own checks to name."""
+    run that recorded (provenance.json) picking its epoch by the same metric on test, or one made
+    before runs recorded their selection, goes on as it began. A recipe.yaml that cannot be read
+    is left to the resume's own checks to name."""
     try:
         loaded = load_recipe(str(Path(run_dir) / "recipe.yaml"))
     except (NegtrainError, OSError):
         return
-    selection = (provenance.read(Path(run_dir)) or {}).get("selection") or {}
+    selection = (provenance.read(Path(run_dir)) or {}).get("selection")
+    if not isinstance(selection, dict):  # a run older than the record: it goes on as it began
+        return
     if not (selection.get("on_test_split") and selection.get("metric") == loaded.recipe.selection.metric):
         check_recipe_selection(loaded.recipe, str(loaded.path))
     check_training(loaded.recipe, str(loaded.path))
