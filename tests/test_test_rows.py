@@ -341,3 +341,15 @@ def test_run_data_lines_count_the_trained_pairs_a_card_scores(negnli_run):
                                  "negnli-rte/train85, which the run behind these weights trained on: its negnli-rte/test numbers "
                                  "are not held-out scores.")
     assert lines.notes == []  # test is not the selection split
+
+
+def test_no_shipped_recipe_selects_or_trains_on_test_rows():
+    """Every shipped recipe passes the one rule as shipped, without allowing anything."""
+    from negtrain.benchmarks.test_rows import check_recipe_selection, check_training, recipe_selection_reason
+    from negtrain.recipes import available_recipes, load_recipe
+
+    for name in available_recipes():
+        recipe = load_recipe(name).recipe
+        check_recipe_selection(recipe, name)
+        assert check_training(recipe, name) == [] and recipe_selection_reason(recipe) is None, name
+        assert not recipe.selection.allow_test_split and not recipe.data.allow_test_rows, name

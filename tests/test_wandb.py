@@ -170,6 +170,7 @@ def test_fewshot_prediction_tables_carry_shot_ids_prompt_and_response(lm_env, tm
         "trainer": {"max_epochs": 1, "limit_train_batches": 1, "limit_val_batches": 1, "enable_progress_bar": False,
                     "accelerator": "cpu", "torch_threads": 1, "precision": "32-true"},
         "logger": {"backend": "wandb", "log_predictions": True},
+        "selection": {"metric": "scone/test/accuracy", "allow_test_split": True},  # its only eval set is a test split
     }
     run_dir = tmp_path / "run"
     assert cli.main(["fit", "--recipe", str(write_recipe(tmp_path / "r.yaml", recipe)), "--output-dir", str(run_dir)]) == 0

@@ -112,6 +112,7 @@ def choose_selection(selection: SelectionConfig, sets: Mapping[str, Sequence[str
     metric was checked before anything was built (fit, resume: a run begun before the rule goes on
     as it began), so it is only marked here."""
     reported = list(reported)
+    at = f"{where}: " if where else ""
     named = metric if metric is not None else selection.metric
     if metric is None and selection.epoch == "last":  # the last epoch is kept: nothing is picked on any split
         return SelectionChoice(named) if named else None
@@ -121,7 +122,7 @@ def choose_selection(selection: SelectionConfig, sets: Mapping[str, Sequence[str
             split = selection_split(named)
             what = f"the test split {split}, whose numbers the run then reports" if is_test_split(split or "") else reason
             raise ConfigError(
-                f"{where}: {field}: '{named}' picks on {what}; select on a dev or validation split, keep the last "
+                f"{at}{field}: '{named}' picks on {what}; select on a dev or validation split, keep the last "
                 "epoch (selection.epoch: last), or set selection.allow_test_split: true to select on test knowingly "
                 "(every record then says so)")
         return SelectionChoice(named, reason)
@@ -138,7 +139,7 @@ def choose_selection(selection: SelectionConfig, sets: Mapping[str, Sequence[str
         name, first = candidates[0]
         return SelectionChoice(f"{name}/{first}", held[name])
     raise ConfigError(
-        f"{where}: selection.metric is unset and every eval set holds test rows ({'; '.join(str(r) for r in held.values())}), "
+        f"{at}selection.metric is unset and every eval set holds test rows ({'; '.join(str(r) for r in held.values())}), "
         "so no epoch can be picked on them; name a dev or validation metric (selection.metric), keep the last epoch "
         "(selection.epoch: last), or set selection.allow_test_split: true to select on test knowingly")
 

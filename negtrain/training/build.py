@@ -60,7 +60,7 @@ def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet], where: str = "")
         return None
     declared = {s.name: declared_metrics(s) for s in eval_sets}
     choice = choose_selection(recipe.selection, {name: [d.name for d in ds] for name, ds in declared.items()},
-                              reported_splits(recipe), where or "selection", named_checked=True)
+                              reported_splits(recipe), where, named_checked=True)
     if choice is None:  # selection.epoch: last, no metric named
         return None
     found = declared_key(declared, choice.metric)
@@ -136,11 +136,6 @@ def build(recipe: Recipe, stage: str = "fit", plan: EvalPlan | None = None) -> B
     for _, _, rows in loaded.train:
         rows.release()  # the texts are in the token store now
     release_freed_memory()  # what reading and tokenizing the data freed (negtrain.core.memory)
-    # Only fit selects: validate and test score a checkpoint already chosen (and data.test need not
-    # report the selection metric).
-    built.selection = resolve_selection(recipe, built.module.eval_sets) if stage == "fit" else None
-    if built.selection is not None and not recipe.selection.metric:
-        recipe.selection.metric = built.selection.monitor  # recipe.yaml, the report, cards and export name it
     built.plan = plan
     built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)
     return built

@@ -32,7 +32,7 @@ from negtrain.recipes import LoadedRecipe, load_recipe, recipe_needs, resolved_r
 from negtrain.core.secrets import redact_text
 from negtrain.models import provenance
 from negtrain.training import progress_lines, tracking
-from negtrain.training.build import Built, best_score, build, reload_weights
+from negtrain.training.build import Built, best_score, build, reload_weights, resolve_selection
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import evaluation_precision, trainer_precision
 from negtrain.training.preemption import MidEpochCheckpoint
@@ -288,9 +288,24 @@ def _check_resumed_recipe(run_dir: Path) -> None:
     check_training(loaded.recipe, str(loaded.path))
 
 
+def _select(loaded: LoadedRecipe, built: Built):
+    """The metric that picks fit's kept epoch (:func:`negtrain.training.build.resolve_selection`);
+    only fit selects, so validate and test need no selection metric among their benchmarks. A
+    defaulted metric is written into the resolved recipe: recipe.yaml, report, export and the
+    report card name it."""
+    try:
+        selection = resolve_selection(loaded.recipe, built.module.eval_sets)
+    except ConfigError as exc:
+        raise ConfigError(f"{loaded.path}: {exc}") from exc
+    if selection is not None and not loaded.recipe.selection.metric:
+        loaded.recipe.selection.metric = selection.monitor
+    return selection
+
+
 def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     loaded, built = _build(loaded, "fit")
+    built.selection = _select(loaded, built)
     if not resuming:
         _check_new_run_dir(output_dir)
     if resume_from is not None:  # before anything is written into the run
