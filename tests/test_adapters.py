@@ -29,7 +29,7 @@ def _recipe(model, adapter, **trainer):
         "adapter": adapter,
         "data": {"train": [{"benchmark": "monli", "split": "test"}], "eval": [{"benchmark": "monli", "split": "test"}], "batch_size": 16, "eval_batch_size": 64,
                  "allow_test_rows": True},  # fits the rows it is scored on, knowingly
-        "selection": {"metric": "monli/test/accuracy", "allow_test_split": True},
+        "selection": {"epoch": "last"},  # the test reads last.ckpt; nothing is selected
         "trainer": {"max_epochs": 1, "limit_train_batches": 4, "enable_progress_bar": False, "accelerator": "cpu", "torch_threads": 1, **trainer},
     }
 

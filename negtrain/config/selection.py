@@ -54,12 +54,13 @@ def on_test_split(monitor: str | None) -> bool:
     return bool(monitor) and is_test_split(selection_split(monitor) or "")
 
 
-def selected_on_test_note(monitor: str, where: str | None = None) -> str:
-    """What every record of a run that selected on test rows says (only such a run, which set
-    ``selection.allow_test_split: true``: negtrain.benchmarks.test_rows.choose_selection);
-    ``where``: why the split holds test rows (default: it is a test split)."""
-    return (f"selected on test: the epoch was picked by {monitor}, on {where or 'the test split ' + str(selection_split(monitor))} "
-            "(selection.allow_test_split: true)")
+def selected_on_test_note(monitor: str, where: str | None = None, allowed: bool = True) -> str:
+    """What fit says of a run that selected on test rows (a run that set
+    ``selection.allow_test_split: true``: negtrain.benchmarks.test_rows.choose_selection, or one
+    begun before the rule and resumed as it began, ``allowed`` false); ``where``: why the split
+    holds test rows (default: it is a test split)."""
+    why = "(selection.allow_test_split: true)" if allowed else "(a run begun before the rule, resumed as it began)"
+    return f"selected on test: the epoch was picked by {monitor}, on {where or 'the test split ' + str(selection_split(monitor))} {why}"
 
 
 def selection_bias_note(monitor: str, epochs: int) -> str:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from negtrain.benchmarks.test_rows import shared_rows
-from negtrain.config import eval_set_name, load_yaml, on_test_split, selection_split
+from negtrain.config import eval_set_name, is_test_split, load_yaml, on_test_split, selection_split
 from negtrain.io.records import EvalRecord, RunRecord
 from negtrain.models import provenance
 
@@ -45,8 +45,9 @@ def run_data_lines(checkpoint: Path | None, records: Sequence[RunRecord]) -> Run
     best = checkpoint.name.startswith("best-epoch") and isinstance(metric, str)
     on_test = recorded["on_test_split"] if "on_test_split" in recorded else on_test_split(metric)
     if best and on_test:
-        split = selection_split(metric)
-        out.warnings.append(f"**Selected on test.** These weights are the epoch that `{metric}` picked on the test split {split} "
+        split = selection_split(metric) or ""
+        where = f"the test split {split}" if is_test_split(split) else f"{split}, which shares rows with a split the run reports as test"
+        out.warnings.append(f"**Selected on test.** These weights are the epoch that `{metric}` picked on {where} "
                             f"(selection.allow_test_split): their {split} numbers are optimistic.")
     data = raw.get("data")
     data = data if isinstance(data, dict) else {}
@@ -55,14 +56,14 @@ def run_data_lines(checkpoint: Path | None, records: Sequence[RunRecord]) -> Run
         if not isinstance(r, EvalRecord):
             continue
         scored = eval_set_name(r["benchmark"], r["split"])
-        for benchmark, split in sources:
-            if benchmark != r["benchmark"] or not isinstance(split, str):
+        for benchmark, trained in sources:
+            if benchmark != r["benchmark"] or not isinstance(trained, str):
                 continue
-            shared = shared_rows(benchmark, split, r["split"])
+            shared = shared_rows(benchmark, trained, r["split"])
             if shared:
                 out.warnings.append(
                     f"**Scored on pairs it trained on.** {shared[0]:,} of the {shared[1]:,} examples of {scored} are rows of "
-                    f"{eval_set_name(benchmark, split)}, which the run behind these weights trained on: its {scored} numbers are "
+                    f"{eval_set_name(benchmark, trained)}, which the run behind these weights trained on: its {scored} numbers are "
                     "not held-out scores.")
         if best and selection_split(metric) == scored:
             out.notes.append(f"- {scored}: the split the run picked these weights on (selection.metric `{metric}`): the "

@@ -346,7 +346,7 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
             else:
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
             if sel.on_test:
-                print("\n".join(wrapped(f"warning: {selected_on_test_note(sel.monitor, sel.why)}", table_width(), indent="  ")))
+                print("\n".join(wrapped(f"warning: {selected_on_test_note(sel.monitor, sel.why, loaded.recipe.selection.allow_test_split)}", table_width(), indent="  ")))
         for source, reported in trained_test_rows(loaded.recipe):
             print("\n".join(wrapped(f"warning: {trained_on_test_note(source, reported)}", table_width(), indent="  ")))
         print(f"run directory: {run_dir}")
