@@ -353,3 +353,19 @@ def test_no_shipped_recipe_selects_or_trains_on_test_rows():
         check_recipe_selection(recipe, name)
         assert check_training(recipe, name) == [] and recipe_selection_reason(recipe) is None, name
         assert not recipe.selection.allow_test_split and not recipe.data.allow_test_rows, name
+
+
+def test_a_sweep_names_an_eval_set_with_its_variant_as_the_run_does(tmp_path):
+    """One spelling of an eval set's name (config.eval_set_name): on main the sweep dropped the
+    variant, so a swept metric of a variant entry was never found in the run's keys."""
+    from negtrain.recipes import load_recipe
+    from negtrain.runs.sweeps import available_metrics, resolve_metric
+
+    raw = yaml.safe_load(Path(load_recipe("scone_minilm").path).read_text())
+    raw["data"]["eval"] = [{"benchmark": "scone", "split": "dev10", "variant": "plain"}]
+    raw["sweep"]["metric"] = raw["selection"]["metric"] = "scone/dev10/plain/accuracy"
+    recipe = tmp_path / "r.yaml"
+    recipe.write_text(yaml.safe_dump(raw))
+    loaded = load_recipe(str(recipe)).recipe
+    assert "scone/dev10/plain/accuracy" in available_metrics(loaded) and "scone/dev10/accuracy" not in available_metrics(loaded)
+    assert resolve_metric(loaded).name == "scone/dev10/plain/accuracy"

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from negtrain.benchmarks.test_rows import SelectionChoice, choose_selection, reported_splits
-from negtrain.config import Recipe, SweepParameter, load_yaml, validate_recipe
+from negtrain.config import Recipe, SweepParameter, eval_set_name, load_yaml, validate_recipe
 from negtrain.core.errors import ConfigError, did_you_mean
 from negtrain.metrics.declared import Declared, declared_key
 from negtrain.recipes import LoadedRecipe, apply_overrides, override_pairs
@@ -56,9 +56,10 @@ def available_metrics(recipe: Recipe) -> dict[str, Declared]:
         except OSError:  # the model's config cannot be read here (a Hub id, offline): every space
             pass
     available: dict[str, Declared] = {}
-    for (bench, split, _), space in zip(loaded.eval, spaces, strict=False):
+    for (bench, split, _), spec, space in zip(loaded.eval, loaded.eval_specs, spaces, strict=False):
+        name = eval_set_name(bench.name, split, getattr(spec, "variant", None))  # as the run's metric keys spell it
         for d in bench.declared_in(space if space is not None else tuple(bench.labels)):
-            available[f"{bench.name}/{split}/{d.name}"] = d
+            available[f"{name}/{d.name}"] = d
     return available
 
 
