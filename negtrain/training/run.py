@@ -28,17 +28,19 @@ from negtrain.core.memory import release_freed_memory
 from negtrain.models.adapters import save_adapter_config
 from negtrain.core.paths import resume_command
 from negtrain.evaluation.plan import EvalPlan
-from negtrain.recipes import LoadedRecipe, load_recipe, recipe_needs, resolved_recipe_yaml  # noqa: F401 (imported from here too)
+from negtrain.recipes import LoadedRecipe, recipe_needs, resolved_recipe_yaml  # noqa: F401 (imported from here too)
 from negtrain.core.secrets import redact_text
 from negtrain.models import provenance
 from negtrain.training import progress_lines, tracking
-from negtrain.training.build import Built, best_score, build, reload_weights, resolve_selection
+from negtrain.training.build import Built, best_score, build, reload_weights
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import evaluation_precision, trainer_precision
 from negtrain.training.preemption import MidEpochCheckpoint
 from negtrain.training.recorder import RunRecorder, table_width, wrapped
 from negtrain.training.resume import ResumeState, check_checkpoint_fits, check_run_dir, plan_resume
 from negtrain.training.tracking import WandbTracker
+from negtrain.recipes import load_recipe
+from negtrain.training.build import resolve_selection
 
 
 def default_run_dir(recipe_name: str) -> Path:
