@@ -39,8 +39,7 @@ from negtrain.training.preemption import MidEpochCheckpoint
 from negtrain.training.recorder import RunRecorder, table_width, wrapped
 from negtrain.training.resume import ResumeState, check_checkpoint_fits, check_run_dir, plan_resume
 from negtrain.training.tracking import WandbTracker
-from negtrain.recipes import load_recipe
-from negtrain.training.build import resolve_selection
+from negtrain.training.fit_selection import check_resumed_recipe, fit_selection
 
 
 def default_run_dir(recipe_name: str) -> Path:
@@ -272,42 +271,10 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
             raise stopped.continue_with(f"{output_dir} keeps its newest checkpoint", resume_command(output_dir)) from stopped
 
 
-def _check_resumed_recipe(run_dir: Path) -> None:
-    """The selection and training rules on a run's recipe.yaml, before ``fit --resume`` rewinds
-    anything: one edited since to select or train on test rows is refused like a new recipe. A
-    run that recorded (provenance.json) picking its epoch by the same metric on test, or one made
-    before runs recorded their selection, goes on as it began. A recipe.yaml that cannot be read
-    is left to the resume's own checks to name."""
-    try:
-        loaded = load_recipe(str(Path(run_dir) / "recipe.yaml"))
-    except (NegtrainError, OSError):
-        return
-    selection = (provenance.read(Path(run_dir)) or {}).get("selection")
-    if not isinstance(selection, dict):  # a run older than the record: it goes on as it began
-        return
-    if not (selection.get("on_test_split") and selection.get("metric") == loaded.recipe.selection.metric):
-        check_recipe_selection(loaded.recipe, str(loaded.path))
-    check_training(loaded.recipe, str(loaded.path))
-
-
-def _select(loaded: LoadedRecipe, built: Built):
-    """The metric that picks fit's kept epoch (:func:`negtrain.training.build.resolve_selection`);
-    only fit selects, so validate and test need no selection metric among their benchmarks. A
-    defaulted metric is written into the resolved recipe: recipe.yaml, report, export and the
-    report card name it."""
-    try:
-        selection = resolve_selection(loaded.recipe, built.module.eval_sets)
-    except ConfigError as exc:
-        raise ConfigError(f"{loaded.path}: {exc}") from exc
-    if selection is not None and not loaded.recipe.selection.metric:
-        loaded.recipe.selection.metric = selection.monitor
-    return selection
-
-
 def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     loaded, built = _build(loaded, "fit")
-    built.selection = _select(loaded, built)
+    built.selection = fit_selection(loaded, built)
     if not resuming:
         _check_new_run_dir(output_dir)
     if resume_from is not None:  # before anything is written into the run
@@ -359,7 +326,7 @@ def resume(run_dir: Path) -> Path:
     """``fit --resume``: continue ``run_dir`` from its newest complete checkpoint (see
     :mod:`negtrain.training.resume`), or say that it is already complete."""
     check_run_dir(run_dir)  # what is wrong with it, before the lock would create or write anything
-    _check_resumed_recipe(run_dir)
+    check_resumed_recipe(run_dir)
     with run_lock(run_dir):
         plan = plan_resume(run_dir)
         if plan is None:
