@@ -10,6 +10,10 @@ Arguments a subcommand does not declare are passed to it as ``extra`` (recipe ov
 from __future__ import annotations
 
 import argparse
+import errno
+import io
+import os
+import select
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -18,6 +22,7 @@ from negtrain.benchmarks.files import pin_data_dirs
 from negtrain.commands import compare, env, evaluate, export, gguf_export, recipes, report, sweep, tiny_model, train, view
 from negtrain.core.errors import NegtrainError, Stopped
 from negtrain.core.paths import check_input_path
+from negtrain.core.secrets import redact_text
 from negtrain.core.stop_signals import stop_on_signals
 
 
@@ -38,7 +43,7 @@ COMMANDS: dict[str, Command] = {
                         (("checkpoint", "--checkpoint"),)),
     "test": Command("score a checkpoint on the recipe's test benchmarks (data.test, else data.eval)", train.add_eval_arguments, train.run_eval,
                         (("checkpoint", "--checkpoint"),)),
-    "evaluate": Command("score a predictions file from any system on a benchmark split (--list: the benchmarks)", evaluate.add_arguments, evaluate.run,
+    "evaluate": Command("score a model on the benchmarks, as a report card (--model), a paper's protocol (--protocol), or a predictions file from any system (--predictions); --list: the benchmarks", evaluate.add_arguments, evaluate.run,
                         (("predictions", "--predictions"),)),
     "compare": Command("paired bootstrap comparison of two runs, report cards or predictions files (B - A per metric)", compare.add_arguments, compare.run,
                        (("a", "A"), ("b", "B"))),
@@ -82,6 +87,47 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; its exit code. Output that cannot be written ends the command in one line
+    (a full disk) or quietly (a reader that went away: ``| head -1``), never a traceback."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # here, not at the interpreter's exit, where an error is a traceback
+        return code
+    except BrokenPipeError:
+        if not _stdout_gone():
+            raise  # another pipe or socket (a server that hung up): not the reader of the output
+        _stdout_to_devnull()
+        return 128 + 13  # as a Unix tool killed by SIGPIPE: quietly, and never read as a success
+    except OSError as exc:
+        if exc.errno != errno.ENOSPC:
+            raise
+        _stdout_to_devnull()
+        print(f"error: cannot write {exc.filename or 'the output'}: {exc.strerror} (a full disk or device)", file=sys.stderr)
+        return 1
+
+
+def _stdout_gone() -> bool:
+    """Whether standard output is a pipe whose reader has closed it (poll says so: POLLERR)."""
+    try:
+        poller = select.poll()
+        poller.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(events & (select.POLLERR | select.POLLHUP) for _, events in poller.poll(0))
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return False
+
+
+def _stdout_to_devnull() -> None:
+    """Point standard output at the null device, so what is left in its buffer is not written
+    again (and fails again) when the interpreter exits."""
+    try:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, sys.stdout.fileno())
+        os.close(fd)
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        pass  # an output without a file descriptor (a test's capture): nothing is flushed at exit
+
+
+def _main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     debug = "--debug" in argv
     pin_data_dirs()
@@ -95,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
     except NegtrainError as exc:
         if debug:
             raise
-        print(f"error: {one_line(str(exc))}", file=sys.stderr)
+        # An error may quote what the user gave (a URL with a key in its query): masked as every file is.
+        print(f"error: {one_line(redact_text(str(exc)))}", file=sys.stderr)
         return 2
     except Stopped as stopped:
         # Never a success: a scheduler or a script must not take a stopped command for a finished one.

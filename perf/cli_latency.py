@@ -35,6 +35,9 @@ COMMANDS: list[tuple[str, list[str], int]] = [
     ("mistyped key", ["fit", "--recipe", "scone_minilm", "--model.lerning_rate=3e-5"], 2),
     ("impossible value", ["fit", "--recipe", "scone_minilm", "--trainer.max_epochs=0"], 2),
     ("unknown benchmark", ["validate", "--recipe", "scone_minilm", "--data.eval=[{benchmark: sconee, split: test}]"], 2),
+    # export and push refuse a wrong --run before torch loads (once they took 17 s)
+    ("export, no such run", ["export", "--run", "no/such/run", "--out", "no/such/out"], 2),
+    ("push, no such run", ["push", "--run", "no/such/run", "--repo-id", "me/model"], 2),
 ]
 
 

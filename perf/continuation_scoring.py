@@ -54,7 +54,8 @@ def main() -> None:
     from negtrain.benchmarks.registry import get_benchmark
     from negtrain.config import model_config
     from negtrain.models import continuation
-    from negtrain.models.lm import continuation_ids, prompt_text
+    from negtrain.models.lm_encoding import continuation_ids
+    from negtrain.models.prompting import prompt_text
 
     with tempfile.TemporaryDirectory() as tmp:
         path = causal_lm_folder(args.model, tmp)

@@ -71,7 +71,7 @@ def ours(model_dir: Path, bench_name: str, causal: bool) -> dict:
     from negtrain.config import model_config
     from negtrain.metrics.multiple_choice import choose
     from negtrain.models.continuation import continuation_logprobs
-    from negtrain.models.lm import choice_inputs
+    from negtrain.models.lm_encoding import choice_inputs
 
     bench = get_benchmark(bench_name)
     examples = bench.load("test")

@@ -37,7 +37,7 @@ def run_one(name: str, steps: int, batch: int) -> dict:
 
 def machine() -> str:
     # Whether bf16 is native decides what `precision: auto` runs, so it belongs in every result.
-    from negtrain.training.checks import cpu_has_native_bf16
+    from negtrain.models.provenance import cpu_has_native_bf16
 
     bf16 = "native bf16" if cpu_has_native_bf16() else "no native bf16 (precision auto: fp32)"
     return f"{platform.machine()}, {os.cpu_count()} cores, {bf16}, {platform.python_implementation()} {platform.python_version()}"

@@ -17,6 +17,7 @@ import yaml
 
 # Fixtures every test module may ask for (tiny language models and their data, one torch thread):
 # defined beside the models they build, shared from here so no module imports a fixture by name.
+from suite_tally import pytest_configure  # noqa: F401  (the tally when a time limit stops the suite)
 from tiny_models import lm_env, lm_world, one_thread  # noqa: F401
 
 os.environ["NEGTRAIN_OFFLINE"] = "1"
@@ -227,3 +228,4 @@ def wandb_run(tmp_path_factory):
         mp.undo()
     assert code == 0
     return run_dir
+

@@ -36,13 +36,23 @@ def logprob_of(token: str) -> float:
     return -0.25 * (1 + sum(map(ord, token)) % 7)
 
 
+#: The made-up model's prediction after a prefix, as the echoed prompts so far showed it: the token
+#: that followed that prefix in the last one (its made-up log-probability). A prompt that ends
+#: there is continued with that token, so a prompt's echoed top token and the token generated after
+#: it agree, as they do on a correct server (the spot check of negtrain/serving/openai.py asks both).
+_FOLLOWED: dict[str, tuple[str, float]] = {}
+
+
 def well_formed(body: dict, text: str = "yes") -> dict:
     """A correct answer to ``body``: the echoed prompt's log-probabilities, or ``text`` generated."""
     if body.get("echo"):
         prompt = body["prompt"]
         pieces = tokens_of(prompt)
-        tokens = [t for _, t in pieces] + [" the"]
-        logprobs = [None] + [logprob_of(t) for _, t in pieces[1:]] + [-1.0]
+        for offset, token in pieces[1:]:
+            _FOLLOWED[prompt[:offset]] = (token, logprob_of(token))
+        after = (" is", -0.1) if prompt.endswith(ALIGNMENT_CONTEXT) else _FOLLOWED.get(prompt, (" the", -1.0))
+        tokens = [t for _, t in pieces] + [after[0]]
+        logprobs = [None] + [logprob_of(t) for _, t in pieces[1:]] + [after[1]]
         # The most probable token at each position, as a correct server reports it: the one its
         # prefix predicts (here: the token that follows in this prompt, unless the prefix ends with
         # the alignment check's context, after which one made-up distribution names " is" at -0.1),
@@ -50,7 +60,7 @@ def well_formed(body: dict, text: str = "yes") -> dict:
         tops = [None] + [{" is": -0.1} if prompt[:offset].endswith(ALIGNMENT_CONTEXT) else {t: lp}
                          for (offset, _), t, lp in zip([*pieces[1:], (len(prompt), "")], tokens[1:], logprobs[1:], strict=False)]
         return {"object": "text_completion", "model": body["model"],
-                "choices": [{"index": 0, "text": prompt + " the", "finish_reason": "length",
+                "choices": [{"index": 0, "text": prompt + after[0], "finish_reason": "length",
                              "logprobs": {"tokens": tokens, "token_logprobs": logprobs,
                                           "text_offset": [o for o, _ in pieces] + [len(prompt)], "top_logprobs": tops}}],
                 "usage": {"prompt_tokens": len(pieces), "completion_tokens": 1, "total_tokens": len(pieces) + 1}}

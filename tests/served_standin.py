@@ -14,7 +14,11 @@ does, from a real (tiny) Hugging Face model:
   its default 1.1 even at ``temperature: 0``) unless the request sets ``repeat_penalty`` itself;
 - ``shifted``: echoed log-probabilities one position off, as llama-cpp-python's server gives them
   (token i's value and top token read from the logits at position i, which predict token i + 1;
-  the first token gets a value too), everything else the same.
+  the first token gets a value too), everything else the same; ``shifted_after_probe``: correct on
+  the alignment check's prompts and one position off on every other (a server that passes the check
+  and is wrong afterwards);
+- ``constant_top``: every ``top_logprobs`` entry names that one token (with the token's own value
+  where it is that token, else -0.01), whatever the distribution; ``nan_tops``: every top value NaN.
 
 It counts the requests it answers, and can be told to answer some with an error status first
 (``fail``: a list of statuses used up one per request, or ``always`` for every request; with
@@ -31,11 +35,13 @@ from pathlib import Path
 import torch
 
 from local_server import JsonReplies, LocalServer
+from negtrain.serving.openai import OpenAIBackend
 
 
 class StandIn(LocalServer):
     def __init__(self, model_dir: Path, fail: list[int] | None = None, always: int | None = None, echo_auth: bool = False,
-                 repeat_penalty: float | None = None, shifted: bool = False) -> None:
+                 repeat_penalty: float | None = None, shifted: bool = False, shifted_after_probe: bool = False,
+                 constant_top: str | None = None, nan_tops: bool = False) -> None:
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -45,6 +51,9 @@ class StandIn(LocalServer):
         self.echo_auth = echo_auth  # a careless server: its error quotes the Authorization header
         self.repeat_penalty = repeat_penalty  # the server's default penalty (None: none)
         self.shifted = shifted  # echoed log-probabilities one position off, as llama-cpp-python's server gives them
+        self.shifted_after_probe = shifted_after_probe
+        self.constant_top = constant_top
+        self.nan_tops = nan_tops
         self.bodies: list[dict] = []  # every request's JSON body
         self.answered = 0  # requests answered with 200
         self.refused = 0  # requests answered with an error status
@@ -86,13 +95,14 @@ class StandIn(LocalServer):
     @torch.no_grad()
     def logprobs(self, body: dict) -> dict:
         text = body["prompt"]
+        shifted = self.shifted or (self.shifted_after_probe and not text.startswith(OpenAIBackend.ALIGNMENT_CONTEXT))
         enc = self.tokenizer(text, return_offsets_mapping=True)
         ids = enc["input_ids"]
         logits = self.model(input_ids=torch.tensor([ids])).logits[0].float()
         lp = torch.log_softmax(logits, -1)
         # Token i's distribution: the logits at position i - 1; a shifted server reads position i
         # (which predicts token i + 1), and so gives the first token a value too.
-        at = lp[: len(ids)] if self.shifted else torch.cat([lp[:1], lp[: len(ids) - 1]])
+        at = lp[: len(ids)] if shifted else torch.cat([lp[:1], lp[: len(ids) - 1]])
         token_logprobs = [None] + [float(at[i, ids[i]]) for i in range(1, len(ids))]
         offsets = [o[0] for o in enc["offset_mapping"]]
         # Each token's text: the prompt from its offset to the next token's, so they spell it.
@@ -102,13 +112,18 @@ class StandIn(LocalServer):
             return tokens[i] if i < len(ids) and token_id == ids[i] else self.tokenizer.decode([token_id])
 
         tops = [None] + [{piece(i, int(at[i].argmax())): float(at[i].max())} for i in range(1, len(ids))]
-        if self.shifted:
+        if shifted:
             token_logprobs[0], tops[0] = float(at[0, ids[0]]), {piece(0, int(at[0].argmax())): float(at[0].max())}
         nxt = int(lp[-1].argmax())  # max_tokens: 1
         tokens.append(self.tokenizer.decode([nxt]))
         token_logprobs.append(float(lp[-1, nxt]))
         tops.append({tokens[-1]: float(lp[-1, nxt])})
         offsets.append(len(text))
+        if self.constant_top is not None:
+            tops = [None if t is None else {self.constant_top: v if tok == self.constant_top and v is not None else -0.01}
+                    for t, tok, v in zip(tops, tokens, token_logprobs, strict=True)]
+        if self.nan_tops:
+            tops = [None if t is None else {k: float("nan") for k in t} for t in tops]
         return {
             "object": "text_completion", "model": body["model"],
             "choices": [{"index": 0, "text": text + self.tokenizer.decode([nxt]), "finish_reason": "length",

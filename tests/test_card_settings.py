@@ -48,7 +48,9 @@ def test_flag_and_field_are_one_definition(name):
     assert action.dest == name
     assert field.default == setting.default and _bounds(field) == setting.bounds
     suffix = f" (default {field.default})" if setting.switch == "value" and field.default is not None else ""
-    assert action.help is not None and action.help.replace("%%", "%") == field.description + suffix
+    # An off switch's flag says what giving it does (not what the setting does when on).
+    expected = setting.off_help if setting.switch == "off" and setting.off_help else field.description + suffix
+    assert action.help is not None and action.help.replace("%%", "%") == expected
     if setting.switch == "value":
         assert action.default is None  # not given: the recipe's value
         types = [a for a in typing.get_args(field.annotation) or (field.annotation,) if a is not type(None)]
@@ -80,3 +82,9 @@ def test_the_command_lines_bounds_are_the_fields(name):
         EvaluationConfig(**{name: top + 1})
     with pytest.raises(NegtrainError, match="--bootstrap must be between"):
         check_bootstrap(argparse.Namespace(**{"bootstrap": None, "bootstrap_seed": None, name: top + 1}))
+
+
+def test_an_off_switch_says_what_giving_it_does():
+    # --no-log-samples once read "Write next to every prediction the exact prompt ...": the opposite.
+    action = _action(_parser(), "--no-log-samples")
+    assert action.help is not None and action.help.startswith("Do not write")

@@ -135,3 +135,20 @@ def test_a_file_that_is_not_gguf_is_one_error(tmp_path, capsys):
     assert f"model '{bad}': not a readable GGUF file" in line, line
     assert not (tmp_path / "cache" / "gguf").exists() or not any((tmp_path / "cache" / "gguf").iterdir())
     assert Path(bad).read_bytes() == b"not a gguf file at all"
+
+
+def test_an_empty_system_message_is_sent_and_recorded(smollm_styled, tmp_path):
+    """Issue 55: ``--system ''`` was taken for no --system, so SmolLM's template still put its own
+    system message before every prompt while the card said none was given."""
+    import json
+
+    out = tmp_path / "card"
+    assert main(["evaluate", "--model", str(smollm_styled), "--family", "causal_lm", "--benchmarks", "scone",
+                 "--strategy", "conditional_q", "--chat", "--system", "", "--model.max_new_tokens=2", "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in (out / "predictions" / "scone-test-validate.jsonl").read_text().splitlines()]
+    assert rows and all(r["prompt"].startswith("<|im_start|>system\n<|im_end|>\n<|im_start|>user\n") for r in rows)
+    assert not any(SMOLLM_SYSTEM in r["prompt"] for r in rows)
+    card = (out / "card.md").read_text()
+    assert "no --system was given" not in card and "adds its own system message" not in card
+    assert "Every prompt begins with an empty system message (--system '')" in card
+    assert "system: ''" in (out / "recipe.yaml").read_text()

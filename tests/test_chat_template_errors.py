@@ -13,7 +13,7 @@ import pytest
 from negtrain.cli import main
 from negtrain.config import CausalLmModelConfig
 from negtrain.core.errors import ConfigError
-from negtrain.models.lm import rendered_prompts
+from negtrain.models.lm_encoding import rendered_prompts
 from negtrain.prompts.strategies import Prompt
 from negtrain.models.tiny import llama_tokenizer
 from tiny_models import corpus
@@ -109,3 +109,23 @@ def test_evaluate_chat_system_on_a_gemma_style_template_is_one_error_line_before
     assert '"System role not supported"' in lines[0] and "drop --system (model.system)" in lines[0]
     assert "Traceback" not in err
     assert not (out / "metrics.jsonl").exists()
+
+
+def test_a_template_that_renders_nothing_is_one_line_not_an_index_error(tokenizer, lm_env, tmp_path, capsys):
+    """Issue 55: a template rendering ``''`` gave the model an empty prompt (``IndexError`` in
+    generation, "a context has no tokens" in scoring)."""
+    with pytest.raises(ConfigError, match=r"the chat template of 'tiny' renders the prompt \(user messages\) as an empty text"):
+        _render(tokenizer, "{{ '' }}", [Prompt(query="Is it true?")])
+    import json
+
+    model = tmp_path / "model"
+    shutil.copytree(lm_env["llama_chat"], model)
+    config = json.loads((model / "tokenizer_config.json").read_text())
+    config["chat_template"] = "{{ '' }}"
+    (model / "tokenizer_config.json").write_text(json.dumps(config))
+    for separate in model.glob("chat_template.*"):
+        separate.unlink()
+    assert main(["evaluate", "--model", str(model), "--benchmarks", "tinad", "--chat", "--out", str(tmp_path / "card")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err, err
+    assert "renders the prompt (user messages) as an empty text" in err and "drop --chat" in err

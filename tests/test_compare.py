@@ -203,3 +203,21 @@ def test_seed_groups_are_compared_seed_by_seed_with_one_adjustment(tmp_path, cap
     c = _seed_group(tmp_path / "c", {7: set()})
     code, _, err = compare(capsys, a, c)
     assert code == 2 and "share no seed to pair runs by" in err
+
+
+def test_a_comparison_counts_the_contrast_sets_it_scored(tmp_path, capsys, scone_test):
+    # Two limited cards: ten whole sets each (every condition). The comparison rests on those ten,
+    # and says so, not on the split's 200.
+    kept = [r for r in predictions(scone_test, {1, 3}) if int(r["id"].rsplit("/", 1)[1]) < 10]
+    a = write(tmp_path / "a.jsonl", kept)
+    b = write(tmp_path / "b.jsonl", [r for r in predictions(scone_test, set()) if int(r["id"].rsplit("/", 1)[1]) < 10])
+    code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--allow-missing", "--json")
+    [ev] = json.loads(out)["evals"]
+    assert code == 0 and (ev["units"], ev["units_scored"]) == (200, 10)
+    assert ev["metrics"]["consistency"]["diff"] == pytest.approx(2 / 10)
+    code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--allow-missing")
+    assert code == 0 and "scone/test (10 of 200 contrast sets scored)" in out
+    # Whole splits: the split's count, as before.
+    whole = predictions(scone_test, set())
+    code, out, _ = compare(capsys, write(tmp_path / "c.jsonl", whole), write(tmp_path / "d.jsonl", whole), "--benchmark", "scone", "--split", "test")
+    assert code == 0 and "scone/test (200 contrast sets)" in out

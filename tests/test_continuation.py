@@ -37,7 +37,7 @@ def _by_hand(model, context, choice, causal, start):
 
 @pytest.mark.parametrize("key,causal", [("llama", True), ("t5", False)])
 def test_shared_first_subtoken_scored_by_hand(lm_env, key, causal):
-    from negtrain.models.lm import continuation_ids
+    from negtrain.models.lm_encoding import continuation_ids
 
     tok, model = _load(lm_env[key], causal)
     contexts = [
@@ -126,7 +126,7 @@ def test_cache_api_scores_unchanged_and_not_deprecated(lm_env, caplog):
     import warnings
 
     from negtrain.models.continuation import cache_keyword
-    from negtrain.models.lm import continuation_ids
+    from negtrain.models.lm_encoding import continuation_ids
 
     tok, model = _load(lm_env["llama"], True)
     params = inspect.signature(model.forward).parameters
@@ -149,7 +149,7 @@ def test_oldercache_keyword_still_served(lm_env):
     from transformers import LlamaForCausalLM
 
     from negtrain.models.continuation import cache_keyword
-    from negtrain.models.lm import continuation_ids
+    from negtrain.models.lm_encoding import continuation_ids
 
     seen = []
 

@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from negtrain.negation.cues import CueDetector
-from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec, mask_tokens
+from negtrain.objectives.masking import CueMaskingTransform, MaskingSpec, mask_tokens
+from negtrain.data.collate import IGNORE
 
 TEXTS = [
     "I do not think that nothing is wrong with the plan.",

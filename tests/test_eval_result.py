@@ -34,7 +34,7 @@ def test_nothing_to_write():
 def test_metric_values_are_written_as_valid_json():
     import json
 
-    from negtrain.training.recorder import _json_number
+    from negtrain.data.eval_set import json_number as _json_number
 
     values = [_json_number(v) for v in (float("nan"), float("inf"), -float("inf"), 0.12345678)]
     assert values == [None, None, None, 0.123457]

@@ -314,7 +314,7 @@ def test_compare_epoch_on_two_cards_is_refused(tmp_path, capsys):
 
 def test_the_context_error_counts_every_prompt_and_names_its_row_once(lm_env):
     from negtrain.config import validate_recipe
-    from negtrain.evaluation.served import _row
+    from negtrain.engine.entry_requests import row_name as _row
     from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.in_process import InProcessBackend
     from negtrain.engine.requests import Counts, Generation, Loglikelihood

@@ -25,7 +25,8 @@ from conftest import FAST, REPO, make_fake_run
 from negtrain import cli
 from negtrain.core.errors import ConfigError, DataError
 from negtrain.data.eval_set import EvalResult
-from negtrain.training.recorder import epoch_label, format_table
+from negtrain.training.recorder import format_table
+from negtrain.training.epochs import epoch_label
 
 LONG_FLOAT = re.compile(r"\d\.\d{6,}")
 

@@ -170,7 +170,7 @@ def test_a_chat_context_is_the_rendered_template_and_the_continuation_follows_it
     assert got[0].logprob != pytest.approx(got[1].logprob, abs=1e-4)  # the plain context is another prompt
     plain = _backend(models["llama"])
     for request in (Loglikelihood("q", " yes", messages=chat), Generation("q", 2, (), chat)):
-        with pytest.raises(ConfigError, match="the tokenizer of the transformers backend's model has no chat template; drop --chat"):
+        with pytest.raises(ConfigError, match="the tokenizer of the hf backend's model has no chat template; drop --chat"):
             plain.answer([request], Counts())
 
 
@@ -182,15 +182,19 @@ def _recipe(model: Path, family: str = "causal_lm", **sections):
 
 
 def test_a_second_call_is_answered_from_the_cache_and_next_tokens_never_are(models, tmp_path):
-    from negtrain.serving.backend import BackendContext
+    """The response cache is one wrapper round the backend (serving/response_caching.py), put there
+    by open_backend when a card has a cache; the backend says what keys an answer."""
+    from negtrain.serving.backend import BackendContext, open_backend
     from negtrain.serving.cache import ResponseCache
-    from negtrain.serving.in_process import open_in_process
+    from negtrain.serving.response_caching import CachingBackend
 
     cache = ResponseCache(tmp_path / "responses")
-    backend = open_in_process(BackendContext(str(models["llama"]), cache=cache, recipe=_recipe(models["llama"])))
-    assert backend.cache_settings == {}  # the weights load (and key the cache) at the first answer
-    assert backend.model is not None
-    assert backend.cache_settings["weights"]["content_sha256"] and backend.cache_settings["precision"] == "32-true"
+    backend = open_backend("transformers", BackendContext(str(models["llama"]), cache=cache, recipe=_recipe(models["llama"])))
+    assert isinstance(backend, CachingBackend)
+    inner = backend.inner
+    assert inner.cache_settings == {}  # the weights load (and key the cache) at the first answer
+    assert inner.model is not None
+    assert inner.cache_settings["weights"]["content_sha256"] and inner.cache_settings["precision"] == "32-true"
     requests = [*_scored(False), Generation("True False", 3, example="b/test/5"), NextToken("False is", example="c/test/0")]
     first, again = Counts(), Counts()
     answers = backend.answer(requests, first)
@@ -201,11 +205,21 @@ def test_a_second_call_is_answered_from_the_cache_and_next_tokens_never_are(mode
         assert (a.logprob, a.n_tokens, a.text, a.tokens_out) == (b.logprob, b.n_tokens, b.text, b.tokens_out)
     assert again.tokens_out == first.tokens_out > 0
     # Other settings (another checkpoint, another precision) are another key.
-    other = InProcessBackend(backend.model, backend.tokenizer, 3, cache=cache,
-                             cache_settings={**backend.cache_settings, "precision": "bf16-mixed"})
+    other = CachingBackend(InProcessBackend(inner.model, inner.tokenizer, 3, name="transformers",
+                                            cache_settings={**inner.cache_settings, "precision": "bf16-mixed"}), cache)
     fresh = Counts()
     other.answer(requests[:2], fresh)
     assert (fresh.requests, fresh.cached) == (2, 0)
+    # The same settings under the same name are the same key: answered from the cache.
+    same = CachingBackend(InProcessBackend(inner.model, inner.tokenizer, 3, name="transformers", cache_settings=inner.cache_settings), cache)
+    cached = Counts()
+    same.answer(requests[:2], cached)
+    assert (cached.requests, cached.cached) == (0, 2)
+    # A live model (no settings: its weights change between calls) is never cached.
+    live = CachingBackend(InProcessBackend(inner.model, inner.tokenizer, 3, name="transformers"), cache)
+    again_live = Counts()
+    live.answer(requests[:2], again_live)
+    assert (again_live.requests, again_live.cached) == (2, 0)
     cache.close()
 
 

@@ -11,11 +11,11 @@ from negtrain.training.progress_lines import RATE_AFTER_S, slow_note
 
 
 def test_resume_into_the_run_directory_does_not_warn_that_it_is_not_empty():
-    from negtrain.training.run import quiet_third_party_logs
+    from negtrain.core.third_party_logs import quiet_training_logs
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")  # the suite ignores UserWarnings; a run does not
-        quiet_third_party_logs()
+        quiet_training_logs()
         warnings.warn("Checkpoint directory /runs/a/checkpoints exists and is not empty.", UserWarning, stacklevel=1)
         warnings.warn("something else", UserWarning, stacklevel=1)
     assert [str(w.message) for w in caught] == ["something else"]

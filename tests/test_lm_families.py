@@ -35,7 +35,7 @@ def _recipe(model, family, **model_extra):
 def test_unifiedqa_input_format():
     from negtrain.benchmarks.base import Example
     from negtrain.config import model_config
-    from negtrain.models.lm import prompt_text, target_text
+    from negtrain.models.prompting import prompt_text, target_text
 
     bench = get_benchmark("condaqa")
     ex = Example("condaqa/dev/1", ("The Cat\tsat.\nIt did  NOT move.", "Did it move?"), "NO")

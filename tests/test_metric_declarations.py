@@ -24,7 +24,7 @@ SPLITS = {
     "scone": "test", "scone_nlg": "test", "monli": "test", "mnli": "validation_matched", "negnli-rte": "all", "negnli-snli": "all",
     "negnli-mnli": "all", "nannli": "test", "condaqa": "dev", "tinad": "test", "negated_probes": "test",
     "neqa": "test", "neqa-lettered": "test", "negated_lama": "test", "negated_lama-high_ranked": "test",
-    "negated_lama-low_ranked": "test",
+    "negated_lama-low_ranked": "test", "blimp-npi": "all", "nubench": "test", "nevir": "test",
 }
 
 
@@ -134,3 +134,12 @@ def test_every_benchmark_has_one_headline_and_roles_come_from_the_declaration():
     assert headline(["n", "f1", "accuracy"]) == "accuracy"  # a record's preferred headline
     assert headline(["n", "strict"]) is None
     assert with_role(["accuracy", "coherence/input", "n", "strict"], "consistency") == ["coherence/input", "strict"]
+
+
+def test_a_family_with_several_placeholders_matches_its_literal_parts_in_order():
+    family = count("pattern/<NN>/confusion/<part>/<TP|FP|FN|TN>")
+    assert family.matches("pattern/01/confusion/all/TP") and family.matches("pattern/11/confusion/non_verbal_input/FN")
+    assert not family.matches("pattern/01/coherence/input") and not family.matches("confusion/all/TP")
+    assert not family.matches("pattern/01/confusion/")  # a placeholder stands for some text, never none
+    one = score("accuracy/<negation type>")  # one placeholder: the name's prefix and more, as before
+    assert one.matches("accuracy/non_verbal_input") and not one.matches("accuracy/") and not one.matches("f1/x")

@@ -10,7 +10,7 @@ import torch
 
 from negtrain.metrics.mlm import HeldOutMLMMetric
 from negtrain.objectives.cue_masking import heldout_mlm
-from negtrain.objectives.masking import IGNORE
+from negtrain.data.collate import IGNORE
 
 # Vocabulary of 3, two examples of 3 positions. Position 0 is never masked.
 LOGITS = torch.tensor(

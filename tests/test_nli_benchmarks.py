@@ -134,7 +134,7 @@ def test_hub_split_offline_error_names_the_path_and_dataset(tmp_path, monkeypatc
 def test_read_csv_tab_files_keep_literal_quotes_and_reject_surplus_fields(tmp_path):
     import csv
 
-    from negtrain.benchmarks.base import read_csv
+    from negtrain.benchmarks.rows import read_csv
 
     path = tmp_path / "t.txt"
     path.write_bytes(b'index\tText\r\n0\t"Quoted\tstart\r\n1\tQu\xe9bec\r\n')

@@ -306,7 +306,7 @@ def test_every_command_ends_non_zero_on_a_stop_signal(tmp_path, signum, code):
 def test_a_short_word_as_an_api_key_leaves_recipe_yaml_intact(monkeypatch, tmp_path):
     from negtrain.recipes import load_recipe
     from negtrain.core.secrets import MIN_SECRET_LENGTH, redact_text
-    from negtrain.training.run import resolved_recipe_yaml
+    from negtrain.recipes import resolved_recipe_yaml
 
     monkeypatch.setenv("MY_API_KEY", "entailment")
     monkeypatch.setenv("OTHER_TOKEN", "not entailment, but with spaces")

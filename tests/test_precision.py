@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from negtrain.recipes import load_recipe
-from negtrain.training.checks import cpu_has_native_bf16, resolve_precision
+from negtrain.training.checks import resolve_precision
+from negtrain.models.provenance import cpu_has_native_bf16
 
 
 def test_auto_takes_bf16_only_where_it_is_native():

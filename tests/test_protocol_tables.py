@@ -8,6 +8,7 @@ chain of thought without the paper's explanations never under the paper's name."
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -93,13 +94,47 @@ def test_condaqa_protocol_prints_table_4_in_percent_equal_to_evaluate_prediction
     for metric, header in TABLE4.items():
         assert row[header].split(" [")[0] == f"{100 * pooled['metrics'][metric]:.2f}" == POOLED[metric]
         lo, hi = pooled["uncertainty"][metric]["ci95"]
-        assert row[header].endswith(f"[{100 * lo:.2f}, {100 * hi:.2f}]")
+        assert f"[{100 * lo:.2f}, {100 * hi:.2f}]" in row[header]
+    # a consistency says of how many question groups: 1 of the 5 all right; 3 of 5 with the paraphrase
+    assert row["Consistency: All"].endswith("] (1/5)") and row["Consistency: Paraphrase"].endswith("] (3/5)")
+    assert row["Accuracy"].endswith("]")  # an accuracy has no groups
     # the per-edit accuracies are a table of their own, named so, never under Table 4's edit names
     edits = _cells(table, "fewshot: pooled", "Per-edit accuracy")
     assert edits["Accuracy: Paraphrase"].split(" [")[0] == POOLED["accuracy/paraphrase"]
     assert edits["Accuracy: Original"].split(" [")[0] == POOLED["accuracy/original"]
     assert "Accuracy: Paraphrase" not in _cells(table, "fewshot: pooled")
     assert "Values in percent" in table
+
+
+def test_a_limited_condaqa_protocol_ends_with_undefined_consistency_said_so(tmp_path, monkeypatch):
+    """A run limited to some batches (trainer.limit_val_batches) predicts only part of a split: a
+    split with no complete question group has no consistency (null in metrics.jsonl), which the
+    mean over the splits leaves out and every row names, instead of a crash."""
+    write_fewshot(tmp_path / "data")
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path / "data"))
+    out, _ = _condaqa_run(tmp_path)
+    records = []
+    for k, split in enumerate(FEWSHOT_TEST):
+        path = out / "predictions" / f"condaqa-{split}-fewshot-{k + 1}.jsonl"
+        if k in (1, 2):  # splits 2 and 3: two of the four passages predicted, so no complete group
+            path.write_text("".join(path.read_text().splitlines(keepends=True)[:2]))
+        scored = score_file("condaqa", split, path, allow_missing=True, bootstrap=20)
+        # as metrics.jsonl holds them: an undefined value is null
+        metrics = {m: (None if isinstance(v, float) and math.isnan(v) else v) for m, v in scored.metrics.items()}
+        records.append({"variant": f"fewshot/{k + 1}", "metrics": metrics, "uncertainty": scored.uncertainty.as_json()})
+    assert records[1]["metrics"]["consistency"] is None and records[1]["metrics"]["groups_scored"] == 0
+    table = protocol_markdown(get_protocol("condaqa-fewshot"), records, "m", resamples=20, seed=0, out=out)
+    second = _cells(table, "fewshot/2")
+    assert second["Consistency: All"] == second["Consistency: Scope"] == "undefined (0 complete groups)"
+    assert second["Accuracy"].split(" [")[0] == f"{100 * records[1]['metrics']['accuracy']:.2f}"
+    assert _cells(table, "fewshot/1")["Consistency: All"].endswith("(1/1)")
+    # splits 1, 4, 5: consistency 1, 0, 0 (4 and 5 have a wrong answer): mean 33.33, sample std 57.74, over 3 of 5
+    mean = _cells(table, "fewshot: mean ± std over 5 splits")
+    # (the summary keeps six decimals: std 0.577350, printed 57.73)
+    assert mean["Consistency: All"] == "33.33 ± 57.73 (3 of 5 splits)"
+    assert " of 5 splits" not in mean["Accuracy"]
+    pooled = _cells(table, "fewshot: pooled")
+    assert pooled["Consistency: All"].endswith("(1/3)") and pooled["n"] == "16"
 
 
 def test_condaqa_answers_are_compared_as_the_authors_scorer_does():
@@ -216,6 +251,15 @@ def test_tinad_protocol_pools_every_split_and_counts_table_5_by_hand(tmp_path, m
         cells = [c.strip() for c in line.strip("|").split("|")][2:]
         expected = [f"{100 * hand[pid, c][0] / hand[pid, c][1]:.2f}" for c in ("input_affirmation", "input_negation")]
         assert cells == expected, (pid, cells, expected)
+    # Figure 2: each pattern's overall accuracy (every cell), per split and pooled, percent with one decimal
+    figure = table[table.index("## Figure 2"):]
+    pooled = next(x for x in figure.splitlines() if x.startswith("| plain: pooled |"))
+    cells = [c.strip() for c in pooled.strip("|").split("|")][1:]
+    by_pattern = {p: [sum(c[i] for (q, _), c in hand.items() if q == p) for i in (0, 1)] for p in (1, 2, 3)}
+    assert cells == [f"{100 * r / n:.1f}" for r, n in by_pattern.values()] + ["-"] * 8
+    train = next(x for x in figure.splitlines() if x.startswith("| plain/train |"))
+    assert [c.strip() for c in train.strip("|").split("|")][3] == "-"  # train has no pattern #03: undefined, not 0
+    assert "Drawn in `protocol-figure2.png`" in figure and (out / "protocol-figure2.png").is_file()
     assert "Values in percent (the metric's fraction times 100), 1 decimal place(s)" in table
 
 
@@ -231,3 +275,14 @@ def test_the_random_row_is_a_seeded_draw_scored_like_a_model(tmp_path, monkeypat
     c, _ = random_answers(["train", "validation", "test"], 0, 1)
     assert a == b and a != c
     assert a["n"] == 3 * 20 * 4 and 0.3 < a["accuracy"] < 0.7
+
+
+def test_strict_is_printed_with_its_groups():
+    """NaN-NLI's Strict (all hypotheses of a premise right) says of how many premise groups: k/n."""
+    protocol = get_protocol("nannli-tables")
+    record = {"variant": protocol.variants[0].name, "metrics": {"f1": 0.5, "strict": 0.25, "groups_scored": 8.0, "n": 40.0},
+              "uncertainty": {}}
+    row = _cells(protocol_markdown(protocol, [record], "m", 0, 0), protocol.variants[0].name)
+    assert row["Strict"] == "0.250 (2/8)" and row["Standard: All"] == "0.500"
+    none = dict(record, metrics={"f1": 0.5, "strict": None, "groups_scored": 0.0, "n": 40.0})
+    assert _cells(protocol_markdown(protocol, [none], "m", 0, 0), protocol.variants[0].name)["Strict"] == "undefined (0 complete groups)"

@@ -125,3 +125,23 @@ def test_protocol_condaqa_fewshot_uses_each_splits_nine_shots_and_sums_up_the_sp
 
     row = next(x for x in table.splitlines() if x.startswith("| fewshot: mean ± std"))
     assert row.split(" | ")[1] == f"{statistics.mean(acc):.2f} ± {statistics.stdev(acc):.2f}"
+
+
+@pytest.mark.slow
+def test_a_limited_condaqa_fewshot_run_ends_cleanly_with_undefined_consistency(tmp_path, monkeypatch, one_thread):
+    """--trainer.limit_val_batches=1 with batches of 2 predicts two of each split's four passages:
+    no complete question group anywhere. The run ends (it once crashed summing up the splits), and
+    protocol.md says the consistencies are undefined instead of printing a number."""
+    write_fewshot(tmp_path / "data")
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path / "data"))
+    out = tmp_path / "card"
+    assert main(["evaluate", "--model", str(save_tiny_llama(tmp_path / "m", None)), "--family", "causal_lm", "--protocol",
+                 "condaqa-fewshot", "--out", str(out), "--data.eval_batch_size=2", "--trainer.limit_val_batches=1",
+                 "--trainer.torch_threads=1", "--trainer.precision=32-true", "--evaluation.bootstrap=20", "--model.max_length=1024"]) == 0
+    records = _records(out)
+    assert len(records) == 20 and all(r["metrics"]["groups_scored"] == 0 and r["metrics"]["consistency"] is None for r in records)
+    table = (out / "protocol.md").read_text()
+    row = next(x for x in table.splitlines() if x.startswith("| fewshot/1 |"))
+    assert "undefined (0 complete groups)" in row
+    mean = next(x for x in table.splitlines() if x.startswith("| fewshot: mean ± std over 5 splits |"))
+    assert "undefined (0 of 5 splits)" in mean

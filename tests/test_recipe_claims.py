@@ -23,32 +23,40 @@ MIX_SOURCES = {("mnli", "train"), ("negnli-rte", "train"), ("negnli-snli", "trai
 
 NEGNLI_MNLI = {"train": {("negnli-mnli", "train85")}, "lr": 2e-5, "batch": 16, "epochs": 5, "seeds": None,
                "cites": ["§4.1", "Table 12"], "weight_decay": 0.0, "selection": "negnli-mnli/val15/accuracy",
-               "says": ["batch 16, lr 2e-5, 5 epochs"]}
+               "says": ["batch 16, lr 2e-5, 5 epochs"], "max_length": 128,
+               # the paper gives the 85:15 ratio; the split itself (train85/val15) is negtrain's hash split
+               "departs": ["the 85/15 split of NegNLI-MNLI is negtrain's own"]}
 TINAD_CODE = {"train": {("tinad", "train")}, "lr": 3e-4, "batch": 32, "epochs": 3, "seeds": None,
               "selection": "tinad/validation/accuracy", "adapter": ("qlora", 8, 16, 0.05), "weight_decay": 0.0, "warmup": 0.03,
               "says": ["r 8, alpha 16, dropout 0.05", "lr 3e-4", "3% warmup", "weight decay 0, 3 epochs, batch 32"]}
 #: TINAD §6 (Table 7, Figure 2): the paper's Vicuna-13B setup (tinad_vicuna_lora8) on part of the train split.
 TINAD_TABLE7 = {**TINAD_CODE, "cites": ["§6", "Table 7", "Appendix B"], "bits": 8, "model": "lmsys/vicuna-13b-v1.1",
                 "prompt_loss_weight": 0.05, "chat_template": False}
+#: ScoNe trains on "MoNLI": the recipes read it as NMoNLI's train split, and say PMoNLI is not used.
+MONLI_HALF = "PMoNLI (pmonli.jsonl, the affirmative half) is not trained on"
 #: ScoNe Appendix A.1: lr 1e-5, batch 4, 6 accumulation steps, a fixed 10 epochs (no epoch chosen).
 SCONE_A1 = {"train": {("monli", "train"), ("scone", "train")}, "lr": 1e-5, "batch": 24, "epochs": 10, "seeds": None,
-            "batch_size": 4, "selection_epoch": "last", "weight_decay": 0.01, "warmup": 0.0,
-            "says": ["lr 1e-5, batch 4 with 6 gradient accumulation steps", "10 epochs", "weight decay 0.01"]}
+            "batch_size": 4, "selection_epoch": "last", "weight_decay": 0.01, "warmup": 0.0, "max_length": 256,
+            "says": ["lr 1e-5, batch 4 with 6 gradient accumulation steps", "10 epochs", "weight decay 0.01"],
+            "reads": [MONLI_HALF]}
 
 #: recipe -> what its source says. "cites": strings its `# Follows:` line must hold; "says": strings
 #: its header must hold, each a value checked against the YAML here.
 SOURCES = {
     # Truong et al. 2022 (NaN-NLI): "the MNLI subset of the NegNLI dataset" (§4.1); Table 12.
     "nannli_roberta_negnli": {**NEGNLI_MNLI, "model": "sileod/roberta-base-mnli"},
-    "nannli_cuenb": NEGNLI_MNLI,
+    "nannli_cuenb": {**NEGNLI_MNLI, "departs": [*NEGNLI_MNLI["departs"], "cuemask_roberta", "corpus", "mnli_cuenb"]},
     # NaN-NLI Table 11: batch 16, lr 3e-5, 3 epochs, Adam.
     "mnli_cuenb": {"train": {("mnli", "train")}, "lr": 3e-5, "batch": 16, "epochs": 3, "seeds": None,
                    "cites": ["Table 11"], "weight_decay": 0.0, "warmup": 0.0, "selection": "mnli/validation_matched/accuracy",
-                   "says": ["batch 16,", "lr 3e-5, 3 epochs"]},
+                   "says": ["batch 16,", "lr 3e-5, 3 epochs"], "max_length": 128,
+                   # stage 2 of the CueNB chain: its encoder is cuemask_roberta's, whose corpus departs
+                   "departs": ["cuemask_roberta", "corpus"]},
     # Ravichander et al. 2022 (CondaQA) C.1: five seeds, lr 5e-5, 5 epochs, best validation accuracy.
     "condaqa_unifiedqa": {"train": {("condaqa", "train")}, "lr": 5e-5, "batch": 16, "epochs": 5,
                           "seeds": [70, 69, 68, 67, 66], "cites": ["C.1", "Table 11"], "selection": "condaqa/dev/accuracy",
-                          "weight_decay": 0.0, "says": ["lr 5e-5", "for 5 epochs", "70, 69, 68, 67, 66", "max_length 512", "batch size: 16"]},
+                          "weight_decay": 0.0, "max_length": 512,
+                          "says": ["lr 5e-5", "for 5 epochs", "70, 69, 68, 67, 66", "max_length 512", "batch size: 16"]},
     "condaqa_unifiedqa_3b_lora": {"train": {("condaqa", "train")}, "lr": 1e-4, "batch": 16, "epochs": 5, "seeds": None, "seed": 42,
                                   "cites": ["C.1"], "selection": "condaqa/dev/accuracy", "weight_decay": 0.0,
                                   "lora": ("lora", 16, 32, 0.05), "model": "allenai/unifiedqa-v2-t5-3b-1363200",
@@ -72,11 +80,13 @@ SOURCES = {
     "scone_roberta": {**SCONE_A1, "cites": ["A.1", "Table 6"], "model": "roberta-large-mnli"},
     "scone_minilm": {"train": {("monli", "train"), ("scone", "train90")}, "lr": 5e-5, "batch": 16, "epochs": 5, "seeds": None,
                      "cites": ["Table 2"], "selection": "scone/dev10/accuracy", "weight_decay": 0.01, "warmup": 0.06,
-                     "says": ["lr 5e-5, batch 16, 5 epochs, 6% warmup", "train90", "dev10"]},
+                     "says": ["lr 5e-5, batch 16, 5 epochs, 6% warmup", "train90", "dev10"], "max_length": 128,
+                     "reads": [MONLI_HALF]},
     # Hossain et al. 2020 (NegNLI) Table 8 (MNLI) and Table 9 (RoBERTa on MNLI: 32, 2e-5, 3 epochs, wd 0).
     "negnli_roberta": {"train": {("mnli", "train"), ("negnli-mnli", "train")}, "lr": 2e-5, "batch": 32, "epochs": 3, "seeds": None,
                        "cites": ["Table 8", "Table 9"], "selection": "mnli/validation_matched/accuracy", "weight_decay": 0.0,
-                       "model": "roberta-base", "says": ["batch 32, lr 2e-5, 3 epochs, weight decay 0", "max length 128"]},
+                       "model": "roberta-base", "says": ["batch 32, lr 2e-5, 3 epochs, weight decay 0", "max length 128"],
+                       "max_length": 128},
     # Truong et al. 2022 (CueNB): cue masking at 1.0, other tokens at 15%.
     "cuemask_roberta": {"train": {("mnli", "train"), ("scone", "train"), ("monli", "train"), ("negnli-mnli", "train85")},
                         "lr": 5e-5, "batch": 32, "epochs": 3, "seeds": None, "cites": ["CueNB"], "selection": None,
@@ -110,8 +120,16 @@ def _header(name: str) -> str:
 
 def _follows(header: str) -> str:
     """The `# Follows:` paragraph (its line and the indented continuation lines)."""
+    return _part(header, "# Follows:")
+
+
+def _part(header: str, head: str) -> str:
+    """The paragraph of the header that starts with ``head`` (`# Follows:`, `# Departures:`,
+    `# Readings`), its line and the indented lines under it, joined as read."""
     lines = header.splitlines()
-    start = next(i for i, x in enumerate(lines) if x.startswith("# Follows:"))
+    start = next((i for i, x in enumerate(lines) if x.startswith(head)), None)
+    if start is None:
+        return ""
     out = [lines[start]]
     for line in lines[start + 1:]:
         if not line.startswith("#   "):
@@ -175,6 +193,14 @@ def test_each_recipe_holds_the_values_its_header_claims(name):
     flat = " ".join(" ".join(x.lstrip("#").split()) for x in header.splitlines())  # lines joined, as read
     for said in source["says"]:  # the header states the value checked above, in its words
         assert said in flat, f"{name}: the header does not say {said!r}"
+    if "max_length" in source:  # what the model sees: the length pairs are cut to, stated where it comes from
+        assert r.model.max_length == source["max_length"]
+        assert re.search(rf"max[_ ]length {source['max_length']}\b", flat), f"{name}: the header does not state max_length"
+    departures, readings = _part(header, "# Departures:"), _part(header, "# Readings")
+    for said in source.get("departs", []):
+        assert said in departures, f"{name}: `# Departures:` does not say {said!r}"
+    for said in source.get("reads", []):
+        assert said in readings, f"{name}: `# Readings` does not say {said!r}"
 
 
 def test_every_shipped_recipe_says_what_it_follows_and_departs_from():
@@ -298,3 +324,30 @@ def test_a_recipe_with_seeds_trains_each_by_default(tmp_path):
     assert json.loads((parent / "seeds.json").read_text())["runs"] == ["seed3", "seed5"]
     assert [yaml.safe_load((parent / f"seed{s}" / "recipe.yaml").read_text())["seed"] for s in (3, 5)] == [3, 5]
     assert (parent / "seed5" / "command.txt").read_text().strip().endswith("--seed=5")
+
+
+def test_every_nli_recipe_that_follows_a_paper_states_its_max_length():
+    """The length pairs are cut to changes what the model sees; no paper of these states it, so the
+    header says the value taken (checked with the YAML by the test above)."""
+    for name in available_recipes():
+        r = load_recipe(name).recipe
+        if r.model.family == "nli" and "no paper" not in _follows(_header(name)):
+            assert "max_length" in SOURCES[name], f"{name}: its max_length is not among the claims checked"
+
+
+def test_a_chained_recipe_names_the_departures_of_the_runs_it_starts_from():
+    """A recipe that starts from another recipe's run (model.init_from) inherits that run's
+    departures: its own `# Departures:` names every recipe up the chain that departs."""
+    writes = {}  # output dir -> the recipe a header shows writing it
+    for name in available_recipes():
+        for recipe, out in re.findall(r"fit --recipe (\w+) --output-dir (\S+)", _header(name)):
+            writes[out] = recipe
+    chained = [n for n in available_recipes() if load_recipe(n).recipe.model.init_from]
+    assert sorted(chained) == ["mnli_cuenb", "nannli_cuenb"]
+    for name in chained:
+        departures, up = _part(_header(name), "# Departures:"), name
+        while (init := load_recipe(up).recipe.model.init_from) is not None:
+            assert init in writes, f"{name}: no header shows which recipe writes {init}"
+            up = writes[init]
+            if not _part(_header(up), "# Departures:").startswith("Departures: - none"):
+                assert up in departures, f"{name}: starts from {up}'s run but its departures do not name {up}"

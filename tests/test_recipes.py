@@ -32,7 +32,7 @@ def test_every_recipe_loads_and_documents_itself(name):
 @pytest.mark.parametrize("name", RECIPES)
 def test_every_recipe_reads_back_from_its_run_copy(name, tmp_path):
     """A run's recipe.yaml (what resume and evaluate --run read) gives back the same recipe."""
-    from negtrain.training.run import resolved_recipe_yaml
+    from negtrain.recipes import resolved_recipe_yaml
 
     loaded = load_recipe(name)
     path = tmp_path / "recipe.yaml"

@@ -222,7 +222,7 @@ def test_card_with_a_trained_adapter_folder(lm_env, tmp_path, capsys):
 
 RESCORED_BY_FAMILY = {
     "nli": "scone,monli,mnli,negnli-rte,negnli-snli,negnli-mnli,nannli",
-    "causal_lm": "condaqa,tinad,neqa,neqa-lettered,scone_nlg,negated_lama-low_ranked",
+    "causal_lm": "condaqa,tinad,neqa,neqa-lettered,scone_nlg,negated_lama-low_ranked,blimp-npi,nubench,nevir",
     "mlm": "negated_lama,negated_lama-high_ranked,negated_probes",
 }
 

@@ -13,7 +13,8 @@ from negtrain.core.errors import NegtrainError
 from negtrain.core.paths import contained, is_inside
 from negtrain.runs.reading import RunDir
 from negtrain.io.atomic import atomic_dir, write_text, write_with
-from negtrain.io.checkpoints import AtomicCheckpointIO, read_checkpoint
+from negtrain.io.checkpoints import AtomicCheckpointIO
+from negtrain.io.checkpoint_reading import read_checkpoint
 from negtrain.training.resume import RESUME_KEY, find_checkpoint, is_complete, rewind
 
 

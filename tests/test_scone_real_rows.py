@@ -192,7 +192,7 @@ def test_e12_quotes_no_dataset_row_and_no_row_starts_with_a_name(data_dir):
 def test_drawn_shots_put_their_rows_in_the_same_way(data_dir):
     # --shots K shows train rows as solved zero-shot prompts, through the causal family's prompt builder.
     from negtrain.config import FAMILY_SECTIONS
-    from negtrain.models.lm import PromptSettings, prompts_with_shots
+    from negtrain.models.prompting import PromptSettings, prompts_with_shots
 
     bench = get_benchmark("scone")
     train = {e.id: e for e in bench.load("train")}

@@ -48,7 +48,7 @@ def test_support_is_derived_from_answer_kind_and_family_capability():
             if capable and family in bench.refuses:
                 decisive.append((name, family))
     # The only pairs the kinds allow but a benchmark turns down (changing one is a decision).
-    assert sorted(decisive) == [("negated_probes", "causal_lm"), ("tinad", "nli")]
+    assert sorted(decisive) == [("blimp-npi", "seq2seq"), ("negated_probes", "causal_lm"), ("nevir", "seq2seq"), ("tinad", "nli")]
     # The mlm family's one reason covers every benchmark that is not a cloze probe.
     assert unsupported_reason(get_benchmark("monli"), "mlm") == FAMILY_SECTIONS["mlm"].cannot_score
 

@@ -28,8 +28,9 @@ KEY = "sk-canary-0123456789abcdefABCDEF"
 SCONE_ROWS = 3  # per condition file: 18 examples, 3 complete contrast sets
 CONDAQA_ROWS = 6
 #: Requests a card sends a server before it uses it for log-likelihoods: whether it echoes prompt
-#: log-probabilities (one), and whether they belong to their tokens (three; tests/test_served_alignment.py).
-CHECKS = 1 + 3
+#: log-probabilities (one), whether they belong to their tokens (three; tests/test_served_alignment.py),
+#: and two of its own requests spot-checked, each asked twice (tests/test_served_alignment_checks.py).
+CHECKS = 1 + 3 + 2 * 2
 
 
 @pytest.fixture()
@@ -106,8 +107,8 @@ def test_loglikelihood_through_the_standin_equals_hf(small, tmp_path):
         assert a["metrics"].keys() == b["metrics"].keys()
         for k, v in a["metrics"].items():
             assert v == pytest.approx(b["metrics"][k], abs=1e-9) or (v is None and b["metrics"][k] is None), k
-    # The two checks (log-probabilities offered: one request; aligned: three), then one request per
-    # example and label: 18 ScoNe rows x 2 labels + 24 TINAD x 2.
+    # The checks (log-probabilities offered: one request; aligned: three; two spot checks: four), then
+    # one request per example and label: 18 ScoNe rows x 2 labels + 24 TINAD x 2.
     assert sent == CHECKS + 18 * 2 + 24 * 2
     assert served[0]["requests"] == {"sent": 36, "cached": 0, "tokens_in": served[0]["requests"]["tokens_in"], "tokens_out": 36}
     # tokens_in is the server's own count (usage.prompt_tokens), summed over each benchmark's requests
@@ -150,9 +151,10 @@ def test_served_card_killed_midway_resumes_sending_only_what_was_unanswered(smal
         server.answered = 0
         rerun = subprocess.run(_card_command(model, server.url, out), env=env, capture_output=True, text=True, timeout=300)
         assert rerun.returncode == 0, rerun.stderr
-        # Only the unanswered requests were sent again (the alignment check's three answers are
-        # one cached verdict).
-        assert server.answered == total - cached - 2
+        # Only the unanswered requests were sent again, and the checks every run asks (the cached
+        # rows: the first check's answer, the alignment verdict's record, which saves no request,
+        # and the committed answers).
+        assert server.answered == total - (cached - 1)
     whole = tmp_path / "whole"
     assert [_stable(r) for r in _records(out)] == [_stable(r) for r in _records(whole)]
     for name in ("scone", "tinad"):
@@ -192,7 +194,8 @@ def test_max_requests_stops_and_a_larger_budget_continues(small, tmp_path, capsy
         code = _served(model, server.url, tmp_path / "a", "tinad", "--max-requests", "5", "--concurrency", "1")
         assert code == 2 and "--max-requests 5 reached" in capsys.readouterr().err and server.answered == 5
         assert _served(model, server.url, tmp_path / "a", "tinad", "--max-requests", "100") == 0
-        assert server.answered == CHECKS + 48  # nothing asked twice
+        # no row asked twice; the checks every run asks again (all but the cached first one) are
+        assert server.answered == 5 + (CHECKS - 1) + 48
 
 
 def _free_port() -> int:

@@ -88,8 +88,8 @@ def test_a_served_card_imports_no_lightning_and_nothing_of_training(scone_cut, t
         done = subprocess.run([sys.executable, "-c", CARD, "evaluate", "--model", "served-model", "--backend", "openai",
                                "--base-url", server.url, "--benchmarks", "scone", "--out", str(tmp_path / "card")],
                               env=env, capture_output=True, text=True, timeout=300)
-        # the two checks (log-probabilities offered: one request; aligned: three), then each example's two labels
-        assert len(server.requests) == 1 + 3 + 18 * 2
+        # the checks (log-probabilities offered: one request; aligned: three; two spot checks: four), then each example's two labels
+        assert len(server.requests) == 1 + 3 + 2 * 2 + 18 * 2
     assert done.returncode == 0, done.stderr
     result = json.loads(done.stdout.splitlines()[-1])
     assert result["code"] == 0

@@ -20,6 +20,7 @@ from negtrain.cli import main
 from negtrain.config import backend_names, register_backend, unregister_backend
 from negtrain.core.errors import ConfigError
 from negtrain.engine.requests import Answer, Loglikelihood
+from negtrain.serving.backend import BackendBase
 
 ROWS = 3  # per condition file: 18 examples, 3 contrast sets
 CONDITIONS = ("no_negation", "one_not_scoped", "one_scoped", "one_scoped_one_not_scoped", "two_scoped", "two_not_scoped")
@@ -28,8 +29,9 @@ VERBALIZER = {"yes": "entailment", "no": "not_entailment"}  # ScoNe's default pr
 PROMPT = re.compile(r'\A(?P<premise>.*)\nQuestion: Does this imply that "(?P<hypothesis>.*)"\? Yes or no\?\nAnswer:\Z', re.S)
 
 
-class TableBackend:
-    """Answers from ``table``: (premise, hypothesis) -> the label it says. A STAND-IN for a model."""
+class TableBackend(BackendBase):
+    """Answers from ``table``: (premise, hypothesis) -> the label it says. A STAND-IN for a model.
+    Its model is not here: BackendBase declares that (no tokenizer, no context, no template)."""
 
     name = "table"
 

@@ -15,7 +15,7 @@ from negtrain.metrics.base import MISSING
 from tinad_fixture import row, write_split
 
 T, F = True, False
-OTHER_NEG = ("non-verbal", "synthetic", "subclausal")
+OTHER_NEG = ("non_verbal", "synthetic", "subclausal")
 
 # (row, predicted label) for each sentence, group by group; the comments give the expected checks
 # as (input, distractor, coherence, affirmation, negation).
@@ -94,7 +94,7 @@ def test_coherence_by_hand(tinad):
     assert out["accuracy"] == pytest.approx(22 / 29) and out["n"] == 29
     assert out["accuracy/distractor_affirmation"] == pytest.approx(5 / 7)
     assert out["accuracy/input_affirmation"] == pytest.approx(6 / 9)  # A B C C D D E F G
-    assert out["accuracy/non-verbal"] == 0.0 and out["accuracy/synthetic"] == 0.0
+    assert out["accuracy/non_verbal"] == 0.0 and out["accuracy/synthetic"] == 0.0
     assert out["accuracy/verbal"] == 1.0 and out["accuracy/clausal"] == 1.0
     assert out["accuracy/negation"] == pytest.approx(11 / 13)
 
@@ -181,3 +181,29 @@ def test_missing_split_says_where_it_looked(tmp_path, monkeypatch):
     monkeypatch.setenv("NEGTRAIN_OFFLINE", "1")
     with pytest.raises(DataError, match="HiTZ/This-is-not-a-dataset/test.jsonl"):
         get_benchmark("tinad").load("test")
+
+
+def test_the_authors_counts_by_hand(tinad):
+    """Confusion counts (gold True is positive) and coherent/incoherent groups, on the whole split
+    and per pattern; an unparsed answer is wrong: FN for a gold True, FP for a gold False."""
+    from negtrain.metrics.base import UNPARSED
+
+    bench, examples = tinad
+    preds = predictions([p for _, p in CASES])
+    out = bench.metric(examples).score(preds)
+    # E (pattern 3) all wrong: e1 (gold T) and e4 (gold T) FN, e2 and e3 (gold F) FP; E is coherent
+    assert [out[f"pattern/03/confusion/all/{c}"] for c in ("TP", "FP", "FN", "TN")] == [0, 2, 2, 0]
+    assert out["pattern/03/coherent/all"] == 1 and out["pattern/03/incoherent/all"] == 0
+    assert out["pattern/03/confusion/non_verbal/FP"] == 1 and out["pattern/03/confusion/non_verbal_input/FP"] == 1
+    assert out["pattern/03/confusion/non_verbal_distractor/FN"] == 1
+    # 29 sentences, 22 right: the four counts add up, TP + TN being the right ones
+    counts = [out[f"confusion/all/{c}"] for c in ("TP", "FP", "FN", "TN")]
+    assert sum(counts) == 29 and counts[0] + counts[3] == 22
+    # 6 groups scored, 3 coherent (A, B, E); input coherence 5 of 6
+    assert (out["coherent/all"], out["incoherent/all"], out["coherent/input"], out["incoherent/input"]) == (3, 3, 5, 1)
+    # pattern 1's G lacks a cell: pattern 1 scores A, C, D, of which A is coherent
+    assert (out["pattern/01/coherent/all"], out["pattern/01/incoherent/all"]) == (1, 2)
+    assert out["pattern/01/coherence"] == pytest.approx(1 / 3)
+    preds[0] = UNPARSED  # a1, gold True: from TP to FN
+    again = bench.metric(examples).score(preds)
+    assert again["confusion/all/TP"] == out["confusion/all/TP"] - 1 and again["confusion/all/FN"] == out["confusion/all/FN"] + 1

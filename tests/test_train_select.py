@@ -17,16 +17,16 @@ from tinad_fixture import easy_rows, row, write_split
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.benchmarks.row_filters import check_select
 from negtrain.config import validate_recipe
-from negtrain.core.errors import ConfigError
+from negtrain.core.errors import ConfigError, DataError
 from negtrain.data.sources import TrainSource
 
 REPO = Path(__file__).resolve().parents[1]
-OTHER = ("non-verbal", "synthetic", "subclausal")
+OTHER = ("non_verbal", "synthetic", "subclausal")
 
 
 def fixture_rows() -> list[dict]:
     """16 rows: pattern 1 (two test ids, negations verbal/analytic/clausal) and pattern 2 (two test
-    ids, negations non-verbal/synthetic/subclausal); four cells each."""
+    ids, negations non_verbal/synthetic/subclausal); four cells each."""
     rows = easy_rows(2)  # test ids 0, 1: pattern 1
     for tid in (2, 3):
         rows += [
@@ -66,6 +66,9 @@ def _ids(*indices: int) -> list[str]:
     ([{"pattern": [2], "polarity": "negation"}], [9, 11, 13, 15]),
     ([{"distractor": True, "polarity": "negation"}], [3, 7, 11, 15]),
     ([{"pattern": 5}], []),
+    # Table 7's "Affirmations + Non-Verbal", in the authors' spelling: the non_verbal rows are kept.
+    ([{"polarity": "affirmation"}, {"negation_type": "non_verbal"}], [0, 2, 4, 6, 8, 9, 10, 11, 12, 13, 14, 15]),
+    ([{"negation_type": "non_verbal"}], [9, 11, 13, 15]),
 ])
 def test_select_keeps_exactly_the_hand_counted_rows(tinad, select, expected):
     source = TrainSource(tinad, "train", select)
@@ -84,6 +87,10 @@ def test_a_selection_is_its_own_source_in_names_and_caches(tinad):
 @pytest.mark.parametrize(("select", "message"), [
     ([{"polarty": "affirmation"}], r"data.train\[0\].select\[0\]: 'tinad' has no row filter 'polarty' \(did you mean 'polarity'\?\)"),
     ([{"negation_type": "synthtic"}], r"select\[0\].negation_type: unknown value 'synthtic' \(did you mean 'synthetic'\?\)"),
+    # The paper's "non-verbal" is not how the authors' files spell it: refused, naming the accepted values.
+    ([{"polarity": "affirmation"}, {"negation_type": "non-verbal"}],
+     r"^data.train\[0\].select\[1\].negation_type: unknown value 'non-verbal' \(did you mean 'non_verbal'\?\); negation_type .* is one of "
+     r"verbal, non_verbal, analytic, synthetic, clausal, subclausal$"),
     ([{"polarity": "affirmation"}, {"pattern": 12}], r"select\[1\].pattern: unknown value 12.*one of 1, 2, 3"),
     ([], r"select: a list of clauses"),
     ([{}], r"select\[0\]: an empty clause would keep every row"),
@@ -91,6 +98,17 @@ def test_a_selection_is_its_own_source_in_names_and_caches(tinad):
 def test_unknown_filters_and_values_are_refused_with_did_you_mean(select, message):
     with pytest.raises(ConfigError, match=message):
         check_select(get_benchmark("tinad"), select, "data.train[0]")
+
+
+@pytest.mark.parametrize(("field", "value"), [("negation_type", "non-verbal"), ("semantic_type", "Analytical"),
+                                              ("syntactic_scope", "sub-clausal")])
+def test_a_row_spelled_otherwise_than_the_authors_files_is_refused_with_its_line(tmp_path, monkeypatch, field, value):
+    rows = fixture_rows()
+    rows[9][field] = value
+    write_split(tmp_path, "train", rows)
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path))
+    with pytest.raises(DataError, match=rf"train.jsonl:10: field '{field}': unknown value '{value}'; the authors' files spell it one of "):
+        get_benchmark("tinad").load("train")
 
 
 def test_a_benchmark_without_filters_refuses_select():

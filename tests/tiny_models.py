@@ -39,6 +39,23 @@ def save_tiny_llama(out: Path, data_dir: Path | None, seed: int = 0, chat: bool 
     return tiny.save_tiny_llama(out, corpus(data_dir), seed, chat, context)
 
 
+def save_tiny_gpt2_style(src: Path, out: Path) -> Path:
+    """A copy of the tiny Llama at ``src`` whose tokenizer adds no special token and whose BOS is its
+    EOS, as GPT-2's ``<|endoftext|>``: where lm-evaluation-harness conditions an empty context on
+    that token, the tokenizer does not add it by itself."""
+    import shutil
+
+    from tokenizers import processors
+    from transformers import AutoTokenizer
+
+    shutil.copytree(src, out)
+    tok = AutoTokenizer.from_pretrained(out)
+    tok.backend_tokenizer.post_processor = processors.ByteLevel(trim_offsets=False)
+    tok.bos_token = tok.eos_token
+    tok.save_pretrained(out)
+    return out
+
+
 def save_tiny_bert_nli(out: Path, seed: int = 0) -> Path:
     """A tiny BERT classifier with the packaged MiniLM WordPiece tokenizer; no dropout (so DDP and
     single-process runs compute the same function). Initialised wide, so that its predictions
@@ -88,7 +105,7 @@ def choice_loglikelihoods_one_at_a_time(model: Path, family: str, bench, example
 
     from negtrain.config import model_config
     from negtrain.models.continuation import continuation_logprobs
-    from negtrain.models.lm import choice_inputs
+    from negtrain.models.lm_encoding import choice_inputs
 
     causal = family == "causal_lm"
     tok = AutoTokenizer.from_pretrained(model)

@@ -19,8 +19,7 @@ from typing import Any, ClassVar, Protocol, runtime_checkable
 from negtrain.core import labels as nli
 from negtrain.benchmarks import rows
 from negtrain.benchmarks.files import DataFile
-# The readers live in rows.py; benchmark modules and callers import them from here as before.
-from negtrain.benchmarks.rows import MAX_CSV_FIELD, Row, jsonl_rows, local, parse_json_line, read_csv, read_jsonl  # noqa: F401
+from negtrain.benchmarks.rows import local
 from negtrain.core.errors import ConfigError, DataError, did_you_mean, unknown_name
 from negtrain.metrics.declared import Declared, count, find
 
@@ -42,9 +41,10 @@ class Example:
 
 
 #: Reported by every benchmark answered by greedy generation with an answer rule (a prompt
-#: strategy): how many responses no rule could read (scored as wrong); and by any benchmark a
-#: language model scores under ``evaluation.truncate: left``: how many prompts were cut.
-GENERATION_METRICS = (count("n_unparsed"), count("n_truncated"))
+#: strategy): how many responses no rule could read (scored as wrong), and how many were empty
+#: (scored as the rule reads "": ScoNe's "contains yes" reads it as "no"); and by any benchmark
+#: a language model scores under ``evaluation.truncate: left``: how many prompts were cut.
+GENERATION_METRICS = (count("n_unparsed"), count("n_empty"), count("n_truncated"))
 
 
 class AnswerKind(str, Enum):
@@ -90,6 +90,22 @@ class ChoiceQuestions(Protocol):
     def choices(self, example: Example) -> Sequence[str]: ...
 
     def choice_label(self, value: str, example: Example) -> str | None: ...
+
+
+@runtime_checkable
+class PerChoiceContexts(Protocol):
+    """A multiple-choice benchmark whose choices follow different contexts (NevIR: one query after
+    each of two documents): ``choice_contexts(example)[j]`` is what choice j is scored after."""
+
+    def choice_contexts(self, example: Example) -> Sequence[str]: ...
+
+
+def choice_contexts(bench: ChoiceQuestions, example: Example) -> list[str]:
+    """What each choice of ``example`` is scored after: the benchmark's own context for every
+    choice, or one per choice where the benchmark gives them (:class:`PerChoiceContexts`)."""
+    if isinstance(bench, PerChoiceContexts):
+        return list(bench.choice_contexts(example))
+    return [bench.context(example)] * len(bench.choices(example))
 
 
 @runtime_checkable

@@ -6,7 +6,10 @@ A file is named by its upstream home, and that name is also its place on disk:
 - a split of a Hugging Face Hub dataset (:class:`HubSplit`): ``<namespace>/<name>/<split>.jsonl``,
   one JSON object per line in the dataset's own schema (what ``datasets``' ``to_json`` writes).
 
-It is looked up, in order:
+- a file shipped inside an installed Python package (:class:`PackagedFile`): a plugin's own data,
+  read where the package is installed, never looked up or downloaded.
+
+Any other file is looked up, in order:
 
 1. the data directories in ``$NEGTRAIN_DATA_DIR`` (offline mirrors with that layout; several may be
    given, separated by ``os.pathsep`` (``:`` on Linux), and are searched in that order);
@@ -21,6 +24,7 @@ that layout.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import tempfile
@@ -81,6 +85,9 @@ class HubSplit:
     dataset: str  # "namespace/name", e.g. "nyu-mll/multi_nli"
     split: str
     config: str | None = None  # the dataset's configuration name, if it has several
+    #: The dataset is gated on the Hub (its conditions accepted there): fetching it needs the
+    #: user's token, ``HF_TOKEN`` in the environment (or one saved by ``hf auth login``).
+    gated: bool = False
 
     @property
     def relpath(self) -> Path:
@@ -94,12 +101,16 @@ class HubSplit:
     @property
     def origin(self) -> str:
         config = f", configuration {self.config}" if self.config else ""
-        return f"Hub dataset {self.dataset} (split {self.split}{config})"
+        gated = "; gated: accept its conditions on the Hub and set HF_TOKEN" if self.gated else ""
+        return f"Hub dataset {self.dataset} (split {self.split}{config}{gated})"
 
     def download(self, target: Path) -> None:
         problem = check_hub_dataset()
         if problem:  # one clear reason now, not a minute of retries first
             raise OSError(problem)
+        if self.gated and not hub_token():
+            raise OSError(f"{self.dataset} is gated and no Hugging Face token was found: accept its conditions on the Hub, "
+                          "then set HF_TOKEN to your token (or run `hf auth login`)")
         from datasets import load_dataset  # heavy; only needed on this path
 
         try:
@@ -117,6 +128,49 @@ class HubSplit:
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
             raise
+
+
+@dataclass(frozen=True)
+class PackagedFile:
+    """A file shipped inside an installed Python package (a plugin benchmark's own rows), named
+    like a packaged model, ``pkg:<package>/<path>``: read where the package is installed."""
+
+    package: str  # the importable package, e.g. "my_plugin"
+    path: str  # inside it, e.g. "data/test.jsonl"
+
+    @property
+    def relpath(self) -> Path:
+        return Path(self.package) / self.path
+
+    @property
+    def origin(self) -> str:
+        return f"pkg:{self.package}/{self.path}"
+
+    def installed(self) -> Path:
+        """The file where the package is installed; an error saying where it looked when it is not there."""
+        spec = importlib.util.find_spec(self.package)
+        if spec is None or not spec.submodule_search_locations:
+            raise DataError(f"data file {self.origin}: Python package '{self.package}' is not installed")
+        path = Path(list(spec.submodule_search_locations)[0]) / self.path
+        if not path.is_file():
+            raise DataError(f"data file {self.origin}: the installed package has no such file (looked at {path})")
+        return path
+
+    def download(self, target: Path) -> None:
+        raise OSError(f"{self.origin} ships inside its package; it is not downloaded")
+
+
+def hub_token() -> str | None:
+    """The user's Hugging Face token: ``HF_TOKEN`` (or the older ``HUGGING_FACE_HUB_TOKEN``), else
+    the one ``hf auth login`` saved."""
+    token = os.environ.get("HF_TOKEN") or os.environ.get("HUGGING_FACE_HUB_TOKEN")
+    if token:
+        return token
+    try:
+        from huggingface_hub import get_token  # only asked on the way to a download
+    except ImportError:
+        return None
+    return get_token()
 
 
 def data_dirs() -> list[Path]:
@@ -167,6 +221,8 @@ def _download(url: str, target: Path) -> None:
 
 def resolve(file: DataFile) -> Path:
     """Return a local path for ``file``, downloading it into the cache if needed."""
+    if isinstance(file, PackagedFile):
+        return file.installed()
     looked: list[Path] = []
     for mirror in data_dirs():
         candidate = mirror / file.relpath

@@ -24,7 +24,8 @@ from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING
 
 from negtrain.core import labels as nli
-from negtrain.benchmarks.base import NliBenchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import NliBenchmark, Example
+from negtrain.benchmarks.rows import local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
 from negtrain.metrics.declared import count, score
 from negtrain.negation.cues import CueDetector

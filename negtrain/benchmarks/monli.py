@@ -10,7 +10,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from negtrain.core import labels as nli
-from negtrain.benchmarks.base import NliBenchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import NliBenchmark, Example
+from negtrain.benchmarks.rows import local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, score
 

@@ -48,7 +48,8 @@ import re
 from collections.abc import Sequence
 from typing import ClassVar, cast
 
-from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
+from negtrain.benchmarks.rows import local, read_jsonl
 from negtrain.benchmarks.negated_probes import MASK
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.core.errors import DataError

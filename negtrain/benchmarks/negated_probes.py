@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from negtrain.benchmarks.base import Benchmark, Example, local, read_jsonl
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.rows import local, read_jsonl
 from negtrain.core.errors import DataError
 from negtrain.metrics.declared import count, score
 

@@ -34,7 +34,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from negtrain.core import labels as nli
-from negtrain.benchmarks.base import NliBenchmark, Example, local, read_csv
+from negtrain.benchmarks.base import NliBenchmark, Example
+from negtrain.benchmarks.rows import local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.core.errors import DataError
 from negtrain.metrics.declared import count, scores

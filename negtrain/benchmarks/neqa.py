@@ -34,7 +34,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, choice_named, choice_syntax, local, read_jsonl
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, choice_named, choice_syntax
+from negtrain.benchmarks.rows import local, read_jsonl
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.metrics.declared import count, score
 

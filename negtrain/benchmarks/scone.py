@@ -20,7 +20,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from negtrain.core import labels as nli
-from negtrain.benchmarks.base import NliBenchmark, Example, Row, local, read_csv
+from negtrain.benchmarks.base import NliBenchmark, Example
+from negtrain.benchmarks.rows import Row, local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.core.errors import DataError
 from negtrain.metrics.declared import count, scores

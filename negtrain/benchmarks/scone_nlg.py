@@ -44,7 +44,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, choice_named, choice_syntax, local, read_csv
+from negtrain.benchmarks.base import AnswerKind, Benchmark, Example, choice_named, choice_syntax
+from negtrain.benchmarks.rows import local, read_csv
 from negtrain.benchmarks.files import RemoteFile
 from negtrain.benchmarks.scone import check_row_number
 from negtrain.core.errors import DataError

@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, cast
 
-from negtrain.benchmarks.base import Benchmark, Example, Row, local, read_jsonl
+from negtrain.benchmarks.base import Benchmark, Example
+from negtrain.benchmarks.rows import Row, local, read_jsonl
 from negtrain.benchmarks.files import HubSplit
 from negtrain.benchmarks.row_filters import RowFilter
 from negtrain.metrics.declared import count, score, scores
@@ -36,17 +37,35 @@ def as_bool(value, row: Row, name: str) -> bool:
     raise row.error(name, f"expected a boolean, got {value!r}")
 
 
-#: The negation types of the paper's Table 1 (Pullum et al.'s axes), as the data spells them
-#: (lower-cased): each negated sentence has one of each pair.
-NEGATION_TYPES = ("verbal", "non-verbal", "analytic", "synthetic", "clausal", "subclausal")
+#: The negation types of the paper's Table 1 (Pullum et al.'s axes), as the authors' files spell
+#: them (their data, few-shot rows and results files: ``non_verbal``, not the paper's "non-verbal"):
+#: each negated sentence has one of each pair.
+NEGATION_TYPES = ("verbal", "non_verbal", "analytic", "synthetic", "clausal", "subclausal")
+#: The values each type field of a row may have, as the authors spell them ("none": an affirmation's
+#: semantic_type and syntactic_scope). Compared without case; any other spelling is refused.
+TYPE_FIELDS = {
+    "negation_type": ("affirmation", "verbal", "non_verbal"),
+    "semantic_type": ("none", "analytic", "synthetic"),
+    "syntactic_scope": ("none", "clausal", "subclausal"),
+}
+
+
+def type_field(row: Row, name: str) -> str:
+    """A row's negation type field, lower-cased, if the authors' files spell it so (a missing
+    semantic_type or syntactic_scope is "none"); else one line naming the accepted values."""
+    raw = row.fields.get(name)
+    value = "none" if raw is None and name != "negation_type" else str(raw).strip().lower()
+    if value not in TYPE_FIELDS[name]:
+        raise row.error(name, f"unknown value {raw!r}; the authors' files spell it one of {', '.join(TYPE_FIELDS[name])}")
+    return value
 #: The dataset's patterns (Table 2: #01 to #11).
 PATTERNS = tuple(range(1, 12))
 
 
 def negation_types(example: Example) -> tuple[str, ...]:
     """A sentence's negation types from its three type fields; none for an affirmation."""
-    return tuple(t.strip().lower() for t in (example.meta["negation_type"], example.meta["semantic_type"], example.meta["syntactic_scope"])
-                 if t.strip().lower() not in ("affirmation", "none", ""))
+    return tuple(t for t in (example.meta["negation_type"], example.meta["semantic_type"], example.meta["syntactic_scope"])
+                 if t not in ("affirmation", "none"))
 
 
 def _subset(example: Example) -> str:
@@ -63,7 +82,7 @@ FILTERS = {
     "polarity": RowFilter(("affirmation", "negation"), lambda e: (_subset(e).rsplit("_", 1)[1],),
                           "affirmative or negated sentence, with or without a distractor"),
     "negation_type": RowFilter(NEGATION_TYPES, negation_types,
-                               "a negated sentence's types: verbal or non-verbal, analytic or synthetic, clausal or subclausal"),
+                               "a negated sentence's types, as the authors' files spell them: verbal or non_verbal, analytic or synthetic, clausal or subclausal"),
     "pattern": RowFilter(PATTERNS, lambda e: (e.meta["pattern_id"],), "the pattern's number, #01 to #11 (Table 2)"),
     "distractor": RowFilter((True, False), lambda e: (_subset(e).startswith("distractor"),), "whether the sentence is a distractor"),
 }
@@ -78,11 +97,22 @@ class Tinad(Benchmark):
         *scores(["accuracy", "accuracy/affirmation", "accuracy/negation", *(f"accuracy/{c}" for c in CELLS)]),
         # Figure 2's accuracy per pattern, before the negation-type family (which would match it too).
         score("accuracy/pattern/<NN>"),
+        # verbal, non_verbal_input, non_verbal_distractor, ... (the authors' Negation_analysis).
         score("accuracy/<negation type>"),
         *scores(["coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation"]),
         count("groups_scored"),
         count("groups_lacking_cell"),
         count("n"),
+        # The authors' counts beside every accuracy and coherence score, and their per-pattern
+        # breakdown: the split's names under pattern/<NN>/ (counts before the scores' family).
+        # Details: in metrics.jsonl, not in the report's plots and tables.
+        count("confusion/<part>/<TP|FP|FN|TN>", detail=True),
+        count("coherent/<score>", detail=True),
+        count("incoherent/<score>", detail=True),
+        count("pattern/<NN>/confusion/<part>/<TP|FP|FN|TN>", detail=True),
+        count("pattern/<NN>/coherent/<score>", detail=True),
+        count("pattern/<NN>/incoherent/<score>", detail=True),
+        score("pattern/<NN>/<metric>", detail=True),
     )
     input_names = ("sentence",)
     source_filters = FILTERS
@@ -116,9 +146,9 @@ class Tinad(Benchmark):
             for name in ("pattern_id", "test_id"):
                 if not isinstance(row.get(name), int) or isinstance(row.get(name), bool):
                     raise row.error(name, f"expected an integer, got {row.get(name)!r}")
-            negation_type = str(row.get("negation_type")).strip()
+            negation_type, semantic_type, syntactic_scope = (type_field(row, name) for name in TYPE_FIELDS)
             distractor = as_bool(row.get("isDistractor"), row, "isDistractor")
-            affirmation = negation_type.lower() == "affirmation"
+            affirmation = negation_type == "affirmation"
             cell = f"{'distractor' if distractor else 'input'}_{'affirmation' if affirmation else 'negation'}"
             label = "True" if as_bool(row.get("label"), row, "label") else "False"
             examples.append(
@@ -133,8 +163,8 @@ class Tinad(Benchmark):
                         "pattern": str(row.get("pattern")),
                         "test_id": row.get("test_id"),
                         "negation_type": negation_type,
-                        "semantic_type": str(row.fields.get("semantic_type") or "none"),
-                        "syntactic_scope": str(row.fields.get("syntactic_scope") or "none"),
+                        "semantic_type": semantic_type,
+                        "syntactic_scope": syntactic_scope,
                     },
                 )
             )

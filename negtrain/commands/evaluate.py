@@ -61,7 +61,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     card.add_argument("--out", type=Path, help="the card's directory (default: cards/<model>-<family>-<time>)")
     card.add_argument("--strict", action="store_true", help="a benchmark whose data cannot be read is an error, not a skip")
     served = p.add_argument_group("served model (--backend openai: --model is the served model's name)")
-    served.add_argument("--backend", default="hf", metavar="NAME",
+    # No default here: the backends table (negtrain/config/backends.py) says which it is, and the
+    # parser is built without importing the config's schema.
+    served.add_argument("--backend", metavar="NAME",
                         help="hf: load the model here and answer its requests, as fit's per-epoch evaluation does "
                              "(default); transformers: the same backend under lm-evaluation-harness's name; openai: an "
                              "OpenAI-compatible server at --base-url (docs: served models); or a backend a plugin "
@@ -91,7 +93,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
             raise NegtrainError("--protocol names its own benchmarks, strategies and shots; drop --benchmarks, --strategy and --shots")
         if args.shots == "paper" and not args.strategy:
             raise NegtrainError("--shots paper uses a strategy's fixed demonstrations; add --strategy NAME")
-        if args.json or (args.allow_missing and args.backend in ("hf", "transformers")):
+        from negtrain.config import DEFAULT_BACKEND, loads_here
+
+        if args.json or (args.allow_missing and loads_here(args.backend or DEFAULT_BACKEND)):
             given = [f for f, on in (("--json", args.json), ("--allow-missing", args.allow_missing)) if on]
             raise NegtrainError(f"{', '.join(given)}: a report card writes card.md and metrics.jsonl, and scores every "
                                 "example it loads; --allow-missing is for --predictions or --backend openai")
@@ -107,7 +111,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     card_only += (["--strict"] if args.strict else []) + (["--shots"] if args.shots else [])
     card_only += ["--benchmarks"] if args.benchmarks != "all" else []
     card_only += [s.option for s in flagged() if getattr(args, s.dest) is not None] + (["--cache"] if args.cache is not None else [])
-    card_only += ["--backend"] if args.backend != "hf" else []
+    card_only += ["--backend"] if args.backend is not None else []
     if card_only:
         raise NegtrainError(f"{', '.join(card_only)} go with --model (a report card)")
     if extra:
@@ -144,6 +148,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
 def card_request(args: argparse.Namespace, extra: list[str]):
     """The report card's typed request (negtrain.evaluation.card.CardRequest), made once from the command line."""
+    from negtrain.config import DEFAULT_BACKEND
     from negtrain.evaluation.card import CardRequest
 
     from negtrain.core.errors import NegtrainError
@@ -157,7 +162,7 @@ def card_request(args: argparse.Namespace, extra: list[str]):
         model=args.model, family=args.family, adapter=args.adapter, benchmarks=args.benchmarks, shots=args.shots,
         strategy=args.strategy, protocol=args.protocol, chat=args.chat, system=args.system,
         fewshot_as_multiturn=args.fewshot_as_multiturn, log_samples=args.log_samples, truncate=args.truncate, out=args.out,
-        strict=args.strict, backend=args.backend or "hf", server=server, allow_missing=args.allow_missing, cache=args.cache,
+        strict=args.strict, backend=args.backend or DEFAULT_BACKEND, server=server, allow_missing=args.allow_missing, cache=args.cache,
         bootstrap=args.bootstrap, bootstrap_seed=args.bootstrap_seed, overrides=tuple(extra),
     )
 
@@ -199,6 +204,8 @@ def listing() -> list[dict]:
                 "verbalizer": scoring["verbalizer"],
                 "strategies": scoring["strategies"],
                 "not_reproducible": scoring["not_reproducible"],
+                # The distribution of the plugin that added it; None: it ships with negtrain.
+                "plugin": BENCHMARKS.origin(name),
             }
         )
     return out
@@ -226,11 +233,21 @@ def format_protocols() -> list[str]:
     return lines
 
 
+def format_backends() -> list[str]:
+    from negtrain.config.backends import BACKENDS
+    from negtrain.core.plugins import plugin_mark
+
+    return ["backends (--backend NAME): " + ", ".join(name + plugin_mark(BACKENDS, name) for name in BACKENDS)]
+
+
 def format_listing() -> str:
+    from negtrain.core.plugins import plugin_lines
+
     rows = listing()
-    lines = [format_matrix(rows), "", *format_protocols(), ""]
+    plugins = plugin_lines()
+    lines = [format_matrix(rows), "", *format_backends(), "", *format_protocols(), "", *plugins, *([""] if plugins else [])]
     for b in rows:
-        lines.append(f"{b['benchmark']}")
+        lines.append(f"{b['benchmark']}" + (f" (plugin {b['plugin']})" if b["plugin"] else ""))
         lines.append(f"  splits:  {', '.join(b['splits'])}")
         lines.append(f"  labels:  {', '.join(b['labels']) or '(open vocabulary: predictions are token strings)'}")
         if len(b["prediction_labels"]) > 1:

@@ -31,15 +31,15 @@ def add_push_arguments(p: argparse.ArgumentParser) -> None:
 def _no_extra(extra: list[str]) -> None:
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
-    from negtrain.training.run import quiet_third_party_logs
-
-    quiet_third_party_logs()
 
 
 def run_export(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.release.export import export
+    from negtrain.core.third_party_logs import quiet_model_logs
+    from negtrain.release.export import export, preflight
 
     _no_extra(extra)
+    preflight(args.run, args.out, args.checkpoint, args.overwrite)  # every refusal, before torch loads
+    quiet_model_logs()
     done = export(args.run, args.out, checkpoint=args.checkpoint, merge_adapter=args.merge_adapter, overwrite=args.overwrite, license=args.license)
     kind = "adapter" if done.adapter else "merged model" if done.merged else "model"
     print(f"exported {kind} from {done.checkpoint.name} (epoch {done.epoch}) to {done.path}")
@@ -47,10 +47,13 @@ def run_export(args: argparse.Namespace, extra: list[str]) -> int:
 
 
 def run_push(args: argparse.Namespace, extra: list[str]) -> int:
-    from negtrain.release.push import push
+    from negtrain.core.third_party_logs import quiet_model_logs
+    from negtrain.release.push import preflight, push
 
     _no_extra(extra)
+    api = preflight(args.run, args.repo_id, args.checkpoint)  # every refusal, before torch loads
+    quiet_model_logs()
     url = push(args.run, args.repo_id, private=args.private, revision=args.revision,
-               checkpoint=args.checkpoint, merge_adapter=args.merge_adapter, license=args.license)
+               checkpoint=args.checkpoint, merge_adapter=args.merge_adapter, license=args.license, api=api)
     print(f"pushed to {url}")
     return 0

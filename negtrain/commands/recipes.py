@@ -14,6 +14,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
+    from negtrain.core.plugins import plugin_lines
     from negtrain.recipes import available_recipes, first_comment_line, recipe_needs
 
     if extra:
@@ -28,4 +29,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         indent = " " * (width + 2)
         print("\n".join(textwrap.wrap(f"needs: {shown}", width=columns, initial_indent=indent,
                                       subsequent_indent=indent + "  ", break_on_hyphens=False)))
+    plugins = plugin_lines()  # what installed plugins add to the tables a recipe names (none: nothing printed)
+    if plugins:
+        print("\n" + "\n".join(plugins))
     return 0

@@ -1,4 +1,4 @@
-"""``report``: plots and a Markdown summary of a run (a second --run overlays it)."""
+"""``report``: plots and a Markdown summary of a run (a second --run overlays it, more set beside)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from negtrain.commands.view import command_for
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run", type=Path, action="append", required=True,
                    help="a run directory, or the parent directory of `fit --seeds` (mean and std across seeds); "
-                   "give --run twice to overlay a second run for comparison")
+                   "give --run again to overlay a second run, or more (side by side: evaluations, TINAD's Figure 2)")
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:
@@ -20,9 +20,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
 
     if extra:
         raise NegtrainError(f"unexpected arguments: {' '.join(extra)}")
-    if len(args.run) > 2:
-        raise NegtrainError("report compares at most two runs (--run DIR [--run DIR2])")
-    out = report(args.run[0], args.run[1] if len(args.run) > 1 else None)
+    out = report(*args.run)
     print(f"report written to {out}: {', '.join(sorted(p.name for p in out.iterdir()))}")
     from negtrain.runs.seeds import is_seed_group
 

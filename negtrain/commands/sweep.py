@@ -26,7 +26,7 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     from negtrain.core.paths import check_output_dir
     from negtrain.recipes import apply_overrides, load_recipe, parse_overrides
     from negtrain.runs.sweeps import agent_command, sweep_config
-    from negtrain.training.tracking import wandb_mode
+    from negtrain.core.wandb_mode import wandb_mode
 
     if args.local is None and (args.seed is not None or args.output_dir is not None):
         raise NegtrainError("--seed and --output-dir go with --local N (a W&B sweep draws its own trials)")
@@ -54,9 +54,9 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
         except NegtrainError as exc:
             raise NegtrainError(f"{loaded.path}: {exc}") from exc
         from negtrain.runs.sweeps import SweepMetric
-        from negtrain.training.run import quiet_third_party_logs
+        from negtrain.core.third_party_logs import quiet_training_logs
 
-        quiet_third_party_logs()
+        quiet_training_logs()
         metric = SweepMetric(config["metric"]["name"], config["metric"]["goal"])
         run_local_sweep(loaded, args.recipe, extra, overrides, metric, args.local, seed=args.seed, parent=args.output_dir)
         return 0

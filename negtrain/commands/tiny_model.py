@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from negtrain.core.card_settings import MAX_SEED
 from negtrain.core.errors import NegtrainError
 
 #: --kind: what it builds (in words, with the family that scores it), the builder in
@@ -20,7 +21,18 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("out", type=Path, metavar="OUT", help="the folder to write (new, or empty)")
     p.add_argument("--kind", choices=tuple(KINDS), default="llama", help="llama (default: a causal LM) or t5 (seq2seq)")
     p.add_argument("--chat", action="store_true", help="llama: give the tokenizer a chat template ([INST] ... [/INST]), to try --chat")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random weights (default 0)")
+    p.add_argument("--seed", type=_seed, default=0, help=f"seed of the random weights, 0 to {MAX_SEED} (default 0)")
+
+
+def _seed(text: str) -> int:
+    """A seed torch and numpy both take: one line for any other (argparse's ``type``)."""
+    try:
+        seed = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= seed <= MAX_SEED:
+        raise argparse.ArgumentTypeError(f"{text} is out of range: give a whole number from 0 to {MAX_SEED}")
+    return seed
 
 
 def run(args: argparse.Namespace, extra: list[str]) -> int:

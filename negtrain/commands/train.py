@@ -39,9 +39,9 @@ def _loaded(args: argparse.Namespace, extra: list[str]):
     if args.output_dir is not None:
         check_output_dir(args.output_dir)  # before the model is built, not after
     check_benchmarks(loaded)
-    from negtrain.training.run import quiet_third_party_logs
+    from negtrain.core.third_party_logs import quiet_training_logs
 
-    quiet_third_party_logs()
+    quiet_training_logs()
     return loaded
 
 
@@ -70,9 +70,10 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
         if args.recipe is not None or args.output_dir is not None or extra:
             given = " ".join([*(["--recipe"] if args.recipe else []), *(["--output-dir"] if args.output_dir else []), *extra])
             raise NegtrainError(f"fit --resume takes the run's own recipe.yaml and directory; drop {given}")
-        from negtrain.training.run import quiet_third_party_logs, resume
+        from negtrain.core.third_party_logs import quiet_training_logs
+        from negtrain.training.run import resume
 
-        quiet_third_party_logs()
+        quiet_training_logs()
         resume(args.resume)
         return 0
     if args.recipe is None:

@@ -10,7 +10,18 @@ starts, so a typo never silently falls back to a default. Recipe files are read 
 Every public name is re-exported here: code imports from ``negtrain.config``, not from its modules.
 """
 
-from negtrain.config.backends import BACKENDS, IN_PROCESS, IN_THIS_PROCESS, SHIPPED_BACKENDS, backend_names, check_backend, register_backend, unregister_backend
+from negtrain.config.backends import (
+    BACKENDS,
+    DEFAULT_BACKEND,
+    SHIPPED_BACKENDS,
+    BackendRow,
+    backend_names,
+    backend_row,
+    check_backend,
+    loads_here,
+    register_backend,
+    unregister_backend,
+)
 from negtrain.config.data import DataConfig, EvalConfig, MixConfig, SourceConfig, eval_set_name
 from negtrain.config.evaluation import RUN_ONLY_SERVER_SETTINGS, EvaluationConfig, ServerConfig
 from negtrain.config.model import (
@@ -79,7 +90,8 @@ __all__ = [
     "MAX_YAML_VALUES", "MIN_TEMPERATURE", "RUN_ONLY_SERVER_SETTINGS", "SHORTHAND_SECTIONS", "DEFAULT_FAMILY", "FAMILY_PICK", "FAMILY_SECTIONS", "SHIPPED_FAMILIES",
     "CausalLmModelConfig", "LanguageModelConfig", "MlmModelConfig", "ModelSection", "NliModelConfig",
     "Seq2SeqModelConfig", "families", "families_where", "families_with", "family_names", "family_of", "family_section", "model_config", "register_family", "unregister_family",
-    "BACKENDS", "IN_PROCESS", "IN_THIS_PROCESS", "SHIPPED_BACKENDS", "backend_names", "check_backend", "register_backend", "unregister_backend",
+    "BACKENDS", "DEFAULT_BACKEND", "SHIPPED_BACKENDS", "BackendRow", "backend_names", "backend_row", "check_backend", "loads_here",
+    "register_backend", "unregister_backend",
     "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "eval_set_name", "EvaluationConfig", "MAX_BOOTSTRAP",
     "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
     "SelectionConfig", "ServerConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",

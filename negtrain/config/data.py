@@ -30,7 +30,7 @@ class SourceConfig(Section):
         None,
         description="Train on part of the split: a list of clauses, each {filter: value or [values]}; a row is kept "
         "when it matches any clause (every filter of the clause). The filters are the benchmark's (tinad: polarity "
-        "affirmation/negation, negation_type verbal/non-verbal/analytic/synthetic/clausal/subclausal, pattern 1-11, "
+        "affirmation/negation, negation_type verbal/non_verbal/analytic/synthetic/clausal/subclausal, pattern 1-11, "
         "distractor true/false), e.g. [{polarity: affirmation}, {negation_type: synthetic}] for TINAD's Table 7 row "
         "'Affirmations + synthetic'. The run's training line names the source with its selection. Unset: every row.",
     )

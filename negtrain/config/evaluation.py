@@ -7,10 +7,11 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from negtrain.config.backends import IN_THIS_PROCESS, SENDS_NO_REQUEST_BODY, check_backend
+from negtrain.config.backends import DEFAULT_BACKEND, backend_row, check_backend
 from negtrain.config.section import Section
 from negtrain.core.card_settings import CARD_SETTINGS
 from negtrain.core.errors import ConfigError
+from negtrain.core.secrets import key_name_problem
 from negtrain.core.server_settings import SERVER_SETTINGS, extra_body_problem
 
 
@@ -38,6 +39,14 @@ class ServerConfig(Section):
             raise ValueError(f"extra_body: {problem}")
         return self
 
+    @field_validator("key_env", mode="before")  # before the name's pattern, whose error quotes the value
+    @classmethod
+    def _a_name_not_a_key(cls, v: Any) -> Any:
+        problem = key_name_problem(v, "key_env") if isinstance(v, str) and v else None
+        if problem:
+            raise ValueError(problem)
+        return v
+
     @field_validator("base_url")
     @classmethod
     def _http(cls, v: str) -> str:
@@ -61,7 +70,7 @@ class EvaluationConfig(Section):
     log_samples: bool = CARD_SETTINGS["log_samples"].field()
     truncate: Literal["none", "left"] = CARD_SETTINGS["truncate"].field()
     backend: str = Field(
-        "hf", description="hf: the model in this process (transformers: the same backend under another name). openai: a model behind an "
+        DEFAULT_BACKEND, description="hf: the model in this process (transformers: the same backend under another name). openai: a model behind an "
         "OpenAI-compatible server (`server`), scored by report cards (evaluate --model NAME --backend openai). Any "
         "other name is a row of the backends table (negtrain/config/backends.py; a plugin adds one with register_backend).",
     )
@@ -77,11 +86,12 @@ class EvaluationConfig(Section):
 
     @model_validator(mode="after")
     def _server_with_openai(self) -> EvaluationConfig:
-        if self.backend == "openai" and self.server is None:
-            raise ValueError("backend openai needs a server section (base_url)")
-        if self.backend in IN_THIS_PROCESS and self.server is not None and not self.server.extra_body:
+        row = backend_row(self.backend)
+        if row.needs_server and self.server is None:
+            raise ValueError(f"backend {self.backend} needs a server section (base_url)")
+        if row.loads_here and self.server is not None and not self.server.extra_body:
             raise ValueError("server is for a served backend (openai)")
-        if self.backend in SENDS_NO_REQUEST_BODY and self.server is not None and self.server.extra_body:
+        if row.loads_here and self.server is not None and self.server.extra_body:
             raise ValueError(f"server.extra_body: the {self.backend} backend sends no request body, so it would be ignored; "
                              "it goes with backend openai")
         return self

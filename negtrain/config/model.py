@@ -22,6 +22,7 @@ from pydantic import BeforeValidator, Field, SerializeAsAny, TypeAdapter, model_
 from negtrain.config.section import MAX_LENGTH, PickedSection, Section
 from negtrain.core.card_settings import CARD_SETTINGS
 from negtrain.core.errors import ConfigError
+from negtrain.core.plugins import PluginTable
 
 
 #: The family a model section without ``family:`` has.
@@ -256,15 +257,16 @@ class MlmModelConfig(ModelSection):
 
 
 #: The table of model families: name -> settings section, in the order they are listed everywhere.
-#: Read when used, never copied at import: :func:`register_family` may add a row.
-FAMILY_SECTIONS: dict[str, type[ModelSection]] = {
+#: Read when used, never copied at import: :func:`register_family` may add a row (its first read
+#: loads the installed plugins, which may: negtrain.core.plugins).
+FAMILY_SECTIONS: PluginTable[str, type[ModelSection]] = PluginTable("family", {
     "nli": NliModelConfig,
     "seq2seq": Seq2SeqModelConfig,
     "causal_lm": CausalLmModelConfig,
     "mlm": MlmModelConfig,
-}
+})
 #: The families that ship; :func:`unregister_family` removes only those added at run time.
-SHIPPED_FAMILIES = frozenset(FAMILY_SECTIONS)
+SHIPPED_FAMILIES = FAMILY_SECTIONS.shipped
 
 
 def families() -> tuple[str, ...]:
@@ -329,7 +331,8 @@ def register_family(section: type[ModelSection]) -> str:
         raise ConfigError(f"register_family: a family's name is a word (letters, digits, _; paths and files are named "
                           f"after it), got {name!r}")
     if name in FAMILY_SECTIONS:
-        raise ConfigError(f"register_family: the table already has a family '{name}' ({FAMILY_SECTIONS[name].__name__})")
+        held = "ships with negtrain" if name in SHIPPED_FAMILIES else f"added by {FAMILY_SECTIONS.origin(name) or 'a register_family call'}"
+        raise ConfigError(f"register_family: the table already has a family '{name}' ({FAMILY_SECTIONS[name].__name__}, {held})")
     if not section.builder:
         raise ConfigError(f"register_family: {section.__name__} names no builder ('module:function' or the function)")
     if not section.answer_kinds:
@@ -346,7 +349,7 @@ def family_section(name: str, where: str) -> type[ModelSection]:
         raise ConfigError(
             f"{where}: family '{name}' is not in this process's table of families ({', '.join(FAMILY_SECTIONS)}); "
             "a family registered in another process must be registered here too: call "
-            "negtrain.config.register_family(<its section>) before the command runs (docs: Extending)"
+            "negtrain.config.register_family(<its section>) before the command runs, or install it as a plugin (docs: Extending)"
         )
     return section
 

@@ -17,7 +17,7 @@ from negtrain.config.suggestions import check_keys, field_sections
 from negtrain.config.tracking import LoggerConfig, SweepConfig
 from negtrain.config.trainer import TrainerConfig
 from negtrain.core.errors import ConfigError, did_you_mean
-from negtrain.core.secrets import redact
+from negtrain.core.secrets import redact, redact_text
 
 #: Sections a recipe may give as a single word: ``logger: wandb`` means ``logger: {backend: wandb}``.
 SHORTHAND_SECTIONS = {"logger": "backend"}
@@ -125,7 +125,7 @@ def validate_recipe(raw: Any, where: str) -> Recipe:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        given = f" (got {first['input']!r})" if "input" in first and not isinstance(first["input"], dict) else ""
+        given = f" (got {redact_text(repr(first['input']))})" if "input" in first and not isinstance(first["input"], dict) else ""
         raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from exc
 
 
@@ -150,7 +150,7 @@ def validate_section(raw: Any, name: str, where: str) -> Section:
     except ValidationError as exc:
         first = exc.errors()[0]
         loc = ".".join(str(p) for p in (name, *first["loc"]))
-        given = f" (got {first['input']!r})" if "input" in first and not isinstance(first["input"], dict) else ""
+        given = f" (got {redact_text(repr(first['input']))})" if "input" in first and not isinstance(first["input"], dict) else ""
         raise ConfigError(f"{where}: {loc}: {first['msg']}{given}") from exc
 
 

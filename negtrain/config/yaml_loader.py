@@ -8,6 +8,7 @@ from typing import Any
 import yaml
 
 from negtrain.core.errors import ConfigError
+from negtrain.core.paths import check_not_special
 
 
 #: Limits on a YAML document's shape. A recipe is a few levels deep and a few hundred values;
@@ -114,6 +115,7 @@ def parse_yaml(text: str) -> Any:
 
 
 def load_yaml(path: Path) -> Any:
+    check_not_special(path, "recipe")  # a FIFO would block the read forever
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

@@ -43,6 +43,9 @@ class CardSetting:
     #: The values the setting takes (the field's Literal, the flag's choices).
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
+    #: An off switch's own help: the description says what the setting does when on (the
+    #: recipe's field), the flag ``--no-<name>`` what giving it does.
+    off_help: str | None = None
 
     @property
     def option(self) -> str:
@@ -56,6 +59,8 @@ class CardSetting:
 
     def help(self) -> str:
         # A switch says its effect by being given; a value flag names the recipe's default.
+        if self.switch == "off" and self.off_help:
+            return self.off_help.replace("%", "%%")
         default = f" (default {self.default})" if self.switch == "value" and self.default is not None else ""
         return (self.description + default).replace("%", "%%")
 
@@ -88,6 +93,8 @@ CARD_SETTINGS: dict[str, CardSetting] = {s.name: s for s in (
         "template) and its response (the generated text, or each label's score). `evaluate --no-log-samples` "
         "turns it off for very large runs.",
         True, switch="off",
+        off_help="Do not write the prompts and responses next to the predictions (they are written by "
+        "default: the exact prompt the model saw, after the chat template, and its response), for very large runs.",
     ),
     CardSetting(
         "evaluation", "truncate",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import tempfile
 from pathlib import Path
 
@@ -32,6 +33,19 @@ def contained(path: Path, folder: Path, what: str) -> Path:
     return Path(path)
 
 
+def check_not_special(path: Path, what: str) -> None:
+    """Refuse a named pipe, a device or a socket where a file (or folder) is read: reading one
+    waits for a writer that may never come (a FIFO blocks forever) or never ends (``/dev/zero``)."""
+    try:
+        mode = Path(path).stat().st_mode
+    except OSError:
+        return  # not there, or not readable: the caller's own check names it
+    kind = ("a named pipe (FIFO)" if stat.S_ISFIFO(mode) else "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+            else "a socket" if stat.S_ISSOCK(mode) else None)
+    if kind:
+        raise ConfigError(f"{what} {path}: is {kind}, not a file; give a file (reading it could wait forever)")
+
+
 def check_input_path(path: Path, what: str) -> None:
     """Refuse, before anything heavy is imported, a path the user named to read that is not
     there: ``{what} {path}: does not exist`` (with the nearest folder that does, when that is not
@@ -39,6 +53,7 @@ def check_input_path(path: Path, what: str) -> None:
     path = Path(path)
     try:
         if path.exists():
+            check_not_special(path, what)
             return
         ancestor = parent = path.absolute().parent
         while not ancestor.exists():

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+import unicodedata
 
 #: No default: the setting must be given.
 REQUIRED: Any = ...
@@ -75,8 +76,8 @@ SERVER_SETTINGS: dict[str, ServerSetting] = {s.name: s for s in (
                   "instead of stopping the run.", False, no_flag=True),
     ServerSetting(
         "extra_body", "Fields added to every generation request: a server's own settings that decide its text, e.g. "
-        "{repeat_penalty: 1.0} for llama.cpp's servers (see docs/served.md). Not the fields negtrain sets itself, "
-        "nor (unless --extra-body-allow names them) fields that change the prompt, the token budget, decoding or the answer's format.",
+        "{repeat_penalty: 1.0} for llama.cpp's servers (see docs/served.md). Not the fields negtrain sets itself, at any depth; "
+        "unless --extra-body-allow names them, only fields known to leave the text as it is, and penalties at their neutral value.",
         {}, metavar="JSON",
     ),
     ServerSetting(
@@ -93,22 +94,53 @@ def flagged() -> list[ServerSetting]:
 
 
 #: The request fields negtrain sets itself (the model, the prompt, its limit and stop strings, greedy
-#: decoding): an ``extra_body`` never sets them, in any case of their letters.
+#: decoding): an ``extra_body`` never sets them, at any depth, in any case or look-alike spelling
+#: of their letters (names are compared NFKC-normalised and case-folded: ``ſtream`` is ``stream``).
 SENT_BY_NEGTRAIN = frozenset({"model", "prompt", "messages", "max_tokens", "stop", "temperature", "top_p", "echo", "logprobs", "n",
                               "stream", "best_of", "logit_bias", "seed"})
-#: Parts of a field's name that mark a field which changes what is scored: the prompt
-#: (``suffix``, ``truncate_prompt_tokens``, ``chat_template``), the token budget
-#: (``max_completion_tokens``, ``min_tokens``, ``ignore_eos``, ``n_predict``), decoding (``top_k``,
-#: ``mirostat``, a penalty) or the answer's format (``guided_choice``, ``response_format``,
-#: ``grammar``). Matched in lower case, so ``MAX_TOKENS`` is ``max_tokens``.
-CHANGES_SCORING = ("token", "prompt", "suffix", "prefix", "stop", "eos", "guided", "grammar", "schema", "format", "logit",
-                   "logprob", "sampl", "temperature", "top_", "min_p", "typical", "beam", "penalty", "template", "seed",
-                   "predict", "mirostat", "dynatemp", "dry_", "xtc", "tool", "function", "length", "choice", "regex",
-                   "structured", "json", "message", "echo", "best_of", "stream", "tfs", "n_probs", "lora", "adapter")
-#: Values of those fields that leave greedy decoding as it is (llama.cpp's servers apply a
-#: repeat_penalty of 1.1 unless a request sets 1.0): sent without --extra-body-allow.
+#: The only fields sent without ``--extra-body-allow``: the ones known to leave the text as it is.
+#: Where they go (a slot, a user or request label, a scheduling priority, a prefix-cache salt, how
+#: long a model stays loaded), not what is decoded. Every other field, known or not, may change
+#: what is scored, and is refused unless ``--extra-body-allow`` names it (an allow-list: a server's
+#: new field is refused until someone shows it changes nothing, not sent until someone shows it does).
+LEAVES_THE_TEXT = frozenset({"id_slot", "slot_id", "user", "priority", "request_id", "cache_salt", "keep_alive"})
+#: Fields that change decoding in general, at a value that leaves greedy decoding as it is
+#: (llama.cpp's servers apply a repeat_penalty of 1.1 unless a request sets 1.0): sent without
+#: --extra-body-allow at that value only.
 NEUTRAL = {"repeat_penalty": (1,), "repetition_penalty": (1,), "presence_penalty": (0,), "frequency_penalty": (0,),
            "top_k": (1, 0, -1), "min_p": (0,), "typical_p": (1,), "tfs_z": (1,)}
+
+
+def field_name(name: Any) -> str:
+    """A field's name as it is compared: NFKC-normalised (a fullwidth or long-s look-alike is the
+    letter it looks like) and case-folded."""
+    return unicodedata.normalize("NFKC", str(name)).casefold()
+
+
+def extra_body_fields(extra: dict[str, Any], prefix: str = "") -> list[tuple[str, str, Any]]:
+    """Every field of ``extra`` with a value that is not an object, at any depth, as (its dotted
+    path as given, its compared name, its value): a field one level down (Ollama's
+    ``options``, vLLM's ``vllm_xargs``, TGI's ``parameters``) is a field like its top-level twin."""
+    out: list[tuple[str, str, Any]] = []
+    for key, value in extra.items():
+        path = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            out.extend(extra_body_fields(value, path + "."))
+        else:
+            out.append((path, field_name(key), value))
+    return out
+
+
+def changing_fields(extra: dict[str, Any]) -> list[str]:
+    """The dotted paths of the fields of ``extra`` that may change what is scored (every field
+    but the allow-listed ones and neutral values)."""
+    return [path for path, name, value in extra_body_fields(extra) if _changes_scoring(name, value)]
+
+
+def let_through(path: str, allowed: list[str] | tuple[str, ...]) -> bool:
+    """Whether ``--extra-body-allow`` names the field at ``path``: by its name or its dotted path."""
+    names = {field_name(a) for a in allowed}
+    return field_name(path) in names or field_name(path.rsplit(".", 1)[-1]) in names
 
 
 def _finite(value: Any) -> bool:
@@ -122,26 +154,28 @@ def _finite(value: Any) -> bool:
 
 
 def extra_body_problem(extra: dict[str, Any], allowed: list[str] | tuple[str, ...] = ()) -> str | None:
-    """Why ``extra`` may not be sent as it is, or None: a field negtrain sets itself, a field that
-    changes what is scored and that ``allowed`` (``--extra-body-allow``) does not name, a NaN or an
-    infinity (not JSON)."""
-    ours = sorted(k for k in extra if str(k).lower() in SENT_BY_NEGTRAIN)
+    """Why ``extra`` may not be sent as it is, or None: a field negtrain sets itself (at any depth,
+    in any spelling), a field not known to leave the text as it is that ``allowed``
+    (``--extra-body-allow``) does not name, a NaN or an infinity (not JSON)."""
+    fields = extra_body_fields(extra)
+    ours = sorted(path + ("" if path.rsplit(".", 1)[-1].lower() == name else f" (read as {name})")
+                  for path, name, _ in fields if name in SENT_BY_NEGTRAIN)
     if ours:
         return (f"{', '.join(ours)} {'is' if len(ours) == 1 else 'are'} set by negtrain itself (greedy decoding, the prompt, "
                 "its limits); extra_body is for a server's own settings")
-    odd = sorted(k for k, v in extra.items() if not _finite(v))
+    odd = sorted(path for path, _, v in fields if not _finite(v))
     if odd:
         return f"{', '.join(odd)}: NaN and Infinity are not JSON; give a number"
-    allow = {a.lower() for a in allowed}
-    changes = sorted(k for k, v in extra.items() if str(k).lower() not in allow and _changes_scoring(str(k), v))
+    changes = sorted(path for path in changing_fields(extra) if not let_through(path, allowed))
     if changes:
         return (f"{', '.join(changes)} would change what is scored (the prompt, the token budget, decoding or the answer's "
-                "format); to send it anyway, name it in --extra-body-allow (evaluation.server.extra_body_allow)")
+                "format), or is not known to leave it as it is; to send it anyway, name it in --extra-body-allow "
+                "(evaluation.server.extra_body_allow)")
     return None
 
 
 def _changes_scoring(name: str, value: Any) -> bool:
-    low = name.lower()
-    if low in NEUTRAL and not isinstance(value, bool) and isinstance(value, (int, float)) and value in NEUTRAL[low]:
+    if name in LEAVES_THE_TEXT:
         return False
-    return any(part in low for part in CHANGES_SCORING)
+    neutral = NEUTRAL.get(name)
+    return not (neutral is not None and not isinstance(value, bool) and isinstance(value, (int, float)) and value in neutral)

@@ -80,14 +80,9 @@ import torch
 from negtrain.benchmarks.files import cache_dir
 from negtrain.data.encoded_columns import DTYPES, TORCH_DTYPES, Columns, column_names, checked_column, columns
 from negtrain.data.store_files import EntryWriter, descriptor, exclusive, file_hash, remove_entry, seal, stamp
-from negtrain.data.store_keys import CACHE_VERSION, fingerprint, tokenizer_signature
+from negtrain.data.store_keys import CACHE_VERSION, fingerprint
 from negtrain.data.tokenizing import encode_in_parallel
 from negtrain.core.errors import DataError
-
-#: The names callers import from here (``from negtrain.data.encoded import columns``) though they
-#: now live in the modules above.
-__all__ = ["CACHE_VERSION", "DTYPES", "Columns", "EncodedSplit", "TOKENIZE_CHUNK", "build_split", "cached", "columns",
-           "file_hash", "fingerprint", "in_chunks", "split_columns", "tokenizer_signature"]
 
 #: Texts per tokenizer call. The tokenizer returns Python lists, ~30x the size of the flat arrays
 #: they become, so tokenizing MNLI (or a large corpus) in one call would peak at gigabytes.

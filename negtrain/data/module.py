@@ -17,6 +17,7 @@ from negtrain.data.encoded import EncodedSplit
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.mixing import MixingBatchSampler, epoch_counts, is_plain, shares
 from negtrain.data.resumable import ResumableLoader
+from negtrain.data.row_limit import limited_rows
 from negtrain.data.sampler import BatchSampler
 from negtrain.core.errors import DataError
 
@@ -86,13 +87,16 @@ class NegtrainData(pl.LightningDataModule):
         trainer = self.trainer
         return (trainer.world_size, trainer.global_rank) if trainer is not None else (1, 0)
 
-    def _loader(self, encoded: EncodedSplit, extras, batch_size: int, shuffle: bool, mixed: bool = False, name: str = "") -> DataLoader:
+    def _loader(self, encoded: EncodedSplit, extras, batch_size: int, shuffle: bool, mixed: bool = False, name: str = "",
+                rows: list[int] | None = None) -> DataLoader:
+        """``rows``: only these examples (an evaluation split's fair subset under a row limit,
+        which then replaces the limit)."""
         world, rank = self._world()
         # Evaluation always sorts by length: its order cannot change a metric (predictions are
         # scored by example index), and batches of equal-length inputs carry almost no padding.
         # For training, bucketing changes the trajectory, so there it is the recipe's choice.
         bucket = self.config.bucket_by_length if shuffle else True
-        limit = self.limit_train if shuffle else self.limit_eval
+        limit = self.limit_train if shuffle else (None if rows is not None else self.limit_eval)
         common: dict[str, Any] = dict(shuffle=shuffle, bucket=bucket, seed=self.seed, num_replicas=world, rank=rank, limit=limit)
         if mixed and self.train is not None and not is_plain(self.train.source_sizes, self.train_counts):  # mixed: the training loader
             sampler: BatchSampler = MixingBatchSampler(
@@ -100,7 +104,7 @@ class NegtrainData(pl.LightningDataModule):
             )
         else:
             # Every example once per epoch: exactly the unmixed sampler.
-            sampler = BatchSampler(encoded.lengths, batch_size, **common)
+            sampler = BatchSampler(encoded.lengths, batch_size, rows=rows, **common)
         if limit and sampler.kept_batches(sampler.num_global_batches()) == 0:
             setting = "limit_train_batches" if shuffle else "limit_val_batches"
             raise DataError(
@@ -134,8 +138,11 @@ class NegtrainData(pl.LightningDataModule):
         return self._loader(self.train.encoded, self.train.extras, self.config.batch_size, shuffle=True, mixed=True, name="the training set")
 
     def val_dataloader(self) -> list[DataLoader]:
+        # Under a row limit each split gives whole contrast groups drawn with the seed, as a
+        # report card does (negtrain.data.row_limit), not its first (or shortest) rows.
         return [
-            self._loader(s.encoded, None, self.config.eval_batch_size, shuffle=False, name=s.name)
+            self._loader(s.encoded, None, self.config.eval_batch_size, shuffle=False, name=s.name,
+                         rows=limited_rows(s.examples, self.limit_eval, self.config.eval_batch_size, self.seed, s.name))
             for s in self.eval_sets
         ]
 

@@ -26,7 +26,7 @@ continues with the very next batch.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -71,8 +71,12 @@ class BatchSampler(Sampler[list[int]]):
         rank: int = 0,
         pool_batches: int = 50,
         limit: int | float | None = None,
+        rows: Sequence[int] | None = None,
     ) -> None:
         self.lengths = np.asarray(lengths)
+        #: Only these examples (an evaluation split cut to a fair subset, negtrain.data.row_limit);
+        #: None: every example.
+        self.rows = None if rows is None else np.asarray(rows, dtype=np.int64)
         self.batch_size = batch_size
         self.shuffle = shuffle
         self.bucket = bucket
@@ -101,8 +105,10 @@ class BatchSampler(Sampler[list[int]]):
 
     def epoch_indices(self, rng: np.random.Generator) -> np.ndarray:
         """Which examples this epoch visits, in order. Mixing samplers override this."""
-        n = len(self.lengths)
-        return rng.permutation(n) if self.shuffle else np.arange(n)
+        if self.rows is None:
+            n = len(self.lengths)
+            return rng.permutation(n) if self.shuffle else np.arange(n)
+        return rng.permutation(self.rows) if self.shuffle else self.rows.copy()
 
     def epoch_plan(self) -> tuple[np.ndarray, np.ndarray]:
         """The epoch's batches as two arrays: ``order``, the examples in batch-forming order, and
@@ -130,7 +136,7 @@ class BatchSampler(Sampler[list[int]]):
 
     def num_global_batches(self) -> int:
         """How many batches :meth:`global_batches` forms, before any limit."""
-        return -(-len(self.lengths) // self.batch_size)
+        return -(-(len(self.lengths) if self.rows is None else len(self.rows)) // self.batch_size)
 
     def kept_batches(self, n_batches: int) -> int:
         """How many of ``n_batches`` global batches the limit keeps."""

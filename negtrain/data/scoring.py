@@ -25,7 +25,18 @@ def scored_result(metric: Any, name: str, texts: list[str | None] | None = None,
     values = {k: float(v) for k, v in metric.compute().items()}
     predictions = None if metric.last_predictions is None else metric.last_predictions.copy()
     note = "; ".join(n for n in (metric.note, also_note) if n) or None
-    return EvalResult(name, values, predictions, note, texts, fields=metric.prediction_fields())
+    return EvalResult(name, values, predictions, note, texts, fields=_with_empty(metric.prediction_fields(), metric.last_empty))
+
+
+def _with_empty(fields: list[dict | None] | None, empty) -> list[dict | None] | None:
+    """The prediction lines' fields, with ``"empty": true`` on the lines whose response was empty,
+    so that ``evaluate --predictions`` counts them (``n_empty``) as the run did."""
+    if empty is None or not empty.any():
+        return fields
+    out: list[dict | None] = list(fields) if fields is not None else [None] * len(empty)
+    for i in empty.nonzero()[0].tolist():
+        out[i] = {**(out[i] or {}), "empty": True}
+    return out
 
 
 def record_scored(scored: ScoredSplit, epoch: int, stage: str, seconds: float, *, bootstrap: tuple[int, int] | None,

@@ -34,17 +34,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from jinja2.exceptions import TemplateError  # jinja2: a dependency of torch, and what chat templates run on
 
-from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, WrittenCompletions
+from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, PerChoiceContexts, WrittenCompletions, choice_contexts
 from negtrain.benchmarks.negated_lama import common_vocabulary
 from negtrain.config import eval_set_name
 from negtrain.core.errors import ConfigError
-from negtrain.engine.prompts import Prepared, chats
+from negtrain.engine.empty_context import empty_context_text
+from negtrain.engine.prompts import Prepared, chat_messages, chats, rendered_chat
 from negtrain.engine.requests import Answer, Generation, Loglikelihood, NextToken, Request
 from negtrain.metrics.cloze import cloze_rows, skipped_rows
 from negtrain.metrics.multiple_choice import first_argmax
-from negtrain.models.chat_template import refusal
 from negtrain.models.cloze_vocab import common_vocab
 from negtrain.models.continuation import ContinuationScores
 from negtrain.models.generation import cut_at_stop
@@ -57,9 +56,12 @@ INCOMPLETE_TAIL = "\ufffd"
 
 
 def row_name(name: str, example_id: str) -> str:
-    """A request's row, ``<benchmark>/<split>/<id>``, for errors and notes: an id that already
-    starts with the benchmark and split (MoNLI's) is not prefixed twice."""
-    return example_id if example_id.startswith(f"{name}/") else f"{name}/{example_id}"
+    """A request's row, ``<benchmark>/<split>/<id>`` (``name`` is the entry's
+    ``benchmark/split[/variant]``), for errors and notes: an id that already starts with the
+    benchmark and split (MoNLI's, CondaQA's) is named once, as it is, also under a protocol's
+    variant."""
+    benchmark_split = "/".join(name.split("/")[:2])
+    return example_id if example_id.startswith(f"{benchmark_split}/") else f"{name}/{example_id}"
 
 
 def default_answering(cfg, encoder_decoder: bool) -> Answering:
@@ -85,6 +87,8 @@ class Read:
     cut: list[int] = field(default_factory=list)
     seen: dict[int, str] = field(default_factory=dict)
     incomplete_utf8: list[str] = field(default_factory=list)
+    #: The rows whose generated response is empty (nothing, or whitespace, before the stop).
+    empty: list[int] = field(default_factory=list)
 
 
 @dataclass
@@ -113,6 +117,10 @@ class EntryRequests:
     #: Cloze: LAMA's common vocabulary and each probe's gold id, as this model's token ids.
     cloze: tuple[torch.Tensor, torch.Tensor] | None = None
     context: Any = None  # the backend's models.context.Context, when it has one
+    #: Every row's requests share one context (an empty one, BLiMP): a backend that answers
+    #: requests of one context as one batch row would put every row in one batch, so they are
+    #: answered ``eval_batch_size`` rows at a time (:meth:`answer_in_parts`).
+    shared_context: bool = False
 
     @property
     def completions(self) -> bool:
@@ -126,6 +134,15 @@ class EntryRequests:
     def requests(self, rows: Sequence[int]) -> list[Request]:
         """The requests of ``rows``, in row order."""
         return [r for i in rows for r in self.per_example[i]]
+
+    def answer_in_parts(self, backend, rows: Sequence[int], counts, allow_missing: bool, rows_per_call: int) -> list[Answer | None]:
+        """``backend``'s answers to the requests of ``rows``: in one call, or, for an entry whose rows
+        share one context, ``rows_per_call`` rows a call."""
+        step = max(rows_per_call, 1) if self.shared_context else max(len(rows), 1)
+        answers: list[Answer | None] = []
+        for start in range(0, len(rows), step):
+            answers.extend(backend.answer(self.requests(rows[start:start + step]), counts, allow_missing))
+        return answers
 
     def read(self, rows: Sequence[int], answers: Sequence[Answer | None]) -> Read:
         """The answers of ``rows`` (as :meth:`requests` listed them; None: a request that failed
@@ -165,6 +182,8 @@ class EntryRequests:
                 out.incomplete_utf8.append(row_name(self.name, self.examples[i].id))
             response = cut_at_stop(answer.text, self.rule.stop)
             out.responses[i] = response
+            if not response.strip():  # scored as its rule reads "", and counted (n_empty)
+                out.empty.append(i)
             out.tokens[i] = answer.tokens_out
             value, text = answer_outcome(self.bench, self.examples[i], self.rule.read(response), self.completions, self.bench.labels)
             if text is not None:
@@ -202,6 +221,8 @@ class EntryRequests:
         """The metric updated with ``read``'s rows."""
         if read.index and read.predictions is not None:
             self.metric.update(torch.tensor(read.index, dtype=torch.long), read.predictions)
+        if read.empty:
+            self.metric.mark_empty(torch.tensor(read.empty, dtype=torch.long))
 
     def mark_cut(self, cut: Sequence[int]) -> None:
         """Under ``truncate: left``, the rows cut counted by the metric (``n_truncated``)."""
@@ -221,11 +242,11 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
     name = eval_set_name(bench.name, entry.split, settings.variant)
     answering = settings.generating_answer(bench)
     mode = settings.answer_mode(bench)
-    encoder_decoder = bool(getattr(backend, "encoder_decoder", False))
+    encoder_decoder = backend.encoder_decoder
     built = EntryRequests(
         name, bench, entry.split, examples, settings, mode, answering, None, [], bench.metric(examples),
         shot_ids=prepared.shot_ids, note=prepared.note, verbalizer_score=cfg.verbalizer_score,
-        context=getattr(backend, "context", None),
+        context=backend.context,
     )
     if mode is AnswerMode.CLOZE:
         _cloze_requests(built, backend)
@@ -238,21 +259,29 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
             built.rendered = contexts
         else:
             contexts = [bench.context(e) for e in examples]
+            if "" in contexts:  # a whole sentence is the choice (BLiMP): after BOS/EOS, as lm-eval scores it
+                prefix = empty_context_text(backend, name)
+                contexts = [c or prefix for c in contexts]
+                built.shared_context = True
+                said = f"each choice scored after the model's {prefix!r} token" if prefix else "each choice scored after the BOS token the tokenizer adds"
+                built.note = "; ".join(n for n in (built.note, f"{said}, as lm-evaluation-harness scores an empty context") if n)
+        # A benchmark whose choices follow contexts of their own (NevIR) gives them; the others one for all.
+        per_choice = ([choice_contexts(bench, e) for e in examples] if isinstance(bench, PerChoiceContexts) and not settings.strategy
+                      else [[c] * len(bench.choices(e)) for e, c in zip(examples, contexts, strict=True)])
         built.per_example = [
             [Loglikelihood(context, bench.target_delimiter + o, example=f"{row_name(name, e.id)} choice {j}")
-             for j, o in enumerate(bench.choices(e))]
-            for e, context in zip(examples, contexts, strict=True)
+             for j, (o, context) in enumerate(zip(bench.choices(e), own, strict=True))]
+            for e, own in zip(examples, per_choice, strict=True)
         ]
         return built
     assert prepared.prompts is not None
     prompts = prepared.prompts
     if chats(cfg, backend, mode):
-        messages = [p.messages(cfg.system, cfg.fewshot_as_multiturn) for p in prompts]
+        messages = [chat_messages(cfg, p) for p in prompts]
         conversations = [tuple((m["role"], m["content"]) for m in ms) for ms in messages]
         # The text the model is given where the backend renders the template itself (this
-        # process); a server's own rendering is unknown, so its log holds the messages sent.
-        render = getattr(backend, "chat_text", None)
-        built.rendered = [_rendered(render, ms, cfg, p) if render else json.dumps(ms, ensure_ascii=False)
+        # process); a server's own rendering is unknown (None), so its log holds the messages sent.
+        built.rendered = [text if (text := rendered_chat(backend, cfg, p)) is not None else json.dumps(ms, ensure_ascii=False)
                           for ms, p in zip(messages, prompts, strict=True)]
     else:
         conversations = [()] * len(prompts)
@@ -286,20 +315,10 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
     return built
 
 
-def _rendered(render, messages: list[dict[str, str]], cfg, prompt) -> str:
-    """The chat as the backend's template renders it; a template that refuses the conversation
-    (Gemma's "System role not supported") is one error line saying what to change, before any
-    request is answered or weights loaded."""
-    try:
-        return render(messages)
-    except TemplateError as exc:
-        raise ConfigError(refusal(cfg, prompt, exc)) from exc
-
-
 def _distinct(backend, bench: Benchmark, conts: list[str]) -> None:
     """Two labels whose verbalizers are the same tokens cannot be told apart: refused by every
     backend whose tokenizer is here (a server's is not, and is left to its answers)."""
-    tokenizer = getattr(backend, "tokenizer", None)
+    tokenizer = backend.tokenizer
     if tokenizer is None:
         return
     seen: dict[tuple[int, ...], str] = {}
@@ -314,10 +333,10 @@ def _distinct(backend, bench: Benchmark, conts: list[str]) -> None:
 
 
 def _cloze_requests(built: EntryRequests, backend) -> None:
-    tokenizer = getattr(backend, "tokenizer", None)
+    tokenizer = backend.tokenizer
     if tokenizer is None:
         raise ConfigError(f"{built.name}: a cloze probe needs the whole next-token distribution, which only a model in this "
-                          f"process gives (backend {getattr(backend, 'name', backend)} cannot)")
+                          f"process gives (backend {backend.name} cannot)")
     common = common_vocab(tokenizer, common_vocabulary(), causal=True)
     metric, gold = cloze_metric(tokenizer, built.examples, common)
     built.metric = metric

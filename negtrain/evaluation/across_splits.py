@@ -65,7 +65,9 @@ def summarize(per_split: Sequence[Mapping[str, float]], is_count=lambda name: Fa
     names = [k for k in per_split[0] if not is_count(k) and all(k in m for m in per_split)]
     out: dict[str, dict[str, object]] = {}
     for name in names:
-        values = np.array([float(m[name]) for m in per_split], dtype=np.float64)
+        # A metric undefined on a split (NaN in memory, null in metrics.jsonl: e.g. a consistency
+        # over no complete group, in a run limited to some batches) is left out, not a crash.
+        values = np.array([math.nan if m[name] is None else float(m[name]) for m in per_split], dtype=np.float64)
         finite = values[np.isfinite(values)]
         out[name] = {
             "mean": _finite(finite.mean()) if finite.size else None,

@@ -19,8 +19,8 @@ from negtrain.benchmarks.registry import BENCHMARKS, get_benchmark
 from negtrain.config import (
     FAMILY_PICK,
     FAMILY_SECTIONS,
-    IN_PROCESS,
-    IN_THIS_PROCESS,
+    DEFAULT_BACKEND,
+    backend_row,
     check_backend,
     families_where,
     family_of,
@@ -33,7 +33,7 @@ from negtrain.core.errors import ConfigError, unknown_name
 from negtrain.models.sources import PKG_PREFIX, resolve_model_name
 from negtrain.evaluation.plan import EvalPlan, PlanRequest, head_cannot_score, resolve
 from negtrain.recipes import apply_overrides, parse_overrides
-from negtrain.core.secrets import redact_text, remember_secret
+from negtrain.core.secrets import key_name_problem, redact_text, remember_secret
 from negtrain.core.server_settings import flagged
 
 __all__ = ["CardPlan", "CardRequest", "card_recipe", "check_model_exists", "default_out", "family_from_config",
@@ -57,7 +57,7 @@ class CardRequest:
     truncate: str | None = None
     out: Path | None = None
     strict: bool = False
-    backend: str = IN_PROCESS
+    backend: str = DEFAULT_BACKEND
     #: The server settings given on the command line (``ServerConfig`` field names), unset ones left
     #: out, as given (``extra_body``: its JSON text).
     server: dict[str, Any] = field(default_factory=dict)
@@ -112,7 +112,7 @@ def run_head_labels(run_dir: Path, run_recipe: dict[str, Any]) -> list[str] | No
         id2label = json.loads((run_dir / "model" / "config.json").read_text(encoding="utf-8")).get("id2label")
         names = [nli.normalize(id2label[key]) for key in sorted(id2label, key=int)]
         if names and all(names) and len(set(names)) == len(names):
-            return names  # type: ignore[return-value]
+            return [n for n in names if n]  # every one is a label (all(names)): typed as such
     except (OSError, ValueError, AttributeError, TypeError, KeyError):
         pass  # a run from before model/ was written, or a damaged one: its training data decides
     train = (run_recipe.get("data") or {}).get("train") or []
@@ -291,25 +291,28 @@ def _llm_settings(raw: dict[str, Any], request: CardRequest) -> None:
 
 
 def _server_section(request: CardRequest) -> dict[str, Any] | None:
-    backend = request.backend or IN_PROCESS
+    backend = request.backend or DEFAULT_BACKEND
+    row = backend_row(backend)
     given = {k: v for k, v in request.server.items() if v is not None}
-    if backend in IN_THIS_PROCESS:
+    if row.loads_here:
         if given:
             raise ConfigError(f"{', '.join(s.option for s in flagged() if s.name in given)} go with --backend openai "
                               f"(the {backend} backend sends no request body: it loads the model in this process)")
         return None
     if not given.get("base_url"):
-        if backend != "openai":  # a registered backend that reads no server
+        if not row.needs_server:  # a registered backend that reads no server
             sent = [s.option for s in flagged() if s.name in given and s.name.startswith("extra_body")]
             if sent:
                 raise ConfigError(f"{', '.join(sent)}: the {backend} backend sends no request body, so it would be ignored; "
                                   "it goes with --backend openai")
             return None
-        raise ConfigError("--backend openai needs --base-url (the server's API root, e.g. http://127.0.0.1:8000/v1)")
+        raise ConfigError(f"--backend {backend} needs --base-url (the server's API root, e.g. http://127.0.0.1:8000/v1)")
     server: dict[str, Any] = {"base_url": given["base_url"], "allow_missing": request.allow_missing}
     server.update((k, v) for k, v in given.items() if k not in ("base_url", "extra_body"))
     if "extra_body" in given:
         server["extra_body"] = _json_object(given["extra_body"])
+    if given.get("key_env") and (problem := key_name_problem(given["key_env"], "--api-key-env")):
+        raise ConfigError(problem)
     if given.get("key_env"):
         # Known before anything is written (the lock file, the recipe): masked wherever it would appear.
         remember_secret(os.environ.get(given["key_env"]) or "")
@@ -335,9 +338,10 @@ def plan_card(request: CardRequest) -> CardPlan:
     """The card's resolved recipe, the benchmarks skipped (with why), and the checkpoint: found in
     seconds, before any model is loaded or request sent."""
     overrides = parse_overrides(list(request.overrides))
-    backend = check_backend(request.backend or IN_PROCESS)
+    backend = check_backend(request.backend or DEFAULT_BACKEND)
+    here = backend_row(backend).loads_here
     family = request.family
-    if backend not in IN_THIS_PROCESS:
+    if not here:
         served = families_where("served")
         family = family or served[0]
         if family not in served:
@@ -357,12 +361,12 @@ def plan_card(request: CardRequest) -> CardPlan:
         raw["data"]["eval"] = eval_entries(protocol, request.chat)
     _llm_settings(raw, request)
     server = _server_section(request)
-    if backend != IN_PROCESS:
+    if backend != DEFAULT_BACKEND:
         raw.setdefault("evaluation", {})
         raw["evaluation"] = {**raw["evaluation"], "backend": backend}
         if server is not None:
             raw["evaluation"]["server"] = {**server, **(raw["evaluation"].get("server") or {})}
-        if backend not in IN_THIS_PROCESS and raw["evaluation"].get("truncate", "none") != "none":
+        if not here and raw["evaluation"].get("truncate", "none") != "none":
             # Nothing here cuts a served prompt: refused rather than ignored.
             whole = ("a served model is sent every prompt whole, and the server's context decides" if server is not None
                      else f"the {backend} backend answers every prompt whole and cuts none")
@@ -370,7 +374,10 @@ def plan_card(request: CardRequest) -> CardPlan:
     shots = raw["data"].pop("shots", 0)
     where = "evaluate --model"
     recipe = validate_recipe(raw, where)
-    served_model = recipe.evaluation.backend not in IN_THIS_PROCESS
+    if recipe.trainer.limit_val_batches == 0:  # fit's "no evaluation"; a card of nothing would print None
+        raise ConfigError("--trainer.limit_val_batches=0: a report card would score no example; give a number of batches "
+                          "(or a fraction) above 0, or drop it to score every example")
+    served_model = not here
     # Resolved once, here, before any model is loaded: unsupported pairs and unreadable benchmarks
     # are found in seconds, and the skipped ones go into the card.
     plan = resolve(recipe, PlanRequest(

@@ -8,11 +8,14 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 import math
+from collections.abc import Mapping
 from pathlib import Path
 
 from negtrain.benchmarks.registry import BENCHMARKS
-from negtrain.config import FAMILY_SECTIONS, IN_PROCESS
+from negtrain.config import FAMILY_SECTIONS, backend_row
 from negtrain.core.errors import NegtrainError
+from negtrain.core.server_settings import changing_fields, let_through
+from negtrain.evaluation.tinad_figure2 import draw_figure2, figure2_section, tinad_rows
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord
 from negtrain.metrics.baselines import at_or_below, highest
@@ -27,12 +30,10 @@ def chat_template_line(recipe) -> str | None:
     model = recipe.model
     if not FAMILY_SECTIONS[model.family].reads_prompts:
         return None
-    if recipe.evaluation.backend == "transformers":  # the served path, rendered here as the hf backend renders
-        return ("Chat template: the tokenizer's, applied to every prompt (--chat)." if model.chat
-                else "Chat template: none; prompts as written (no --chat).")
-    if recipe.evaluation.backend not in (IN_PROCESS, "openai"):
+    applied = backend_row(recipe.evaluation.backend).chat_template
+    if applied is None:
         return f"Chat template: whatever the {recipe.evaluation.backend} backend applies; prompts sent as written."
-    if recipe.evaluation.backend == "openai":
+    if applied == "server":
         line = ("Chat template: the server's, through /v1/chat/completions (--chat)." if model.chat
                 else "Chat template: none; prompts as written, through /v1/completions (no --chat).")
         return line + extra_body_words(recipe.evaluation.server)
@@ -54,7 +55,7 @@ def extra_body_words(server) -> str:
     if server is None or not server.extra_body:
         return ""
     sent = json.dumps(server.extra_body, sort_keys=True, ensure_ascii=False)
-    allowed = [k for k in server.extra_body if k.lower() in {a.lower() for a in server.extra_body_allow}]
+    allowed = [path for path in changing_fields(server.extra_body) if let_through(path, server.extra_body_allow)]
     return (f" Every generation request also sent (--extra-body): {sent}"
             + (f"; of these, {', '.join(allowed)} change what is scored (--extra-body-allow)." if allowed else "."))
 
@@ -110,7 +111,66 @@ def subset_head(records) -> str:
              + f" {int(r['metrics']['n']):,} of {int(r['subset']['of']):,}" for r in records]
     shown = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
     return (f"**Part of the data.** Cut by {', '.join(settings)}: these numbers rest on {shown} examples, "
-            "not on whole splits; they are not the benchmarks' scores.")
+            "not on whole splits; they are not the benchmarks' scores. The rows kept are whole contrast groups "
+            "(every member, so every condition a group spans), drawn with the recipe's seed: the same rows on "
+            "every backend and rerun.")
+
+
+#: The share of a split's scored answers that, empty or unreadable, puts a warning above the
+#: card's table: past it the score says more about the answers' form than about negation.
+SILENT_ANSWERS_WARNING_SHARE = 0.2
+
+
+def silent_answers(metrics: dict) -> tuple[int, int, int] | None:
+    """(empty, unparsed, scored) of a split answered by generation with an answer rule; None for
+    one answered otherwise (or an older record without the counts)."""
+    if metrics.get("n_empty") is None or metrics.get("n") is None:
+        return None
+    return int(metrics["n_empty"]), int(metrics.get("n_unparsed") or 0), int(metrics["n"])
+
+
+def silent_answers_cell(metrics: dict) -> str:
+    """``empty 64, unparsed 0 of 64``: beside the score on the card and in the plot's key."""
+    counts = silent_answers(metrics)
+    if counts is None:
+        return ""
+    empty, unparsed, n = counts
+    return f"empty {empty:,}, unparsed {unparsed:,} of {n:,}"
+
+
+def silent_answers_head(records) -> str | None:
+    """The warning above a card's table when a split's empty or unreadable answers pass
+    :data:`SILENT_ANSWERS_WARNING_SHARE` of what it scored."""
+    over = []
+    for r in records:
+        counts = silent_answers(r["metrics"])
+        if counts and counts[2] and (counts[0] + counts[1]) / counts[2] > SILENT_ANSWERS_WARNING_SHARE:
+            over.append(f"{r['benchmark']}/{r['split']}" + (f" ({r['variant']})" if r.get("variant") else "")
+                        + f" ({silent_answers_cell(r['metrics'])})")
+    if not over:
+        return None
+    return (f"**Answers not read.** More than {SILENT_ANSWERS_WARNING_SHARE:.0%} of the answers were empty or unreadable on "
+            + ", ".join(over) + ". An empty answer is scored as the answer rule reads \"\" (ScoNe's \"contains yes\": "
+            "\"no\"), an unreadable one as wrong: these scores say how the model answered, not whether it understood "
+            "negation (try --chat, another strategy, or a larger max_new_tokens).")
+
+
+def how_asked_cells(asked: dict) -> str:
+    """A card's "How the model was asked" cells from a record's ``asked``
+    (:func:`negtrain.evaluation.served.how_asked`): mode, strategy, shots, and what decides."""
+    shots = str(asked.get("shots", 0)) + (f" (down to {asked['min_shots']} where they do not fit)" if asked.get("min_shots") is not None else "")
+    if asked.get("verbalizers"):
+        decides = "the higher log-likelihood of " + ", ".join(f"{label}: `{text!r}`" for label, text in asked["verbalizers"].items())
+    elif asked.get("answer_rule"):
+        decides = (f"answer rule `{asked['answer_rule']}` on greedy text of at most {asked.get('max_new_tokens')} tokens "
+                   f"({asked.get('at_token_limit', 0):,} answers used all of them)")
+    elif asked.get("mode") == "choices":
+        decides = "the choice with the higher log-likelihood after the question"
+    elif asked.get("mode") == "cloze":
+        decides = "the next-token distribution at the blank"
+    else:
+        decides = "-"
+    return f"{asked.get('mode', '-')} | {asked.get('strategy') or 'the benchmark default'} | {shots} | {decides}"
 
 
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *, record: dict | None = None,
@@ -140,6 +200,8 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
     cut = [r for r in evals if r.get("subset")]
     if cut:  # before the numbers it qualifies
         lines += [subset_head(cut), ""]
+    if (silent := silent_answers_head(evals)) is not None:  # before the numbers it qualifies
+        lines += [silent, ""]
     lines.append("| benchmark | split | score | baseline | " + " | ".join(BASELINE_HEADERS.get(c, c) for c in columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
     lines.append("|---|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
     notes = list(run_notes)
@@ -150,6 +212,8 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
         acc = headline(m)
         acc_cell = "-" if acc is None else _with_ci(m[acc], spread.get(acc)) + ("" if acc == "accuracy" else f" ({acc})")
         acc_cell += " **≤ baseline**" if at_or_below(r) else ""
+        if silent_answers(m) is not None:  # a generated answer: how many were empty or unreadable
+            acc_cell += f" ({silent_answers_cell(m)})"
         n = m.get("n")
         scored = scored_count(m)
         if scored is not None and n and scored < SMALL_PART * n:
@@ -199,6 +263,14 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
             "",
             *units,
         ]
+    asked = [r for r in evals if r.get("asked")]
+    if asked:
+        lines += ["", "## How the model was asked", "",
+                  "Per benchmark: how its answers were obtained (what the numbers above depend on besides the model).", "",
+                  "| benchmark | split | answer mode | strategy | shots | what decides the answer |", "|---|---|---|---|---|---|"]
+        for r in asked:
+            name = r["benchmark"] + (f" ({r['variant']})" if r.get("variant") else "")
+            lines.append(f"| {name} | {r['split']} | {how_asked_cells(r['asked'])} |")
     served = [r for r in evals if r.get("requests")]
     if served:
         lines += ["", "## Requests", "", "Per benchmark, the requests it took to the server (answers from the response cache included):", "",
@@ -214,11 +286,18 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
     if skipped:
         lines += ["", "## Skipped", ""]
         lines += [f"- {s.benchmark}/{s.split}: {s.reason}" for s in skipped]
+    lines += figure2_section(figure2_rows(evals), "fractions")
     if notes:
         lines += ["", "## Notes", "", *notes]
     lines += ["", "Predictions: `predictions/`; every number above is what `negtrain evaluate --predictions` gives on those files.", ""]
     lines += provenance.markdown(record, file_table=False)  # the data files' hashes: provenance.json
     return "\n".join(lines)
+
+
+def figure2_rows(records) -> list[tuple[str, Mapping[str, float | None]]]:
+    """The card's TINAD records as Figure 2's rows (one per split and variant)."""
+    return tinad_rows((f"{r['benchmark']}/{r['split']}" + (f" ({r['variant']})" if r.get("variant") else ""), r["benchmark"], r["metrics"])
+                      for r in records if isinstance(r, EvalRecord))
 
 
 def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
@@ -246,7 +325,7 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
         y = float(m[cons[0]]) if cons and m.get(cons[0]) is not None else NO_CONSISTENCY
         name = f"{r['benchmark']}/{r['split']}" + (f"/{r['variant']}" if r.get("variant") else "")
         points.append((name, acc, cons[0] if cons else None, float(m[acc]), y, highest(r.get("baseline")),
-                       at_or_below(r)))
+                       at_or_below(r), silent_answers_cell(m)))
     spots: list[list[int]] = []  # each: the points within SAME_SPOT of its first one
     for i, (_, _, _, x, y, *_) in enumerate(points):
         near = next((g for g in spots if abs(points[g[0]][3] - x) < SAME_SPOT and abs(points[g[0]][4] - y) < SAME_SPOT), None)
@@ -257,7 +336,7 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     key_rows = max(len(points), 1)
     fig, (ax, key) = plt.subplots(2, 1, figsize=(7.5, 5 + 0.17 * key_rows),
                                   gridspec_kw={"height_ratios": [5, 0.17 * key_rows + 0.2]})
-    for _, _, _, x, y, baseline, _ in points:
+    for _, _, _, x, y, baseline, *_ in points:
         if baseline is not None:
             ax.plot([baseline[1], x], [y, y], "-", color="grey", linewidth=0.6, zorder=1)
             ax.scatter([baseline[1]], [y], marker="|", s=80, color="grey", zorder=2)
@@ -281,10 +360,12 @@ def plot_card(records: list[RunRecord], path: Path, title: str) -> list[str]:
     ax.grid(alpha=0.3)
     key.axis("off")
     lines = []
-    for i, (name, acc, consistency, x, y, baseline, below) in enumerate(points):
+    for i, (name, acc, consistency, x, y, baseline, below, silent) in enumerate(points):
         line = f"{i + 1:>2}  {name}: {acc} {x:.3f}, " + (f"{consistency} {y:.3f}" if y != NO_CONSISTENCY else "no consistency")
         if baseline is not None:
             line += f", {baseline[0]} {baseline[1]:.3f}" + (" (at or below)" if below else "")
+        if silent:
+            line += f"; answers {silent}"
         lines.append(line)
     key.text(0, 1, "\n".join(lines) or "(no benchmark has a headline score)", family="monospace",
              fontsize=7, va="top", ha="left", transform=key.transAxes)
@@ -311,3 +392,4 @@ def write_card(out: Path, records: list[RunRecord], model: str, family: str, ski
     write_text(out / "card.md", card_markdown(records, model, family, skipped, record=provenance.read(out), template=template,
                                                    fresh_head=fresh_head, selected_on_test=selected_on_test, run_notes=run_notes))
     plot_card(records, out / "card.png", f"{model} ({family})")
+    draw_figure2(figure2_rows(records), out, f"TINAD Figure 2: {model} ({family})")

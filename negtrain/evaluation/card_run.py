@@ -18,7 +18,7 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.evaluation.card_plan import CardPlan, CardRequest, plan_card
 from negtrain.evaluation.card_render import chat_template_line, write_card
 from negtrain.evaluation.card_run_data import run_data_lines
-from negtrain.config import FAMILY_SECTIONS, IN_THIS_PROCESS, RUN_ONLY_SERVER_SETTINGS, EvalConfig, eval_set_name
+from negtrain.config import FAMILY_SECTIONS, RUN_ONLY_SERVER_SETTINGS, EvalConfig, backend_row, eval_set_name, loads_here
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord, read_records, write_records
@@ -115,7 +115,7 @@ InProcessScorer = Callable[..., "str | None"]
 def through_engine(recipe) -> bool:
     """Whether a card's benchmarks are requests answered by its backend (every language-model
     family, on every backend), rather than a classifier's or masked LM's Lightning ``predict``."""
-    return recipe.evaluation.backend not in IN_THIS_PROCESS or FAMILY_SECTIONS[recipe.model.family].reads_prompts
+    return not loads_here(recipe.evaluation.backend) or FAMILY_SECTIONS[recipe.model.family].reads_prompts
 
 
 def make_card(request: CardRequest, in_process: InProcessScorer | None = None) -> Path:
@@ -180,13 +180,14 @@ def _write_card_dir(card: CardPlan, out: Path, loaded: LoadedRecipe, in_process:
 
 
 def _template_system(recipe) -> str | None:
-    """Where the tokenizer's chat template shaped the prompts (--chat in this process, hf or
-    transformers backend) and adds a system message of its own, the card's words quoting it."""
+    """Where the tokenizer's chat template shaped the prompts (--chat on a backend that applies the
+    tokenizer's template: the model in this process) and adds a system message of its own, the
+    card's words quoting it."""
     from negtrain.models.chat_template import system_note
     from negtrain.models.folder_checks import load_lm_tokenizer
     from negtrain.models.sources import resolve_model_name
 
-    if not getattr(recipe.model, "chat", False) or recipe.evaluation.backend not in IN_THIS_PROCESS:
+    if not getattr(recipe.model, "chat", False) or backend_row(recipe.evaluation.backend).chat_template != "tokenizer":
         return None
     try:
         tokenizer = load_lm_tokenizer(resolve_model_name(recipe.model.name), recipe.model.name)
@@ -231,9 +232,11 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
     recipe, request = card.plan.recipe, card.request
     server = recipe.evaluation.server
     allow_missing = server.allow_missing if server is not None else request.allow_missing
-    here = recipe.evaluation.backend in IN_THIS_PROCESS
+    here = loads_here(recipe.evaluation.backend)
     if here:  # transformers' and the tokenizers' chatter, as a Lightning card quiets it
-        _quiet_model_logs()
+        from negtrain.core.third_party_logs import quiet_model_logs
+
+        quiet_model_logs()
         devices = recipe.trainer.devices
         if devices not in (1, "auto"):  # said, not silently ignored: the numbers are the same, the speed is not
             print(f"note: a language model's card answers its requests in one process, on one device; "
@@ -249,9 +252,8 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
         ok, answer = backend.offers_prompt_logprobs()
         if not ok:
             can = [set_name(e) for e in todo if e not in need]
-            where = f"the server at {backend.settings.api_root}" if hasattr(backend, "settings") else f"the backend {backend.name}"
             raise ConfigError(
-                f"{where} {answer}; "
+                f"{backend.where} {answer}; "
                 f"{', '.join(set_name(e) for e in need)} need them; "
                 + (f"these can run: --benchmarks {','.join(dict.fromkeys(c.split('/')[0] for c in can))}" if can else "no benchmark asked for can run without them")
             )
@@ -261,14 +263,13 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
         prepared = prepare_all(recipe, todo, backend)
         # ...and turned into requests (a chat template that refuses the conversation says so here).
         requests = {set_name(e): entry_requests(recipe, e, backend, prepared[set_name(e)]) for e in todo}
-        if here:
-            getattr(backend, "model", None)  # the weights load now (the backend defers them to here)
+        backend.load()  # a model here loads its weights now (the backend defers them to here)
         # A continued card adds this session to its provenance; a new one gets this one
         # (write_resumed writes the record whole where there is none yet). A model in this process
         # is described by its config, checkpoint, precision and dtype; a served one by its server.
-        precision = getattr(backend, "precision", "server") if here else "server"
-        provenance.write_resumed(out, provenance.collect(recipe, precision, getattr(backend, "model_config", None),
-                                                         card.checkpoint if here else None, dtype=getattr(backend, "dtype_words", None)))
+        precision = (backend.precision or "server") if backend.loads_here else "server"
+        provenance.write_resumed(out, provenance.collect(recipe, precision, backend.model_config,
+                                                         card.checkpoint if backend.loads_here else None, dtype=backend.dtype_words))
         for entry in todo:
             result = score_served(recipe, entry, backend, out, allow_missing=allow_missing, prepared=prepared[set_name(entry)],
                                   built=requests[set_name(entry)])
@@ -281,11 +282,3 @@ def _score_served(card: CardPlan, todo: list, out: Path, scored: dict[str, list[
         cache.close()
 
 
-def _quiet_model_logs() -> None:
-    """transformers' warnings and progress bars off, and the tokenizers' fork warning, for a card
-    whose model loads here (a card's own lines say what it does)."""
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()

@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.core.errors import NegtrainError
 from negtrain.evaluation.predictions import scored_metric
@@ -99,6 +101,14 @@ def resolve_side(arg: Path, benchmark: str | None, split: str | None, epoch: str
     return Side(str(arg), files, has_epochs)
 
 
+def units_scored(table_a: UnitTable, table_b: UnitTable) -> int:
+    """How many of the split's units (contrast sets, ...) hold an example both sides predicted: a
+    limited card scores some of them, and a comparison rests on those, not on the split's count."""
+    if table_a.codes is None or table_a.seen is None or table_b.seen is None:
+        return table_a.units
+    return int(len(np.unique(table_a.codes[table_a.seen & table_b.seen])))
+
+
 def discordant(table_a: UnitTable, table_b: UnitTable) -> dict[str, int] | None:
     """McNemar's counts on the examples A and B both predicted: ``a_only`` right by A alone,
     ``b_only`` right by B alone, ``pairs`` predicted by both; None where the metric has no
@@ -150,6 +160,7 @@ def _compared(side_a: Side, side_b: Side, resamples: int, seed: int, allow_missi
             "b_predictions": str(side_b.files[name]),
             "unit": table.unit,
             "units": table.units,
+            "units_scored": units_scored(table, metric_b.unit_table(metric_b.last_outcomes)),
             "notes": sorted(notes),
             "mcnemar": exact,
             "metrics": {k: metric_row(k, d, declared, exact) for k, d in diffs.items()},
@@ -225,6 +236,12 @@ def setup_differences(a: Path, b: Path) -> list[str]:
     return provenance.differences(_provenance_of(a), _provenance_of(b))
 
 
+def _units(ev: dict[str, Any]) -> str:
+    """``200 contrast sets``, or ``10 of 200 contrast sets scored`` for part of the split."""
+    scored = ev.get("units_scored", ev["units"])
+    return f"{ev['units']:,} {ev['unit']}s" if scored == ev["units"] else f"{scored:,} of {ev['units']:,} {ev['unit']}s scored"
+
+
 def _num(x: float) -> float | None:
     return float(x) + 0.0 if math.isfinite(x) else None  # + 0.0: no -0.0
 
@@ -261,7 +278,7 @@ def comparison_markdown(result: dict[str, Any]) -> str:
     if result.get("warnings"):
         lines += ["", "**A and B were not produced alike:**", "", *[f"- warning: {w}" for w in result["warnings"]]]
     for ev in result["evals"]:
-        lines += ["", f"## {'seed ' + str(ev['seed']) + ': ' if 'seed' in ev else ''}{ev['benchmark']}/{ev['split']} ({ev['units']} {ev['unit']}s)", "",
+        lines += ["", f"## {'seed ' + str(ev['seed']) + ': ' if 'seed' in ev else ''}{ev['benchmark']}/{ev['split']} ({_units(ev)})", "",
                   f"| metric | A | B | B − A | 95% CI of B − A | share B ≤ A | p (test) | p adjusted ({ADJUSTMENTS[result['adjust']]}) | better |",
                   "|---|---|---|---|---|---|---|---|---|"]
         for k, m in ev["metrics"].items():

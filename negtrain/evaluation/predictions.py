@@ -28,7 +28,8 @@ from typing import Any
 import torch
 
 from negtrain.core import labels as nli
-from negtrain.benchmarks.base import AnswerKind, Benchmark, Row, jsonl_rows
+from negtrain.benchmarks.base import AnswerKind, Benchmark
+from negtrain.benchmarks.rows import Row, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.core.errors import DataError
 from negtrain.metrics.base import UNPARSED
@@ -111,7 +112,7 @@ def _line(lineno: int, id_: str, pred, label: str | None, fields: dict) -> Predi
 #: The fields of a prediction line that scoring reads besides id and prediction; the rest of a
 #: line (a model's raw response, a prompt) is dropped as the line is read, so memory follows the
 #: number of predictions, not the file's size.
-KEPT_FIELDS = ("id", "prediction", "unparsed", "loglikelihoods", "choice_chars")
+KEPT_FIELDS = ("id", "prediction", "unparsed", "empty", "loglikelihoods", "choice_chars")
 
 
 def _kept(obj: Mapping[str, Any]) -> dict[str, Any]:
@@ -367,10 +368,18 @@ def _choice_predictions(bench, rows, examples, position, path, notes) -> _Predic
     return _Predictions(metric, predictions, tuple(bench.labels), note_after_compute=True)
 
 
+def _mark_empty(metric, rows, position) -> None:
+    """The lines whose response was empty (``"empty": true``), counted as the run counted them."""
+    empty = [position[id_] for row in rows if row.fields.get("empty") is True for id_ in (row[1],)]
+    if empty:
+        metric.mark_empty(torch.tensor(empty, dtype=torch.long))
+
+
 def _text_predictions(bench, rows, examples, position, path, notes) -> _Predictions:
     """Free text: each answer right (1) or wrong (0) by the benchmark's rule; unreadable: UNPARSED."""
     metric = bench.metric(examples)
     metric.counts_unparsed = rows.generated
+    _mark_empty(metric, rows, position)
     predictions = torch.tensor(
         [UNPARSED if text is None else int(bench.is_correct(text, examples[position[id_]])) for _, id_, _, text in rows],
         dtype=torch.long,
@@ -403,6 +412,7 @@ def _label_predictions(bench, rows, examples, position, path, notes) -> _Predict
 
     label_id = {label: i for i, label in enumerate(space)}
     metric.counts_unparsed = rows.generated
+    _mark_empty(metric, rows, position)
     predictions = torch.tensor([UNPARSED if label is None else label_id[as_label(label)] for *_, label in rows], dtype=torch.long)
     return _Predictions(metric, predictions, space)
 
@@ -490,10 +500,11 @@ def format_scored(s: Scored) -> str:
         boot = (f"95% CI: percentile bootstrap over {how['units']} resampled {how['unit']}s "
                 f"({how['resamples']} resamples, seed {how['seed']})" if how["resamples"] else "no bootstrap")
         lines.append(f"  (± standard error; {boot})")
+    details = {k for k in s.metrics if bench.declared(k).detail}  # e.g. TINAD's per-pattern breakdown: in --json only
     width = max((len(k) for k in s.metrics), default=0)
-    for k, v in s.metrics.items():
+    for k, v in ((k, v) for k, v in s.metrics.items() if k not in details):
         shown = "-" if math.isnan(v) else str(int(v)) if bench.is_count(k) else f"{v:.4f}"
         extra = f"{format_stderr(spread.get(k)):<8}  {format_interval(spread.get(k))}".rstrip() if k in spread and not math.isnan(v) else ""
         lines.append(f"  {k:<{width}}  {shown}{('  ' + extra) if extra else ''}")
-    lines += [f"note: {n}" for n in s.notes]
+    lines += [f"  (and {len(details)} numbers of the breakdown, per pattern and counts: see --json)"] * bool(details) + [f"note: {n}" for n in s.notes]
     return "\n".join(lines)

@@ -27,6 +27,10 @@ from negtrain.evaluation.card_render import n_of, subset_head
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord
 from negtrain.evaluation.nli_protocols import NLI_BREAKDOWNS, skipped_optional
+from negtrain.evaluation.paper_tables import PRINTED
+from negtrain.evaluation.printed_cells import notes as printed_notes
+from negtrain.evaluation.tinad_figure2 import figure2_legend, figure2_table, plot_figure2
+from negtrain.metrics.declared import role_of
 from negtrain.metrics.uncertainty import estimate
 from negtrain.models import provenance
 from negtrain.prompts.protocols import Column, ExtraTable, Protocol, Variant
@@ -90,34 +94,40 @@ BASELINES: dict[str, tuple[str, str, Callable]] = {
 }
 
 
+def _pattern_counts(bench, variants: list[Variant], out: Path | None) -> dict[tuple[int, str], dict[str | None, list[int]]]:
+    """Right and scored sentences by (pattern number, name) and cell, over the variants' predictions
+    files (pooled: each sentence counted once), with the metric's own definition of a right answer
+    and of a sentence's pattern, so the protocol's tables and ``accuracy/pattern/<NN>`` count alike."""
+    from negtrain.evaluation.predictions import scored_metric
+
+    counts: dict[tuple[int, str], dict[str | None, list[int]]] = {}  # by subset (None: a row without one)
+    for v in variants:
+        path = out / "predictions" / f"{v.file_stem}.jsonl" if out is not None else None
+        if path is None or not path.is_file():
+            continue
+        _, metric = scored_metric(bench.name, v.split, path, allow_missing=True)
+        seen, right = metric.seen_right(metric.last_outcomes)
+        for e, s, r, pid in zip(bench.load(v.split), seen.tolist(), right.tolist(), metric.patterns.tolist(), strict=True):
+            if not s:
+                continue
+            cell = counts.setdefault((int(pid), e.meta["pattern"]), {}).setdefault(e.subset, [0, 0])
+            cell[0] += int(r)
+            cell[1] += 1
+    return counts
+
+
 def tinad_patterns(protocol: Protocol, table: ExtraTable, formats: dict[str, list[Variant]], out: Path | None,
                    scale: float, decimals: int, by_variant: dict | None = None) -> list[str]:
     """TINAD's Table 5 (García-Ferrero et al. 2023): accuracy per pattern, by cell (the table's
     columns name cells: input_affirmation, ...), over every split the format ran on (pooled: each
     sentence counted once). Counted from the predictions files."""
-    from negtrain.evaluation.predictions import scored_metric
-
     bench = get_benchmark("tinad")
     columns = table.columns or (Column("input_affirmation", "W/o Distractor: Affirmation"),
                                 Column("input_negation", "W/o Distractor: Negation"))
     lines = ["| variant | pattern | " + " | ".join(_header(c) for c in columns) + " |",
              "|---|---|" + "---|" * len(columns)]
     for fmt, variants in formats.items():
-        counts: dict[tuple[int, str], dict[str | None, list[int]]] = {}  # by subset (None: a row without one)
-        for v in variants:
-            path = out / "predictions" / f"{v.file_stem}.jsonl" if out is not None else None
-            if path is None or not path.is_file():
-                continue
-            _, metric = scored_metric(bench.name, v.split, path, allow_missing=True)
-            # The metric's own definition of a right answer and of a sentence's pattern, so this
-            # table and the metric's accuracy/pattern/<NN> (Figure 2) count alike.
-            seen, right = metric.seen_right(metric.last_outcomes)
-            for e, s, r, pid in zip(bench.load(v.split), seen.tolist(), right.tolist(), metric.patterns.tolist(), strict=True):
-                if not s:
-                    continue
-                cell = counts.setdefault((int(pid), e.meta["pattern"]), {}).setdefault(e.subset, [0, 0])
-                cell[0] += int(r)
-                cell[1] += 1
+        counts = _pattern_counts(bench, variants, out)
         for (pid, name), cells in sorted(counts.items()):
             shown = []
             for c in columns:
@@ -127,8 +137,39 @@ def tinad_patterns(protocol: Protocol, table: ExtraTable, formats: dict[str, lis
     return lines
 
 
+#: protocol.md's Figure 2, drawn beside it (the card's own figure2.png has its splits, not the pooled rows).
+PROTOCOL_FIGURE2 = "protocol-figure2.png"
+
+
+def tinad_figure2(protocol: Protocol, table: ExtraTable, formats: dict[str, list[Variant]], out: Path | None,
+                  scale: float, decimals: int, by_variant: dict | None = None) -> list[str]:
+    """TINAD's Figure 2 (García-Ferrero et al. 2023, §6): each pattern's overall accuracy, one row
+    per variant (its ``accuracy/pattern/<NN>``) and, per format, its splits pooled (from the
+    predictions files, each sentence counted once: the paper's "every sentence of the dataset");
+    drawn in ``protocol-figure2.png`` beside protocol.md."""
+    bench = get_benchmark("tinad")
+    rows: list[tuple[str, dict]] = []
+    for fmt, variants in formats.items():
+        rows += [(v.name, (by_variant or {})[v.name]["metrics"]) for v in variants if v.name in (by_variant or {})]
+        counts = _pattern_counts(bench, variants, out)
+        if counts:
+            pooled: dict[int, list[int]] = {}
+            for (pid, _), cells in counts.items():
+                total = pooled.setdefault(pid, [0, 0])
+                for r, n in cells.values():
+                    total[0] += r
+                    total[1] += n
+            rows.append((f"{fmt}: pooled", {f"accuracy/pattern/{pid:02d}": r / n for pid, (r, n) in pooled.items() if n}))
+    drawn = out is not None and bool(rows)
+    if drawn:
+        assert out is not None
+        plot_figure2(rows, out / PROTOCOL_FIGURE2, f"TINAD Figure 2: {protocol.name}")
+    units = "percent" if scale == 100.0 else "fractions"
+    return [*figure2_table(rows, scale, decimals), "", figure2_legend(units, PROTOCOL_FIGURE2 if drawn else None)]
+
+
 #: name -> a further table with its own rows (``tables: [{title, breakdown: NAME}]`` in protocols.yaml)
-BREAKDOWNS: dict[str, Callable] = {"tinad_patterns": tinad_patterns, **NLI_BREAKDOWNS}
+BREAKDOWNS: dict[str, Callable] = {"tinad_patterns": tinad_patterns, "tinad_figure2": tinad_figure2, **NLI_BREAKDOWNS}
 
 
 def _cell(value: float | None, spread: dict | None, scale: float = 1.0, decimals: int = 2) -> str:
@@ -140,10 +181,28 @@ def _cell(value: float | None, spread: dict | None, scale: float = 1.0, decimals
 
 
 def _mean_std(stats: dict | None, scale: float = 1.0, decimals: int = 2) -> str:
+    """``mean ± std`` over the splits; over fewer than all of them, which (a split with nothing to
+    score, e.g. no complete group in a limited run, has no value)."""
+    values = (stats or {}).get("values") or []
+    defined = sum(v is not None for v in values)
     if not stats or stats.get("mean") is None:
-        return "-"
+        return f"undefined (0 of {len(values)} splits)" if values else "-"
     std = stats.get("std")
-    return f"{stats['mean'] * scale:.{decimals}f}" + (f" ± {std * scale:.{decimals}f}" if std is not None else "")
+    shown = f"{stats['mean'] * scale:.{decimals}f}" + (f" ± {std * scale:.{decimals}f}" if std is not None else "")
+    return shown + (f" ({defined} of {len(values)} splits)" if defined < len(values) else "")
+
+
+def _groups(value: float | None, values: dict) -> str:
+    """A consistency's ``(k/n)``: of the n groups scored (``groups_scored``), k all right;
+    ``undefined (0 complete groups)`` where none was scored. Empty without a group count."""
+    n = values.get("groups_scored")
+    if n is None or (isinstance(n, float) and math.isnan(n)):
+        return ""
+    if int(n) == 0:
+        return "undefined (0 complete groups)"
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return ""
+    return f"({round(value * n)}/{int(n)})"
 
 
 def _header(column: Column) -> str:
@@ -163,7 +222,12 @@ class _Row:
     def cells(self, columns: tuple[Column, ...], scale: float, decimals: int) -> list[str]:
         if self.mean_std:
             return [_mean_std(self.values.get(c.metric), scale, decimals) for c in columns]
-        return [_cell(self.values.get(c.metric), self.spread.get(c.metric), scale, decimals) for c in columns]
+        out = []
+        for c in columns:
+            shown = _cell(self.values.get(c.metric), self.spread.get(c.metric), scale, decimals)
+            groups = _groups(self.values.get(c.metric), self.values) if role_of(c.metric) == "consistency" else ""
+            out.append(groups if groups.startswith("undefined") else f"{shown} {groups}" if groups else shown)
+        return out
 
 
 def own_demonstrations(variant: Variant) -> tuple[str, ...]:
@@ -228,6 +292,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
         lines.append(f"| {row.label} | " + " | ".join(row.cells(protocol.columns, scale, protocol.decimals)) + f" | {row.tail} |")
     if baseline_note:
         lines += ["", baseline_note]
+    lines += printed_notes(PRINTED.get(protocol.name, []), "main")  # the paper's cells no run can give
     for table in protocol.tables:
         decimals = protocol.decimals if table.decimals is None else table.decimals
         lines += ["", f"## {table.title}", ""]
@@ -235,6 +300,7 @@ def protocol_markdown(protocol: Protocol, records: list[EvalRecord], model: str,
             if table.breakdown not in BREAKDOWNS:
                 raise unknown_name("protocol table breakdown", table.breakdown, BREAKDOWNS)
             lines += BREAKDOWNS[table.breakdown](protocol, table, formats, out, scale, decimals, by_variant)
+            lines += printed_notes(PRINTED.get(protocol.name, []), table.breakdown)
             continue
         lines.append("| variant | " + " | ".join(_header(c) for c in table.columns) + " |")
         lines.append("|---|" + "---|" * len(table.columns))

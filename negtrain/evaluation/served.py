@@ -16,14 +16,15 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark
 from negtrain.data.eval_set import ScoredSplit
-from negtrain.data.sampler import kept_batches
+from negtrain.data.row_limit import limited_rows
 from negtrain.data.scoring import record_scored, scored_result
-from negtrain.engine.entry_requests import INCOMPLETE_TAIL, EntryRequests, entry_requests, row_name  # noqa: F401  # also imported from here
+from negtrain.engine.entry_requests import EntryRequests, entry_requests
 from negtrain.engine.prompts import Prepared, prepare_entry
-from negtrain.engine.requests import Counts
+from negtrain.engine.requests import Counts, Generation, Loglikelihood
 from negtrain.io.records import CardRecord
 from negtrain.models.precision_note import precision_note
 from negtrain.models.prompting import AnswerMode, PromptSettings
@@ -37,18 +38,32 @@ def served_unsupported(bench: Benchmark) -> str | None:
     return None
 
 
-def kept_rows(n: int, limit: int | float, batch_size: int) -> list[int]:
-    """The rows of a split of ``n`` that ``trainer.limit_val_batches`` keeps, in split order: the
-    batches of ``batch_size`` it keeps as ``fit`` keeps them (:func:`negtrain.data.sampler.kept_batches`).
-    The record says what cut them (``subset``: n of N)."""
-    return list(range(min(n, kept_batches(-(-n // batch_size), limit) * batch_size)))
-
-
 def needs_logprobs(bench: Benchmark, entry=None) -> bool:
     """Whether scoring ``bench`` (as ``entry`` asks) needs prompt log-probabilities."""
     if entry is None:
         return not bench.generative
     return not PromptSettings.of(entry).answer_mode(bench).generates
+
+
+def how_asked(built: EntryRequests, read) -> dict[str, Any]:
+    """How the model was asked, for the card to say: the answer mode, the strategy and shots, and
+    per mode what decided the answer: the verbalizers as scored (the continuations sent, with
+    their leading space), or the answer rule, the generation budget and how many answers used all
+    of it (an answer cut off before it said anything readable)."""
+    settings = built.settings
+    asked: dict[str, Any] = {"mode": built.mode.value, "strategy": settings.strategy, "shots": settings.shots}
+    if settings.shots_rule is not None:
+        asked["min_shots"] = settings.min_shots
+    if built.mode is AnswerMode.VERBALIZERS and built.per_example:
+        first = built.per_example[0]
+        asked["verbalizers"] = {label: r.continuation for label, r in zip(built.bench.labels, first, strict=False)
+                                if isinstance(r, Loglikelihood)}
+    if built.mode.generates and built.rule is not None:
+        budget = next((r.max_tokens for reqs in built.per_example for r in reqs if isinstance(r, Generation)), None)
+        asked["answer_rule"] = built.rule.rule or "the family's default (the answer text as generated)"
+        asked["max_new_tokens"] = budget
+        asked["at_token_limit"] = sum(1 for t in read.tokens.values() if budget is not None and t >= budget)
+    return asked
 
 
 @dataclass
@@ -71,8 +86,10 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     counts = Counts()
     start = time.perf_counter()
     limit = recipe.trainer.limit_val_batches
-    rows = kept_rows(len(examples), limit, recipe.data.eval_batch_size)
-    answers = backend.answer(built.requests(rows), counts, allow_missing)
+    # A row limit keeps whole contrast groups drawn with the seed, as fit's evaluation does.
+    limited = limited_rows(examples, limit, recipe.data.eval_batch_size, recipe.seed, built.name)
+    rows = list(range(len(examples))) if limited is None else limited
+    answers = built.answer_in_parts(backend, rows, counts, allow_missing, recipe.data.eval_batch_size)
     read = built.read(rows, answers)
     built.update(read)
     built.mark_cut(read.cut)
@@ -88,8 +105,8 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
                          log_samples=log, completions=built.completions, predicted_labels=built.predicted_labels,
                          cut_by=None if len(rows) == len(examples) else f"trainer.limit_val_batches={limit}")
     # A model here under an explicit lower precision says so, as a family's per-epoch record does.
-    precision_words = precision_note(recipe.trainer.precision) if hasattr(backend, "precision") else None
-    also = "; ".join(n for n in (prepared.note, precision_words) if n) or None
+    precision_words = precision_note(recipe.trainer.precision) if backend.loads_here else None
+    also = "; ".join(n for n in (built.note, precision_words) if n) or None
     scored.result = scored_result(built.metric, built.name, texts, also_note=also)
     if log and built.mode is not AnswerMode.CHOICES and built.mode is not AnswerMode.CLOZE:
         scored.result.responses = [read.responses.get(i) for i in range(len(examples))]
@@ -98,6 +115,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     record = record_scored(scored, 0, "validate", time.perf_counter() - start, bootstrap=(evaluation.bootstrap, evaluation.bootstrap_seed),
                            predictions_dir=out, suffix="validate")
     record["requests"] = counts.as_json()
+    record["asked"] = how_asked(built, read)
     if counts.missing:
         note = (f"--allow-missing: {len(counts.missing)} request(s) failed, so {len(examples) - len(read.index)} of {len(examples)} "
                 "examples have no prediction and these numbers are not comparable with full-split results")
@@ -112,6 +130,3 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
         record["incomplete_utf8"] = read.incomplete_utf8
     return ServedResult(CardRecord(record), counts)
 
-
-#: The old name of :func:`negtrain.engine.entry_requests.row_name`.
-_row = row_name

@@ -20,7 +20,6 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from negtrain.io.atomic import write_with
 # Reading one needs no Lightning: its own module, so the in-process backend reads a run's checkpoint
 # without importing Lightning; imported here for the code that reads it from here.
-from negtrain.io.checkpoint_reading import read_checkpoint  # noqa: F401
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -31,4 +30,4 @@ class AtomicCheckpointIO(TorchCheckpointIO):
 
     def load_checkpoint(self, path, map_location: Any | None = None, weights_only: bool | None = None) -> dict[str, Any]:
         # torch.load takes a device name; Lightning annotates map_location as a callable only.
-        return super().load_checkpoint(path, map_location=map_location or "cpu", weights_only=True if weights_only is None else weights_only)  # type: ignore[arg-type]
+        return super().load_checkpoint(path, map_location=map_location or "cpu", weights_only=True if weights_only is None else weights_only)  # type: ignore[arg-type]  # a device name, as above

@@ -164,6 +164,12 @@ def parse_record(text: str, where: str) -> RunRecord:
         raise NegtrainError(f"{where}: invalid JSON ({exc.msg})") from exc
     if not isinstance(line, dict) or "benchmark" not in line or "epoch" not in line:
         raise NegtrainError(f"{where}: not a metrics record (a JSON object with 'epoch' and 'benchmark')")
+    if isinstance(line["epoch"], bool) or not isinstance(line["epoch"], int):
+        raise NegtrainError(f"{where}: epoch {line['epoch']!r} is not a whole number")
+    for key in ("metrics", "uncertainty"):  # every reader takes them for objects keyed by metric
+        if line.get(key) is not None and not isinstance(line[key], dict):
+            raise NegtrainError(f"{where}: {key} is {type(line[key]).__name__} {json.dumps(line[key])[:80]}, "
+                                "not an object of metric names and values")
     # Readers build file names from these (predictions/<benchmark>-<split>-...): names only.
     for key in ("benchmark", "split"):
         if key in line and not (isinstance(line[key], str) and NAME.fullmatch(line[key])):

@@ -49,17 +49,25 @@ class ExampleMetric(Metric):
     #: list into one tensor when it syncs ranks).
     indices: list[torch.Tensor]
     predictions: list[torch.Tensor]
+    empty: list[torch.Tensor]
 
     def __init__(self, num_examples: int, **kwargs) -> None:
         super().__init__(**kwargs)
         self.num_examples = num_examples
         self.add_state("indices", default=[], dist_reduce_fx="cat")
         self.add_state("predictions", default=[], dist_reduce_fx="cat")
+        #: The examples whose generated response was empty (nothing, or only whitespace): an
+        #: answer rule still reads one ("contains yes" reads "no"), so they are scored, and
+        #: ``n_empty`` says how many (a state, so DDP ranks' counts add up).
+        self.add_state("empty", default=[], dist_reduce_fx="cat")
         #: Predictions of the last ``compute`` over all ranks, MISSING where none was made.
         self.last_predictions: np.ndarray | None = None
         #: The full per-example state the last ``compute`` scored (after the DDP sync): what the
         #: bootstrap resamples.
         self.last_outcomes: np.ndarray | None = None
+        #: Per example, whether its response was empty, after the last ``compute`` (None: not a
+        #: split answered by generation).
+        self.last_empty: np.ndarray | None = None
         #: Report ``n_unparsed``, the responses no answer rule could read (set for a split
         #: answered by generation); they are scored as wrong.
         self.counts_unparsed = False
@@ -70,6 +78,11 @@ class ExampleMetric(Metric):
     def update(self, indices: torch.Tensor, predictions: torch.Tensor) -> None:
         self.indices.append(indices.detach().to(torch.long).flatten())
         self.predictions.append(predictions.detach().to(torch.long).flatten())
+
+    def mark_empty(self, indices: torch.Tensor) -> None:
+        """The examples ``indices`` were answered with an empty response (counted as ``n_empty``
+        where they are scored)."""
+        self.empty.append(indices.detach().to(torch.long).flatten())
 
     def compute(self) -> dict[str, torch.Tensor]:
         full = np.full(self.num_examples, MISSING, dtype=np.int64)
@@ -83,6 +96,11 @@ class ExampleMetric(Metric):
         values = {k: torch.tensor(float(v), dtype=torch.float64) for k, v in self.score(full).items()}
         if self.counts_unparsed:
             values["n_unparsed"] = torch.tensor(float((full == UNPARSED).sum()), dtype=torch.float64)
+            empty = np.zeros(self.num_examples, dtype=bool)
+            if len(self.empty):
+                empty[dim_zero_cat(self.empty).cpu().numpy()] = True
+            self.last_empty = empty & (full != MISSING)
+            values["n_empty"] = torch.tensor(float(self.last_empty.sum()), dtype=torch.float64)
         if self.truncated is not None:
             values["n_truncated"] = torch.tensor(float((self.truncated & (full != MISSING)).sum()), dtype=torch.float64)
         return values

@@ -10,6 +10,7 @@ predictions may be in, that the declared names are exactly the names its metric 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -72,6 +73,10 @@ class Declared:
     #: Further label spaces it is reported in besides ``space`` (ScoNe-NLG's paper metrics are
     #: reported for one annotator's judgements and for two annotators').
     also_in: tuple[tuple[str, ...], ...] = ()
+    #: One of a fine-grained breakdown beside the benchmark's own numbers (TINAD's per pattern and
+    #: its authors' counts): written to metrics.jsonl and printed by ``evaluate --predictions
+    #: --json``, left out of the report's plots and tables, which would drown in them.
+    detail: bool = False
 
     @property
     def role(self) -> Role:
@@ -86,10 +91,13 @@ class Declared:
         return self.name.endswith(">") and "<" in self.name
 
     def matches(self, key: str) -> bool:
+        """A family's ``<...>`` parts stand for any non-empty text and its other parts must be there
+        as written, in order: ``pattern/<NN>/confusion/<part>/<count>`` matches
+        ``pattern/01/confusion/all/TP``."""
         if not self.family:
             return key == self.name
-        prefix = self.name[: self.name.index("<")]
-        return key.startswith(prefix) and len(key) > len(prefix)
+        literal = re.split(r"<[^<>]*>", self.name)
+        return re.fullmatch(".+".join(re.escape(part) for part in literal), key, flags=re.DOTALL) is not None
 
 
 def _spaces(space: Sequence[str] | None, also_in: Iterable[Sequence[str]]) -> dict:
@@ -97,12 +105,12 @@ def _spaces(space: Sequence[str] | None, also_in: Iterable[Sequence[str]]) -> di
 
 
 def score(name: str, lower_is_better: bool = False, space: Sequence[str] | None = None,
-          also_in: Iterable[Sequence[str]] = ()) -> Declared:
-    return Declared(name, higher_is_better=not lower_is_better, **_spaces(space, also_in))
+          also_in: Iterable[Sequence[str]] = (), detail: bool = False) -> Declared:
+    return Declared(name, higher_is_better=not lower_is_better, detail=detail, **_spaces(space, also_in))
 
 
-def count(name: str, space: Sequence[str] | None = None, also_in: Iterable[Sequence[str]] = ()) -> Declared:
-    return Declared(name, kind="count", **_spaces(space, also_in))
+def count(name: str, space: Sequence[str] | None = None, also_in: Iterable[Sequence[str]] = (), detail: bool = False) -> Declared:
+    return Declared(name, kind="count", detail=detail, **_spaces(space, also_in))
 
 
 def scores(names: Iterable[str], space: Sequence[str] | None = None, also_in: Iterable[Sequence[str]] = ()) -> tuple[Declared, ...]:

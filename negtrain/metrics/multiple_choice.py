@@ -169,7 +169,7 @@ class MultipleChoiceMetric(ExampleMetric):
         return out
 
     @property
-    def note(self) -> str | None:  # type: ignore[override]
+    def note(self) -> str | None:  # type: ignore[override]  # the base's note is an attribute; this metric's is read from its outcomes
         outcomes = self.last_outcomes
         if outcomes is not None and (outcomes[:, NORM] == MISSING).all() and (outcomes[:, ACC] != MISSING).any():
             return "accuracy_norm needs the model's log-likelihoods of every choice (\"loglikelihoods\" on each line); this file gives one choice"

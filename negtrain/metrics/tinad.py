@@ -6,15 +6,20 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from negtrain.metrics.base import MISSING, UNPARSED, ExampleMetric
+from negtrain.metrics.base import MISSING, UNPARSED, ExampleMetric, ratio
 from negtrain.metrics.uncertainty import Mean, UnitTable, unit_table
 
 ANTONYMY_PATTERNS = frozenset({2, 4})
-# The negation types the authors' scorer breaks accuracy down by, in the paper's order.
-NEGATION_TYPES = ("verbal", "non-verbal", "analytic", "synthetic", "clausal", "subclausal")
+#: The negation types the authors' scorer breaks accuracy down by, in the paper's order and as the
+#: authors' files spell them (``non_verbal``: their data, few-shot rows and results files).
+NEGATION_TYPES = ("verbal", "non_verbal", "analytic", "synthetic", "clausal", "subclausal")
 #: The key of a pattern's accuracy (Figure 2's columns): ``accuracy/pattern/01`` .. ``accuracy/pattern/11``.
 PATTERN_KEY = "pattern/{:02d}"
 COHERENCE = ("coherence", "coherence/input", "coherence/distractor", "coherence/affirmation", "coherence/negation")
+#: The count keys of the coherence scores (the authors' Coherent / Incoherent), in COHERENCE's order.
+COHERENCE_COUNTS = ("all", "input", "distractor", "affirmation", "negation")
+#: The authors' confusion counts of every accuracy, gold True read as positive.
+CONFUSION = ("TP", "FP", "FN", "TN")
 
 
 def reference_label(cell: str, pattern_id: int) -> bool:
@@ -36,8 +41,11 @@ class TinadMetric(ExampleMetric):
       ``distractor_affirmation``, ``distractor_negation`` (``isDistractor`` crossed with whether
       ``negation_type`` is "affirmation");
     - ``accuracy/<type>`` for every negation type found in ``negation_type``, ``semantic_type`` or
-      ``syntactic_scope`` (lower-cased; "affirmation" and "none" are not types): verbal,
-      non-verbal, analytic, synthetic, clausal, subclausal;
+      ``syntactic_scope`` ("affirmation" and "none" are not types): verbal, non_verbal, analytic,
+      synthetic, clausal, subclausal (the authors' ``Negation_analysis.<type>_all``), and
+      ``accuracy/<type>_input``, ``accuracy/<type>_distractor`` (their ``<type>_input``,
+      ``<type>_distractor``: the type's sentences without, with a distractor; NaN when there are
+      none, where the authors print 0);
     - ``accuracy/pattern/<NN>`` for every pattern found in ``pattern_id`` (``accuracy/pattern/01``
       .. ``accuracy/pattern/11``): the accuracy of Figure 2 (§6). The paper says "we fine-tune
       Vicuna13B with each of the 11 patterns ... and we evaluate its performance on the other
@@ -70,6 +78,24 @@ class TinadMetric(ExampleMetric):
     sentence. The authors' scorer crashes on a group lacking a cell; here such a group is left
     out of every coherence score and counted in ``groups_lacking_cell``. ``groups_scored`` is the
     number of groups scored.
+
+    Counts, as the authors' scorer reports them beside each accuracy and coherence score:
+
+    - ``confusion/<part>/<TP|FP|FN|TN>`` for every accuracy above (``<part>``: ``all`` for
+      ``accuracy``, else the accuracy's own name after ``accuracy/``), gold True read as
+      positive. An unparsed response is wrong: FN when the gold label is True, FP when False.
+    - ``coherent/<all|input|distractor|affirmation|negation>`` and ``incoherent/...``: the scored
+      groups that are, and are not, coherent (their ``Coherent`` / ``Incoherent``), for
+      ``coherence``, ``coherence/input``, ... in that order.
+
+    The authors' per-pattern breakdown (their scorer run again on each pattern's sentences) is
+    ``pattern/<NN>/<name>`` for every score and count above, a pattern's overall accuracy being
+    Figure 2's ``accuracy/pattern/<NN>``: e.g. ``pattern/02/accuracy/input_negation``,
+    ``pattern/02/coherence/distractor``, ``pattern/02/confusion/all/TP``,
+    ``pattern/02/coherent/all``. A group counts for the pattern of its first sentence (as the
+    authors' coherence). A part of a pattern with no sentence is not reported; a type's
+    ``_input`` / ``_distractor`` is, wherever the type is (NaN when empty). The breakdown and the
+    counts are computed from the predictions, not resampled: they carry no interval.
 
     A ``test_id`` group is one independent unit for the bootstrap.
     """
@@ -109,12 +135,26 @@ class TinadMetric(ExampleMetric):
         group_pattern = np.empty(len(gold), dtype=np.int64)
         for m in self.groups:
             group_pattern[m] = patterns[m[0]]
-        self.group_antonymy = [int(patterns[m[0]]) in ANTONYMY_PATTERNS for m in self.groups]
+        self.group_patterns = np.array([int(patterns[m[0]]) for m in self.groups], dtype=np.int64)
+        self.group_antonymy = [int(p) in ANTONYMY_PATTERNS for p in self.group_patterns]
         refs = np.array([reference_label(c, int(p)) for c, p in zip(cells, group_pattern, strict=False)], dtype=bool)
         self.takes_part = refs == self.gold
         found = {t.strip().lower() for ts in types for t in ts} - {"affirmation", "none", ""}
         self.type_names = [t for t in NEGATION_TYPES if t in found] + sorted(found - set(NEGATION_TYPES))
         self.type_members = {t: np.array([t in {x.strip().lower() for x in ts} for ts in types], dtype=bool) for t in self.type_names}
+        self.distractor = (self.cells == 2) | (self.cells == 3)
+        self.parts = self._parts()
+
+    def _parts(self) -> dict[str, np.ndarray]:
+        """Every accuracy's sentences, by the accuracy's name after ``accuracy/`` ("": all), in the
+        order the authors' scorer lists them."""
+        affirmation = (self.cells == 0) | (self.cells == 2)
+        parts = {"": np.ones(len(self.gold), dtype=bool), "affirmation": affirmation, "negation": ~affirmation}
+        parts.update({name: self.cells == c for c, name in enumerate(self.cell_names)})
+        for t in self.type_names:
+            members = self.type_members[t]
+            parts.update({t: members, f"{t}_input": members & ~self.distractor, f"{t}_distractor": members & self.distractor})
+        return parts
 
     def seen_right(self, predictions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Per sentence, whether it was predicted and whether it was predicted right: the one
@@ -125,25 +165,11 @@ class TinadMetric(ExampleMetric):
         right = seen & (predictions != UNPARSED) & ((predictions == self.true_id) == self.gold)
         return seen, right
 
-    def unit_table(self, predictions: np.ndarray) -> UnitTable:
+    def group_outcomes(self, predictions: np.ndarray) -> dict[str, np.ndarray]:
+        """Per ``test_id`` group: whether it was scored, lacked a cell, and is coherent by each of
+        COHERENCE (see the class)."""
         seen, right = self.seen_right(predictions)
         pred_true = predictions == self.true_id
-        affirmation = (self.cells == 0) | (self.cells == 2)
-        columns = {
-            "seen": seen, "right": right,
-            "seen/affirmation": seen & affirmation, "right/affirmation": right & affirmation,
-            "seen/negation": seen & ~affirmation, "right/negation": right & ~affirmation,
-        }
-        for c, name in enumerate(self.cell_names):
-            columns[f"seen/{name}"] = seen & (self.cells == c)
-            columns[f"right/{name}"] = right & (self.cells == c)
-        for t in self.type_names:
-            columns[f"seen/{t}"] = seen & self.type_members[t]
-            columns[f"right/{t}"] = right & self.type_members[t]
-        for p in self.pattern_ids:
-            columns[f"seen/{PATTERN_KEY.format(p)}"] = seen & (self.patterns == p)
-            columns[f"right/{PATTERN_KEY.format(p)}"] = right & (self.patterns == p)
-
         n_groups = len(self.groups)
         per_unit = {k: np.zeros(n_groups, dtype=bool) for k in ("groups_scored", "groups_lacking_cell", *COHERENCE)}
         for g, (members, antonymy) in enumerate(zip(self.groups, self.group_antonymy, strict=False)):
@@ -166,12 +192,24 @@ class TinadMetric(ExampleMetric):
             per_unit["coherence"][g] = inp and dis and all_right_or_wrong
             per_unit["coherence/affirmation"][g] = agree[0] and agree[2] and same_or_differ(a, da)
             per_unit["coherence/negation"][g] = agree[1] and agree[3] and same_or_differ(n, dn)
-        return unit_table(self.resampling_unit, self.unit_codes, n_groups, columns, per_unit)
+        return per_unit
+
+    def unit_table(self, predictions: np.ndarray) -> UnitTable:
+        seen, right = self.seen_right(predictions)
+        columns = {"seen": seen, "right": right}
+        for name, members in self.parts.items():
+            if name:
+                columns[f"seen/{name}"] = seen & members
+                columns[f"right/{name}"] = right & members
+        for p in self.pattern_ids:
+            columns[f"seen/{PATTERN_KEY.format(p)}"] = seen & (self.patterns == p)
+            columns[f"right/{PATTERN_KEY.format(p)}"] = right & (self.patterns == p)
+        return unit_table(self.resampling_unit, self.unit_codes, len(self.groups), columns, self.group_outcomes(predictions))
 
     def from_totals(self, t: Mapping[str, np.ndarray]) -> dict[str, np.ndarray | Mean]:
         out: dict[str, np.ndarray | Mean] = {"accuracy": Mean(t["right"], t["seen"])}
         patterns = [PATTERN_KEY.format(p) for p in self.pattern_ids]
-        for name in ("affirmation", "negation", *self.cell_names, *self.type_names, *patterns):
+        for name in (*(p for p in self.parts if p), *patterns):
             out[f"accuracy/{name}"] = Mean(t[f"right/{name}"], t[f"seen/{name}"])
         for k in COHERENCE:
             out[k] = Mean(t[k], t["groups_scored"])
@@ -179,3 +217,45 @@ class TinadMetric(ExampleMetric):
         out["groups_lacking_cell"] = t["groups_lacking_cell"]
         out["n"] = t["seen"]
         return out
+
+    def score(self, predictions: np.ndarray) -> dict[str, float]:
+        """The resampled metrics (``from_totals``), then the authors' counts and per-pattern
+        breakdown (see the class), which carry no interval."""
+        out = super().score(predictions)
+        seen, right = self.seen_right(predictions)
+        groups = self.group_outcomes(predictions)
+        out.update(self._authors_numbers(seen, right, groups, np.ones(len(self.gold), dtype=bool), np.ones(len(self.groups), dtype=bool),
+                                         accuracies=False))
+        for p in self.pattern_ids:
+            in_pattern = self.patterns == p
+            numbers = self._authors_numbers(seen, right, groups, in_pattern, self.group_patterns == p, accuracies=True)
+            out.update({f"{PATTERN_KEY.format(p)}/{k}": v for k, v in numbers.items()})
+        return out
+
+    def _authors_numbers(self, seen: np.ndarray, right: np.ndarray, groups: Mapping[str, np.ndarray], rows: np.ndarray,
+                         in_groups: np.ndarray, *, accuracies: bool) -> dict[str, float]:
+        """The authors' ``Scorer`` and ``Coherence_Scorer`` on the sentences ``rows`` and the groups
+        ``in_groups``: confusion and coherent counts, and (``accuracies``) every accuracy but the
+        overall one and every coherence score. In a pattern (``accuracies``) a part with no
+        sentence among ``rows`` is left out (a type's _input/_distractor stays wherever the type
+        is); the whole split counts every part it reports an accuracy for."""
+        out: dict[str, float] = {}
+        counts: dict[str, float] = {}
+        for name, members in self.parts.items():
+            base = name.rsplit("_", 1)[0] if name.endswith(("_input", "_distractor")) and name.rsplit("_", 1)[0] in self.type_members else name
+            if accuracies and not (self.parts[base] & rows).any():
+                continue
+            sel, r = seen & members & rows, right & members & rows
+            tp, tn = int((r & self.gold).sum()), int((r & ~self.gold).sum())
+            fn, fp = int((sel & ~r & self.gold).sum()), int((sel & ~r & ~self.gold).sum())
+            if accuracies and name:
+                out[f"accuracy/{name}"] = ratio(tp + tn, tp + tn + fn + fp)
+            counts.update({f"confusion/{name or 'all'}/{c}": float(v) for c, v in zip(CONFUSION, (tp, fp, fn, tn), strict=True)})
+        scored = groups["groups_scored"] & in_groups
+        for key, which in zip(COHERENCE, COHERENCE_COUNTS, strict=True):
+            coherent = int((groups[key] & scored).sum())
+            if accuracies:
+                out[key] = ratio(coherent, int(scored.sum()))
+            counts[f"coherent/{which}"] = float(coherent)
+            counts[f"incoherent/{which}"] = float(int(scored.sum()) - coherent)
+        return {**out, **counts}

@@ -19,7 +19,7 @@ from negtrain.core.errors import ConfigError
 from negtrain.models.adapters import trainable_state
 # What an eval record says of its precision is its own module, so a card answered by the engine
 # (no Lightning) says it in the same words; imported here where the records use it.
-from negtrain.models.precision_note import FP32_NUMBERS, precision_note  # noqa: F401
+from negtrain.models.precision_note import precision_note
 from negtrain.models.schedules import lr_schedule
 
 

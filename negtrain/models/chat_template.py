@@ -21,9 +21,19 @@ def chat_text(tokenizer, prompt: Prompt, cfg: LanguageModelConfig) -> str:
     """``prompt`` as the model is given it through the tokenizer's chat template."""
     messages = prompt.messages(cfg.system, cfg.fewshot_as_multiturn)
     try:
-        return tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        text = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
     except TemplateError as exc:
         raise ConfigError(refusal(cfg, prompt, exc)) from exc
+    if not text:
+        raise ConfigError(empty_chat(f"'{cfg.name}'", "/".join(m["role"] for m in messages)))
+    return text
+
+
+def empty_chat(model: str, roles: str) -> str:
+    """One line for a chat template that renders a prompt as no text at all: the model would be
+    given nothing, and a generation from nothing fails deep in the model."""
+    return (f"the chat template of {model} renders the prompt ({roles} messages) as an empty text, so the model would "
+            "be given nothing; fix the template (tokenizer_config.json's chat_template), or score without it (drop --chat)")
 
 
 def refusal(cfg: LanguageModelConfig, prompt: Prompt, exc: Exception) -> str:
@@ -31,7 +41,7 @@ def refusal(cfg: LanguageModelConfig, prompt: Prompt, exc: Exception) -> str:
     message = " ".join(str(exc).split())[:300] or type(exc).__name__
     roles = "/".join(m["role"] for m in prompt.messages(cfg.system, cfg.fewshot_as_multiturn))
     changes = []
-    if cfg.system:
+    if cfg.system is not None:
         changes.append("drop --system (model.system): the template may take no system role")
     if cfg.fewshot_as_multiturn:
         changes.append("drop --fewshot-as-multiturn (model.fewshot_as_multiturn: false): the demonstrations then go in one user turn")
@@ -82,8 +92,12 @@ def default_system_message(tokenizer) -> str | None:
 
 def system_note(tokenizer, cfg: LanguageModelConfig) -> str | None:
     """The card's words for a system message the template adds, where one shaped the prompts (a
-    chat prompt with no --system): None otherwise."""
-    if cfg.system or not cfg.chat:
+    chat prompt with no --system), or for an empty --system that keeps it out: None otherwise."""
+    if not cfg.chat:
+        return None
+    if cfg.system == "":
+        return "Every prompt begins with an empty system message (--system ''), so the template adds no system message of its own."
+    if cfg.system:
         return None
     own = default_system_message(tokenizer)
     if own is None:

@@ -144,4 +144,4 @@ def respond_ids(model, tokenizer, ids: Sequence[Sequence[int]], limits: Limits, 
                 batch[r, width - n:], mask[r, width - n:] = torch.tensor(ids[i]), 1
         for i, g in zip(rows, greedy(model, tokenizer, batch.to(device), mask.to(device), limits, encoder_decoder), strict=False):
             out[i] = g
-    return out  # type: ignore[return-value]
+    return out  # type: ignore[return-value]  # every row is filled: greedy answers each row of each batch

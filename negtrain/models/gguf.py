@@ -14,7 +14,13 @@ quantizations, F16 or BF16 where the file has those), never a lower one.
 The folder also holds ``gguf_source.json``: the file's name, SHA-256 and quantization (the file
 type llama.cpp wrote, e.g. ``Q4_1``), which provenance, the response cache's key and the card read.
 Only a file the loader can read is converted: another architecture is one error naming what
-transformers said. :func:`export_gguf` writes the same folder anywhere (``negtrain gguf-export``).
+transformers said. And only a file that fills its architecture: every tensor of the model its header
+names (``general.architecture``) must be read from the file (or be tied to one that is); a file whose
+tensors are another architecture's would leave them random, and is refused. The folder records the
+digest of every file it was written with, checked before each use (:mod:`negtrain.models.gguf_cache`:
+a changed or foreign folder is left as it is and the file converted again beside it; partial
+conversions of killed runs are removed). :func:`export_gguf` writes the same folder anywhere
+(``negtrain gguf-export``).
 """
 
 from __future__ import annotations
@@ -30,10 +36,10 @@ from typing import Any
 from negtrain.benchmarks.files import cache_dir
 from negtrain.core.errors import ConfigError
 from negtrain.io.digests import file_sha256
+from negtrain.models.gguf_cache import (ABSENT, PARTIAL_MARKER, SOURCE_FILE, candidates, converted_digests, mark_partial, problem,
+                                        remove_stale_partials)
 
 SUFFIX = ".gguf"
-#: What the converted folder records about the file it came from.
-SOURCE_FILE = "gguf_source.json"
 #: GGUF tensor types that are plain floats, as torch dtype names; every other type is quantized.
 FLOAT_TYPES = {"F32": "float32", "BF16": "bfloat16", "F16": "float16"}
 
@@ -82,10 +88,22 @@ def write_folder(path: Path, target: Path) -> dict[str, Any]:
     dtype = getattr(torch, meta["dtype"])
     try:
         tokenizer = AutoTokenizer.from_pretrained(folder, gguf_file=name)
-        loaded = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype)
+        # With output_loading_info, a (model, what loading found) pair, which the stubs do not know.
+        pair: Any = AutoModelForCausalLM.from_pretrained(folder, gguf_file=name, dtype=dtype, output_loading_info=True)
+        loaded, info = pair
     except Exception as exc:  # noqa: BLE001 - an architecture transformers cannot read from GGUF
         raise ConfigError(f"model '{path}': transformers cannot load this GGUF file ({type(exc).__name__}: "
                           f"{' '.join(str(exc).split())[:300]})") from exc
+    # What transformers filled with fresh random values because the file has no tensor for it: a
+    # model that is not the file's. A tied weight, filled from its twin, is not missing; a buffer
+    # (rotary frequencies, position ids) is derived from the config, not read.
+    parameters = dict(loaded.named_parameters(remove_duplicate=False))
+    missing = sorted(k for k in info.get("missing_keys") or () if k in parameters)
+    if missing:
+        total = len(parameters)
+        raise ConfigError(f"model '{path}': its header names the architecture '{loaded.config.model_type}' "
+                          f"({type(loaded).__name__}), but {len(missing)} of that model's {total} tensors are not in the file "
+                          f"(e.g. {missing[0]}); they would be random weights, so the file is refused")
     config = loaded.config
     for attribute in ("quantization_config", "_pre_quantization_dtype"):
         if hasattr(config, attribute):
@@ -97,15 +115,22 @@ def write_folder(path: Path, target: Path) -> dict[str, Any]:
     fresh.tie_weights()
     record = {"file": path.name, "sha256": sha, **meta, "transformers": _transformers_version()}
     target.parent.mkdir(parents=True, exist_ok=True)
+    removed = remove_stale_partials(target.parent)
+    if removed:
+        print(f"{target.parent}: removed {len(removed)} partial conversion(s) left by runs that were killed "
+              f"({', '.join(removed)})", file=sys.stderr, flush=True)
     tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
     try:
+        mark_partial(tmp)  # a kill from here on leaves a folder the next conversion knows it may remove
         fresh.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
+        record["converted"] = converted_digests(tmp)
         (tmp / SOURCE_FILE).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+        (tmp / PARTIAL_MARKER).unlink()
         os.replace(tmp, target)
-    except OSError:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
-        if not (target / SOURCE_FILE).is_file():  # not another process's finished copy
+        if not isinstance(exc, OSError) or problem(target, sha, None) is not None:  # not another process's finished copy
             raise
     return record
 
@@ -117,21 +142,40 @@ def _transformers_version() -> str:
 
 
 def loadable_folder(path: str | Path) -> str:
-    """The model folder a GGUF file is read from: its dequantized copy in the cache, written on
-    first use (said on stderr, with how long it is kept)."""
+    """The model folder a GGUF file is read from: its dequantized copy in the cache, checked
+    against the digests recorded when it was written (:func:`negtrain.models.gguf_cache.problem`),
+    or written now (said on stderr, with how long it is kept, and why when a folder there was not
+    usable: that one is left as it is, and the file converted into the next free name)."""
     path = Path(path).expanduser().absolute()
-    target = cached_folder(path)
-    if not (target / SOURCE_FILE).is_file():
-        print(f"{path.name}: dequantizing this GGUF file into a model folder through transformers' GGUF loader, "
-              f"once; later runs read {target}", file=sys.stderr, flush=True)
-        write_folder(path, target)
-    return str(target)
+    sha = file_sha256(path, cache_dir())
+    unusable: list[str] = []
+    for folder in candidates(_first_folder(sha)):
+        why = problem(folder, sha, cache_dir())
+        if why is None:
+            return str(folder)
+        if why == ABSENT:
+            said = (f"; {'; '.join(unusable)}: left as it is, and the file converted again into a fresh folder" if unusable else "")
+            print(f"{path.name}: dequantizing this GGUF file into a model folder through transformers' GGUF loader, "
+                  f"once; later runs read {folder}{said}", file=sys.stderr, flush=True)
+            write_folder(path, folder)
+            return str(folder)
+        unusable.append(f"{folder} {why}")
+    raise ConfigError(f"model '{path}': none of the {len(unusable)} folders it is converted into holds its checked conversion "
+                      f"({unusable[0]}; ...); remove the ones you do not need and run again")
+
+
+def _first_folder(sha: str) -> Path:
+    return cache_dir() / "gguf" / f"{sha[:24]}-transformers-{_transformers_version()}"
 
 
 def cached_folder(path: str | Path) -> Path:
-    """Where the file's dequantized folder is kept (written or not)."""
+    """Where the file's dequantized folder is kept: the first checked one, else where it would be
+    written."""
     sha = file_sha256(Path(path).expanduser().absolute(), cache_dir())
-    return cache_dir() / "gguf" / f"{sha[:24]}-transformers-{_transformers_version()}"
+    for folder in candidates(_first_folder(sha)):
+        if problem(folder, sha, cache_dir()) in (None, ABSENT):
+            return folder
+    return _first_folder(sha)
 
 
 def source_record(folder: str | Path) -> dict[str, Any] | None:
@@ -146,6 +190,8 @@ def source_record(folder: str | Path) -> dict[str, Any] | None:
 def export_gguf(path: str | Path, out: str | Path) -> dict[str, Any]:
     """``negtrain gguf-export FILE.gguf OUT``: the dequantized folder written to ``out``."""
     source, target = Path(path).expanduser(), Path(out).expanduser()
+    if not source.exists():
+        raise ConfigError(f"{path}: no such file (looked for {source.absolute()})")
     if not is_gguf(source):
         raise ConfigError(f"{path}: not a .gguf file")
     if target.exists():

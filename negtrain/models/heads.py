@@ -75,7 +75,7 @@ def choose_head_labels(
             raise ConfigError(f"model.head_labels: {list(configured)} contains a label that is not an NLI label")
         if len(set(normalized)) != len(normalized):
             raise ConfigError(f"model.head_labels: {list(configured)} names one label twice (labels are matched by meaning, not spelling)")
-        return normalized  # type: ignore[return-value]
+        return [x for x in normalized if x]  # every one is a label (checked above): typed as such
     if from_checkpoint:
         return list(from_checkpoint)
     sets = [tuple(s) for s in train_label_sets]

@@ -71,25 +71,16 @@ from negtrain.models.freezing import freeze
 from negtrain.models.sources import attention_kwargs, resolve_model_name
 from negtrain.engine.requests import Counts
 from negtrain.serving.in_process import module_backend
-# Moved to prompting.py (text only, so a served card needs no Lightning); imported here where
-# lm.py uses them, and for the code that imports them from here.
-from negtrain.models.prompting import (  # noqa: F401
+from negtrain.models.prompting import (
     AnswerMode,
     PromptSettings,
     prompt_text,
-    prompts_with_shots,
-    target_text,
 )
-# A prompt's ids and training encodings are their own module; imported here where this module
-# uses them, and for the code that imports them from here.
-from negtrain.models.lm_encoding import (  # noqa: F401
+from negtrain.models.lm_encoding import (
     check_chat,
-    choice_inputs,
-    continuation_ids,
     encode_causal_train,
     encode_seq2seq_eval,
     padded,
-    rendered_prompts,
     seq2seq_targets,
 )
 from negtrain.models.lm_eval_sets import engine_eval_sets
@@ -139,6 +130,8 @@ class LMModule(NegtrainModule):
         with torch.no_grad(), self.fp32_scoring(batch["index"].device.type) if mode in (AnswerMode.CHOICES, AnswerMode.CLOZE) else nullcontext():
             answers = backend.answer(built.requests(rows), Counts())
         read = built.read(rows, answers)
+        if read.empty:  # counted by the metric (n_empty), as a card counts them
+            eval_set.metric.mark_empty(torch.tensor(read.empty, dtype=torch.long))
         name = eval_set.name
         if eval_set.log_samples and mode not in (AnswerMode.CHOICES, AnswerMode.CLOZE):
             self.eval_responses.setdefault(name, {}).update(read.responses)

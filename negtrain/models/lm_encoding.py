@@ -21,7 +21,8 @@ from negtrain.benchmarks.negated_probes import MASK
 from negtrain.models.chat_template import chat_text
 from negtrain.config import LanguageModelConfig
 from negtrain.data.collate import IGNORE
-from negtrain.data.encoded import EncodedSplit, cached, fingerprint, tokenizer_signature
+from negtrain.data.encoded import EncodedSplit, cached
+from negtrain.data.store_keys import fingerprint, tokenizer_signature
 from negtrain.core.errors import ConfigError
 from negtrain.metrics.cloze import SKIPPED, NegatedLamaMetric
 from negtrain.models.cloze_vocab import CommonVocab, gold_or_skip

@@ -14,7 +14,9 @@ from torch.utils.data import DataLoader
 from negtrain.benchmarks.base import Example
 from negtrain.benchmarks.negated_probes import AFFIRMATIVE, MASK, NEGATED
 from negtrain.data.collate import PadCollator
-from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
+from negtrain.data.encoded import EncodedSplit, build_split, in_chunks
+from negtrain.data.encoded_columns import Columns, columns
+from negtrain.data.store_keys import fingerprint, tokenizer_signature
 from negtrain.data.module import NegtrainData
 from negtrain.data.sampler import SampledBatch
 from negtrain.core.errors import DataError

@@ -13,7 +13,9 @@ import torch
 
 from negtrain.benchmarks.base import Example
 from negtrain.config import NliModelConfig, Recipe
-from negtrain.data.encoded import Columns, EncodedSplit, build_split, columns, fingerprint, in_chunks, tokenizer_signature
+from negtrain.data.encoded import EncodedSplit, build_split, in_chunks
+from negtrain.data.encoded_columns import Columns, columns
+from negtrain.data.store_keys import fingerprint, tokenizer_signature
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import NegtrainData, TrainSet
 from negtrain.data.sources import data_key, label_codes, source_name

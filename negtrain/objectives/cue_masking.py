@@ -21,12 +21,13 @@ from negtrain.data.corpus_stream import CorpusStream, check_not_empty, index_cor
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.module import TrainSet
 from negtrain.core.errors import DataError
-from negtrain.metrics.declared import count, score
+from negtrain.metrics.cue_corpus import CUE_CORPUS_METRICS, CUE_CORPUS_NAME
 from negtrain.metrics.mlm import HeldOutMLMMetric
 from negtrain.models.mlm_inputs import encode_cue_texts, read_text_lines
 from negtrain.negation.cues import CueDetector, split_sentences
 from negtrain.objectives.base import Loss, Objective, Prepared
-from negtrain.objectives.masking import IGNORE, CueMaskingTransform, MaskingSpec, batch_generator, mask_tokens
+from negtrain.objectives.masking import CueMaskingTransform, MaskingSpec, batch_generator, mask_tokens
+from negtrain.data.collate import IGNORE
 
 CUE_TOKEN = "[CUE]"
 
@@ -58,10 +59,10 @@ def heldout_mlm(module, batch: dict[str, torch.Tensor]) -> torch.Tensor:
 class CueCorpus(Benchmark):
     """The held-out sentences of a cue-masking corpus, evaluated like a benchmark split (not registered)."""
 
-    name = "cue_corpus"
+    name = CUE_CORPUS_NAME
     splits = ("heldout",)
     labels = ()
-    reported_metrics = (score("mlm_loss", lower_is_better=True), score("cue_recovery_accuracy"), count("n_masked"), count("n_cues"))
+    reported_metrics = CUE_CORPUS_METRICS
     citation = "Truong, Baldwin, Cohn, Verspoor (2022). Improving negation detection with negation-focused pre-training. NAACL 2022."
 
     def __init__(self, examples: Sequence[Example] = ()) -> None:

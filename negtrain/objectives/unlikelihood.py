@@ -30,7 +30,8 @@ from negtrain.models.mlm_inputs import (
 )
 from negtrain.objectives import losses
 from negtrain.objectives.base import Loss, Objective, Prepared
-from negtrain.objectives.masking import IGNORE, MaskingSpec, batch_generator, mask_tokens
+from negtrain.objectives.masking import MaskingSpec, batch_generator, mask_tokens
+from negtrain.data.collate import IGNORE
 
 
 class UnlikelihoodObjective(Loss):

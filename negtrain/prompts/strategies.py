@@ -33,12 +33,14 @@ never released) is declared under ``not_reproducible``: its ``source``, ``why`` 
 strategy of the file. Asking for it by name is an error saying so (:class:`NotReproducible`), never
 a guess at its text.
 
-Adding a strategy is one entry in one file. Loading checks every key (with "did you mean").
+Adding a strategy is one entry in one file. Loading checks every key (with "did you mean"). A
+plugin's strategies are a file of its own in the same form, added with :func:`register_strategies`.
 """
 
 from __future__ import annotations
 
 import functools
+import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -49,8 +51,7 @@ import yaml
 
 from negtrain.core.errors import ConfigError, did_you_mean, unknown_name
 from negtrain.prompts.answers import answer_rule, first_label_word
-
-HERE = Path(__file__).parent
+from negtrain.prompts.strategy_files import ADDED_STRATEGY_FILES, files_of, strategy_files
 
 
 def normalize_unifiedqa(text: str) -> str:
@@ -113,7 +114,9 @@ class Prompt:
         return self.prefix + solved + self.before_query + self.query
 
     def messages(self, system: str | None = None, multiturn: bool = False) -> list[dict[str, str]]:
-        out = [{"role": "system", "content": system}] if system else []
+        # An empty system message is one too (--system ''): a template adds its own default only
+        # where the conversation has none.
+        out = [{"role": "system", "content": system}] if system is not None else []
         if not multiturn or not self.shots:
             return out + [{"role": "user", "content": self.text()}]
         for i, (q, a) in enumerate(self.shots):
@@ -378,32 +381,68 @@ def parse_strategies(raw: Any, path: str) -> dict[str, Strategy]:
     return out
 
 
-def strategy_files() -> dict[str, Path]:
-    """benchmark -> its strategy file, for every benchmark that has one."""
-    return {p.stem: p for p in sorted(HERE.glob("*.yaml")) if p.stem != "protocols"}
-
-
 @functools.lru_cache(maxsize=None)
 def strategies(benchmark: str) -> dict[str, Strategy]:
-    """The named strategies of ``benchmark`` (empty when it has no strategy file)."""
-    path = strategy_files().get(benchmark)
-    if path is None:
-        return {}
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    found = parse_strategies(raw, f"negtrain/prompts/{path.name}")
-    if raw.get("benchmark") != benchmark:
-        raise ConfigError(f"negtrain/prompts/{path.name}: names benchmark {raw.get('benchmark')!r}, not {benchmark!r}")
+    """The named strategies of ``benchmark`` (empty when it has no strategy file): the shipped
+    file's, then those a plugin added."""
+    found: dict[str, Strategy] = {}
+    for raw, shown in files_of(benchmark):
+        parsed = parse_strategies(raw, shown)
+        clash = sorted(set(parsed) & set(found))
+        if clash:
+            raise ConfigError(f"{shown}: strategy {', '.join(map(repr, clash))} of '{benchmark}' ships with negtrain; give it another name")
+        found.update(parsed)
     return found
 
 
 @functools.lru_cache(maxsize=None)
 def not_reproducible(benchmark: str) -> dict[str, NotReproducible]:
-    """The prompts of ``benchmark``'s paper that its strategy file declares cannot be reproduced."""
-    path = strategy_files().get(benchmark)
-    if path is None:
-        return {}
-    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return parse_not_reproducible(raw.get("not_reproducible"), f"negtrain/prompts/{path.name}", strategies(benchmark))
+    """The prompts of ``benchmark``'s paper that its strategy files declare cannot be reproduced."""
+    out: dict[str, NotReproducible] = {}
+    for raw, shown in files_of(benchmark):
+        out.update(parse_not_reproducible(raw.get("not_reproducible"), shown, strategies(benchmark)))
+    return out
+
+
+def register_strategies(path: str | os.PathLike[str]) -> str:
+    """Add a strategy file kept outside the package (a plugin's), at run time, and return the
+    benchmark it is for.
+
+    The file is written like ``negtrain/prompts/<benchmark>.yaml`` (this module's docstring): its
+    ``benchmark`` names a shipped or a registered benchmark, and its strategies join those negtrain
+    ships for it; a strategy of a name negtrain already has for that benchmark is refused. It is
+    read and checked now, so a mistake in it is found when the plugin loads.
+    """
+    file = Path(path)
+    raw = yaml.safe_load(file.read_text(encoding="utf-8")) if file.is_file() else None
+    if not isinstance(raw, dict) or not isinstance(raw.get("benchmark"), str):
+        why = "no such file" if not file.is_file() else "it names no benchmark (benchmark: <name>)"
+        raise ConfigError(f"register_strategies: {file}: {why}")
+    benchmark = raw["benchmark"]
+    if benchmark in ADDED_STRATEGY_FILES:
+        raise ConfigError(f"register_strategies: '{benchmark}' already has added strategies "
+                          f"({ADDED_STRATEGY_FILES.origin(benchmark) or ADDED_STRATEGY_FILES[benchmark]})")
+    parse_strategies(raw, str(file))  # every key checked now, with "did you mean"
+    ADDED_STRATEGY_FILES[benchmark] = file
+    strategies.cache_clear()
+    not_reproducible.cache_clear()
+    try:
+        strategies(benchmark)  # a clash with a shipped strategy's name: refused now, not at first use
+    except ConfigError:
+        del ADDED_STRATEGY_FILES[benchmark]
+        strategies.cache_clear()
+        not_reproducible.cache_clear()
+        raise
+    return benchmark
+
+
+def unregister_strategies(benchmark: str) -> None:
+    """Take the strategy file :func:`register_strategies` added for ``benchmark`` out again."""
+    if benchmark not in ADDED_STRATEGY_FILES:
+        raise ConfigError(f"unregister_strategies: no strategies were added for '{benchmark}'")
+    del ADDED_STRATEGY_FILES[benchmark]
+    strategies.cache_clear()
+    not_reproducible.cache_clear()
 
 
 #: Strategies renamed because their old name claimed what they are not: (benchmark, old) -> (new, why).
@@ -423,7 +462,7 @@ def get_strategy(benchmark: str, name: str) -> Strategy:
     if name in not_reproducible(benchmark):
         raise not_reproducible(benchmark)[name].error(benchmark)
     if not known:
-        have = ", ".join(strategy_files()) or "none"
+        have = ", ".join(sorted({*strategy_files(), *ADDED_STRATEGY_FILES})) or "none"
         raise ConfigError(f"benchmark '{benchmark}' has no prompt strategies (strategy files exist for: {have}); give a literal prompt instead")
     if name not in known:
         raise unknown_name(f"strategy of '{benchmark}'", name, known)

@@ -29,7 +29,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
@@ -37,13 +36,11 @@ from negtrain.config import families_where, family_names, selection_bias_note
 from negtrain.core.errors import NegtrainError
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import atomic_dir
-from negtrain.io.checkpoint_reading import read_checkpoint
 from negtrain.models.sources import hub_id, resolve_model_name
 from negtrain.core.paths import check_output_dir
 from negtrain.runs.reading import RunDir, is_count
 from negtrain.core.secrets import redact_text
 from negtrain.models import provenance
-from negtrain.training.build import build, reload_weights
 
 ADAPTER_CONFIG = "adapter_config.json"
 
@@ -73,6 +70,8 @@ def load_model(run: RunDir, checkpoint: Path):
             f"export supports the {family_names(families_where('exports'))} family (sequence classification); "
             f"this run is '{run.recipe.model.family}'"
         )
+    from negtrain.io.checkpoint_reading import read_checkpoint  # torch: after the preflight's checks
+
     ckpt = read_checkpoint(checkpoint, what="checkpoint", require_recipe=False)  # the run dir was checked
     check_finite({k: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}, checkpoint)
     if ckpt.get("negtrain_adapter_only"):
@@ -102,6 +101,8 @@ def load_model(run: RunDir, checkpoint: Path):
 def check_finite(state: dict[str, Any], checkpoint: Path) -> None:
     """Refuse weights holding NaN or infinity: a diverged run's checkpoint exports and loads
     without complaint and then predicts one label for every input."""
+    import torch  # here, not at the top: export's refusals answer before torch loads
+
     bad = [
         (name, int((~torch.isfinite(t)).sum()), t.numel())
         for name, t in state.items()
@@ -122,6 +123,8 @@ def _adapter_run_model(run: RunDir, checkpoint: Path):
     :mod:`negtrain.models.adapters`): the recipe's model is rebuilt, in full precision (a QLoRA
     adapter goes onto the unquantized base), and the checkpoint loaded onto it. This is the one
     case where exporting needs the base model (``model.name``)."""
+    from negtrain.training.build import build, reload_weights  # the training floor's: only for this case
+
     recipe = run.recipe.model_copy(deep=True)
     if recipe.adapter.type == "qlora":
         recipe.adapter = recipe.adapter.model_copy(update={"type": "lora"})
@@ -137,6 +140,21 @@ def _prepare_out(out: Path, overwrite: bool) -> None:
     check_output_dir(out.parent if out.exists() else out, "--out")
 
 
+def preflight(run_dir: Path, out: Path, checkpoint: str = "best", overwrite: bool = False) -> tuple[RunDir, str, Path]:
+    """Every check of an export that needs no model, before torch or transformers load: the run,
+    its recipe and records, the checkpoint asked for, and ``out``. Returns the run, the checkpoint
+    asked for (``best`` of a run that selected nothing is its ``last``) and its path. ``export``
+    runs it first; the ``export`` command runs it before anything heavy, so a mistake answers in
+    about a second."""
+    run = RunDir(run_dir)
+    _prepare_out(Path(out), overwrite)
+    if checkpoint == "best" and run.selection.epoch == "last":
+        checkpoint = "last"  # the run selected nothing: its result is its last epoch
+    ckpt_path = run.checkpoint(checkpoint)
+    _ = run.recipe, run.epochs  # fail on a broken recipe or metrics file before the heavy work
+    return run, checkpoint, ckpt_path
+
+
 def export(
     run_dir: Path,
     out: Path,
@@ -150,15 +168,10 @@ def export(
 
     ``license``: the card's license; by default the base model's, read from its local model card.
     """
+    out = Path(out)
+    run, checkpoint, ckpt_path = preflight(run_dir, out, checkpoint, overwrite)
     from transformers import AutoTokenizer
 
-    run = RunDir(run_dir)
-    out = Path(out)
-    _prepare_out(out, overwrite)
-    if checkpoint == "best" and run.selection.epoch == "last":
-        checkpoint = "last"  # the run selected nothing: its result is its last epoch
-    ckpt_path = run.checkpoint(checkpoint)
-    _ = run.recipe, run.epochs  # fail on a broken recipe or metrics file before the heavy work
     model, epoch = load_model(run, ckpt_path)
     is_peft = hasattr(model, "peft_config")
     if merge_adapter and not is_peft:

@@ -53,6 +53,18 @@ def _check_ready(repo_id: str):
     return api, user
 
 
+def preflight(run_dir: Path, repo_id: str, checkpoint: str = "best") -> HfApi:
+    """Every check of a push before torch or transformers load: the run and its checkpoint (before
+    the network is touched), the repository id, then the token and the Hub. Returns the Hub
+    client ``push`` uploads with. The ``push`` command runs it first, so a refusal answers in about
+    a second."""
+    from negtrain.runs.reading import RunDir
+
+    RunDir(run_dir).checkpoint(checkpoint)  # a wrong --run fails before the network is touched
+    api, _user = _check_ready(repo_id)
+    return api
+
+
 def push(
     run_dir: Path,
     repo_id: str,
@@ -61,13 +73,14 @@ def push(
     checkpoint: str = "best",
     merge_adapter: bool = False,
     license: str | None = None,
+    api: HfApi | None = None,
 ) -> str:
-    """Export ``run_dir`` and upload it to ``repo_id``; returns the URL of the uploaded tree."""
+    """Export ``run_dir`` and upload it to ``repo_id``; returns the URL of the uploaded tree.
+    ``api``: a client :func:`preflight` returned (checked already); else the checks run here."""
     from negtrain.release.export import export
-    from negtrain.runs.reading import RunDir
 
-    RunDir(run_dir).checkpoint(checkpoint)  # a wrong --run fails before the network is touched
-    api, _user = _check_ready(repo_id)
+    if api is None:
+        api = preflight(run_dir, repo_id, checkpoint)
     with tempfile.TemporaryDirectory(prefix="negtrain-push-") as tmp:
         folder = Path(tmp) / repo_id.split("/")[1]
         done = export(run_dir, folder, checkpoint=checkpoint, merge_adapter=merge_adapter, repo_id=repo_id, license=license)

@@ -15,10 +15,23 @@ from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import Recipe, SelectionConfig, TrainerConfig, load_yaml, on_test_split, selection_split, validate_recipe, validate_section
 from negtrain.core.errors import ConfigError, NegtrainError
 from negtrain.io.records import EvalRecord, RunRecord, TrainRecord, read_records
+from negtrain.metrics.cue_corpus import CUE_CORPUS_METRICS, CUE_CORPUS_NAME
 from negtrain.metrics.declared import find
 from negtrain.models import provenance
 from negtrain.core.paths import contained
 
+
+
+def is_detail(eval_name: str, key: str) -> bool:
+    """Whether metric ``key`` of the eval set ``<benchmark>/<split>`` is one of its benchmark's
+    fine-grained details (:attr:`negtrain.metrics.declared.Declared.detail`: TINAD's per-pattern
+    breakdown and its authors' counts), which the report leaves out."""
+    try:
+        bench = get_benchmark(eval_name.split("/")[0])
+    except NegtrainError:
+        return False
+    found = find(bench.reported_metrics, key)
+    return found is not None and found.detail
 
 
 def is_count(eval_name: str, key: str) -> bool:
@@ -27,15 +40,13 @@ def is_count(eval_name: str, key: str) -> bool:
     declares (an eval set of an older or foreign run) is read as a score."""
     bench_name = eval_name.split("/")[0]
     try:
-        bench = get_benchmark(bench_name)
+        declared = get_benchmark(bench_name).reported_metrics
     except NegtrainError:
         # The cue-masking corpus is evaluated like a benchmark but is not registered.
-        from negtrain.objectives.cue_masking import CueCorpus
-
-        if bench_name != CueCorpus.name:
+        if bench_name != CUE_CORPUS_NAME:
             return False
-        bench = CueCorpus  # type: ignore[assignment]  # a class with the same declarations, not registered
-    found = find(bench.reported_metrics, key)
+        declared = CUE_CORPUS_METRICS
+    found = find(declared, key)
     return found is not None and found.kind == "count"
 
 

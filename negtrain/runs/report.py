@@ -7,7 +7,8 @@ Written into ``<run>/report/`` (or ``<run>/report-vs-<other run>/`` when compari
   side by side, per-subset metrics thin;
 - ``loss.png``: the training loss per epoch;
 - ``summary.md``: the best epoch per metric (direction from the metric's declaration) with its
-  standard error and 95% bootstrap interval, the final epoch's table, and the recipe.
+  standard error and 95% bootstrap interval, the final epoch's table, and the recipe;
+- ``figure2.png``: for TINAD eval sets, Figure 2 (accuracy per pattern), the runs side by side.
 
 Where a run recorded intervals, the bold metrics (headline, consistency) are drawn with their
 95% interval as a shaded band.
@@ -32,11 +33,12 @@ from matplotlib.ticker import MaxNLocator  # noqa: E402
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.config import selection_bias_note
 from negtrain.core.errors import NegtrainError
+from negtrain.evaluation.tinad_figure2 import draw_figure2, figure2_section, runs_rows
 from negtrain.metrics.declared import headline, role_of
 from negtrain.metrics.uncertainty import format_interval, format_stderr
 from negtrain.io.atomic import write_text
 from negtrain.io.records import TRAIN
-from negtrain.runs.reading import RunDir, is_count
+from negtrain.runs.reading import RunDir, is_count, is_detail
 from negtrain.runs.seeds import SeedGroup, aggregate, is_seed_group
 from negtrain.core.secrets import redact_text
 from negtrain.models import provenance
@@ -111,7 +113,7 @@ def _metric_keys(runs: list[RunDir], eval_name: str) -> list[str]:
     keys: list[str] = []
     for run in runs:
         for ep in run.epochs:
-            keys += [k for k in ep.evals.get(eval_name, {}) if k not in keys and not is_count(eval_name, k)]
+            keys += [k for k in ep.evals.get(eval_name, {}) if k not in keys and not is_count(eval_name, k) and not is_detail(eval_name, k)]
     return _ordered(keys)
 
 
@@ -301,6 +303,7 @@ def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
     losses = [(r.name, r.epochs[-1].train.loss) for r in runs if r.epochs and r.epochs[-1].train]
     if losses:
         lines += ["", "Final training loss: " + ", ".join(f"{n} {_fmt(v, 'loss', 'train')}" for n, v in losses)]
+    lines += figure2_section(runs_rows(runs), "fractions, at each run's final epoch")
     lines += _recipe_sections(runs)
     return redact_text("\n".join(lines) + "\n")
 
@@ -325,7 +328,7 @@ def _final_table(runs: list[RunDir], header: str) -> list[str]:
         keys: list[str] = []
         for run in runs:
             if run.epochs:
-                keys += [k for k in run.epochs[-1].evals.get(name, {}) if k not in keys]
+                keys += [k for k in run.epochs[-1].evals.get(name, {}) if k not in keys and not is_detail(name, k)]
         for key in _ordered(keys):
             cells = [_with_interval(r, name, key) if r.epochs else "-" for r in runs]
             lines.append(f"| {name} | {key} | " + " | ".join(cells) + " |")
@@ -345,16 +348,19 @@ def evaluation_summary(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
     lines += _final_table(runs, "| benchmark | metric | " + " | ".join(r.name for r in runs) + " |")
     for run in runs:
         lines += ["", *_interval_note(run)]
+    lines += figure2_section(runs_rows(runs), "fractions, at each run's final epoch")
     lines += _recipe_sections(runs)
     return redact_text("\n".join(lines) + "\n")
 
 
-def report(run_dir: Path, other: Path | None = None) -> Path:
+def report(run_dir: Path, other: Path | None = None, *more: Path) -> Path:
+    """``more``: further runs beside the first two (side by side in the plots, the tables and
+    TINAD's Figure 2, e.g. Figure 2's runs trained on one pattern each)."""
     if is_seed_group(run_dir):
         if other is not None:
             raise NegtrainError(f"--run {run_dir} is a seed group; report it alone (compare two groups' numbers from their summaries)")
         return seed_report(run_dir)
-    runs = [RunDir(run_dir)] + ([RunDir(other)] if other is not None else [])
+    runs = [RunDir(run_dir)] + [RunDir(p) for p in (other, *more) if p is not None]
     for run in runs:
         if not run.epochs:
             raise NegtrainError(f"--run {run.path}: metrics.jsonl holds no fit epochs to report")
@@ -362,7 +368,7 @@ def report(run_dir: Path, other: Path | None = None) -> Path:
     warnings = provenance.differences(provenance.read(runs[0].path), provenance.read(runs[1].path)) if len(runs) > 1 else []
     for warning in warnings:
         print(f"warning: {runs[0].name} (A) and {runs[1].name} (B): {warning}", flush=True)
-    out = runs[0].path / ("report" if len(runs) == 1 else f"report-vs-{runs[1].name}")
+    out = runs[0].path / ("report" if len(runs) == 1 else "report-vs-" + "-".join(r.name for r in runs[1:]))
     out.mkdir(parents=True, exist_ok=True)
     plot_metrics(runs, out / "metrics.png")
     if all(r.is_evaluation for r in runs):  # no training: no loss to plot (an earlier report's is stale)
@@ -370,6 +376,7 @@ def report(run_dir: Path, other: Path | None = None) -> Path:
     else:
         plot_loss(runs, out / "loss.png")
     write_text(out / "summary.md", summary_markdown(runs, warnings))
+    draw_figure2(runs_rows(runs), out, "TINAD Figure 2: " + " vs ".join(r.name for r in runs))
     return out
 
 

@@ -138,6 +138,8 @@ def continuation_logprob(out: Any, context: str, continuation: str) -> tuple[flo
             continue
         if not isinstance(top, dict) or not all(isinstance(k, str) and _is_number(v) for k, v in top.items()):
             raise Malformed("a top_logprobs entry is not an object of token: number")
+        if not all(math.isfinite(v) for v in top.values()):
+            raise Malformed("a top_logprobs value is not finite (NaN or an infinity)")
         if top:
             greedy = greedy and max(top, key=lambda token: top[token]) == tokens[i]
     return total, sum(1 for i in picked if tokens[i]), greedy
@@ -182,6 +184,57 @@ def continuation_top(out: Any, context: str, continuation: str) -> tuple[str, fl
 SAME_DISTRIBUTION = 1e-2
 
 
+def next_token_top(out: Any) -> tuple[str, float] | None:
+    """The most probable token the server names for the token it generated after an echoed prompt
+    (``max_tokens: 1``: the last entry of the echoed log-probabilities), or None where it names none:
+    the distribution after the whole prompt, as the server samples from it."""
+    logprobs = choice(out).get("logprobs")
+    tops = logprobs.get("top_logprobs") if isinstance(logprobs, dict) else None
+    top = tops[-1] if isinstance(tops, list) and tops else None
+    if not isinstance(top, dict) or not top:
+        return None
+    if not all(isinstance(k, str) and _is_number(v) and math.isfinite(v) for k, v in top.items()):
+        raise Malformed("a top_logprobs entry is not an object of token: finite number")
+    best = max(top, key=lambda token: top[token])
+    return best, float(top[best])
+
+
+def tops_contradiction(out: Any) -> str | None:
+    """Where an echoed answer's ``top_logprobs`` contradict its own log-probabilities: a value that
+    is not a finite number, or a token reported as more probable than the most probable token named
+    at its position (which no distribution allows); None when they agree."""
+    logprobs = choice(out).get("logprobs")
+    if not isinstance(logprobs, dict):
+        return None
+    tokens, values, tops = logprobs.get("tokens"), logprobs.get("token_logprobs"), logprobs.get("top_logprobs")
+    if not isinstance(tops, list) or not isinstance(values, list) or not isinstance(tokens, list):
+        return None
+    for token, value, top in zip(tokens, values, tops, strict=False):
+        if not isinstance(top, dict) or not top:
+            continue
+        if not all(_is_number(v) and math.isfinite(v) for v in top.values()):
+            return "a top_logprobs value that is not a finite number"
+        if _is_number(value) and math.isfinite(value) and value > max(top.values()) + SAME_DISTRIBUTION:
+            best = max(top, key=lambda t: top[t])
+            return f"{token!r} at {value:.3f} is more probable than the most probable token named there, {best!r} at {top[best]:.3f}"
+    return None
+
+
+def constant_top(outs: list[Any]) -> str | None:
+    """The one token the ``top_logprobs`` of every position of every answer name, where they name
+    one only (a server that does not report the distribution at each position); else None."""
+    named: set[str] = set()
+    positions = 0
+    for out in outs:
+        logprobs = choice(out).get("logprobs")
+        tops = logprobs.get("top_logprobs") if isinstance(logprobs, dict) else None
+        for top in tops if isinstance(tops, list) else []:
+            if isinstance(top, dict) and top:
+                positions += 1
+                named.add(max(top, key=lambda t: top[t]))
+    return next(iter(named)) if len(named) == 1 and positions > 2 else None
+
+
 def misaligned(tops: list[tuple[str, float] | None]) -> bool | None:
     """Whether echoed log-probabilities belong to another position than the token they are given
     for, from the most probable token reported at the first token of continuations of one context.
@@ -195,5 +248,7 @@ def misaligned(tops: list[tuple[str, float] | None]) -> bool | None:
     if any(t is None for t in tops):
         return None
     known = [t for t in tops if t is not None]
+    if not all(math.isfinite(t[1]) for t in known):  # NaN agrees with nothing, itself included
+        return True
     first = known[0]
     return any(t[0] != first[0] or abs(t[1] - first[1]) > SAME_DISTRIBUTION for t in known[1:])

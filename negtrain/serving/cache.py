@@ -21,6 +21,7 @@ import os
 import sqlite3
 import threading
 import time
+import urllib.parse
 from pathlib import Path
 
 from negtrain.core.errors import ConfigError
@@ -34,6 +35,19 @@ BATCH_ROWS = 64
 BATCH_SECONDS = 2.0
 
 
+def _not_writable(path: Path) -> str | None:
+    """Why this process cannot write the cache at ``path`` (SQLite writes the file and, beside it,
+    its journal files), or None."""
+    if path.exists():
+        if not os.access(path, os.W_OK):
+            return "the file is read-only"
+        return None if os.access(path.parent, os.W_OK | os.X_OK) else "its folder is read-only"
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    return None if os.access(folder, os.W_OK | os.X_OK) else f"{folder} is read-only"
+
+
 class ResponseCache:
     def __init__(self, path: Path, batch_rows: int = BATCH_ROWS, batch_seconds: float = BATCH_SECONDS) -> None:
         """``path``: the SQLite file, or a folder to hold ``responses.sqlite``; ``batch_rows``
@@ -42,10 +56,20 @@ class ResponseCache:
         if path.is_dir() or path.suffix == "":
             path = path / FILE_NAME
         self.path = path
+        #: A cache this process cannot write (a read-only file or folder): its answers are read,
+        #: new ones are kept in memory for this run only.
+        self.read_only = False
         try:
-            self._db = self._connect(path)
+            self._db = self._open(path)
         except sqlite3.DatabaseError as exc:  # a damaged file (cut short, overwritten): set aside, begin anew
-            aside = self._set_aside(path)
+            if self.read_only:
+                raise ConfigError(f"--cache {path}: damaged ({exc}) and read-only, so it cannot be set aside; "
+                                  "give another --cache") from exc
+            try:
+                aside = self._set_aside(path)
+            except OSError as cannot:
+                raise ConfigError(f"--cache {path}: damaged ({exc}), and it cannot be set aside "
+                                  f"({cannot.strerror or cannot}); give another --cache") from exc
             print(f"response cache {path}: damaged ({exc}); set aside as {aside.name}, and every request is asked "
                   "of the server again", flush=True)
             try:
@@ -64,6 +88,63 @@ class ResponseCache:
         self.commits = 0
         self._closed = False
         atexit.register(self.close)
+
+    def _open(self, path: Path) -> sqlite3.Connection:
+        """The cache's connection: for writing, or, where this process cannot write the file or
+        its folder, for reading only (said in one line). A read-only cache is never taken for a
+        damaged one: SQLite's "readonly" and "cannot open" are no damage, and it is never set aside."""
+        why = _not_writable(path)
+        if why is None:
+            try:
+                return self._connect(path)
+            except sqlite3.OperationalError as exc:
+                if getattr(exc, "sqlite_errorname", "") not in ("SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_PERM") \
+                        and "readonly" not in str(exc):
+                    raise
+                why = f"SQLite: {exc}"
+        self.read_only = True
+        if not path.is_file():
+            print(f"response cache {path}: cannot be created ({why}); this run's answers are kept in memory only, "
+                  "not saved", flush=True)
+            db = sqlite3.connect(":memory:", check_same_thread=False, isolation_level=None)
+            db.execute("CREATE TABLE answers (key TEXT PRIMARY KEY, answer TEXT NOT NULL)")
+            return db
+        db = self._connect_read_only(path)
+        print(f"response cache {path}: read-only ({why}); its answers are read, new answers are not saved", flush=True)
+        return db
+
+    @staticmethod
+    def _connect_read_only(path: Path) -> sqlite3.Connection:
+        """``path`` opened for reading, checked as :meth:`_connect` checks it. A cache in WAL mode
+        in a folder this process cannot write is opened as immutable (SQLite cannot make its
+        shared-memory file there)."""
+        uri = "file:" + urllib.parse.quote(str(path.resolve())) + "?mode=ro"
+        last: sqlite3.Error | None = None
+        for tail in ("", "&immutable=1"):
+            try:
+                db = sqlite3.connect(uri + tail, uri=True, timeout=60, check_same_thread=False, isolation_level=None)
+            except sqlite3.Error as exc:
+                last = exc
+                continue
+            try:
+                found = db.execute("PRAGMA quick_check").fetchone()
+                db.execute("SELECT 1 FROM answers LIMIT 1").fetchall()
+            except sqlite3.OperationalError as exc:
+                db.close()
+                if "no such table" in str(exc):
+                    raise sqlite3.DatabaseError("not a response cache (no answers table)") from exc
+                last = exc
+                continue
+            except BaseException:
+                db.close()
+                raise
+            if found is None or found[0] != "ok":
+                db.close()
+                said = " ".join(str(found[0]).split("\n")[:2]) if found else "no answer"
+                raise sqlite3.DatabaseError(f"its check found: {said}")
+            return db
+        assert last is not None
+        raise last
 
     @staticmethod
     def _connect(path: Path) -> sqlite3.Connection:
@@ -139,8 +220,8 @@ class ResponseCache:
     def _commit(self) -> None:
         """One transaction for every pending answer (the lock held); on an error nothing of the
         batch is written and it stays pending."""
-        if not self._pending or self._closed:
-            return
+        if not self._pending or self._closed or self.read_only:
+            return  # (read-only: the answers stay pending, answered from memory by ``get``)
         rows = list(self._pending.items())
         try:
             self._db.execute("BEGIN IMMEDIATE")

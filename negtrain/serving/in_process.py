@@ -19,9 +19,9 @@ model is loaded, :mod:`negtrain.serving.in_process_load`.
   position. Never cached.
 
 Each kind is sorted by length (longest first) and batched ``batch_size`` at a time; answers come
-back in the requests' order. With a response cache, an answer already there is read
-(``counts.cached``), the others are computed (``counts.requests``) and stored a batch at a time,
-as each batch is computed. The factory defers loading the weights to the first answer, so a card
+back in the requests' order, each batch's handed to ``on_answer`` as it is computed (the response
+cache round the backend, :mod:`negtrain.serving.response_caching`, keeps them then, keyed by
+:meth:`InProcessBackend.cache_identity`). The factory defers loading the weights to the first answer, so a card
 checks every prompt against the context first. Nothing here
 imports Lightning or the training floor.
 """
@@ -33,15 +33,15 @@ from typing import Any
 
 import torch
 
+from negtrain.config.backends import DEFAULT_BACKEND
 from negtrain.core.errors import ConfigError
-from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, NextToken, Request, cache_key
+from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, NextToken, Request
 from negtrain.models.context import model_context, rows_over
 from negtrain.models.continuation import ContinuationScores, continuation_logprobs
 from negtrain.models.folder_checks import check_model_folder, load_lm_tokenizer
 from negtrain.models.generation import Limits, respond_ids
 from negtrain.models.sources import resolve_model_name
 from negtrain.serving.backend import BackendContext
-from negtrain.serving.cache import ResponseCache
 from negtrain.serving.in_process_inputs import Fitted, Inputs
 from negtrain.serving.in_process_load import (
     evaluation_precision_name,
@@ -83,11 +83,13 @@ class InProcessBackend:
     batches (see the module's docstring): the ``hf`` and ``transformers`` rows' backend, made by
     :func:`open_in_process` for a card, and by :func:`module_backend` round a family's live model."""
 
-    name = "transformers"
+    name = DEFAULT_BACKEND
+    #: The model is in this process (the backend's declared abilities, :class:`negtrain.serving.backend.Backend`).
+    loads_here = True
 
     def __init__(self, model: Any, tokenizer: Any, batch_size: int, *, encoder_decoder: bool = False, truncate: str = "none",
                  autocast_dtype: torch.dtype | None = None, fp32_recheck_margin: float | None = None,
-                 cache: ResponseCache | None = None, cache_settings: dict[str, Any] | None = None, name: str | None = None,
+                 cache_settings: dict[str, Any] | None = None, name: str | None = None,
                  model_config: Any = None, loader: Callable[[], tuple[Any, dict[str, Any]]] | None = None) -> None:
         if truncate not in TRUNCATE:
             raise ConfigError(f"truncate {truncate!r}: one of {', '.join(TRUNCATE)}")
@@ -101,7 +103,9 @@ class InProcessBackend:
         self.encoder_decoder = encoder_decoder
         self.autocast_dtype = autocast_dtype
         self.fp32_recheck_margin = fp32_recheck_margin
-        self.cache = cache
+        #: What decides an answer besides the request (the weights by content, tokenizer, chat
+        #: template, dtype, precision), set where a card's cache keeps its answers; none for a
+        #: live model, whose weights change between calls (its answers are never cached).
         self.cache_settings = dict(cache_settings or {})
         if name is not None:
             self.name = name
@@ -130,16 +134,25 @@ class InProcessBackend:
     @classmethod
     def of_model(cls, model: Any, tokenizer: Any, *, encoder_decoder: bool, batch_size: int, truncate: str = "none",
                  autocast_dtype: torch.dtype | None = None, fp32_recheck_margin: float | None = None,
-                 name: str = "hf") -> "InProcessBackend":
+                 name: str = DEFAULT_BACKEND) -> "InProcessBackend":
         """A backend over a model already in memory (the fit path's live model): no cache, since
         its weights change between calls."""
         return cls(model, tokenizer, batch_size, encoder_decoder=encoder_decoder, truncate=truncate, autocast_dtype=autocast_dtype,
                    fp32_recheck_margin=fp32_recheck_margin, name=name)
 
-    def prompt_lengths(self, texts: Sequence[str]) -> list[int]:
-        """Each text's length in tokens as this backend gives it the model (special tokens added), so
-        a card checks every prompt against :attr:`context` before the first request."""
-        return [len(ids) for ids in self.inputs.tokens_of(texts)]
+    @property
+    def where(self) -> str:
+        return self.inputs.where
+
+    def load(self) -> None:
+        """The weights, loaded now where the factory deferred them (a card has checked every prompt)."""
+        self.model  # noqa: B018  # the property loads them
+
+    def prompt_lengths(self, texts: Sequence[str], chat: bool = False) -> list[int]:
+        """Each text's length in tokens as this backend gives it the model (special tokens added; a
+        chat's rendering, ``chat``, holds its own), so a card checks every prompt against
+        :attr:`context` before the first request."""
+        return [len(ids) for ids in self.inputs.tokens_of(texts, special=not chat)]
 
     def _prompt_ids(self, g: Generation) -> list[int]:
         return self.inputs.prompt(g)[0]
@@ -148,6 +161,17 @@ class InProcessBackend:
         """The messages as the model is given them: through the tokenizer's chat template (also
         what the sample log shows)."""
         return self.inputs.chat_text([(m["role"], m["content"]) for m in messages])
+
+    def cache_identity(self, request: Request) -> dict[str, Any] | None:
+        """What keys ``request``'s answer besides itself: the model's settings (loaded now, when
+        deferred: its weights key the cache) and ``truncate``; None for a next token's
+        distribution (a tensor, never cached) and for a backend with no settings (a live model)."""
+        if isinstance(request, NextToken):
+            return None
+        self.load()
+        if not self.cache_settings:
+            return None
+        return {**self.cache_settings, "truncate": self.context.truncate}
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return True, ""
@@ -169,7 +193,8 @@ class InProcessBackend:
             return torch.autocast(device_type=self._device_type(), enabled=False)
         return torch.autocast(device_type=self._device_type(), dtype=self.autocast_dtype)
 
-    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
+    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False,
+               on_answer: Callable[[int, Answer], None] | None = None) -> list[Answer | None]:
         answers: list[Answer | None] = [None] * len(requests)
         generations = [(i, r) for i, r in enumerate(requests) if isinstance(r, Generation)]
         scored = [(i, r) for i, r in enumerate(requests) if isinstance(r, Loglikelihood)]
@@ -181,34 +206,24 @@ class InProcessBackend:
         fitted_generations = self._fit_generations(generations)
         groups = self._fit_groups(scored)
         fitted_next = self._fit_next_tokens(next_tokens)
-        keys: dict[int, str] = {}
-        model = self.model  # loaded now, when deferred: its weights key the cache
-        if self.cache is not None:
-            settings = {**self.cache_settings, "truncate": self.context.truncate}
-            for i, r in generations + scored:
-                keys[i] = cache_key(self.name, settings, r)
-                found = self.cache.get(keys[i])
-                if found is not None:
-                    answers[i] = found
-                    counts.cached += 1
+        model = self.model  # loaded now, when deferred
         computed = 0
 
         def keep(done: list[tuple[int, Answer]]) -> None:
-            """A batch's answers, kept as soon as it is computed: a card killed later loses none of them."""
+            """A batch's answers, handed on as soon as it is computed: a card killed later loses none of them."""
             nonlocal computed
             for i, a in done:
                 answers[i] = a
-                if i in keys and self.cache is not None:
-                    self.cache.put(keys[i], a)
+                if on_answer is not None:
+                    on_answer(i, a)
             computed += len(done)
 
         training = getattr(model, "training", False)
         model.eval()
         try:
             with torch.no_grad():
-                todo = [(i, g, f) for (i, g), f in zip(generations, fitted_generations, strict=True) if answers[i] is None]
-                self._generate(todo, keep)
-                self._score([g for g in groups if any(answers[i] is None for i, _ in g.members)], answers, keep)
+                self._generate([(i, g, f) for (i, g), f in zip(generations, fitted_generations, strict=True)], keep)
+                self._score(groups, keep)
                 self._next(list(zip([i for i, _ in next_tokens], fitted_next, strict=True)), keep)
         finally:
             if training:
@@ -262,7 +277,7 @@ class InProcessBackend:
             return continuation_logprobs(self.model, [g.fitted.ids for g in groups], [[c for _, c in g.members] for g in groups],
                                          encoder_decoder=self.encoder_decoder, pad_id=self.tokenizer.pad_token_id)
 
-    def _score(self, groups: list[_Group], answers: list[Answer | None], keep) -> None:
+    def _score(self, groups: list[_Group], keep) -> None:
         # The rows of one call have the same number of continuations; longest first within each number.
         by_k: dict[int, list[_Group]] = {}
         for g in groups:
@@ -270,9 +285,9 @@ class InProcessBackend:
         for same in by_k.values():
             same.sort(key=lambda g: -(len(g.fitted.ids) + max(len(c) for _, c in g.members)))
             for start in range(0, len(same), self.batch_size):
-                keep(self._score_batch(same[start:start + self.batch_size], answers))
+                keep(self._score_batch(same[start:start + self.batch_size]))
 
-    def _score_batch(self, groups: list[_Group], answers: list[Answer | None]) -> list[tuple[int, Answer]]:
+    def _score_batch(self, groups: list[_Group]) -> list[tuple[int, Answer]]:
         scores = self._continuations(groups)
         if self.autocast_dtype is not None and self.fp32_recheck_margin is not None:
             close = near_ties(scores, self.fp32_recheck_margin)
@@ -281,9 +296,8 @@ class InProcessBackend:
         out = []
         for row, g in enumerate(groups):
             for j, (i, _) in enumerate(g.members):
-                if answers[i] is None:
-                    out.append((i, Answer(logprob=float(scores.logprob[row, j]), n_tokens=int(scores.n_tokens[row, j]),
-                                          cut=g.fitted.cut, seen=g.fitted.seen)))
+                out.append((i, Answer(logprob=float(scores.logprob[row, j]), n_tokens=int(scores.n_tokens[row, j]),
+                                      cut=g.fitted.cut, seen=g.fitted.seen)))
         return out
 
     def _next(self, todo: list[tuple[int, Fitted]], keep) -> None:
@@ -311,7 +325,8 @@ def open_in_process(context: BackendContext) -> InProcessBackend:
     folder or a Hub id) as the recipe's family loads it (auto class, attention implementation,
     adapters), a run's checkpoint (``context.checkpoint``) loaded into it, on the GPU when there is
     one; the recipe's eval batch size, ``evaluation.truncate``, precision, ``fp32_recheck_margin``
-    and ``trainer.torch_threads``; the card's response cache keyed by what decides an answer."""
+    and ``trainer.torch_threads``; with a response cache (kept round it by
+    :func:`negtrain.serving.backend.open_backend`), what decides an answer as its cache settings."""
     recipe = context.recipe
     if recipe is None:
         raise ConfigError(f"backend {context.backend}: it loads --model {context.model} as a recipe's model section says; it was given no recipe")
@@ -341,7 +356,7 @@ def open_in_process(context: BackendContext) -> InProcessBackend:
     backend = InProcessBackend(
         None, tokenizer, recipe.data.eval_batch_size, encoder_decoder=bool(getattr(config, "is_encoder_decoder", False)),
         truncate=recipe.evaluation.truncate, autocast_dtype=autocast_dtype, fp32_recheck_margin=recipe.model.fp32_recheck_margin,
-        cache=context.cache, name=context.backend, model_config=config, loader=load,
+        name=context.backend, model_config=config, loader=load,
     )
     backend.precision = evaluation_precision_name(recipe.trainer.precision)
     return backend
@@ -365,5 +380,5 @@ def module_backend(tokenizer, recipe, model_config, *, encoder_decoder: bool) ->
     autocast_dtype, _ = precision_dtypes(recipe.trainer.precision)
     return InProcessBackend(
         None, tokenizer, recipe.data.eval_batch_size, encoder_decoder=encoder_decoder, truncate=recipe.evaluation.truncate,
-        autocast_dtype=autocast_dtype, fp32_recheck_margin=recipe.model.fp32_recheck_margin, name="hf", model_config=model_config,
+        autocast_dtype=autocast_dtype, fp32_recheck_margin=recipe.model.fp32_recheck_margin, name=DEFAULT_BACKEND, model_config=model_config,
     )

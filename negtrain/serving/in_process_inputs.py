@@ -30,6 +30,7 @@ from typing import Any
 
 from negtrain.core.errors import ConfigError
 from negtrain.engine.requests import Generation, Loglikelihood, NextToken
+from negtrain.models.chat_template import empty_chat
 from negtrain.models.choice_inputs import split_pair
 from negtrain.models.context import Context, cut_left, rows_over
 from negtrain.models.lm_encoding import continuation_ids
@@ -85,8 +86,11 @@ class Inputs:
         if not getattr(self.tokenizer, "chat_template", None):
             raise ConfigError(f"--chat: the tokenizer of {self.where}'s model has no chat template; drop --chat")
         as_dicts = [{"role": role, "content": content} for role, content in messages]
-        return self._once(("chat", tuple(messages)),
+        text = self._once(("chat", tuple(messages)),
                           lambda: self.tokenizer.apply_chat_template(as_dicts, add_generation_prompt=True, tokenize=False))
+        if not text:  # the model would be given nothing (and generation fails on an empty prompt)
+            raise ConfigError(empty_chat(f"{self.where}'s model", "/".join(role for role, _ in messages)))
+        return text
 
     def prompt(self, r: Generation | Loglikelihood) -> tuple[list[int], bool]:
         """A generation's prompt (or a log-likelihood's context) as ids, and whether it is a rendered chat."""

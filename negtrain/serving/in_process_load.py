@@ -15,7 +15,7 @@ import torch
 
 from negtrain.config import LanguageModelConfig, to_dict
 from negtrain.core.errors import ConfigError
-from negtrain.data.encoded import tokenizer_signature
+from negtrain.data.store_keys import tokenizer_signature
 from negtrain.io.checkpoint_reading import read_checkpoint
 from negtrain.models import provenance
 from negtrain.models.adapters import add_adapter, load_adapter_state, load_base

@@ -26,11 +26,12 @@ else; every text quoted from a server is masked for it and every other secret ne
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +41,7 @@ from negtrain.core.secrets import redact_text, remember_secret
 from negtrain.core.server_settings import SERVER_SETTINGS
 from negtrain.serving import answers, http
 from negtrain.serving.answers import Malformed
+from negtrain.serving.backend import BackendBase
 from negtrain.serving.cache import ResponseCache
 from negtrain.engine.requests import Answer, Counts, Generation, Loglikelihood, NextToken, Request, cache_key
 
@@ -109,10 +111,12 @@ class _Transient(Exception):
         self.wait = wait
 
 
-class OpenAIBackend:
-    name = "openai"
+class OpenAIBackend(BackendBase):
+    """A client of an OpenAI-compatible server: the model is not here (no tokenizer, no context it
+    can count, the server's chat template), :class:`negtrain.serving.backend.BackendBase`."""
 
-    def __init__(self, settings: ServerSettings, cache: ResponseCache | None) -> None:
+    def __init__(self, settings: ServerSettings, cache: ResponseCache | None, name: str) -> None:
+        self.name = name  # the table row it answers as, which keys its cache
         self.settings = settings
         self.cache = cache
         key = None
@@ -129,6 +133,11 @@ class OpenAIBackend:
         self._stop = threading.Event()
         self._inflight = http.InFlight()
         self.sent = 0  # requests sent by this process, against max_requests
+        self._spot_checked = False  # whether this run's log-likelihood requests were spot-checked (spot_check)
+
+    @property
+    def where(self) -> str:
+        return f"the server at {self.settings.api_root}"
 
     def stop(self) -> None:
         """End every request in flight and send no other (a signal stopped the card)."""
@@ -222,8 +231,7 @@ class OpenAIBackend:
             except Malformed as exc:
                 raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from exc
         assert isinstance(request, Loglikelihood)  # answer() refused the others before sending
-        body = {"model": model, "prompt": request.context + request.continuation, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
-        out = self._post_retrying("/completions", body, request.example)
+        out = self._post_retrying("/completions", self._echo_body(request.context + request.continuation), request.example)
         try:
             logprob, n_tokens, greedy = answers.continuation_logprob(out, request.context, request.continuation)
             tokens_in, tokens_out = answers.usage_counts(out)
@@ -231,9 +239,16 @@ class OpenAIBackend:
         except Malformed as exc:
             raise RequestFailed(f"{request.example}: a malformed answer ({exc}): {self._quote(out)}") from exc
 
-    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False) -> list[Answer | None]:
-        """The answer to every request, from the cache or the server, in order. A request that
-        fails after its retries stops everything (:class:`RequestFailed`), or with
+    def cache_identity(self, request: Request) -> dict[str, Any] | None:
+        """What keys a request's answer besides itself (the response cache round this backend,
+        :mod:`negtrain.serving.response_caching`): the server, the model, a generation's extra fields."""
+        return self.settings.identity(request)
+
+    def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False,
+               on_answer: Callable[[int, Answer], None] | None = None) -> list[Answer | None]:
+        """The answer to every request from the server, in order, each handed to ``on_answer`` as
+        it comes (the response cache keeps it then: a failure later loses no answer paid for). A
+        request that fails after its retries stops everything (:class:`RequestFailed`), or with
         ``allow_missing`` is None and named in ``counts.missing``. A signal (a ``Stopped`` raised in
         this thread while it waits) ends the requests in flight at once and sends no other."""
         for r in requests:  # what no OpenAI-compatible endpoint answers: refused before anything is sent
@@ -243,16 +258,8 @@ class OpenAIBackend:
             if isinstance(r, Loglikelihood) and r.chat:
                 raise ConfigError(f"{r.example}: a chat's continuation log-probability needs the template rendered where it is "
                                   "scored, which a chat endpoint does not give; drop --chat, or use --backend hf")
-        keys = [cache_key(self.name, self.settings.identity(r), r) for r in requests]
         answers_: list[Answer | None] = [None] * len(requests)
-        todo = []
-        for i, key in enumerate(keys):
-            hit = self.cache.get(key) if self.cache is not None else None
-            if hit is None:
-                todo.append(i)
-            else:
-                answers_[i] = hit
-                counts.cached += 1
+        todo = list(range(len(requests)))
         sent_before = self.sent
 
         def one(i: int) -> None:
@@ -268,13 +275,17 @@ class OpenAIBackend:
                 with self._lock:
                     counts.missing.append(f"{requests[i].example} ({exc})")
                 return
-            if self.cache is not None:
-                self.cache.put(keys[i], answer)  # committed with its batch (serving/cache.py)
+            if on_answer is not None:
+                on_answer(i, answer)  # the cache commits it with its batch (serving/cache.py)
             answers_[i] = answer
 
         self._stop.clear()
         self._inflight.reset()
         try:
+            if not self._spot_checked and any(isinstance(r, Loglikelihood) for r in requests):
+                self.spot_check(requests)  # once a run, whether its answers are cached or not
+                self._spot_checked = True
+                sent_before = self.sent  # a check, like the alignment check: no benchmark's requests
             if todo:
                 pool = ThreadPoolExecutor(max_workers=max(1, min(self.settings.concurrency, len(todo))))
                 try:
@@ -334,22 +345,31 @@ class OpenAIBackend:
     def aligned(self) -> tuple[bool, str]:
         """Whether the server's echoed log-probabilities belong to the token they are reported for
         (:func:`negtrain.serving.answers.misaligned`: the first tokens of three continuations of
-        one context must be reported from one distribution). A server one position off, or one
-        that names no top tokens (so the check cannot be made), is refused for log-likelihoods;
-        the verdict is cached."""
-        key = cache_key(self.name, self.settings.identity(), {"kind": "alignment-probe", "context": self.ALIGNMENT_CONTEXT,
-                                                               "continuations": list(self.ALIGNMENT_CONTINUATIONS)})
-        if self.cache is not None and self.cache.get(key) is not None:
-            return True, ""
-        tops = []
+        one context must be reported from one distribution). A server one position off, one that
+        names no top tokens (so the check cannot be made), one whose top tokens are not finite,
+        contradict its own log-probabilities or name one constant token, is refused for
+        log-likelihoods. Asked on every run (a cached verdict would vouch for whatever answers at
+        that address later); an aligned verdict is recorded under what answered: the model the
+        server names and a digest of its probe answers."""
+        tops, outs = [], []
         for continuation in self.ALIGNMENT_CONTINUATIONS:
-            body = {"model": self.settings.model, "prompt": self.ALIGNMENT_CONTEXT + continuation, "max_tokens": 1,
-                    "temperature": 0, "echo": True, "logprobs": 1}
-            out = self._post_retrying("/completions", body, "the log-probability alignment check")
+            out = self._post_retrying("/completions", self._echo_body(self.ALIGNMENT_CONTEXT + continuation),
+                                      "the log-probability alignment check")
             try:
                 tops.append(answers.continuation_top(out, self.ALIGNMENT_CONTEXT, continuation))
             except Malformed as exc:
                 return False, f"gives echoed log-probabilities negtrain cannot read ({exc}): {self._quote(out)}"
+            outs.append(out)
+        contradiction = next((c for c in map(answers.tops_contradiction, outs) if c), None)
+        if contradiction:
+            return False, (f"gives top_logprobs that contradict its own log-probabilities ({contradiction}), so negtrain cannot "
+                           "check that each belongs to the token it is reported for; score log-likelihoods with the same model "
+                           "in this process (--backend transformers)")
+        constant = answers.constant_top(outs)
+        if constant is not None:
+            return False, (f"names {constant!r} as the most probable token at every position of every answer, which is no "
+                           "model's distribution, so negtrain cannot check that each log-probability belongs to its token; "
+                           "score log-likelihoods with the same model in this process (--backend transformers)")
         verdict = answers.misaligned(tops)
         if verdict is None:
             return False, ("names no top_logprobs with its echoed log-probabilities, so negtrain cannot check that each "
@@ -361,10 +381,53 @@ class OpenAIBackend:
                            f"{self.ALIGNMENT_CONTEXT!r} differs with the token that follows it: {seen}; llama-cpp-python's "
                            "server does this), so its log-likelihoods would be wrong; score them with the same model file in "
                            "this process (--backend transformers, or hf), or through a server docs/served.md lists as verified")
-        if self.cache is not None:  # committed at once: one row that saves three requests on a rerun
-            self.cache.put(key, Answer(text="aligned"))
+        if self.cache is not None:  # a record of what was checked, never read in place of asking
+            self.cache.put(self.verdict_key(outs, tops), Answer(text="aligned"))
             self.cache.flush()
         return True, ""
+
+    def verdict_key(self, outs: list[Any], tops: list[tuple[str, float] | None]) -> str:
+        """The cache key an aligned verdict is recorded under: what answered (the model and
+        fingerprint the server names in its answers) and a digest of its probe answers, not the URL."""
+        named = sorted({str(o.get("model")) for o in outs if isinstance(o, dict)})
+        fingerprints = sorted({str(o.get("system_fingerprint")) for o in outs if isinstance(o, dict) and o.get("system_fingerprint")})
+        probe = hashlib.sha256(json.dumps([[t[0], round(t[1], 3)] if t else None for t in tops]).encode("utf-8")).hexdigest()
+        return cache_key(self.name, {"served_model": named, "fingerprint": fingerprints},
+                         {"kind": "alignment-verdict", "context": self.ALIGNMENT_CONTEXT, "probe_answers": probe})
+
+    def _echo_body(self, prompt: str) -> dict[str, Any]:
+        return {"model": self.settings.model, "prompt": prompt, "max_tokens": 1, "temperature": 0, "echo": True, "logprobs": 1}
+
+    #: How many of a run's log-likelihood requests are spot-checked (:meth:`spot_check`).
+    SPOT_CHECKS = 2
+
+    def spot_check(self, requests: Sequence[Request]) -> None:
+        """A sample of the run's own log-likelihood requests (of the first batch that has any) asked
+        twice, on every run: as
+        context + continuation (the echoed prompt, read at the continuation's first token) and as
+        the continuation of its context (the context alone, read at the token generated after it).
+        Both are the distribution after the context, so they must agree (the same most probable
+        token and value); a server that passed :meth:`aligned` and is off on the run's own prompts
+        is refused before its answers are used."""
+        pool = [r for r in requests if isinstance(r, Loglikelihood) and r.context and r.continuation]
+        sample = list({id(r): r for r in (pool[:1] + pool[-1:])}.values())[: self.SPOT_CHECKS]
+        for r in sample:
+            whole = self._post_retrying("/completions", self._echo_body(r.context + r.continuation), f"{r.example} (spot check)")
+            alone = self._post_retrying("/completions", self._echo_body(r.context), f"{r.example} (spot check)")
+            try:
+                echoed = answers.continuation_top(whole, r.context, r.continuation)
+                generated = answers.next_token_top(alone)
+            except Malformed as exc:
+                raise RequestFailed(f"{r.example} (spot check): a malformed answer ({exc}): {self._quote(whole)}") from exc
+            if echoed is None or generated is None:
+                continue  # a server that names no tops was refused for log-likelihoods by aligned()
+            if answers.misaligned([echoed, generated]):
+                raise RequestFailed(
+                    f"{r.example}: the server's echoed log-probabilities disagree with the distribution it gives after the same "
+                    f"context (most probable after {r.context[-40:]!r}: {echoed[0]!r} {echoed[1]:.3f} echoed in the prompt, "
+                    f"{generated[0]!r} {generated[1]:.3f} when it continues it); it passed the alignment check but is off on this "
+                    "run's prompts, so its log-likelihoods would be wrong; score them with the same model in this process "
+                    "(--backend transformers)")
 
 
 class _Stopped(Exception):
@@ -379,4 +442,4 @@ def open_openai(context) -> OpenAIBackend:
         raise ConfigError("backend openai needs a server section (base_url)")
     settings = ServerSettings(server.base_url, context.model, server.key_env, server.concurrency, server.timeout,
                               server.retries, server.max_requests, server.extra_body)
-    return OpenAIBackend(settings, context.cache)
+    return OpenAIBackend(settings, context.cache, context.backend)

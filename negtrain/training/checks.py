@@ -13,7 +13,7 @@ import os
 from negtrain.config import Recipe
 from negtrain.core.errors import ConfigError, NegtrainError, unknown_name
 from negtrain.models.init_from import resolve_init
-from negtrain.models.provenance import cpu_has_native_bf16  # noqa: F401 (imported from here too)
+from negtrain.models.provenance import cpu_has_native_bf16
 from negtrain.models.sources import resolve_model_name
 
 
@@ -57,7 +57,7 @@ def evaluation_precision(t) -> tuple[str, str | None]:
     ``32-true``, which runs the model in the dtype it was loaded in (its checkpoint's) with no
     autocast, on every machine. ``auto`` picks bf16-mixed for *training* where the hardware computes
     bf16 natively; in evaluation that would make the generated texts depend on the machine. An
-    explicit precision is kept, and every eval record says so (``models.base.precision_note``)."""
+    explicit precision is kept, and every eval record says so (``models.precision_note.precision_note``)."""
     if t.precision == "auto":
         return "32-true", None
     return trainer_precision(t)

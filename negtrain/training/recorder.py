@@ -56,11 +56,13 @@ from tqdm import tqdm
 
 # The one scoring path (data/scoring.py) lives on the data floor, so a served card writes its line
 # as a run does, without Lightning.
-from negtrain.data.eval_set import EvalResult, EvalSet, json_number as _json_number  # noqa: F401
+from negtrain.data.eval_set import EvalResult, EvalSet, json_number as _json_number
 from negtrain.data.scoring import record_scored
 from negtrain.config import selection_split
 from negtrain.data.module import NegtrainData
 from negtrain.io.records import TRAIN, EvalRecord, RunRecord, TrainRecord, append_records
+from negtrain.benchmarks.registry import BENCHMARKS
+from negtrain.metrics.declared import find
 from negtrain.metrics.uncertainty import format_stderr
 from negtrain.training.epochs import epoch_label
 from negtrain.training.resume import gather
@@ -85,10 +87,14 @@ def format_block(result: EvalResult, is_count: Callable[[str], bool], width: int
         # A score carries its standard error (counts have none): ``0.9717±0.0048``.
         return str(int(value)) if is_count(key) else f"{value:.4f}{format_stderr(spread.get(key))}"
 
-    finite = [(k, v) for k, v in result.metrics.items() if not math.isnan(v)]
+    # A benchmark's fine-grained details (TINAD's per-pattern breakdown and its authors' counts,
+    # some 1,700 numbers) are written to metrics.jsonl; the table counts them.
+    bench = BENCHMARKS.get(result.name.split("/")[0])
+    details = {k for k in result.metrics if bench is not None and (d := find(bench.reported_metrics, k)) is not None and d.detail}
+    finite = [(k, v) for k, v in result.metrics.items() if not math.isnan(v) and k not in details]
     # Scores first, in the metric's order; the counts (n, groups_scored, ...) after them.
     shown = dict([kv for kv in finite if not is_count(kv[0])] + [kv for kv in finite if is_count(kv[0])])
-    unscored = [k for k, v in result.metrics.items() if math.isnan(v)]
+    unscored = [k for k, v in result.metrics.items() if math.isnan(v) and k not in details]
     lines = [f"  {result.name}"]
     if shown:
         key_w = max(len(k) for k in shown)
@@ -101,6 +107,8 @@ def format_block(result: EvalResult, is_count: Callable[[str], bool], width: int
     if unscored:
         why = f" ({unscored_reason})" if unscored_reason else ""
         lines += wrapped(f"not scored{why}: " + ", ".join(unscored), width)
+    if details:
+        lines += wrapped(f"and {len(details)} numbers of the breakdown (per pattern, the authors' counts): in metrics.jsonl", width)
     if result.note:
         lines += wrapped(f"note: {result.note}", width)
     return lines

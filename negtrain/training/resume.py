@@ -68,6 +68,7 @@ from negtrain.io.atomic import PART_SUFFIX, write_text
 from negtrain.core.paths import is_inside
 from negtrain.recipes import LoadedRecipe, load_recipe
 from negtrain.training.epochs import epoch_label
+from negtrain.training.resume_records import RUN_FOLDER, check_resumable
 
 RESUME_KEY = "negtrain_resume"
 FORMAT = 1
@@ -376,7 +377,7 @@ def check_run_dir(run_dir: Path) -> Path:
     if not run_dir.is_dir():
         raise NegtrainError(f"--resume {run_dir}: not a directory")
     if not (run_dir / "recipe.yaml").exists():
-        raise NegtrainError(f"--resume {run_dir}: not a negtrain run directory (no recipe.yaml)")
+        raise NegtrainError(f"--resume {run_dir}: not a negtrain run directory (no recipe.yaml); {RUN_FOLDER}")
     for name, kind in RUN_ENTRIES.items():
         path = run_dir / name
         if path.exists() or path.is_symlink():
@@ -384,6 +385,7 @@ def check_run_dir(run_dir: Path) -> Path:
             if not ok:
                 raise _damaged(run_dir, f"{name} is not a {kind}", f"a run keeps its {name} as a {kind}; move the wrong one aside")
     _check_model_config(run_dir)
+    check_resumable(run_dir)
     if (run_dir / "predictions").is_dir():
         for path in (run_dir / "predictions").iterdir():
             if path.suffix == ".jsonl" and not path.is_file():

@@ -18,7 +18,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
 from negtrain.benchmarks.test_rows import check_recipe_selection, check_training, trained_test_rows, trained_on_test_note
-from negtrain.config import IN_THIS_PROCESS, selected_on_test_note, selection_bias_note
+from negtrain.config import loads_here, selected_on_test_note, selection_bias_note
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
@@ -28,11 +28,13 @@ from negtrain.core.memory import release_freed_memory
 from negtrain.models.adapters import save_adapter_config
 from negtrain.core.paths import resume_command
 from negtrain.evaluation.plan import EvalPlan
-from negtrain.recipes import LoadedRecipe, recipe_needs, resolved_recipe_yaml  # noqa: F401 (imported from here too)
+from negtrain.recipes import LoadedRecipe, recipe_needs, resolved_recipe_yaml
 from negtrain.core.secrets import redact_text
+from negtrain.core.third_party_logs import quiet_training_logs
 from negtrain.models import provenance
 from negtrain.training import progress_lines, tracking
-from negtrain.training.build import Built, best_score, build, reload_weights
+from negtrain.training.build import best_score, build, reload_weights
+from negtrain.models.contract import Built
 from negtrain.training.checkpointing import RelocatableModelCheckpoint
 from negtrain.training.checks import evaluation_precision, trainer_precision
 from negtrain.training.preemption import MidEpochCheckpoint
@@ -61,7 +63,7 @@ def _check_new_run_dir(run_dir: Path) -> None:
 def _build(loaded: LoadedRecipe, stage: str, plan: EvalPlan | None = None) -> tuple[LoadedRecipe, Built]:
     """:func:`build`, with recipe mistakes found there (benchmarks, model) naming the recipe file;
     with the recipe as resolved (negtrain.evaluation.plan), which the run records."""
-    if loaded.recipe.evaluation.backend not in IN_THIS_PROCESS:
+    if not loads_here(loaded.recipe.evaluation.backend):
         # Training and validate/test load the model here; a served model is scored by a card.
         raise ConfigError(
             f"{loaded.path}: evaluation.backend {loaded.recipe.evaluation.backend}: a served model is scored by a report card "
@@ -439,7 +441,7 @@ def zero_shot_note(fresh: list[str], remedy: str = WITH_CHECKPOINT) -> str:
 def score_in_process(loaded: LoadedRecipe, checkpoint: Path | None, staging: Callable[[str], Path],
                      done: Callable[[str, Path, list[RunRecord]], None], **settings: Any) -> str | None:
     """A report card's ``hf`` backend: :func:`evaluate_each`, third-party logs quieted (handed to evaluation/ by ``evaluate``)."""
-    quiet_third_party_logs()
+    quiet_training_logs()
     return evaluate_each(loaded, checkpoint, staging, done, **settings)
 
 
@@ -456,28 +458,3 @@ def expected_rate(loaded: LoadedRecipe, t) -> tuple[float, str] | None:
     return (needs.rate, kind) if kind == needs.kind else None
 
 
-def quiet_third_party_logs() -> None:
-    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-    import logging
-
-    import warnings
-
-    from transformers.utils import logging as hf_logging
-
-    hf_logging.set_verbosity_error()
-    hf_logging.disable_progress_bar()
-    for name in ("bitsandbytes", "lightning.fabric.utilities.seed"):
-        logging.getLogger(name).setLevel(logging.ERROR)
-    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
-    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
-    # A run directory holds its checkpoints by design: `fit --resume` continues into it, and a new
-    # run refuses a directory that already holds one (_check_new_run_dir), so Lightning's
-    # "Checkpoint directory ... exists and is not empty" only ever restates that.
-    warnings.filterwarnings("ignore", message="Checkpoint directory .* exists and is not empty")
-    # Lightning's advertising and restatements of our own settings, on every run.
-    logging.getLogger("lightning.pytorch.utilities.rank_zero").addFilter(_drop_lightning_chatter)
-
-
-def _drop_lightning_chatter(record) -> bool:
-    message = record.getMessage()
-    return not (message.startswith("💡 Tip") or "was configured so 100% of the batches" in message)

@@ -43,32 +43,10 @@ from negtrain.config import Recipe, to_dict
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord, TrainRecord
 from negtrain.core.secrets import redact, redact_text
+from negtrain.core.wandb_mode import wandb_mode
 from negtrain.training.build import best_score
 
-DEFAULT_BASE_URL = "https://api.wandb.ai"
 RUN_ID_FILE = Path("wandb") / "run_id"
-
-
-def has_wandb_key() -> bool:
-    """Whether W&B could authenticate without asking: an API key in the environment or in ~/.netrc."""
-    if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_IDENTITY_TOKEN_FILE"):
-        return True
-    try:
-        from wandb.sdk.lib.wbauth.wbnetrc import read_netrc_auth
-
-        return bool(read_netrc_auth(host=os.environ.get("WANDB_BASE_URL", DEFAULT_BASE_URL)))
-    except Exception:  # an unreadable netrc, or a wandb version without this helper
-        return False
-
-
-def wandb_mode() -> str:
-    """``online``, ``offline`` or ``disabled``: what a W&B run will do on this machine."""
-    mode = os.environ.get("WANDB_MODE", "").strip().lower()
-    if mode == "disabled" or os.environ.get("WANDB_DISABLED", "").lower() in {"1", "true", "yes"}:
-        return "disabled"
-    if mode in {"offline", "dryrun"}:
-        return "offline"
-    return "online" if has_wandb_key() else "offline"
 
 
 def make_logger(recipe: Recipe, run_dir: Path, resuming: bool = False, provenance: dict[str, Any] | None = None):

@@ -12,6 +12,7 @@ Every text from a model or a data file reaches the page as text (``textContent``
 from __future__ import annotations
 
 import functools
+import hashlib
 import http.server
 import json
 import math
@@ -19,13 +20,15 @@ import os
 import re
 import shutil
 import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from negtrain.core.errors import NegtrainError
 from negtrain.io.atomic import write_text
-from negtrain.core.paths import check_output_dir
+from negtrain.core.paths import check_output_dir, is_inside
 from negtrain.view.site_data import Scoring, mismatches, pair_data, pairs_of, record_summary, set_data
 from negtrain.view.sources import Source, read_sources
 
@@ -41,10 +44,16 @@ def default_out(paths: list[Path]) -> Path:
     return first / ("view" if len(paths) == 1 else "view-vs-" + "-".join(Path(p).resolve().name for p in paths[1:]))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _script(global_name: str, key: str | None, value: Any) -> str:
     """A data file: one JSON value assigned to a global (keyed, for the per-set files). JSON is a
     subset of JavaScript, and json.dumps escapes every quote and control character."""
     body = json.dumps(_finite(value), ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    # A lone surrogate (a served answer cut inside an emoji, "\ud83d") has no UTF-8 form: written
+    # as its JSON escape, which JavaScript reads as the same string.
+    body = _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m[0]):04x}", body)
     if key is None:
         return f"window.{global_name}={body};\n"
     return f"window.{global_name}=window.{global_name}||{{}};window.{global_name}[{json.dumps(key)}]={body};\n"
@@ -134,9 +143,38 @@ def _finite(value: Any) -> Any:
 
 #: What a site's manifest may name: a file of the site's own layout, never a path out of it.
 _OWNED = re.compile(r"^(?:[A-Za-z0-9_][A-Za-z0-9_.-]*/)?[A-Za-z0-9_][A-Za-z0-9_.-]*$")
+#: The names a site's files have (its assets and data scripts): nothing else is ever removed,
+#: whatever a manifest lists.
+_SITE_FILE = re.compile(r"^(?:index\.html|viewer\.js|viewer\.css|data/[A-Za-z0-9_-]+\.js)$")
 
 
-def _owned(root: Path, where: str) -> set[str]:
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+@dataclass
+class _Owned:
+    """What an earlier ``negtrain view`` wrote into a folder, as its manifest records it: the
+    files it lists, and the SHA-256 of each as written (absent in a site of an earlier version).
+    A file is the site's to replace or remove only when it still holds what was written: a
+    manifest is a file anyone can edit or copy, the content is the proof."""
+
+    listed: set[str]
+    hashes: dict[str, str] | None  # None: a manifest without hashes (an earlier version's)
+
+    def proven(self, root: Path, rel: str) -> bool:
+        path = root / rel
+        if rel not in self.listed or not _SITE_FILE.match(rel) or path.is_symlink() or not path.is_file():
+            return False
+        if self.hashes is None:  # an earlier version's site: its own layout, replaced but never removed
+            return True
+        try:
+            return self.hashes.get(rel) == _sha256(path.read_bytes())
+        except OSError:
+            return False
+
+
+def _owned(root: Path, where: str) -> _Owned:
     """The files an earlier ``negtrain view`` wrote into ``root``, from its manifest (``MARKER``);
     an empty folder owns nothing; a folder without a manifest is refused (``view`` writes over
     nothing it did not make)."""
@@ -145,7 +183,7 @@ def _owned(root: Path, where: str) -> set[str]:
         if any(root.iterdir()):
             raise NegtrainError(f"--out {where}: exists and is not a site `negtrain view` wrote (no {MARKER}); "
                                 "give a new or empty folder")
-        return set()
+        return _Owned(set(), {})
     try:
         manifest = json.loads(marker.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -157,7 +195,19 @@ def _owned(root: Path, where: str) -> set[str]:
                             if re.fullmatch(r"index\.js|s\d+e\d+\.js", p.name))]
     if not isinstance(files, list) or not all(isinstance(f, str) and _OWNED.match(f) and ".." not in f for f in files):
         raise NegtrainError(f"--out {where}: its {MARKER} names files outside the site; give a new or empty folder")
-    return {*files, MARKER}
+    hashes = manifest.get("sha256") if isinstance(manifest, dict) else None
+    if hashes is not None and not (isinstance(hashes, dict) and all(isinstance(v, str) for v in hashes.values())):
+        raise NegtrainError(f"--out {where}: its {MARKER} has damaged file hashes (sha256); give a new or empty folder")
+    return _Owned(set(files), hashes)
+
+
+def _check_inside(root: Path, rels: Iterable[str], out: Path) -> None:
+    """No file is written or removed through a symlinked folder that leads out of the site (a
+    ``data`` linked to another folder would have its files replaced and removed)."""
+    for parent in sorted({(root / rel).parent for rel in rels}):
+        if not is_inside(parent, root):
+            raise NegtrainError(f"--out {out}: {parent.relative_to(root)} is a symlink to {os.path.realpath(parent)}, "
+                                "out of the site; view writes only inside it: make it a folder of the site, or give a new or empty folder")
 
 
 def _site_files(index: dict[str, Any], pages: dict[str, Any]) -> dict[str, bytes]:
@@ -172,24 +222,30 @@ def _site_files(index: dict[str, Any], pages: dict[str, Any]) -> dict[str, bytes
 
 def write_site(paths: list[Path], out: Path, resamples: int = 1000, seed: int = 0, adjust: str = "holm") -> dict[str, Any]:
     """Build and write the site into ``out`` and return the overview data. The site owns only the
-    files its manifest (``MARKER``) lists: a rerun replaces those (each file renamed into place),
-    removes the ones no longer written and keeps everything else in the folder; a folder it did
+    files its manifest (``MARKER``) lists with the SHA-256 of what it wrote: a rerun replaces those
+    (each file renamed into place), removes the ones no longer written that still hold what was
+    written, and keeps (and names) everything else in the folder; a folder it did
     not make (non-empty, no manifest) is refused. ``out`` may be ``.`` or a symlink to a folder
     (the site is written where it points)."""
     out = Path(out)
     check_output_dir(out, "--out")
     root = Path(os.path.realpath(out))
-    owned = _owned(root, str(out)) if root.is_dir() else set()
+    owned = _owned(root, str(out)) if root.is_dir() else _Owned(set(), {})
     index, pages = build(paths, resamples, seed, adjust)
     files = _site_files(index, pages)
+    _check_inside(root, files, out)
     for rel in files:
         target = root / rel
-        if rel not in owned and (target.exists() or target.is_symlink()):
-            raise NegtrainError(f"--out {out}: {rel} is there and not the site's own (not in its {MARKER}); "
-                                "move it, or give a new or empty folder")
         if target.is_symlink() or target.is_dir():
             raise NegtrainError(f"--out {out}: {rel} is {'a symlink' if target.is_symlink() else 'a folder'}, not the file the site wrote; "
                                 "move it, or give a new or empty folder")
+        if target.exists() and not owned.proven(root, rel):
+            why = "not in its" if rel not in owned.listed else "changed since it was written, by its"
+            raise NegtrainError(f"--out {out}: {rel} is there and not the site's own ({why} {MARKER}); "
+                                "move it, or give a new or empty folder")
+    stale = sorted(owned.listed - set(files) - {MARKER})
+    removable = [rel for rel in stale if owned.hashes is not None and owned.proven(root, rel)]
+    kept = [rel for rel in stale if rel not in removable and (root / rel).exists()]
     root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=".negtrain-view-", dir=root))
     try:
@@ -199,14 +255,16 @@ def write_site(paths: list[Path], out: Path, resamples: int = 1000, seed: int = 
         for rel in files:
             (root / rel).parent.mkdir(parents=True, exist_ok=True)
             os.replace(staging / rel, root / rel)
-        for rel in sorted(owned - set(files) - {MARKER}):  # the earlier site's files no longer written
-            stale = root / rel
-            if stale.is_file() and not stale.is_symlink():
-                stale.unlink()
-        manifest = {"paths": [str(p) for p in paths], "files": sorted(files)}
+        for rel in removable:  # the earlier site's files no longer written, as it wrote them
+            (root / rel).unlink()
+        manifest = {"paths": [str(p) for p in paths], "files": sorted(files),
+                    "sha256": {rel: _sha256(data) for rel, data in sorted(files.items())}}
         write_text(root / MARKER, json.dumps(manifest) + "\n")
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+    if kept:
+        print(f"view: kept {len(kept)} file(s) its {MARKER} listed but not as view wrote them (changed since, or not "
+              f"written by it): {', '.join(kept)}", flush=True)
     return index
 
 
@@ -249,7 +307,7 @@ def site_server(out: Path, port: int) -> http.server.ThreadingHTTPServer:
     except OSError as exc:
         raise NegtrainError(f"--serve {port}: cannot listen on 127.0.0.1:{port} ({exc.strerror or exc})") from exc
     bound = server.server_address[1]
-    server.site_hosts = (f"127.0.0.1:{bound}", f"localhost:{bound}")  # type: ignore[attr-defined]
+    server.site_hosts = (f"127.0.0.1:{bound}", f"localhost:{bound}")  # type: ignore[attr-defined]  # read by the handler (_SiteOnly); the stdlib server declares no such field
     return server
 
 

@@ -118,7 +118,10 @@ def _subset_order(metric) -> Any:
 
 def metric_info(benchmark: str, keys: list[str]) -> dict[str, dict[str, Any]]:
     bench = get_benchmark(benchmark)
-    return {k: {"count": bench.is_count(k), "higher": bench.is_higher_better(k), "role": role_of(k)} for k in keys}
+    # detail: a number of a fine-grained breakdown (TINAD's per pattern, its authors' counts),
+    # kept out of the viewer's metric tables as the report keeps it out of its own.
+    return {k: {"count": bench.is_count(k), "higher": bench.is_higher_better(k), "role": role_of(k), "detail": bench.declared(k).detail}
+            for k in keys}
 
 
 def record_summary(s: EvalSet, key: str) -> dict[str, Any]:

@@ -131,7 +131,7 @@
       if (src.protocol) parts.push(el("h3", {}, "The paper's table"), protocolBlocks(src.protocol));
       const rows = [];
       for (const set of src.sets) {
-        const keys = Object.keys(set.metrics);
+        const keys = Object.keys(set.metrics).filter((k) => !(set.info[k] || {}).detail);  // details: metrics.jsonl
         const base = set.baseline;
         const shown = base ? [...keys.slice(0, keys.indexOf(base.metric) + 1), "baseline", ...keys.slice(keys.indexOf(base.metric) + 1)] : keys;
         shown.forEach((k, j) => {
@@ -301,7 +301,7 @@
     }
 
     const info = el("table", {}, el("tr", {}, el("th", {}, "metric"), el("th", {}, "card value [95% CI]")),
-      Object.keys(set.metrics).map((k) => el("tr", {}, el("td", {}, k), el("td", { class: "num" }, withCi(set.metrics[k], set.uncertainty[k], (set.info[k] || {}).count)))));
+      Object.keys(set.metrics).filter((k) => !(set.info[k] || {}).detail).map((k) => el("tr", {}, el("td", {}, k), el("td", { class: "num" }, withCi(set.metrics[k], set.uncertainty[k], (set.info[k] || {}).count)))));
     fill(app, el("h1", {}, set.name), el("p", {}, `${src.label}; ${E.id.length} examples predicted`),
       ...data.notes.map((n) => el("p", { class: "warn" }, "note: " + n)), info, filters, counts, list);
     draw();
