@@ -195,6 +195,7 @@ def test_fit_of_a_chat_recipe_fits_shots_in_its_per_epoch_evaluation(world):
         "trainer": {"enable_progress_bar": False, "accelerator": "cpu", "max_epochs": 1, "torch_threads": 1},
         "evaluation": {"bootstrap": 0},
         "logger": "none",
+        "selection": {"epoch": "last"},  # its only eval set is a test split: nothing is picked on it
     }
     out = world["tmp"] / "fit"
     fit(LoadedRecipe("tiny", world["tmp"] / "fit.yaml", validate_recipe(raw, "test")), out)

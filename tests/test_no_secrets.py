@@ -49,6 +49,7 @@ def test_planted_tokens_appear_in_no_file_and_no_output(tmp_path, monkeypatch, c
         "  eval: [{benchmark: monli, split: test}]\n"
         "  batch_size: 8\n"
         "trainer: {max_epochs: 2, limit_train_batches: 2, precision: 32-true, enable_progress_bar: false, torch_threads: 1}\n"
+        "selection: {metric: monli/test/accuracy, allow_test_split: true}\n"
     )
     run = tmp_path / "run"
     out = tmp_path / "export"

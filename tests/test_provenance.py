@@ -54,6 +54,7 @@ def _recipe(model) -> dict:
         "trainer": {"max_epochs": 1, "limit_train_batches": 2, "limit_val_batches": 1, "enable_progress_bar": False,
                     "accelerator": "cpu", "torch_threads": 1, "precision": "32-true"},
         "logger": "none",
+        "selection": {"metric": "monli/test/accuracy", "allow_test_split": True},  # its only eval set is a test split
     }
 
 

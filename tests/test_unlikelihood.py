@@ -202,6 +202,7 @@ def test_unlikelihood_run_end_to_end_and_evaluate_agrees(tiny_mlm, tmp_path, mon
             "data": {"train": [{"benchmark": "negated_probes", "split": "train"}],
                      "eval": [{"benchmark": "negated_probes", "split": "test"}], "batch_size": 8},
             "trainer": {"max_epochs": 1, "limit_train_batches": 2, "enable_progress_bar": False, "gradient_clip_val": 1.0},
+            "selection": {"metric": "negated_probes/test/negated_top1_error", "allow_test_split": True},  # its only eval set
         },
         "test",
     )

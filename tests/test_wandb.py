@@ -87,6 +87,7 @@ def test_offline_run_holds_recipe_config_and_metric_keys(wandb_run, capsys):
     assert files["summary"]["best/scone/dev10/accuracy"] == pytest.approx(best, abs=1e-6)
     assert files["summary"]["scone/dev10/accuracy"] == pytest.approx(best, abs=1e-6)
     assert files["summary"]["best/selected_on_test"] is False  # scone_minilm selects on dev10
+    assert files["summary"]["best/selected_on"] == "scone/dev10/accuracy"  # the metric, named
     assert "best/epoch" in files["summary"]
     # Two epochs selected on scone/dev10, which the run reports: the best value is optimistic.
     assert files["summary"]["best/optimistic"] is True
@@ -169,6 +170,7 @@ def test_fewshot_prediction_tables_carry_shot_ids_prompt_and_response(lm_env, tm
         "trainer": {"max_epochs": 1, "limit_train_batches": 1, "limit_val_batches": 1, "enable_progress_bar": False,
                     "accelerator": "cpu", "torch_threads": 1, "precision": "32-true"},
         "logger": {"backend": "wandb", "log_predictions": True},
+        "selection": {"metric": "scone/test/accuracy", "allow_test_split": True},  # its only eval set is a test split
     }
     run_dir = tmp_path / "run"
     assert cli.main(["fit", "--recipe", str(write_recipe(tmp_path / "r.yaml", recipe)), "--output-dir", str(run_dir)]) == 0
@@ -229,6 +231,7 @@ def test_the_tracker_logs_what_metrics_jsonl_holds_in_either_callback_order(tmp_
                     "accelerator": "cpu", "torch_threads": 1, "precision": "32-true"},
         "evaluation": {"bootstrap": 0},
         "logger": "wandb",
+        "selection": {"metric": "scone/test/accuracy", "allow_test_split": True},  # its only eval set is a test split
     }
     run_dir = tmp_path / "run"
     assert cli.main(["fit", "--recipe", str(write_recipe(tmp_path / "r.yaml", recipe)), "--output-dir", str(run_dir)]) == 0

@@ -194,6 +194,25 @@ class Benchmark(ABC):
     held_out_splits: ClassVar[Mapping[str, str]] = {}
     #: What a split is, said in the report card's notes (which set was scored, and why).
     split_descriptions: ClassVar[Mapping[str, str]] = {}
+    #: Which splits hold every row of which others: split -> the splits wholly inside it (``all``
+    #: holds every split; a split carved from another, ScoNe's ``dev10``, lies inside it). What
+    #: keeps test rows out of training and selection reads it (:mod:`negtrain.benchmarks.test_rows`).
+    contains: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: Splits that share some rows without one holding the other: split -> those splits (either
+    #: way round is enough).
+    overlaps: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    #: Evaluation-only challenge sets whose name does not say test (MoNLI's ``pmonli``): test rows
+    #: wherever they are read.
+    evaluation_only_splits: ClassVar[tuple[str, ...]] = ()
+
+    def holds(self, split: str, other: str) -> bool:
+        """Whether every row of ``other`` is a row of ``split`` (a split holds itself)."""
+        return split == other or other in self.contains.get(split, ())
+
+    def shares_rows(self, split: str, other: str) -> bool:
+        """Whether ``split`` and ``other`` have a row in common."""
+        return (self.holds(split, other) or self.holds(other, split)
+                or other in self.overlaps.get(split, ()) or split in self.overlaps.get(other, ()))
 
     def prompt_for(self, family: str) -> str | None:
         return self.family_prompts.get(family, self.default_prompt)

@@ -62,6 +62,7 @@ class Condaqa(Benchmark):
     name = "condaqa"
     splits = ("train", "dev", "test", *FEWSHOT_TEST, *FEWSHOT_TRAIN)
     fixed_shot_splits = FEWSHOT_TRAIN
+    contains = {"test": FEWSHOT_TEST}  # the five few-shot test splits are a partition of test (Appendix C.2)
     labels = ()  # free-text answers
     prediction_help = "an answer string"
     reported_metrics = (

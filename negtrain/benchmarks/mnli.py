@@ -46,6 +46,7 @@ class Mnli(NliBenchmark):
     labels = nli.NLI3
     reported_metrics = (score("accuracy"), count("n"))
     eval_splits = ("validation_matched", "validation_mismatched")  # MNLI's test labels are not public
+    contains = {"validation_matched": ("validation_matched_neg",), "validation_mismatched": ("validation_mismatched_neg",)}
     citation = (
         "Williams, Nangia, Bowman (2018). A Broad-Coverage Challenge Corpus for Sentence "
         "Understanding through Inference. NAACL 2018."

@@ -26,6 +26,7 @@ class Monli(NliBenchmark):
     name = "monli"
     splits = tuple(FILES)
     labels = nli.NLI2
+    evaluation_only_splits = ("pmonli",)
     reported_metrics = (score("accuracy"), count("n"))
     citation = (
         "Geiger, Richardson, Potts (2020). Neural Natural Language Inference Models Partially "

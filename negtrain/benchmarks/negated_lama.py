@@ -136,6 +136,7 @@ class NegatedLama(Benchmark):
     name = "negated_lama"
     variant: ClassVar[str] = "random"
     splits = ("train", "test", "all")
+    contains = {"all": ("train", "test")}
     labels = ()  # open vocabulary: the label is the object string
     open_vocabulary = True
     answer_type = AnswerKind.CLOZE

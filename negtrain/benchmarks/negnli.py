@@ -57,6 +57,17 @@ class _Negnli(NliBenchmark):
     # on NegNLI's 70% (Table 8) is scored on the 30% held out, one trained on NaN-NLI's 85% on its 15%.
     eval_splits = ("all",)
     held_out_splits = {"train": "test", "train85": "val15"}
+
+    def holds(self, split: str, other: str) -> bool:
+        # Each split is a range of the one hashed group order (SPLITS): val15 lies inside test.
+        (lo, hi), (olo, ohi) = SPLITS[split], SPLITS[other]
+        return lo <= olo and ohi <= hi
+
+    def shares_rows(self, split: str, other: str) -> bool:
+        # train85 and test share the groups between 70% and 85% of the order.
+        (lo, hi), (olo, ohi) = SPLITS[split], SPLITS[other]
+        return lo < ohi and olo < hi
+
     split_descriptions = {
         "all": "every pair of NegNLI, the set Hossain et al. (2020) score models trained on the original "
                "benchmarks on (Table 7)",

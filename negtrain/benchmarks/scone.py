@@ -85,6 +85,7 @@ def carved_rows(split: str, sets: int) -> set[int]:
 class Scone(NliBenchmark):
     name = "scone"
     splits = ("train", "test", *CARVED)
+    contains = {"train": tuple(CARVED)}
     labels = nli.NLI2
     reported_metrics = (*scores(["accuracy", *(f"accuracy/{c}" for c in CONDITIONS), "consistency"]), count("groups_scored"), count("n"))
     citation = (

@@ -80,10 +80,12 @@ def run_fit(args: argparse.Namespace, extra: list[str]) -> int:
         raise NegtrainError("fit needs --recipe NAME_OR_PATH (or --resume RUN_DIR)")
     argv = getattr(args, "argv", None)
     loaded = _loaded(args, extra)  # recipe mistakes are answered before torch is imported
-    from negtrain.config import check_selection
+    from negtrain.benchmarks.test_rows import check_recipe_selection, check_training
     from negtrain.recipes import parse_overrides
 
-    check_selection(loaded.recipe.selection, str(loaded.path))  # no epoch picked on a test split unless allowed
+    # No epoch picked, and no row trained on, on test rows unless allowed: said before torch loads.
+    check_recipe_selection(loaded.recipe, str(loaded.path))
+    check_training(loaded.recipe, str(loaded.path))
 
     overrides = parse_overrides(extra)
     # The recipe's own seeds (a paper's average over seeds) unless one seed or others are asked for.

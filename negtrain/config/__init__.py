@@ -22,7 +22,7 @@ from negtrain.config.backends import (
     register_backend,
     unregister_backend,
 )
-from negtrain.config.data import DataConfig, EvalConfig, MixConfig, SourceConfig
+from negtrain.config.data import DataConfig, EvalConfig, MixConfig, SourceConfig, eval_set_name
 from negtrain.config.evaluation import RUN_ONLY_SERVER_SETTINGS, EvaluationConfig, ServerConfig
 from negtrain.config.model import (
     DEFAULT_FAMILY,
@@ -73,7 +73,6 @@ from negtrain.config.section import (
 )
 from negtrain.config.selection import (
     SelectionConfig,
-    check_selection,
     is_test_split,
     on_test_split,
     selected_on_test_note,
@@ -93,10 +92,10 @@ __all__ = [
     "Seq2SeqModelConfig", "families", "families_where", "families_with", "family_names", "family_of", "family_section", "model_config", "register_family", "unregister_family",
     "BACKENDS", "DEFAULT_BACKEND", "SHIPPED_BACKENDS", "BackendRow", "backend_names", "backend_row", "check_backend", "loads_here",
     "register_backend", "unregister_backend",
-    "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "EvaluationConfig", "MAX_BOOTSTRAP",
+    "AdapterConfig", "CorpusConfig", "CueMaskingConfig", "DataConfig", "EvalConfig", "eval_set_name", "EvaluationConfig", "MAX_BOOTSTRAP",
     "LoggerConfig", "MixConfig", "ModelConfig", "ObjectiveConfig", "Recipe", "RetentionConfig", "Section",
     "SelectionConfig", "ServerConfig", "SourceConfig", "SweepConfig", "SweepParameter", "TrainerConfig", "UnlikelihoodConfig",
     "check_keys", "is_text_field", "load_yaml", "parse_yaml", "selection_bias_note", "selection_split",
-    "check_selection", "is_test_split", "on_test_split", "selected_on_test_note",
+    "is_test_split", "on_test_split", "selected_on_test_note",
     "to_dict", "validate_recipe", "validate_section", "without_other_families",
 ]

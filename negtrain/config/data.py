@@ -100,6 +100,12 @@ class MixConfig(Section):
         return self
 
 
+def eval_set_name(benchmark: str, split: str, variant: str | None = None) -> str:
+    """An eval set's name, ``<benchmark>/<split>[/<variant>]``: what its metric keys start with in
+    metrics.jsonl, selection, sweeps, reports and cards alike (the one place it is spelled)."""
+    return f"{benchmark}/{split}" + (f"/{variant}" if variant else "")
+
+
 class EvalConfig(Section):
     """One benchmark split to score, with its own prompt, verbalizer and few-shot examples."""
 
@@ -143,6 +149,11 @@ class EvalConfig(Section):
         "go to predictions/<benchmark>-<split>-<variant with '-' for '/'>.jsonl.",
     )
 
+    @property
+    def name(self) -> str:
+        """The eval set's name (:func:`eval_set_name`)."""
+        return eval_set_name(self.benchmark, self.split, self.variant)
+
     @field_validator("shots")
     @classmethod
     def _shots(cls, value):
@@ -171,6 +182,12 @@ class DataConfig(Section):
         "is written to the run's recipe.yaml.",
     )
     test: list[EvalConfig] | Literal["all"] | None = Field(None, description="Benchmarks for `negtrain test`; defaults to `eval`.")
+    allow_test_rows: bool = Field(
+        False,
+        description="Allow a data.train source to share rows with a split the run reports as test (a test split, "
+        "`all`, an evaluation-only set): NegNLI's train85 holds half of test's groups. Refused unless true; when "
+        "true, provenance.json, the metrics lines of that split and every card say the run trained on them.",
+    )
     batch_size: int = Field(
         32,
         gt=0,

@@ -9,15 +9,16 @@ from typing import Literal
 from pydantic import Field
 
 from negtrain.config.section import Section
-from negtrain.core.errors import ConfigError
 
 
 class SelectionConfig(Section):
     metric: str | None = Field(
         None,
         description="'<benchmark>/<split>/<metric>' that picks the best checkpoint. Whether higher is "
-        "better comes from the metric's declaration. Unset: the first eval benchmark's first metric. "
-        "A split called test (scone/test, fewshot_test_1) is refused unless allow_test_split is true.",
+        "better comes from the metric's declaration. Unset: the first metric of the first eval set that holds no "
+        "test rows (recipe.yaml then names it). A split holding test rows (called test, an `all` split, an "
+        "evaluation-only set such as monli/pmonli, NegNLI's val15 when its test is reported) is refused unless "
+        "allow_test_split is true.",
     )
     epoch: Literal["best", "last"] = Field(
         "best",
@@ -27,7 +28,7 @@ class SelectionConfig(Section):
     )
     allow_test_split: bool = Field(
         False,
-        description="Allow `metric` (and a sweep's metric) on a split called test. Picking an epoch on the split "
+        description="Allow `metric` (and a sweep's metric) on a split holding test rows. Picking an epoch on the split "
         "it is reported on flatters that epoch; every record of such a run says the selection was made on test.",
     )
 
@@ -53,24 +54,13 @@ def on_test_split(monitor: str | None) -> bool:
     return bool(monitor) and is_test_split(selection_split(monitor) or "")
 
 
-def check_selection(selection: SelectionConfig, where: str, field: str = "selection.metric", metric: str | None = None) -> None:
-    """Refuse a selection (or a sweep's metric, ``field``/``metric``) on a test split unless the
-    recipe allows it with ``selection.allow_test_split: true``; one line, naming the split."""
-    metric = selection.metric if metric is None else metric
-    if not on_test_split(metric) or selection.allow_test_split:
-        return
-    split = selection_split(metric)
-    raise ConfigError(
-        f"{where}: {field}: '{metric}' picks on the test split {split}, whose numbers the run then reports; "
-        "select on a dev or validation split, keep the last epoch (selection.epoch: last), or set "
-        "selection.allow_test_split: true to select on test knowingly (every record then says so)"
-    )
-
-
-def selected_on_test_note(monitor: str) -> str:
-    """What every record of a run that selected on a test split says."""
-    return (f"selected on test: the epoch was picked by {monitor}, on the test split {selection_split(monitor)} "
-            "(selection.allow_test_split: true)")
+def selected_on_test_note(monitor: str, where: str | None = None, allowed: bool = True) -> str:
+    """What fit says of a run that selected on test rows (a run that set
+    ``selection.allow_test_split: true``: negtrain.benchmarks.test_rows.choose_selection, or one
+    begun before the rule and resumed as it began, ``allowed`` false); ``where``: why the split
+    holds test rows (default: it is a test split)."""
+    why = "(selection.allow_test_split: true)" if allowed else "(a run begun before the rule, resumed as it began)"
+    return f"selected on test: the epoch was picked by {monitor}, on {where or 'the test split ' + str(selection_split(monitor))} {why}"
 
 
 def selection_bias_note(monitor: str, epochs: int) -> str:

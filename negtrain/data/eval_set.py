@@ -20,6 +20,7 @@ import numpy as np
 import torch
 
 from negtrain.benchmarks.base import AnswerKind, Benchmark, Example
+from negtrain.config import eval_set_name
 from negtrain.data.encoded import EncodedSplit
 from negtrain.io.atomic import write_text
 from negtrain.metrics.base import MISSING, UNPARSED
@@ -114,7 +115,7 @@ class ScoredSplit:
 
     @property
     def name(self) -> str:
-        return f"{self.benchmark.name}/{self.split}" + (f"/{self.variant}" if self.variant else "")
+        return eval_set_name(self.benchmark.name, self.split, self.variant)
 
     def prediction_rows(self) -> list[tuple[Example, bool, dict[str, Any]]]:
         """(example, correct, row) per line of the predictions file for the last result, in the

@@ -37,6 +37,7 @@ import torch
 
 from negtrain.benchmarks.base import Benchmark, ChoiceQuestions, Example, PerChoiceContexts, WrittenCompletions, choice_contexts
 from negtrain.benchmarks.negated_lama import common_vocabulary
+from negtrain.config import eval_set_name
 from negtrain.core.errors import ConfigError
 from negtrain.engine.empty_context import empty_context_text
 from negtrain.engine.prompts import Prepared, chat_messages, chats, rendered_chat
@@ -238,7 +239,7 @@ def entry_requests(recipe, entry, backend, prepared: Prepared, examples: Sequenc
     cfg = recipe.model
     examples = list(bench.load(entry.split)) if examples is None else list(examples)
     settings = PromptSettings.of(entry)
-    name = f"{bench.name}/{entry.split}" + (f"/{settings.variant}" if settings.variant else "")
+    name = eval_set_name(bench.name, entry.split, settings.variant)
     answering = settings.generating_answer(bench)
     mode = settings.answer_mode(bench)
     encoder_decoder = backend.encoder_decoder

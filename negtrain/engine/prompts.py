@@ -30,6 +30,7 @@ from negtrain.benchmarks.base import ChoiceQuestions, Example, choice_contexts
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.core.errors import ConfigError
 from negtrain.models.chat_template import refusal
+from negtrain.config import eval_set_name
 from negtrain.models.context import Context, fit_shots, rows_over
 from negtrain.models.prompting import AnswerMode, PromptSettings, causal_answering, prompts_with_shots, verbalizer_text
 from negtrain.prompts.strategies import Prompt
@@ -66,7 +67,7 @@ def chats(cfg, backend, mode: AnswerMode) -> bool:
 
 
 def entry_name(entry) -> str:
-    return f"{entry.benchmark}/{entry.split}" + (f"/{entry.variant}" if getattr(entry, "variant", None) else "")
+    return eval_set_name(entry.benchmark, entry.split, getattr(entry, "variant", None))
 
 
 def chat_messages(cfg, prompt: Prompt) -> list[dict[str, str]]:

@@ -6,12 +6,13 @@ were just computed."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 import math
 from collections.abc import Mapping
 from pathlib import Path
 
 from negtrain.benchmarks.registry import BENCHMARKS
-from negtrain.config import FAMILY_SECTIONS, backend_row, load_yaml, on_test_split, selection_split
+from negtrain.config import FAMILY_SECTIONS, backend_row
 from negtrain.core.errors import NegtrainError
 from negtrain.core.server_settings import changing_fields, let_through
 from negtrain.evaluation.tinad_figure2 import draw_figure2, figure2_section, tinad_rows
@@ -57,22 +58,6 @@ def extra_body_words(server) -> str:
     allowed = [path for path in changing_fields(server.extra_body) if let_through(path, server.extra_body_allow)]
     return (f" Every generation request also sent (--extra-body): {sent}"
             + (f"; of these, {', '.join(allowed)} change what is scored (--extra-body-allow)." if allowed else "."))
-
-
-def selected_on_test_line(checkpoint: Path | None) -> str | None:
-    """The card's warning when its weights are a run's best epoch picked on a test split
-    (``selection.allow_test_split``): that split's numbers are then optimistic."""
-    if checkpoint is None or not checkpoint.name.startswith("best-epoch"):
-        return None
-    recipe = checkpoint.parent.parent / "recipe.yaml"
-    raw = load_yaml(recipe) if recipe.is_file() else None
-    selection = raw.get("selection") if isinstance(raw, dict) else None
-    metric = selection.get("metric") if isinstance(selection, dict) else None
-    if not isinstance(metric, str) or not on_test_split(metric):
-        return None
-    split = selection_split(metric)
-    return (f"**Selected on test.** These weights are the epoch that `{metric}` picked on the test split {split} "
-            f"(selection.allow_test_split): their {split} numbers are optimistic.")
 
 
 def _fmt(value: float | None) -> str:
@@ -189,9 +174,12 @@ def how_asked_cells(asked: dict) -> str:
 
 
 def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *, record: dict | None = None,
-                  template: str | None = None, fresh_head: str | None = None, selected_on_test: str | None = None) -> str:
+                  template: str | None = None, fresh_head: str | None = None, selected_on_test: str | None = None,
+                  run_notes: Sequence[str] = ()) -> str:
     """``record``: the card's provenance (:mod:`negtrain.models.provenance`), shown at the end;
-    ``template``: whether the prompts went through a chat template (:func:`chat_template_line`)."""
+    ``template``: whether the prompts went through a chat template (:func:`chat_template_line`);
+    ``selected_on_test`` and ``run_notes``: what the card says of the run its weights came from
+    (negtrain.evaluation.card_run_data: bold paragraphs above the table, and notes)."""
     from negtrain.models import provenance
 
     evals = [r for r in records if isinstance(r, EvalRecord)]
@@ -216,7 +204,7 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
         lines += [silent, ""]
     lines.append("| benchmark | split | score | baseline | " + " | ".join(BASELINE_HEADERS.get(c, c) for c in columns) + (" | " if columns else "") + "n | seconds | examples/s | tokens generated |")
     lines.append("|---|---|---|---|" + "---|" * len(columns) + "---|---|---|---|")
-    notes = []
+    notes = list(run_notes)
     units: list[str] = []
     for r in evals:
         m = r["metrics"]
@@ -394,7 +382,7 @@ SAME_SPOT = 0.04
 
 
 def write_card(out: Path, records: list[RunRecord], model: str, family: str, skipped, *, template: str | None = None,
-               fresh_head: str | None = None, selected_on_test: str | None = None) -> None:
+               fresh_head: str | None = None, selected_on_test: str | None = None, run_notes: Sequence[str] = ()) -> None:
     """card.md and card.png from the card's records (what its metrics.jsonl holds, handed on in memory)."""
     from negtrain.models import provenance
 
@@ -402,6 +390,6 @@ def write_card(out: Path, records: list[RunRecord], model: str, family: str, ski
     if not records:
         raise NegtrainError(f"{out / 'metrics.jsonl'}: no evaluation was recorded")
     write_text(out / "card.md", card_markdown(records, model, family, skipped, record=provenance.read(out), template=template,
-                                                   fresh_head=fresh_head, selected_on_test=selected_on_test))
+                                                   fresh_head=fresh_head, selected_on_test=selected_on_test, run_notes=run_notes))
     plot_card(records, out / "card.png", f"{model} ({family})")
     draw_figure2(figure2_rows(records), out, f"TINAD Figure 2: {model} ({family})")

@@ -16,8 +16,9 @@ import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.evaluation.card_plan import CardPlan, CardRequest, plan_card
-from negtrain.evaluation.card_render import chat_template_line, selected_on_test_line, write_card
-from negtrain.config import FAMILY_SECTIONS, RUN_ONLY_SERVER_SETTINGS, EvalConfig, backend_row, loads_here
+from negtrain.evaluation.card_render import chat_template_line, write_card
+from negtrain.evaluation.card_run_data import run_data_lines
+from negtrain.config import FAMILY_SECTIONS, RUN_ONLY_SERVER_SETTINGS, EvalConfig, backend_row, eval_set_name, loads_here
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import write_text
 from negtrain.io.records import EvalRecord, RunRecord, read_records, write_records
@@ -45,7 +46,7 @@ FRESH_HEAD_REMEDY = ("give --model a trained negtrain run directory (or a .ckpt 
 
 def set_name(entry) -> str:
     """The eval set's name of a recipe entry: ``benchmark/split``, ``/variant`` for a protocol's."""
-    return f"{entry.benchmark}/{entry.split}" + (f"/{entry.variant}" if getattr(entry, "variant", None) else "")
+    return eval_set_name(entry.benchmark, entry.split, getattr(entry, "variant", None))
 
 
 def part_path(out: Path, name: str) -> Path:
@@ -207,8 +208,9 @@ def _write_card_files(card: CardPlan, out: Path, records: list[RunRecord], fresh
         fresh = out / PARTS / FRESH_HEAD_NOTE
         fresh_note = fresh.read_text(encoding="utf-8") if fresh.is_file() else None
     fresh_note = fresh_note.strip() if fresh_note else None
+    about_run = run_data_lines(card.checkpoint, evals)  # selected on test, trained on the scored pairs, its selection split
     write_card(out, records, card.shown, recipe.model.family, list(card.plan.skipped), template=template, fresh_head=fresh_note,
-               selected_on_test=selected_on_test_line(card.checkpoint))
+               selected_on_test="\n\n".join(about_run.warnings) or None, run_notes=about_run.notes)
     print(f"report card: {out / 'card.md'}, {out / 'card.png'}")
     if protocol is not None:
         from negtrain.evaluation.protocol import write_protocol

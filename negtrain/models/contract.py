@@ -23,9 +23,11 @@ class Selection:
 
     monitor: str
     higher_is_better: bool
-    #: The metric is on a test split (``selection.allow_test_split: true``, or the unset default
-    #: landing on one): every record of the run says the epoch was picked on test.
+    #: The metric is on a split holding test rows (only with ``selection.allow_test_split: true``):
+    #: every record of the run says the epoch was picked on test.
     on_test: bool = False
+    #: Why its split holds test rows (negtrain.benchmarks.test_rows), where ``on_test``.
+    why: str | None = None
 
     @property
     def mode(self) -> str:

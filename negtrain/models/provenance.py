@@ -434,6 +434,9 @@ def markdown(record: dict[str, Any] | None, file_table: bool = True) -> list[str
     ]
     if (sel := record.get("selection") or {}).get("on_test_split"):
         lines.append(f"- selection: **made on the test split**, the epoch picked by `{sel.get('metric')}` (selection.allow_test_split)")
+    for pair in record.get("trained_on_test") or []:
+        lines.append(f"- training: **trained on test rows**, `{pair.get('train')}` shares rows with `{pair.get('reported')}`, "
+                     "which the run reports (data.allow_test_rows)")
     files = {f["file"]: f for entry in record.get("data") or [] for f in entry.get("files", [])}
     if file_table:
         lines += ["", "| data file | bytes | sha256 |", "|---|---:|---|"]

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import families_where, family_names, on_test_split, selection_bias_note
+from negtrain.config import families_where, family_names, selection_bias_note
 from negtrain.core.errors import NegtrainError
 from negtrain.metrics.baselines import at_or_below, highest
 from negtrain.metrics.uncertainty import format_interval, format_stderr
@@ -330,7 +330,7 @@ def model_card(
     inherited = base_model_license(recipe.model.name) if license is None else None
     chosen_license = license or inherited or "other"
     meta = card_metadata(run, results, model_name, adapter_only, license=chosen_license)
-    selection = recipe.selection.metric
+    selection = run.selected_by  # the metric fit picked the epoch by, a defaulted one included
     labels = None
     try:
         labels = json.loads((run.path / "model" / "config.json").read_text(encoding="utf-8")).get("id2label")
@@ -395,7 +395,7 @@ def model_card(
     evaluated = len([ep for ep in run.epochs if ep.evals])
     if which == "best" and selection and run.selection_split in results and evaluated > 1:
         lines += ["", f"**{selection_bias_note(selection, evaluated)}**"]
-    if which == "best" and on_test_split(selection):
+    if which == "best" and run.selected_on_test:
         lines += ["", f"**Selected on test:** the epoch was picked by `{selection}` on a test split (selection.allow_test_split)."]
     lines += ["", "## Usage", "", "```python"]
     if adapter_only:

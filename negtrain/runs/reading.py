@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import Any, cast
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import Recipe, SelectionConfig, TrainerConfig, load_yaml, selection_split, validate_recipe, validate_section
+from negtrain.config import Recipe, SelectionConfig, TrainerConfig, load_yaml, on_test_split, selection_split, validate_recipe, validate_section
 from negtrain.core.errors import ConfigError, NegtrainError
 from negtrain.io.records import EvalRecord, RunRecord, TrainRecord, read_records
 from negtrain.metrics.cue_corpus import CUE_CORPUS_METRICS, CUE_CORPUS_NAME
 from negtrain.metrics.declared import find
+from negtrain.models import provenance
 from negtrain.core.paths import contained
 
 
@@ -107,6 +108,29 @@ class RunDir:
         return cast(SelectionConfig, validate_section(self.recipe_data, "selection", str(self.path / "recipe.yaml")))
 
     @cached_property
+    def _recorded_selection(self) -> dict[str, Any]:
+        """provenance.json's ``selection``: what fit chose (a defaulted metric included) and whether on test rows."""
+        found = (provenance.read(self.path) or {}).get("selection")
+        return found if isinstance(found, dict) else {}
+
+    @property
+    def selected_by(self) -> str | None:
+        """The metric the kept epoch was picked by: recipe.yaml's (fit names a defaulted one there),
+        else the one provenance.json recorded (a run made before it did); None: not recorded."""
+        metric = self.selection.metric or self._recorded_selection.get("metric")
+        return metric if isinstance(metric, str) else None
+
+    @property
+    def selected_on_test(self) -> bool:
+        """Whether the kept epoch was picked on a split holding test rows (selection.allow_test_split):
+        as fit recorded it (negtrain.benchmarks.test_rows), else by the split's name."""
+        if self.selection.epoch != "best":
+            return False
+        if "on_test_split" in self._recorded_selection:
+            return bool(self._recorded_selection["on_test_split"])
+        return on_test_split(self.selected_by)
+
+    @cached_property
     def command(self) -> str | None:
         path = self.path / "command.txt"
         return path.read_text(encoding="utf-8").strip() if path.is_file() else None
@@ -189,7 +213,7 @@ class RunDir:
     @property
     def selection_split(self) -> str | None:
         """``<benchmark>/<split>`` that ``selection.metric`` is computed on (None: not set)."""
-        return selection_split(self.selection.metric)
+        return selection_split(self.selected_by)
 
     def checkpoint(self, which: str) -> Path:
         folder = self.path / "checkpoints"

@@ -31,7 +31,7 @@ import matplotlib.pyplot as plt  # noqa: E402 (after choosing the backend)
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import on_test_split, selection_bias_note
+from negtrain.config import selection_bias_note
 from negtrain.core.errors import NegtrainError
 from negtrain.evaluation.tinad_figure2 import draw_figure2, figure2_section, runs_rows
 from negtrain.metrics.declared import headline, role_of
@@ -269,14 +269,15 @@ def summary_markdown(runs: list[RunDir], warnings: Sequence[str] = ()) -> str:
         if run.is_evaluation:
             lines.append(f"- `{run.name}`: an evaluation (recipe `{run.recipe_name}`), no training")
             continue
-        sel = run.selection.metric
-        rule = "the last epoch (selection.epoch: last)" if run.selection.epoch == "last" else f"`{sel or 'first eval metric'}`"
-        on_test = " **made on the test split**" if run.selection.epoch == "best" and on_test_split(sel) else ""
+        sel = run.selected_by
+        rule = "the last epoch (selection.epoch: last)" if run.selection.epoch == "last" else (
+            f"`{sel}`" if sel else "by a metric the run did not record")
+        on_test = " **made on the test split**" if run.selected_on_test else ""
         lines.append(f"- `{run.name}`: recipe `{run.recipe_name}`, {len(run.epochs)} epoch(s), selection {rule}{on_test}")
     for run in runs:
         if run.is_evaluation:
             continue
-        sel = run.selection.metric
+        sel = run.selected_by
         if sel and run.selection.epoch == "best" and run.selection_split in run.eval_names and len(run.epochs) > 1:
             lines.append(f"- `{run.name}`: {selection_bias_note(sel, len(run.epochs))} (The best-epoch table below "
                          f"is a best-of-{len(run.epochs)} for every metric.)")

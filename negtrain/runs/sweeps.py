@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from collections.abc import Sequence
 from typing import Any
 
-from negtrain.config import Recipe, SweepParameter, check_selection, load_yaml, validate_recipe
+from negtrain.benchmarks.test_rows import SelectionChoice, choose_selection, reported_splits
+from negtrain.config import Recipe, SweepParameter, eval_set_name, load_yaml, validate_recipe
 from negtrain.core.errors import ConfigError, did_you_mean
 from negtrain.metrics.declared import Declared, declared_key
 from negtrain.recipes import LoadedRecipe, apply_overrides, override_pairs
@@ -55,27 +56,39 @@ def available_metrics(recipe: Recipe) -> dict[str, Declared]:
         except OSError:  # the model's config cannot be read here (a Hub id, offline): every space
             pass
     available: dict[str, Declared] = {}
-    for (bench, split, _), space in zip(loaded.eval, spaces, strict=False):
+    for (bench, split, _), spec, space in zip(loaded.eval, loaded.eval_specs, spaces, strict=False):
+        name = eval_set_name(bench.name, split, getattr(spec, "variant", None))  # as the run's metric keys spell it
         for d in bench.declared_in(space if space is not None else tuple(bench.labels)):
-            available[f"{bench.name}/{split}/{d.name}"] = d
+            available[f"{name}/{d.name}"] = d
     return available
 
 
 def resolve_metric(recipe: Recipe) -> SweepMetric:
+    """The metric a sweep optimises, which every trial also selects its epoch by: ``sweep.metric``,
+    else ``selection.metric``, else the selection default, each under the one selection rule
+    (negtrain.benchmarks.test_rows.choose_selection)."""
     assert recipe.sweep is not None
     available = available_metrics(recipe)
     if not available:
         raise ConfigError("sweep: the recipe has no data.eval benchmarks, so there is no metric to optimise")
-    wanted = recipe.sweep.metric or recipe.selection.metric or next(iter(available))
     sets: dict[str, list[Declared]] = {}
     for key, d in available.items():
         sets.setdefault(key[: -len(d.name) - 1], []).append(d)
-    found = declared_key(sets, wanted)
-    if found is None:
-        raise ConfigError(f"sweep.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, available)}")
-    # Trials select on the swept metric, and the sweep picks hyperparameters by it: the same rule.
-    check_selection(recipe.selection, "sweep", field="sweep.metric" if recipe.sweep.metric else "selection.metric", metric=wanted)
-    return SweepMetric(wanted, "maximize" if found.higher_is_better else "minimize")
+    reported = reported_splits(recipe)
+    names = {name: [d.name for d in ds] for name, ds in sets.items()}
+    for field, named in (("sweep.metric", recipe.sweep.metric), ("selection.metric", recipe.selection.metric)):
+        if named and declared_key(sets, named) is None:
+            raise ConfigError(f"{field}: '{named}' is not reported by the eval benchmarks{did_you_mean(named, available)}")
+    if recipe.sweep.metric:
+        choose_selection(recipe.selection, names, reported, "sweep", metric=recipe.sweep.metric, field="sweep.metric")
+    # A named selection.metric is checked too, though the trials select by the sweep's metric.
+    chosen = choose_selection(recipe.selection, names, reported, "sweep")
+    if recipe.sweep.metric:
+        chosen = SelectionChoice(recipe.sweep.metric)
+    assert chosen is not None  # there are eval sets
+    found = declared_key(sets, chosen.metric)
+    assert found is not None  # a named metric was checked above; a default is a declared one
+    return SweepMetric(chosen.metric, "maximize" if found.higher_is_better else "minimize")
 
 
 def _candidates(param: SweepParameter) -> list[Any]:
@@ -127,6 +140,11 @@ def sweep_config(loaded: LoadedRecipe, recipe_arg: str, fixed_args: list[str], r
         raw = load_yaml(loaded.path)
     check_parameters(raw, recipe, f"{loaded.path} (sweep)")
     metric = resolve_metric(recipe)
+    given = dict(override_pairs(fixed_args)).get("selection.metric")
+    if given is not None and given != metric.name:
+        # Trials select by the sweep's metric: a selection.metric given here would be replaced unsaid.
+        raise ConfigError(f"sweep: --selection.metric={given} differs from the sweep's metric {metric.name}, by which every trial "
+                          f"keeps its epoch; set --sweep.metric={given} instead")
     forced = {}
     if recipe.logger.backend != "wandb":
         # Trials report to the sweep through W&B, whatever the recipe says for single runs.

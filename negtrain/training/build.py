@@ -11,7 +11,8 @@ from __future__ import annotations
 import math
 
 from negtrain.benchmarks.registry import get_benchmark
-from negtrain.config import Recipe, on_test_split
+from negtrain.benchmarks.test_rows import choose_selection, reported_splits
+from negtrain.config import Recipe
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.eval_set import EvalSet
 from negtrain.data.sources import TrainSource
@@ -50,19 +51,24 @@ def declared_metrics(eval_set: EvalSet) -> tuple[Declared, ...]:
     return bench.declared_in(eval_set.predicted_labels or tuple(bench.labels))
 
 
-def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet]) -> Selection | None:
-    """The metric that picks the kept epoch; None where nothing is selected (no eval set, or
-    ``selection.epoch: last``, which keeps the last epoch)."""
+def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet], where: str = "") -> Selection | None:
+    """The metric that picks the kept epoch (the rule: negtrain.benchmarks.test_rows.choose_selection;
+    a named metric was checked by fit or resume before anything was built, the default is checked
+    here); None where nothing is selected (no eval set, or ``selection.epoch: last``, which keeps
+    the last epoch)."""
     if not eval_sets:
         return None
     declared = {s.name: declared_metrics(s) for s in eval_sets}
-    wanted = recipe.selection.metric or f"{eval_sets[0].name}/{declared[eval_sets[0].name][0].name}"
-    found = declared_key(declared, wanted)
+    choice = choose_selection(recipe.selection, {name: [d.name for d in ds] for name, ds in declared.items()},
+                              reported_splits(recipe), where, named_checked=True)
+    if choice is None:  # selection.epoch: last, no metric named
+        return None
+    found = declared_key(declared, choice.metric)
     if found is None:
-        raise ConfigError(f"selection.metric: '{wanted}' is not reported by the eval benchmarks{did_you_mean(wanted, declared_keys(declared))}")
+        raise ConfigError(f"selection.metric: '{choice.metric}' is not reported by the eval benchmarks{did_you_mean(choice.metric, declared_keys(declared))}")
     if recipe.selection.epoch == "last":
         return None
-    return Selection(wanted, found.higher_is_better, on_test=on_test_split(wanted))
+    return Selection(choice.metric, found.higher_is_better, on_test=choice.on_test is not None, why=choice.on_test)
 
 
 def load_data(recipe: Recipe, stage: str, plan: EvalPlan | None = None) -> Loaded:
@@ -130,7 +136,6 @@ def build(recipe: Recipe, stage: str = "fit", plan: EvalPlan | None = None) -> B
     for _, _, rows in loaded.train:
         rows.release()  # the texts are in the token store now
     release_freed_memory()  # what reading and tokenizing the data freed (negtrain.core.memory)
-    built.selection = resolve_selection(recipe, built.module.eval_sets)
     built.plan = plan
     built.data.set_limits(recipe.trainer.limit_train_batches, recipe.trainer.limit_val_batches)
     return built

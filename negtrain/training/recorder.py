@@ -23,7 +23,9 @@ unit resampled, how many units there were, the resamples and the seed::
     "bootstrap": {"unit": "contrast set", "units": 200, "resamples": 1000, "seed": 0}
 
 A run that picks its epoch on a test split (``selection.allow_test_split: true``) marks every
-training line and every line of that split with ``"selected_on_test": "<metric>"``.
+training line and every line of that split with ``"selected_on_test": "<metric>"``. A run that
+trains on rows of a split it reports as test (``data.allow_test_rows: true``) marks every line of
+that split with ``"trained_on_test": "<training split>"``.
 
 An evaluation line carries a ``note`` when the metric qualifies how it scored (e.g. a 2-way model
 scored on the binary view of a 3-way benchmark).
@@ -41,7 +43,7 @@ import shutil
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import cast
 
@@ -139,7 +141,11 @@ def limit_reason(limit: int | float, setting: str) -> str | None:
 
 class RunRecorder(pl.Callback):
     def __init__(self, run_dir: Path, stage: str = "fit", print_table: bool = True,
-                 listeners: Sequence[Callable[[RunRecord], None]] = (), selected_on_test: str | None = None) -> None:
+                 listeners: Sequence[Callable[[RunRecord], None]] = (), selected_on_test: str | None = None,
+                 trained_on_test: Mapping[str, str] | None = None) -> None:
+        #: Reported split (``<benchmark>/<split>``) -> the training split that shares its rows:
+        #: every line of that split says so (``"trained_on_test": "<training split>"``).
+        self.trained_on_test = dict(trained_on_test or {})
         #: The selection metric, where it is on a test split: every line of that split says so
         #: (``"selected_on_test": "<metric>"``), as does every training line.
         self.selected_on_test = selected_on_test
@@ -319,6 +325,9 @@ class RunRecorder(pl.Callback):
             for line in lines:
                 if isinstance(line, EvalRecord) and line.name == split:
                     line.line["selected_on_test"] = self.selected_on_test
+        for line in lines:
+            if isinstance(line, EvalRecord) and line.name in self.trained_on_test:
+                line.line["trained_on_test"] = self.trained_on_test[line.name]
         self._write(trainer, lines)
         if self.print_table and trainer.is_global_zero:
             title = f"{epoch_label(epoch, trainer.max_epochs)} (0-based) evaluation" if self.stage == "fit" else f"{self.stage}:"

@@ -18,7 +18,8 @@ from lightning.fabric.utilities.exceptions import MisconfigurationException
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from lightning.pytorch.utilities import rank_zero_only
 
-from negtrain.config import check_selection, loads_here, selected_on_test_note, selection_bias_note
+from negtrain.benchmarks.test_rows import check_recipe_selection, check_training, trained_test_rows, trained_on_test_note
+from negtrain.config import loads_here, selected_on_test_note, selection_bias_note
 from negtrain.core.errors import ConfigError, NegtrainError, Stopped
 from negtrain.io.atomic import atomic_dir, write_text
 from negtrain.io.checkpoints import AtomicCheckpointIO
@@ -41,6 +42,7 @@ from negtrain.training.preemption import MidEpochCheckpoint
 from negtrain.training.recorder import RunRecorder, table_width, wrapped
 from negtrain.training.resume import ResumeState, check_checkpoint_fits, check_run_dir, plan_resume
 from negtrain.training.tracking import WandbTracker
+from negtrain.training.fit_selection import check_resumed_recipe, fit_selection
 
 
 def default_run_dir(recipe_name: str) -> Path:
@@ -93,8 +95,12 @@ def _provenance(loaded: LoadedRecipe, built: Built, checkpoint: Path | None = No
     if stage == "fit":
         sel, rule = built.selection, loaded.recipe.selection
         selection = {"epoch": rule.epoch, "metric": sel.monitor if sel else None, "on_test_split": bool(sel and sel.on_test)}
-    return provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint,
-                              dtype=computed_dtype(built.module.model, precision), selection=selection)
+    record = provenance.collect(loaded.recipe, precision, getattr(built.module.model, "config", None), checkpoint,
+                                dtype=computed_dtype(built.module.model, precision), selection=selection)
+    trained = trained_test_rows(loaded.recipe) if stage == "fit" else []
+    if trained:  # trained on rows of a split it reports as test (data.allow_test_rows: true)
+        record["trained_on_test"] = [{"train": source, "reported": reported} for source, reported in trained]
+    return record
 
 
 #: What a Lightning precision computes in; None: the weights' own dtype (no cast, no autocast).
@@ -141,7 +147,8 @@ def _trainer(loaded: LoadedRecipe, built: Built, run_dir: Path, stage: str, logg
     sel = built.selection if stage == "fit" else None
     callbacks: list[pl.Callback] = [
         RunRecorder(run_dir, stage=stage, listeners=[tracker.record] if tracker else [],
-                    selected_on_test=sel.monitor if sel and sel.on_test else None),
+                    selected_on_test=sel.monitor if sel and sel.on_test else None,
+                    trained_on_test={reported: source for source, reported in trained_test_rows(loaded.recipe)}),
         ReleaseFreedMemory(),
     ]
     if stage == "fit" and t.ema_decay is not None:
@@ -256,8 +263,9 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
     The run directory is locked (:mod:`negtrain.io.run_lock`) before anything is built, so a second
     ``fit`` into it is refused at once, and stays locked until the run ends.
     """
-    if not resuming:  # a run recorded before the rule continues as it started
-        check_selection(loaded.recipe.selection, str(loaded.path))
+    if not resuming:  # a resumed run was checked before it was rewound (resume)
+        check_recipe_selection(loaded.recipe, str(loaded.path))
+        check_training(loaded.recipe, str(loaded.path))
     output_dir = output_dir or default_run_dir(loaded.name)
     with run_lock(output_dir):
         try:
@@ -271,6 +279,7 @@ def fit(loaded: LoadedRecipe, output_dir: Path | None = None, command: list[str]
 def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resume_from: Path | None, resuming: bool) -> Path:
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     loaded, built = _build(loaded, "fit")
+    built.selection = fit_selection(loaded, built)
     if not resuming:
         _check_new_run_dir(output_dir)
     if resume_from is not None:  # before anything is written into the run
@@ -313,7 +322,9 @@ def _fit(loaded: LoadedRecipe, output_dir: Path, command: list[str] | None, resu
             else:
                 print(f"best {sel.monitor}: NaN in every epoch, so no epoch was better than another; kept {best}")
             if sel.on_test:
-                print("\n".join(wrapped(f"warning: {selected_on_test_note(sel.monitor)}", table_width(), indent="  ")))
+                print("\n".join(wrapped(f"warning: {selected_on_test_note(sel.monitor, sel.why, loaded.recipe.selection.allow_test_split)}", table_width(), indent="  ")))
+        for source, reported in trained_test_rows(loaded.recipe):
+            print("\n".join(wrapped(f"warning: {trained_on_test_note(source, reported)}", table_width(), indent="  ")))
         print(f"run directory: {run_dir}")
     return run_dir
 
@@ -322,6 +333,7 @@ def resume(run_dir: Path) -> Path:
     """``fit --resume``: continue ``run_dir`` from its newest complete checkpoint (see
     :mod:`negtrain.training.resume`), or say that it is already complete."""
     check_run_dir(run_dir)  # what is wrong with it, before the lock would create or write anything
+    check_resumed_recipe(run_dir)
     with run_lock(run_dir):
         plan = plan_resume(run_dir)
         if plan is None:
@@ -336,6 +348,7 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     ``provenance.json`` is written beside it (into a folder that has none)."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
+    check_recipe_selection(loaded.recipe, str(loaded.path))  # the run's selection, against what this stage reports too
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     loaded, built = _build(loaded, stage)
     if not built.data.eval_sets:

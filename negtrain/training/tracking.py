@@ -219,6 +219,7 @@ def finish(logger, trainer: pl.Trainer, selection, run_dir: Path) -> None:
     if selection is not None and best is not None:
         assert isinstance(ckpt, ModelCheckpoint)  # a best score is a ModelCheckpoint's
         run.summary[f"best/{selection.monitor}"] = best
+        run.summary["best/selected_on"] = selection.monitor  # the metric the epoch was picked by, named
         # A sweep reads the summary value of its metric: make it the best epoch's, not the last's.
         run.summary[selection.monitor] = best
         match = _EPOCH.search(Path(ckpt.best_model_path).name)
@@ -227,7 +228,7 @@ def finish(logger, trainer: pl.Trainer, selection, run_dir: Path) -> None:
         run.summary["best/checkpoint"] = os.path.relpath(ckpt.best_model_path, run_dir)
         # The monitored split is one the run reports: its best value is a best-of-N over epochs.
         run.summary["best/optimistic"] = trainer.current_epoch > 1
-        # Picked on a test split (selection.allow_test_split: true): the summary says so.
+        # Picked on a split holding test rows (selection.allow_test_split: true): the summary says so.
         run.summary["best/selected_on_test"] = bool(getattr(selection, "on_test", False))
     offline = run.settings.mode in {"offline", "dryrun"} or getattr(run, "offline", False)
     run_path = Path(run.dir).parent
