@@ -11,7 +11,8 @@ import pytest
 from PIL import Image
 
 from negtrain import cli
-from negtrain.evaluation.predictions import format_scored, score_file
+from negtrain.evaluation.predictions import score_file
+from negtrain.evaluation.scored_file import format_scored
 from negtrain.io.records import EvalRecord
 from tinad_fixture import row, write_split
 

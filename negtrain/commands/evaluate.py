@@ -123,7 +123,8 @@ def run(args: argparse.Namespace, extra: list[str]) -> int:
     if absent:
         raise NegtrainError(f"evaluate needs {', '.join(absent)} (or --list)")
     from negtrain.config import EvaluationConfig
-    from negtrain.evaluation.predictions import format_scored, score_file
+    from negtrain.evaluation.predictions import score_file
+    from negtrain.evaluation.scored_file import format_scored
 
     # Unset: a recipe's defaults, so a predictions file and a run are scored with the same draws.
     defaults = EvaluationConfig()

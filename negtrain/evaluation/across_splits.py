@@ -30,7 +30,8 @@ import torch
 
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.core.errors import NegtrainError
-from negtrain.evaluation.predictions import Scored, format_scored, scored_metric
+from negtrain.evaluation.predictions import scored_metric
+from negtrain.evaluation.scored_file import Scored, format_scored
 from negtrain.metrics.base import MISSING
 from negtrain.metrics.uncertainty import uncertainty_of
 

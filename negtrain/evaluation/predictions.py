@@ -18,10 +18,9 @@ file's size (README, "Scoring any system's predictions", has the measurements).
 from __future__ import annotations
 
 import itertools
-import math
 import stat
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,8 @@ from negtrain.benchmarks.rows import Row, jsonl_rows
 from negtrain.benchmarks.registry import get_benchmark
 from negtrain.core.errors import DataError
 from negtrain.metrics.base import UNPARSED
-from negtrain.metrics.uncertainty import Uncertainty, format_interval, format_stderr, uncertainty_of
+from negtrain.evaluation.scored_file import Scored
+from negtrain.metrics.uncertainty import uncertainty_of
 
 #: At most this many ids are named in an error message.
 SHOW = 10
@@ -48,34 +48,6 @@ MAX_EXTRA_LINES = 100_000
 
 class PredictionError(DataError):
     """A predictions file is malformed or does not match the benchmark split."""
-
-
-@dataclass
-class Scored:
-    benchmark: str
-    split: str
-    predictions_file: str
-    examples: int  # in the split
-    scored: int  # with a prediction
-    predicted_labels: tuple[str, ...]
-    metrics: dict[str, float]
-    notes: list[str] = field(default_factory=list)
-    uncertainty: Uncertainty | None = None
-
-    def as_json(self) -> dict:
-        return {
-            "benchmark": self.benchmark,
-            "split": self.split,
-            "predictions": self.predictions_file,
-            "examples": self.examples,
-            "scored": self.scored,
-            "complete": self.scored == self.examples,
-            "predicted_labels": list(self.predicted_labels),
-            "notes": self.notes,
-            "metrics": {k: (None if math.isnan(v) else v) for k, v in self.metrics.items()},
-            **({"uncertainty": self.uncertainty.as_json(), "bootstrap": self.uncertainty.described()}
-               if self.uncertainty is not None else {}),
-        }
 
 
 def _short(text: str, limit: int = 80) -> str:
@@ -489,22 +461,3 @@ def _matched(bench: Benchmark, split: str, path: Path, examples, lines: list[tup
             f"{len(missing)} had no prediction, so these numbers are not comparable with full-split results"
         )
     return position, notes
-
-
-def format_scored(s: Scored) -> str:
-    bench = get_benchmark(s.benchmark)
-    lines = [f"{s.benchmark}/{s.split}: {s.scored} of {s.examples} examples scored, predictions {s.predictions_file}"]
-    spread = s.uncertainty.metrics if s.uncertainty is not None else {}
-    if s.uncertainty is not None:
-        how = s.uncertainty.described()
-        boot = (f"95% CI: percentile bootstrap over {how['units']} resampled {how['unit']}s "
-                f"({how['resamples']} resamples, seed {how['seed']})" if how["resamples"] else "no bootstrap")
-        lines.append(f"  (± standard error; {boot})")
-    details = {k for k in s.metrics if bench.declared(k).detail}  # e.g. TINAD's per-pattern breakdown: in --json only
-    width = max((len(k) for k in s.metrics), default=0)
-    for k, v in ((k, v) for k, v in s.metrics.items() if k not in details):
-        shown = "-" if math.isnan(v) else str(int(v)) if bench.is_count(k) else f"{v:.4f}"
-        extra = f"{format_stderr(spread.get(k)):<8}  {format_interval(spread.get(k))}".rstrip() if k in spread and not math.isnan(v) else ""
-        lines.append(f"  {k:<{width}}  {shown}{('  ' + extra) if extra else ''}")
-    lines += [f"  (and {len(details)} numbers of the breakdown, per pattern and counts: see --json)"] * bool(details) + [f"note: {n}" for n in s.notes]
-    return "\n".join(lines)
