@@ -80,9 +80,12 @@ def test_validate_and_test_print_one_table_and_say_when_the_head_is_fresh(tmp_pa
     assert out.count("  scone/test\n") == 1 and out.count("  monli/test\n") == 1
     assert "DataLoader" not in out and "Validate metric" not in out and "┃" not in out
     assert not LONG_FLOAT.search(out), out
-    # One eval batch of 16 cannot cover ScoNe's six conditions: the missing ones are named.
-    unscored = re.search(r"not scored \(trainer\.limit_val_batches=1 left no example for them\):(.*?)\n  monli", out, re.S)
-    assert unscored and "consistency" in unscored.group(1)
+    # One eval batch of 16 holds two whole ScoNe contrast sets (a row limit keeps whole sets, drawn
+    # with the seed): all six conditions are scored and consistency is defined, so nothing is
+    # listed as not scored (once the first 16 rows were all one condition).
+    scone = out.split("  scone/test\n")[1].split("  monli/test")[0]
+    assert "not scored" not in scone and re.search(r"groups_scored +2\n", scone) and re.search(r"n +12\n", scone)
+    assert all(f"accuracy/{c} " in scone for c in ("no_negation", "one_scoped", "two_not_scoped"))
     # MiniLM has no classification head: its score is chance, and the output says so.
     assert "classifier is freshly initialised (random), so these numbers are chance level" in " ".join(out.split())
 
