@@ -75,3 +75,27 @@ def test_a_limited_card_scores_every_condition_and_complete_groups(lm_env, tmp_p
     # The verbalizers as scored (the continuations sent), on the card.
     assert line["asked"]["mode"] == "verbalizers" and set(line["asked"]["verbalizers"]) == {"entailment", "not_entailment"}
     assert "| scone | test | verbalizers | the benchmark default | 0 | the higher log-likelihood of entailment: " in card
+
+
+def test_a_limited_negated_lama_card_says_what_it_scored(lm_env, data_dir, tmp_path, monkeypatch):
+    # Negated LAMA's metrics have no `n` (probes are scored or skipped): its card once said nothing
+    # of the limit ("Part of the data" missing) and bootstrapped as if every probe were scored.
+    from negtrain.cli import main
+    from tiny_models import cut_world
+
+    if not (data_dir / "norakassner/LAMA_primed_negated").is_dir():
+        pytest.skip("needs the negated LAMA mirror")
+    data = cut_world(lm_env["data"], tmp_path / "data", 2, 4)
+    for owner in ("norakassner", "ncarraz"):
+        if not (data / owner).exists():
+            (data / owner).symlink_to(data_dir / owner)
+    monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(data))
+    out = tmp_path / "card"
+    assert main(["evaluate", "--model", str(lm_env["llama"]), "--family", "causal_lm", "--benchmarks", "negated_lama",
+                 "--trainer.limit_val_batches=1", "--data.eval_batch_size=4", "--trainer.torch_threads=1",
+                 "--trainer.precision=32-true", "--out", str(out)]) == 0
+    (line,) = [json.loads(s) for s in (out / "metrics.jsonl").read_text().splitlines() if '"benchmark"' in s]
+    assert line["subset"]["scored"] == 4 and line["subset"]["cut_by"] == "trainer.limit_val_batches=1"
+    card = (out / "card.md").read_text()
+    assert f"negated_lama/test 4 of {line['subset']['of']:,} examples" in card
+    assert "(those its 4 scored examples belong to)" in card

@@ -108,6 +108,10 @@ class ScoredSplit:
     #: The setting that cut the examples scored to part of the split, as the recipe writes it
     #: (``trainer.limit_val_batches=2``); None: every example is offered to the model.
     cut_by: str | None = None
+    #: How many of the examples were offered to the model when ``cut_by`` cut them (None: not
+    #: counted here): a benchmark whose metrics have no ``n`` (negated LAMA's probes) says its
+    #: part of the split through it.
+    offered: int | None = None
 
     def __post_init__(self) -> None:
         if self.predicted_labels is None:
@@ -250,6 +254,9 @@ def eval_record(eval_set: ScoredSplit, epoch: int, stage: str, seconds: float) -
     n = result.metrics.get("n")
     if n is not None and not math.isnan(n) and n < len(eval_set.examples):
         record["subset"] = {"of": len(eval_set.examples), "cut_by": eval_set.cut_by or "predictions missing for the rest"}
+    elif (n is None or math.isnan(n)) and eval_set.offered is not None and eval_set.offered < len(eval_set.examples):
+        record["subset"] = {"of": len(eval_set.examples), "cut_by": eval_set.cut_by or "predictions missing for the rest",
+                            "scored": eval_set.offered}
     if eval_set.benchmark.answer_type is AnswerKind.LABEL and not eval_set.completions:
         baseline = baselines(eval_set.metric, headline(result.metrics), eval_set.predicted_labels or eval_set.benchmark.labels)
         if baseline is not None:

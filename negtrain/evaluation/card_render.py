@@ -95,9 +95,16 @@ def baseline_cell(record) -> str:
     return "-" if top is None else f"{top[1]:.4f} ({top[0]})"
 
 
+def part_n(record) -> float | None:
+    """The examples a record's numbers rest on: its ``n``, else (a benchmark without one, such as
+    negated LAMA's probes) the rows its subset offered the model."""
+    n = record["metrics"].get("n")
+    return n if n is not None else (record.get("subset") or {}).get("scored")
+
+
 def n_of(record) -> str:
     """The n a record's numbers rest on: ``32 of 1,200`` for part of its split."""
-    n = record["metrics"].get("n")
+    n = part_n(record)
     if n is None:
         return "-"
     subset = record.get("subset")
@@ -108,7 +115,7 @@ def subset_head(records) -> str:
     """The head line of a card (and a protocol) whose numbers rest on part of their splits."""
     settings = sorted({r["subset"]["cut_by"] for r in records})
     parts = [f"{r['benchmark']}/{r['split']}" + (f" ({r['variant']})" if r.get("variant") else "")
-             + f" {int(r['metrics']['n']):,} of {int(r['subset']['of']):,}" for r in records]
+             + f" {int(part_n(r) or 0):,} of {int(r['subset']['of']):,}" for r in records]
     shown = ", ".join(parts[:6]) + (f" and {len(parts) - 6} more" if len(parts) > 6 else "")
     return (f"**Part of the data.** Cut by {', '.join(settings)}: these numbers rest on {shown} examples, "
             "not on whole splits; they are not the benchmarks' scores. The rows kept are whole contrast groups "
@@ -226,8 +233,8 @@ def card_markdown(records: list[RunRecord], model: str, family: str, skipped, *,
         cells = [_with_ci(m.get(k), spread.get(k)) if k in m else "" for k in columns]
         if r.get("bootstrap"):
             line = f"- {r['benchmark']}/{r['split']}: {r['bootstrap']['units']} × {r['bootstrap']['unit']}"
-            if r.get("subset"):
-                line += f" (those its {int(n):,} scored examples belong to)"
+            if r.get("subset") and part_n(r) is not None:
+                line += f" (those its {int(part_n(r) or 0):,} scored examples belong to)"
             if line not in units:  # a protocol's variants of one split share it: said once
                 units.append(line)
         name = r["benchmark"] + (f" ({r['variant']})" if r.get("variant") else "")

@@ -103,7 +103,7 @@ def score_served(recipe, entry, backend: Backend, out: Path, allow_missing: bool
     scored = ScoredSplit(built.bench, entry.split, examples, metric=built.metric, shot_ids=built.shot_ids, answering=built.answering,
                          shots_rule=built.settings.shots_rule, prompts=rendered if log else None, variant=built.settings.variant,
                          log_samples=log, completions=built.completions, predicted_labels=built.predicted_labels,
-                         cut_by=None if len(rows) == len(examples) else f"trainer.limit_val_batches={limit}")
+                         cut_by=None if len(rows) == len(examples) else f"trainer.limit_val_batches={limit}", offered=len(rows))
     # A model here under an explicit lower precision says so, as a family's per-epoch record does.
     precision_words = precision_note(recipe.trainer.precision) if backend.loads_here else None
     also = "; ".join(n for n in (built.note, precision_words) if n) or None
