@@ -19,12 +19,15 @@ import resource
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 LIMIT_SECONDS = 1.5
+#: Where the sweep command's YAML goes (a temporary file, not the checkout).
+SWEEP_OUT = str(Path(tempfile.gettempdir()) / "negtrain-cli-latency-sweep.yaml")
 
 #: (what a user tried, the arguments, the exit code it must give)
 COMMANDS: list[tuple[str, list[str], int]] = [
@@ -38,6 +41,8 @@ COMMANDS: list[tuple[str, list[str], int]] = [
     # export and push refuse a wrong --run before torch loads (once they took 17 s)
     ("export, no such run", ["export", "--run", "no/such/run", "--out", "no/such/out"], 2),
     ("push, no such run", ["push", "--run", "no/such/run", "--repo-id", "me/model"], 2),
+    # sweep writes its YAML from the recipe's data and the model's config.json (once it took 23 s)
+    ("sweep writes its configuration", ["sweep", "--recipe", "scone_minilm", "--no-create", "--out", SWEEP_OUT], 0),
 ]
 
 

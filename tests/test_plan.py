@@ -96,7 +96,7 @@ def test_scone_icl_parses_scone_once(lm_env, monkeypatch, capsys):
     """Planning the protocol's 12 variants, loading their data and computing its Ignore-Negation
     baseline: one parse of ScoNe's test split (all 12 variants score it)."""
     from negtrain.evaluation.protocol import ignore_negation
-    from negtrain.training.build import load_data
+    from negtrain.models.data_loading import load_data
 
     counts = _count_scone_reads(monkeypatch)
     card = plan_card(CardRequest(model=str(lm_env["llama"]), family="causal_lm", protocol="scone-icl"))

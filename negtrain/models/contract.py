@@ -9,12 +9,14 @@ that builders never import from ``training`` (see ARCHITECTURE.md).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from negtrain.benchmarks.base import Benchmark, Example
-from negtrain.data.module import NegtrainData
 from negtrain.data.sources import TrainSource
-from negtrain.models.base import NegtrainModule
+
+if TYPE_CHECKING:  # annotations only: reading a recipe's data (sweep) imports no Lightning
+    from negtrain.data.module import NegtrainData
+    from negtrain.models.base import NegtrainModule
 
 
 @dataclass

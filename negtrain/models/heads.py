@@ -14,12 +14,15 @@ and the metric says so. Nothing here knows any benchmark by name.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from negtrain.core import labels as nli
 from negtrain.core.errors import ConfigError
+
+if TYPE_CHECKING:  # annotations; the functions that compute with torch import it (a head's labels are read without it)
+    import torch
 
 
 def checkpoint_labels(id2label: Mapping[int, str] | None) -> list[str] | None:
@@ -43,6 +46,8 @@ def reset_loaded_head(model: torch.nn.Module, missing_keys: Sequence[str]) -> li
     head's. Linear layers get BERT's init (normal with ``initializer_range``, zero bias), drawn
     from the seeded global RNG like the weights from_pretrained initializes itself.
     """
+    import torch
+
     std = getattr(model.config, "initializer_range", 0.02)
     missing = set(missing_keys)
     reset = []
@@ -93,6 +98,8 @@ def coded_target_mask(codes: np.ndarray, labels: Sequence[str], head: Sequence[s
     """(N, H) bool, as :func:`target_mask`, from each gold label's code (its index in ``labels``):
     one row per label looked up by the codes, so a source of millions of pairs makes no Python
     object per pair."""
+    import torch
+
     table = torch.zeros((len(labels), len(head)), dtype=torch.bool)
     for code in np.unique(codes).tolist():  # only the labels present must fit the head
         label = labels[code]
@@ -116,6 +123,8 @@ def prediction_space(head: Sequence[str], spaces: Sequence[Sequence[str]], bench
 
 def head_to_benchmark(head: Sequence[str], benchmark_labels: Sequence[str], benchmark: str) -> torch.Tensor:
     """For each head class, the benchmark label id its prediction means."""
+    import torch
+
     mapped = []
     for h in head:
         label = nli.into(h, benchmark_labels)
@@ -130,5 +139,7 @@ def head_to_benchmark(head: Sequence[str], benchmark_labels: Sequence[str], benc
 
 def set_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """Mean of -log P(head class in target set)."""
+    import torch
+
     logp = torch.log_softmax(logits.float(), dim=-1)
     return -(torch.logsumexp(logp.masked_fill(~targets, float("-inf")), dim=-1)).mean()

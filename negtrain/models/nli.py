@@ -28,8 +28,6 @@ from negtrain.models.folder_checks import load_tokenizer
 from negtrain.models.freezing import freeze
 from negtrain.models.heads import (
     HEAD_MODULES,
-    checkpoint_labels,
-    choose_head_labels,
     coded_target_mask,
     head_to_benchmark,
     prediction_space,
@@ -37,7 +35,8 @@ from negtrain.models.heads import (
     set_loss,
 )
 from negtrain.models.init_from import load_into, resolve_init
-from negtrain.models.sources import attention_kwargs, resolve_model_name
+from negtrain.models.nli_head import head_labels, model_folder
+from negtrain.models.sources import attention_kwargs
 
 
 def pairs_key(tokenizer, examples: Iterable[Example], max_length: int) -> str:
@@ -126,26 +125,13 @@ def _head(recipe, loaded):
     cfg = recipe.model
     # model.init_from: tokenizer (with any added [CUE]), config and weights of a previous run.
     init = resolve_init(cfg.init_from) if cfg.init_from else None
-    path = str(init.model_dir) if init else resolve_model_name(cfg.name)
+    path = model_folder(recipe)
     hf_config = AutoConfig.from_pretrained(path)
-    ckpt_labels = checkpoint_labels(getattr(hf_config, "id2label", None))
     # A fresh head is sized to the training data; with none (evaluation only, e.g. a report card),
     # to the eval sets, so a 3-way benchmark among them can still be scored.
     sized_by = loaded.train or loaded.eval
-    head = choose_head_labels(cfg.head_labels, ckpt_labels, [b.labels for b, _, _ in sized_by])
-    if ckpt_labels and cfg.head_labels and head != ckpt_labels and len(head) == len(ckpt_labels):
-        raise ConfigError(
-            f"model.head_labels {head} disagrees with the checkpoint's head {ckpt_labels}; "
-            "drop model.head_labels to use the checkpoint's head as it is"
-        )
+    ckpt_labels, head = head_labels(recipe, getattr(hf_config, "id2label", None), [b.labels for b, _, _ in sized_by])
     return init, path, hf_config, ckpt_labels, head
-
-
-def prediction_spaces(recipe, loaded) -> list[tuple[str, ...]]:
-    """The label space each eval set's predictions will be in (what its metric scores), read from
-    the model's config without loading weights. Sweeps use it to offer only metrics a run logs."""
-    head = _head(recipe, loaded)[-1]
-    return [prediction_space(head, b.spaces(), b.name) for b, _, _ in loaded.eval]
 
 
 def build_nli(recipe, loaded):

@@ -44,15 +44,15 @@ def available_metrics(recipe: Recipe) -> dict[str, Declared]:
     which label space a benchmark is scored in, as in training (a 2-way model gets NaN-NLI's
     binary metrics only), which needs the benchmark files read, but no weights loaded.
     """
-    from negtrain.training.build import load_data
+    from negtrain.models.data_loading import load_data
 
     loaded = load_data(recipe, "fit")
     spaces: Sequence[tuple[str, ...] | None] = [None] * len(loaded.eval)
     if recipe.model.has_head:  # the head's labels decide the prediction spaces
-        from negtrain.models.nli import prediction_spaces
+        from negtrain.models.nli_head import prediction_spaces
 
         try:
-            spaces = prediction_spaces(recipe, loaded)
+            spaces = prediction_spaces(recipe, [b for b, _, _ in loaded.train], [b for b, _, _ in loaded.eval])
         except OSError:  # the model's config cannot be read here (a Hub id, offline): every space
             pass
     available: dict[str, Declared] = {}

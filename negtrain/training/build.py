@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import math
 
-from negtrain.benchmarks.registry import get_benchmark
 from negtrain.benchmarks.test_rows import choose_selection, reported_splits
 from negtrain.config import Recipe
 from negtrain.data.mixing import epoch_counts
 from negtrain.data.eval_set import EvalSet
-from negtrain.data.sources import TrainSource
 from negtrain.core.errors import ConfigError, did_you_mean
 from negtrain.core.hub_access import check_hub_model
 from negtrain.io.checkpoint_reading import read_checkpoint
@@ -23,7 +21,8 @@ from negtrain.core.memory import release_freed_memory
 from negtrain.metrics.declared import Declared, declared_key, declared_keys
 from negtrain.models.adapters import load_adapter_state
 from negtrain.models.base import NegtrainModule
-from negtrain.models.contract import Built, Loaded, Selection
+from negtrain.models.contract import Built, Selection
+from negtrain.models.data_loading import load_data
 from negtrain.models.families import get_family
 from negtrain.models.folder_checks import check_adapter_folder, check_model_folder
 from negtrain.models.init_from import resolve_init
@@ -69,42 +68,6 @@ def resolve_selection(recipe: Recipe, eval_sets: list[EvalSet], where: str = "")
     if recipe.selection.epoch == "last":
         return None
     return Selection(choice.metric, found.higher_is_better, on_test=choice.on_test is not None, why=choice.on_test)
-
-
-def load_data(recipe: Recipe, stage: str, plan: EvalPlan | None = None) -> Loaded:
-    """The data of ``plan`` (resolved from ``recipe`` when not given): before any data file or model
-    is read, ``all`` expanded, unsupported (family, benchmark) pairs rejected, prompts and
-    verbalizers filled in (in the plan's recipe, which recipe.yaml records)."""
-    if plan is None:
-        plan = resolve(recipe)
-        plan.announce()
-    recipe = plan.recipe
-    cue_corpus = recipe.objective is not None and recipe.objective.cue_masking is not None
-    # A cue-masking corpus is built from data.train texts, so its held-out part needs them in every stage.
-    train_specs = recipe.data.train if stage == "fit" or cue_corpus else []
-    eval_specs = (
-        recipe.data.test if stage == "test" and recipe.data.test is not None else recipe.data.eval
-    )
-    assert isinstance(eval_specs, list)  # `all` was expanded when the recipe was resolved (benchmarks.matrix)
-    if stage == "fit" and not train_specs and not cue_corpus:
-        raise ConfigError("data.train: `fit` needs at least one training source")
-    seen = set()
-    for spec in eval_specs:
-        variant = getattr(spec, "variant", None)
-        if (spec.benchmark, spec.split, variant) in seen:
-            twice = f"{spec.benchmark}/{spec.split}" + (f" as variant '{variant}'" if variant else "")
-            raise ConfigError(f"data.eval lists {twice} twice (a split evaluated several ways needs a distinct `variant` per entry)")
-        seen.add((spec.benchmark, spec.split, variant))
-    # Every name and split was checked when the plan was resolved; now the files.
-    train = [(get_benchmark(s.benchmark), s.split, getattr(s, "select", None)) for s in train_specs]
-    evals = [(get_benchmark(s.benchmark), s.split) for s in eval_specs]
-    return Loaded(
-        # Lazily: a warm start takes sizes and labels from a cache and tokens from the store.
-        train=[(b, split, TrainSource(b, split, select)) for b, split, select in train],
-        eval=[(b, split, b.load(split)) for b, split in evals],
-        train_specs=list(train_specs),
-        eval_specs=list(eval_specs),
-    )
 
 
 def build(recipe: Recipe, stage: str = "fit", plan: EvalPlan | None = None) -> Built:
