@@ -99,3 +99,14 @@ def test_a_limited_negated_lama_card_says_what_it_scored(lm_env, data_dir, tmp_p
     card = (out / "card.md").read_text()
     assert f"negated_lama/test 4 of {line['subset']['of']:,} examples" in card
     assert "(those its 4 scored examples belong to)" in card
+
+
+@pytest.mark.parametrize("stage", ["validate", "test"])
+def test_validate_and_test_refuse_a_limit_that_keeps_nothing(stage, capsys):
+    # fit reads limit_val_batches=0 as "no evaluation"; validate/test would score nothing and print None.
+    from negtrain.cli import main
+
+    assert main([stage, "--recipe", "scone_minilm", "--trainer.limit_val_batches=0"]) == 2
+    err = capsys.readouterr().err
+    assert err.splitlines() == [f"error: trainer.limit_val_batches=0: `{stage}` would score no example; give a number of "
+                                "batches (or a fraction) above 0, or drop it to score every example"]

@@ -348,6 +348,9 @@ def evaluate(loaded: LoadedRecipe, stage: str, checkpoint: Path | None, output_d
     ``provenance.json`` is written beside it (into a folder that has none)."""
     if checkpoint is not None and not checkpoint.is_file():
         raise ConfigError(f"--checkpoint {checkpoint}: no such file")
+    if loaded.recipe.trainer.limit_val_batches == 0:  # fit's "no evaluation"; here it would score nothing and print None
+        raise ConfigError(f"trainer.limit_val_batches=0: `{stage}` would score no example; give a number of batches "
+                          "(or a fraction) above 0, or drop it to score every example")
     check_recipe_selection(loaded.recipe, str(loaded.path))  # the run's selection, against what this stage reports too
     pl.seed_everything(loaded.recipe.seed, workers=True, verbose=False)
     loaded, built = _build(loaded, stage)
