@@ -101,7 +101,7 @@ def test_a_backend_that_declares_too_little_is_refused_naming_what_it_lacks():
     register_backend("four", lambda context: FourMembers())
     try:
         with pytest.raises(ConfigError, match=r"backend four: its factory returned FourMembers, which lacks loads_here, tokenizer, "
-                                              r"context, .*chat_text, load, cache_identity \(a backend whose model is not here subclasses "
+                                              r"context, .*chat_text, load, cache_identity, check_run \(a backend whose model is not here subclasses "
                                               r"negtrain.serving.backend.BackendBase for them\)"):
             open_backend("four", BackendContext("m"))
     finally:

@@ -12,7 +12,7 @@ device's batches out to the ranks):
 
 The tiny model has no dropout, so the two runs compute the same function up to float rounding.
 Evaluation is limited to 2 batches of 64 (``trainer.limit_val_batches``) of ScoNe test and MoNLI
-test: the same 128 examples on one rank and on two (Lightning's own limit counts batches per rank:
+test: the same examples on one rank and on two (ScoNe's 21 whole contrast sets, MoNLI's 128 rows) (Lightning's own limit counts batches per rank:
 256 on two).
 """
 
@@ -98,14 +98,15 @@ def test_two_ranks_train_as_one_on_uneven_data(world, rows):
     # The weights moved far more than that tolerance, so the comparison means something.
     assert not torch.allclose(first["model.classifier.weight"], _initial_classifier(model), atol=1e-3)
 
-    # Evaluation: identical metrics and prediction files, ScoNe limited to the same 128 examples.
+    # Evaluation: identical metrics and prediction files, ScoNe limited to the same examples: the 21
+    # whole contrast sets (126 rows) that fit in 2 batches of 64, drawn with the seed; MoNLI's 128.
     def evals(records):
         return [(r["epoch"], r["benchmark"], r["metrics"]) for r in records if r["benchmark"] != "train"]
 
     assert evals(two) == evals(one)
     scone = [m for _, bench, m in evals(one) if bench == "scone"]
     monli = [m for _, bench, m in evals(one) if bench == "monli"]
-    assert [m["n"] for m in scone] == [128] * EPOCHS
+    assert [m["n"] for m in scone] == [126] * EPOCHS and [m["groups_scored"] for m in scone] == [21] * EPOCHS
     assert [m["n"] for m in monli] == [128] * EPOCHS
     for epoch in range(EPOCHS):
         for name in (f"scone-test-epoch{epoch}.jsonl", f"monli-test-epoch{epoch}.jsonl"):

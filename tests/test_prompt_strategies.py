@@ -202,7 +202,7 @@ def test_protocol_scone_icl_writes_12_variants_each_scored_from_its_own_lines(lm
     for r in records:
         path = out / "predictions" / f"scone-test-{r['variant'].replace('/', '-')}.jsonl"
         lines = [json.loads(x) for x in path.read_text().splitlines()]
-        assert len(lines) == r["metrics"]["n"] == 4
+        assert len(lines) == r["metrics"]["n"] == 6  # one batch of 4 rows: one whole contrast set (a limit keeps whole sets)
         strategy = get_strategy("scone", strategy_of[r["variant"]])
         for line in lines:
             assert isinstance(line["response"], str) and line["prompt"]
@@ -329,7 +329,7 @@ def test_a_seq2seq_model_answers_a_strategy_with_the_papers_shots(lm_env, tmp_pa
     assert code == 0
     (record,) = _records(out)
     lines = [json.loads(x) for x in (out / "predictions" / "scone-test-validate.jsonl").read_text().splitlines()]
-    assert len(lines) == record["metrics"]["n"] == 4 and record["metrics"]["n_unparsed"] == 0
+    assert len(lines) == record["metrics"]["n"] == 6 and record["metrics"]["n_unparsed"] == 0  # one whole contrast set
     for line in lines:
         assert line["prompt"].startswith(E4) and line["shots"] == ["paper:1", "paper:2", "paper:3", "paper:4"]
         assert line["prediction"] == ("entailment" if "yes" in line["response"].lower() else "not_entailment")

@@ -55,10 +55,16 @@ def test_tiny_lms_score_scone_negnli_nannli_end_to_end(lm_env, tmp_path, capsys,
     out = _card(tmp_path, lm_env[key], family, "scone,negnli-rte,negnli-snli,nannli")
     records = _records(out)
     assert [(r["benchmark"], r["split"]) for r in records] == sets
+    from negtrain.data.row_limit import limited_rows
+
     for (bench, split), r in zip(sets, records, strict=False):
-        assert r["stage"] == "validate" and r["metrics"]["n"] == 16 and r["eval_seconds"] > 0
+        # Two batches of 8: the whole contrast groups that fit, as the one row-limit rule keeps them
+        # (ScoNe: two sets of six), the same rows on every backend.
+        kept = limited_rows(get_benchmark(bench).load(split), 2, 8, seed=42)
+        assert kept is not None and 0 < len(kept) <= 16
+        assert r["stage"] == "validate" and r["metrics"]["n"] == len(kept) and r["eval_seconds"] > 0
         preds = _predictions(out, bench, split)
-        assert len(preds) == 16
+        assert len(preds) == len(kept) and {p["id"] for p in preds} == {get_benchmark(bench).load(split)[i].id for i in kept}
         labels = get_benchmark(bench).labels
         assert all(p["prediction"] in labels for p in preds)
         assert all(p["label"] in labels for p in preds)
@@ -144,10 +150,10 @@ def test_minilm_nli_card_covers_every_nli_benchmark(lm_env, tmp_path, capsys):
 
     points = Image.open(out / "card.png").text["negtrain:points"].split(",")
     # Every benchmark with a headline score is a point; those without a consistency value (MoNLI
-    # and MNLI have no consistency metric; ScoNe's 16 shortest rows hold no complete contrast set)
-    # sit in the strip below the plot.
+    # and MNLI have no consistency metric) sit in the strip below the plot. ScoNe's limited rows are
+    # whole contrast sets, so its consistency is defined.
     assert points == names
-    assert next(r for r in _records(out) if r["benchmark"] == "scone")["metrics"]["consistency"] is None
+    assert next(r for r in _records(out) if r["benchmark"] == "scone")["metrics"]["consistency"] is not None
     _assert_card_equals_rescoring(out)
     # report compares two cards like two runs.
     other = tmp_path / "card2"

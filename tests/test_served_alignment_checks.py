@@ -85,7 +85,7 @@ def test_the_verdict_is_keyed_by_what_answered_not_the_url():
     from negtrain.serving.openai import OpenAIBackend, ServerSettings
 
     def key(url, served, tops):
-        backend = OpenAIBackend(ServerSettings(url, "m"), None)
+        backend = OpenAIBackend(ServerSettings(url, "m"), None, "openai")
         return backend.verdict_key([{"model": served}], tops)
 
     tops = [(" is", -0.1)] * 3

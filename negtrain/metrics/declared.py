@@ -26,10 +26,7 @@ Role = Literal["headline", "consistency", "baseline", "count", "score"]
 #: Metric names that are a benchmark's headline, in order of preference when a record has several
 #: (NaN-NLI reports F1, and binary F1 for 2-way predictions; the cloze probes their negated top-1
 #: error; ScoNe-NLG scored by a model its outcome_choice proxy).
-HEADLINE_NAMES = ("accuracy", "f1", "binary_f1", "negated_top1_error", "outcome_choice_accuracy")
-#: Metrics that are a baseline computed from the data, not from the model (NegNLI's Table 7 MB
-#: column), by the part of their name before the first '/': no direction, a property of the data.
-BASELINE_BASES = ("majority_baseline",)
+HEADLINE_NAMES = ("accuracy", "f1", "binary_f1", "negated_top1_error", "outcome_choice_accuracy", "paired_accuracy")
 #: Metrics that measure consistency over a contrast set or group, by the part of their name before
 #: the first '/' (``consistency/scope`` is one of CondaQA's).
 CONSISTENCY_BASES = ("consistency", "coherence", "strict", "outcome_choice_consistency")

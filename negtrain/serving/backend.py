@@ -109,6 +109,12 @@ class Backend(Protocol):
         is computed, where the backend declares a :meth:`cache_identity` (the cache keeps it then)."""
         ...
 
+    def check_run(self, requests: Sequence[Request]) -> None:
+        """The checks it makes once a run on the run's own requests before their answers are used,
+        whether the answers then come from it or from a cache (a server's spot check); nothing for a
+        backend that has none."""
+        ...
+
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         """Whether it answers :class:`~negtrain.engine.requests.Loglikelihood` requests rightly, and when not,
         what it does, as words that follow its name (``returns no prompt log-probabilities (...)``)."""
@@ -121,7 +127,7 @@ class Backend(Protocol):
 
 #: The members every backend declares (:class:`Backend`), named in the error for one that lacks some.
 MEMBERS = ("name", "loads_here", "tokenizer", "context", "encoder_decoder", "precision", "dtype_words", "model_config", "where",
-           "prompt_lengths", "chat_text", "load", "cache_identity", "answer", "offers_prompt_logprobs", "stop")
+           "prompt_lengths", "chat_text", "load", "cache_identity", "answer", "check_run", "offers_prompt_logprobs", "stop")
 
 
 class BackendBase:
@@ -159,6 +165,9 @@ class BackendBase:
     def answer(self, requests: Sequence[Request], counts: Counts, allow_missing: bool = False,
                on_answer: Callable[[int, Answer], None] | None = None) -> list[Answer | None]:
         raise NotImplementedError
+
+    def check_run(self, requests: Sequence[Request]) -> None:
+        pass
 
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return True, ""

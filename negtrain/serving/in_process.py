@@ -173,6 +173,9 @@ class InProcessBackend:
             return None
         return {**self.cache_settings, "truncate": self.context.truncate}
 
+    def check_run(self, requests: Sequence[Request]) -> None:
+        pass  # the model is here: there is nothing to check of a server
+
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return True, ""
 

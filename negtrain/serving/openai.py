@@ -283,8 +283,7 @@ class OpenAIBackend(BackendBase):
         self._inflight.reset()
         try:
             if not self._spot_checked and any(isinstance(r, Loglikelihood) for r in requests):
-                self.spot_check(requests)  # once a run, whether its answers are cached or not
-                self._spot_checked = True
+                self.check_run(requests)
                 sent_before = self.sent  # a check, like the alignment check: no benchmark's requests
             if todo:
                 pool = ThreadPoolExecutor(max_workers=max(1, min(self.settings.concurrency, len(todo))))
@@ -400,6 +399,13 @@ class OpenAIBackend(BackendBase):
 
     #: How many of a run's log-likelihood requests are spot-checked (:meth:`spot_check`).
     SPOT_CHECKS = 2
+
+    def check_run(self, requests: Sequence[Request]) -> None:
+        """The spot check, once a run, whether the run's answers are cached or not (the cache
+        wrapper asks it before answering from the cache)."""
+        if not self._spot_checked and any(isinstance(r, Loglikelihood) for r in requests):
+            self.spot_check(requests)
+            self._spot_checked = True
 
     def spot_check(self, requests: Sequence[Request]) -> None:
         """A sample of the run's own log-likelihood requests (of the first batch that has any) asked

@@ -79,6 +79,9 @@ class CachingBackend:
     def cache_identity(self, request: Request) -> dict[str, Any] | None:
         return self.inner.cache_identity(request)
 
+    def check_run(self, requests: Sequence[Request]) -> None:
+        self.inner.check_run(requests)
+
     def offers_prompt_logprobs(self) -> tuple[bool, str]:
         return self.inner.offers_prompt_logprobs()
 
@@ -90,6 +93,9 @@ class CachingBackend:
         """Every request's answer, in order: the cached ones read (``counts.cached``, their tokens
         counted as the backend counts its own), the rest answered by the wrapped backend and each
         kept as it comes."""
+        # The backend's own checks of this run (a server's spot check) run whatever the cache holds:
+        # a verdict is never taken from a cache.
+        self.inner.check_run(requests)
         answers: list[Answer | None] = [None] * len(requests)
         keys: dict[int, str] = {}
         for i, request in enumerate(requests):
