@@ -129,9 +129,13 @@ def test_protocol_condaqa_fewshot_uses_each_splits_nine_shots_and_sums_up_the_sp
 
 @pytest.mark.slow
 def test_a_limited_condaqa_fewshot_run_ends_cleanly_with_undefined_consistency(tmp_path, monkeypatch, one_thread):
-    """--trainer.limit_val_batches=1 with batches of 2 predicts two of each split's four passages:
-    no complete question group anywhere. The run ends (it once crashed summing up the splits), and
-    protocol.md says the consistencies are undefined instead of printing a number."""
+    """No complete question group anywhere: the run ends (it once crashed summing up the splits),
+    and protocol.md says the consistencies are undefined instead of printing a number. A row limit
+    keeps whole groups (negtrain/data/row_limit.py), so here each split's scored rows are given as
+    the limit once took them, its first two (two of a group's four edits)."""
+    import negtrain.evaluation.served as served
+
+    monkeypatch.setattr(served, "limited_rows", lambda examples, limit, batch_size, seed, name="": list(range(min(2, len(examples)))))
     write_fewshot(tmp_path / "data")
     monkeypatch.setenv("NEGTRAIN_DATA_DIR", str(tmp_path / "data"))
     out = tmp_path / "card"
