@@ -221,3 +221,19 @@ def test_a_comparison_counts_the_contrast_sets_it_scored(tmp_path, capsys, scone
     whole = predictions(scone_test, set())
     code, out, _ = compare(capsys, write(tmp_path / "c.jsonl", whole), write(tmp_path / "d.jsonl", whole), "--benchmark", "scone", "--split", "test")
     assert code == 0 and "scone/test (200 contrast sets)" in out
+
+
+def test_one_condition_is_not_tested_twice(tmp_path, capsys, scone_test):
+    # Both sides predicted ScoNe's no_negation rows only (as a limit once took them): the overall
+    # accuracy and accuracy/no_negation are the same data; the second is marked, not tested again.
+    only = [r for r in predictions(scone_test, set()) if "/no_negation/" in r["id"]]
+    flipped = [{**r, "prediction": flip(r["label"])} if i % 5 == 0 else r for i, r in enumerate(only)]
+    a, b = write(tmp_path / "a.jsonl", only), write(tmp_path / "b.jsonl", flipped)
+    code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--allow-missing", "--json")
+    [ev] = json.loads(out)["evals"]
+    rows = ev["metrics"]
+    assert code == 0 and rows["accuracy/no_negation"]["same_as"] == "accuracy"
+    assert rows["accuracy/no_negation"]["p_adjusted"] == rows["accuracy"]["p_adjusted"]
+    assert "same_as" not in rows["accuracy"] and not any(r.get("same_as") for k, r in rows.items() if k != "accuracy/no_negation")
+    code, out, _ = compare(capsys, a, b, "--benchmark", "scone", "--split", "test", "--allow-missing")
+    assert "same data as accuracy" in out

@@ -127,10 +127,33 @@ def mcnemar_of(table_a: UnitTable, table_b: UnitTable) -> dict[str, Any] | None:
 
 
 def add_adjusted(evals: list[dict[str, Any]], method: str) -> None:
-    """Each metric's ``p_adjusted``: ``method``'s adjustment over every p of the table."""
-    rows = [m for ev in evals for m in ev["metrics"].values()]
+    """Each metric's ``p_adjusted``: ``method``'s adjustment over every p of the table. A metric
+    that is the same data as another (``same_as``) is not a test of its own: it takes that one's."""
+    rows = [m for ev in evals for m in ev["metrics"].values() if not m.get("same_as")]
     for row, value in zip(rows, adjusted([row["p"] for row in rows], method), strict=False):
         row["p_adjusted"] = value
+    for ev in evals:
+        for m in ev["metrics"].values():
+            if m.get("same_as"):
+                m["p_adjusted"] = ev["metrics"][m["same_as"]].get("p_adjusted")
+
+
+def mark_same_data(bench_name: str, split: str, table_a: UnitTable, table_b: UnitTable, metrics: dict[str, dict[str, Any]]) -> None:
+    """A breakdown ``<metric>/<subset>`` whose subset holds every example both sides predicted is
+    ``<metric>`` itself, on the same data (a comparison of one ScoNe condition): marked
+    ``same_as``, so it is neither tested nor adjusted for twice."""
+    if table_a.seen is None or table_b.seen is None:
+        return
+    examples = get_benchmark(bench_name).load(split)
+    seen = (table_a.seen & table_b.seen).nonzero()[0].tolist()
+    subsets = {examples[i].subset for i in seen}
+    if len(subsets) != 1 or None in subsets:
+        return
+    (only,) = subsets
+    for name, row in metrics.items():
+        base, _, subset = name.rpartition("/")
+        if subset == only and base in metrics:
+            row["same_as"] = base
 
 
 def _compared(side_a: Side, side_b: Side, resamples: int, seed: int, allow_missing: bool) -> list[dict[str, Any]]:
@@ -165,6 +188,7 @@ def _compared(side_a: Side, side_b: Side, resamples: int, seed: int, allow_missi
             "mcnemar": exact,
             "metrics": {k: metric_row(k, d, declared, exact) for k, d in diffs.items()},
         })
+        mark_same_data(bench, split_name, table, metric_b.unit_table(metric_b.last_outcomes), evals[-1]["metrics"])
     return evals
 
 
@@ -273,7 +297,8 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         "",
         (f"p: two-sided, of \"A and B do not differ\"; accuracy by McNemar's exact test on the examples both predicted "
          f"(mcnemar), every other metric by the paired bootstrap (bootstrap). Adjusted: {ADJUSTMENTS[result['adjust']]} "
-         f"over all {sum(m['p'] is not None for ev in result['evals'] for m in ev['metrics'].values())} p-values of this table."),
+         f"over all {sum(m['p'] is not None and not m.get('same_as') for ev in result['evals'] for m in ev['metrics'].values())} p-values of this table "
+         "(a metric on the same data as another, e.g. one condition's accuracy when only that condition was scored, is not tested twice)."),
     ]
     if result.get("warnings"):
         lines += ["", "**A and B were not produced alike:**", "", *[f"- warning: {w}" for w in result["warnings"]]]
@@ -285,6 +310,8 @@ def comparison_markdown(result: dict[str, Any]) -> str:
             ci = f"[{m['ci95'][0]:+.4f}, {m['ci95'][1]:+.4f}]" if m["ci95"] and m["ci95"][0] is not None else "-"
             share = _f(m["share_b_le_a"])
             p = f"{format_p(m['p'])} ({m['test']})" if m["p"] is not None else "-"
+            if m.get("same_as"):
+                p = f"same data as {m['same_as']}"
             lines.append(f"| {k} | {_f(m['a'])} | {_f(m['b'])} | {_f(m['diff'], True)} | {ci} | {share} | {p} | "
                          f"{format_p(m['p_adjusted'])} | {'higher' if m['higher_is_better'] else 'lower'} |")
         if ev["mcnemar"] is not None:
