@@ -50,7 +50,9 @@ def _panel_grid(plt, panels: int):
     """Up to three panels a row, one per eval set; the unused cells of the last row removed."""
     cols = min(panels, 3)
     rows = math.ceil(panels / cols)
-    fig, axes = plt.subplots(rows, cols, figsize=(5.5 * cols, 4 * rows), squeeze=False)
+    # Constrained layout: each panel's legend sits beside it (outside the axes), and the layout
+    # makes room for it rather than letting it run over the next panel (tight_layout did).
+    fig, axes = plt.subplots(rows, cols, figsize=(7.0 * cols, 4 * rows), squeeze=False, layout="constrained")
     for ax in axes.flat[panels:]:
         fig.delaxes(ax)
     return fig, axes
@@ -139,7 +141,8 @@ def all_epochs(runs: list[RunDir]) -> list[int]:
 def _save_figure(fig, path: Path, with_axis: bool) -> list[str]:
     """Lay out, save and close ``fig``; its panel titles, which the PNG carries as text (with the
     first panel's epoch axis too where ``with_axis``: :func:`_png_metadata`)."""
-    fig.tight_layout()
+    if fig.get_layout_engine() is None:  # a panel grid lays itself out (constrained)
+        fig.tight_layout()
     panels = [ax.get_title() for ax in fig.axes]
     metadata = _png_metadata(fig, panels) if with_axis else {"negtrain:panels": ",".join(panels)}
     fig.savefig(path, dpi=110, metadata=metadata)
