@@ -241,8 +241,9 @@ def test_families_that_cannot_score_it_are_refused_with_the_reason():
 
 def test_a_server_backend_is_refused_in_one_line():
     from negtrain.engine.empty_context import empty_context_text
+    from negtrain.serving.backend import BackendBase
 
-    class Server:
+    class Server(BackendBase):  # a server's backend declares no tokenizer (BackendBase)
         name = "openai"
 
     with pytest.raises(ConfigError, match="--backend hf") as err:
