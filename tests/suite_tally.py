@@ -20,6 +20,13 @@ def pytest_configure(config) -> None:
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
         _SUITE_PID = os.getpid()
         signal.signal(signal.SIGTERM, _interrupt_on_sigterm)
+        # A forked child gets SIGTERM's default back at once, before it runs anything: a Python
+        # handler in a pool worker blocked on its pool's lock never ran, and the worker hung.
+        os.register_at_fork(after_in_child=_default_sigterm)
+
+
+def _default_sigterm() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def _interrupt_on_sigterm(signum, frame) -> None:

@@ -48,10 +48,13 @@ def test_a_forked_child_still_dies_of_sigterm(tmp_path):
     # must end it (not raise inside it: a worker once hung on its pool's lock, and the suite with it).
     (tmp_path / "conftest.py").write_text("from suite_tally import pytest_configure  # noqa: F401\n")
     (tmp_path / "test_pool.py").write_text(
-        "import multiprocessing, time\n"
+        "import multiprocessing, signal, time\n"
         "def _sleep(x):\n    time.sleep(30)\n"
+        "def _default():\n    return signal.getsignal(signal.SIGTERM) == signal.SIG_DFL\n"
         "def test_pool_terminates():\n"
+        "    assert signal.getsignal(signal.SIGTERM) != signal.SIG_DFL  # the suite's own process: the tally's handler\n"
         "    pool = multiprocessing.get_context('fork').Pool(2)\n"
+        "    assert pool.apply(_default)  # a worker: SIGTERM's default, set at the fork\n"
         "    pool.map_async(_sleep, range(4))\n"
         "    time.sleep(0.5)\n"
         "    start = time.monotonic()\n"
