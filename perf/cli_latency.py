@@ -69,7 +69,8 @@ def main() -> None:
         runs = [run_once(argv, expected) for _ in range(args.repeats)]
         wall = statistics.median(w for w, _ in runs)
         cpu = statistics.median(c for _, c in runs)
-        rows.append({"command": what, "args": argv, "median_wall_seconds": round(wall, 3), "median_cpu_seconds": round(cpu, 3),
+        shown = [a.replace(tempfile.gettempdir(), "<tmp>") for a in argv]  # the result names no path of this machine
+        rows.append({"command": what, "args": shown, "median_wall_seconds": round(wall, 3), "median_cpu_seconds": round(cpu, 3),
                      "runs": args.repeats, "under_limit": wall < LIMIT_SECONDS})
         print(rows[-1], flush=True)
     args.out.mkdir(parents=True, exist_ok=True)
