@@ -50,9 +50,7 @@ def _panel_grid(plt, panels: int):
     """Up to three panels a row, one per eval set; the unused cells of the last row removed."""
     cols = min(panels, 3)
     rows = math.ceil(panels / cols)
-    # Constrained layout: each panel's legend sits beside it (outside the axes), and the layout
-    # makes room for it rather than letting it run over the next panel (tight_layout did).
-    fig, axes = plt.subplots(rows, cols, figsize=(7.0 * cols, 4 * rows), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(rows, cols, figsize=(7.0 * cols, 4 * rows), squeeze=False, layout="constrained")  # room for each legend beside its panel
     for ax in axes.flat[panels:]:
         fig.delaxes(ax)
     return fig, axes
